@@ -1,0 +1,47 @@
+"""Deciding, without a request, whether a live object already matches what we would apply.
+
+Pure. An object is unchanged when the fingerprint we stamped on our last apply equals the
+fingerprint of the desired body (nothing changed in Git) and every field we set is still
+there with the value we set (nobody edited it since): the desired body is a subset of the
+live one. When in doubt the answer is "changed", which costs one server-side apply that the
+API server turns into a no-op.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from typing import Any
+
+HASH_ANNOTATION = "orksync.io/hash"
+
+
+def fingerprint(body: Mapping[str, Any]) -> str:
+    """A stable digest of a desired body (key order does not matter)."""
+    canon = json.dumps(body, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(canon.encode("utf-8")).hexdigest()[:32]
+
+
+def is_subset(desired: Any, live: Any) -> bool:
+    """True when every field of `desired` is present in `live` with an equal value.
+    Lists must have the same length; their elements are compared pairwise."""
+    if isinstance(desired, Mapping):
+        if not isinstance(live, Mapping):
+            return False
+        return all(k in live and is_subset(v, live[k]) for k, v in desired.items())
+    if isinstance(desired, list):
+        if not isinstance(live, list) or len(desired) != len(live):
+            return False
+        return all(is_subset(d, v) for d, v in zip(desired, live, strict=True))
+    if isinstance(desired, bool) or isinstance(live, bool):
+        return desired is live
+    return bool(desired == live)
+
+
+def unchanged(desired: Mapping[str, Any], live: Mapping[str, Any] | None) -> bool:
+    if live is None:
+        return False
+    stamped = ((live.get("metadata") or {}).get("annotations") or {}).get(HASH_ANNOTATION)
+    want = ((desired.get("metadata") or {}).get("annotations") or {}).get(HASH_ANNOTATION)
+    return stamped is not None and stamped == want and is_subset(desired, live)

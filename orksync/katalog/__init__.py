@@ -1,0 +1,1 @@
+"""Loading a repository: Katalogs, Motifs, CRDs and custom resources. No cluster access."""

@@ -1,0 +1,92 @@
+"""What a loaded repository holds. Pure data, no I/O."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from orksync.model import ObjRef
+
+KATALOG_API_VERSIONS = ("orkestra.orkspace.io/v1", "orkestra.konductor.io/v1Alpha")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Source:
+    """Where a document lives: repository-relative file and document index."""
+
+    file: str
+    path: Path
+    index: int = 0
+
+    def __str__(self) -> str:
+        return self.file if self.index == 0 else f"{self.file}#{self.index}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CrdEntry:
+    """One `spec.crds.<key>` entry of a Katalog: which kind it watches and what it renders."""
+
+    key: str
+    katalog: str
+    source: Source
+    group: str
+    version: str
+    kind: str
+    plural: str
+    namespaced: bool
+    operator_box: dict[str, Any]
+    raw: dict[str, Any]
+    crd_name: str = ""  # the CustomResourceDefinition's metadata.name, when known
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def path(self) -> str:
+        return f"spec.crds.{self.key}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Katalog:
+    name: str
+    api_version: str
+    source: Source
+    crds: tuple[CrdEntry, ...]
+    notes: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CustomResource:
+    ref: ObjRef
+    body: dict[str, Any]
+    source: Source
+    entry: CrdEntry
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CrdManifest:
+    name: str
+    body: dict[str, Any]
+    source: Source
+    group: str
+    kind: str
+    plural: str
+    namespaced: bool
+    storage_version: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Catalog:
+    """A loaded repository. `errors` are inputs refused while loading: each names its file."""
+
+    root: Path
+    katalogs: tuple[Katalog, ...]
+    crds: tuple[CrdManifest, ...]
+    crs: tuple[CustomResource, ...]
+    errors: tuple[Exception, ...] = ()
+    warnings: tuple[str, ...] = ()
+
+    def entries(self) -> list[CrdEntry]:
+        return [e for k in self.katalogs for e in k.crds]

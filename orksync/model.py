@@ -1,0 +1,158 @@
+"""The values that flow through the pipeline: identities, rendered objects, change sets.
+
+Pure data. Frozen, slotted, keyword-only dataclasses; StrEnums whose values are the words
+users see in logs and on the command line.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, order=True)
+class ObjRef:
+    """The identity of a Kubernetes object. `str()` is the one formatter used everywhere:
+    `Deployment/web/api`, `ClusterRole/admin` (cluster-scoped), `Website.demo.io/default/x`."""
+
+    api_version: str
+    kind: str
+    namespace: str = ""
+    name: str
+
+    @property
+    def group(self) -> str:
+        return self.api_version.rpartition("/")[0]
+
+    def __str__(self) -> str:
+        kind = self.kind
+        if self.group and not _is_builtin_group(self.group):
+            kind = f"{self.kind}.{self.group}"
+        if self.namespace:
+            return f"{kind}/{self.namespace}/{self.name}"
+        return f"{kind}/{self.name}"
+
+    @classmethod
+    def of(cls, obj: Mapping[str, Any]) -> ObjRef:
+        meta = obj.get("metadata") or {}
+        return cls(
+            api_version=str(obj.get("apiVersion", "")),
+            kind=str(obj.get("kind", "")),
+            namespace=str(meta.get("namespace") or ""),
+            name=str(meta.get("name") or ""),
+        )
+
+
+_BUILTIN_GROUPS = frozenset({
+    "apps", "batch", "policy", "autoscaling", "networking.k8s.io", "rbac.authorization.k8s.io",
+    "apiextensions.k8s.io", "coordination.k8s.io", "storage.k8s.io", "events.k8s.io",
+})
+
+
+def _is_builtin_group(group: str) -> bool:
+    return group in _BUILTIN_GROUPS
+
+
+class WritePolicy(StrEnum):
+    """How the applier writes one object. Travels with the rendered object."""
+
+    CREATE = "create-if-absent"  # onCreate without reconcile: create when missing, else leave
+    APPLY = "apply"  # onReconcile or reconcile: true: server-side apply every sync
+    CREATE_ONLY = "create-only"  # Jobs: create when missing, never update
+
+
+class Action(StrEnum):
+    """What happened to one object in one run."""
+
+    CREATED = "created"
+    CONFIGURED = "configured"
+    UNCHANGED = "unchanged"
+    SKIPPED = "skipped"
+    DELETED = "deleted"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Origin:
+    """Where a rendered object came from, for reviews, errors and the index."""
+
+    file: str
+    katalog: str = ""
+    crd: str = ""
+    cr: str = ""
+    entry: str = ""  # e.g. onCreate.deployments[0]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RenderedObject:
+    """One manifest as rendered: the object body, its write policy and origin.
+
+    `owner` is the identity of the custom resource that owns it (None for CRDs and the
+    custom resources themselves). `stage` orders the apply: lower first."""
+
+    ref: ObjRef
+    body: Mapping[str, Any]
+    policy: WritePolicy
+    origin: Origin
+    stage: int
+    owner: ObjRef | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RenderedSet:
+    """Everything one render produced, in apply order, plus the inputs it refused."""
+
+    objects: tuple[RenderedObject, ...]
+    errors: tuple[Exception, ...] = ()
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Change:
+    """One entry of a ChangeSet: what one apply, delete or prune did to one object."""
+
+    ref: ObjRef
+    action: Action
+    message: str = ""
+
+
+@dataclass(slots=True, kw_only=True)
+class ChangeSet:
+    """The one result type of every apply. Logs, CLI output, exit codes and tests read it."""
+
+    changes: list[Change] = field(default_factory=list)
+
+    def add(self, ref: ObjRef, action: Action, message: str = "") -> Change:
+        change = Change(ref=ref, action=action, message=message)
+        self.changes.append(change)
+        return change
+
+    def extend(self, other: Iterable[Change]) -> None:
+        self.changes.extend(other)
+
+    def counts(self) -> Counter[Action]:
+        return Counter(c.action for c in self.changes)
+
+    @property
+    def failed(self) -> list[Change]:
+        return [c for c in self.changes if c.action is Action.FAILED]
+
+    def summary(self) -> str:
+        counts = self.counts()
+        return " ".join(f"{a.value}={counts.get(a, 0)}" for a in Action)
+
+    def by_ref(self) -> dict[ObjRef, Change]:
+        return {c.ref: c for c in self.changes}
+
+
+def replace(obj: Any, **changes: Any) -> Any:
+    """dataclasses.replace, re-exported so callers need one import."""
+    return dataclasses.replace(obj, **changes)

@@ -1,0 +1,234 @@
+"""YAML in and out.
+
+Loading: ruamel.yaml's safe loader (libyaml-backed when ruamel.yaml.clib is present), with
+duplicate keys refused and errors naming the file and line. Locating a field's line for an
+error message re-reads the file with the round-trip loader, only when an error happens.
+
+Dumping: a small deterministic emitter for the shapes manifests have (dict, list, str, int,
+float, bool, None): block style, insertion order, strings quoted as JSON whenever a plain
+scalar could be read back as something else. Same input, same bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ruamel.yaml import YAML
+from ruamel.yaml.error import MarkedYAMLError, YAMLError
+
+from orksync.errors import LoadError
+
+MAX_FILE_BYTES = 4 * 1024 * 1024
+MAX_DEPTH = 64
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Document:
+    """One YAML document of a file: its decoded content and position in the file."""
+
+    file: Path
+    index: int  # 0-based position among the file's documents
+    content: Any
+
+
+def load_documents(path: Path, *, display: str | None = None) -> list[Document]:
+    """Every non-empty document of a YAML file. Raises LoadError naming the file and line."""
+    name = display or str(path)
+    try:
+        raw = path.read_bytes()
+    except OSError as err:
+        raise LoadError(f"cannot read: {err.strerror}", file=name) from err
+    if len(raw) > MAX_FILE_BYTES:
+        raise LoadError(f"file is {len(raw)} bytes, above the {MAX_FILE_BYTES} limit", file=name)
+    if b"\x00" in raw:
+        raise LoadError("binary file (contains NUL bytes), not YAML", file=name)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise LoadError(f"not UTF-8 text (byte {err.start})", file=name) from err
+    return parse_documents(text, path=path, display=name)
+
+
+def parse_documents(text: str, *, path: Path, display: str) -> list[Document]:
+    _refuse_alias_bombs(text, display)
+    yaml = YAML(typ="safe")
+    docs: list[Document] = []
+    try:
+        for i, content in enumerate(yaml.load_all(text)):
+            if content is None:
+                continue
+            _check_depth(content, display)
+            docs.append(Document(file=path, index=i, content=content))
+    except MarkedYAMLError as err:
+        line = err.problem_mark.line + 1 if err.problem_mark else None
+        problem = (err.problem or str(err)).split("\n")[0]
+        raise LoadError(f"invalid YAML: {err.context + ', ' if err.context else ''}{problem}",
+                        file=display, line=line) from err
+    except YAMLError as err:
+        raise LoadError(f"invalid YAML: {str(err).splitlines()[0]}", file=display) from err
+    except RecursionError as err:
+        raise LoadError("YAML nested too deeply", file=display) from err
+    return docs
+
+
+def _refuse_alias_bombs(text: str, display: str) -> None:
+    # Manifests and Katalogs have no need for anchors en masse; a document with many
+    # aliases is either a mistake or an expansion bomb. Refuse before decoding.
+    if text.count("*") > 64 and len(re.findall(r"(?:^|[\s\[,{:-])\*[^\s,\]}]+", text)) > 64:
+        raise LoadError("more than 64 YAML aliases: refused (alias expansion bomb?)",
+                        file=display)
+
+
+def _check_depth(value: Any, display: str) -> None:
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    seen = 0
+    while stack:
+        item, depth = stack.pop()
+        seen += 1
+        if depth > MAX_DEPTH:
+            raise LoadError(f"nested deeper than {MAX_DEPTH} levels", file=display)
+        if seen > 2_000_000:
+            raise LoadError("document has more than 2,000,000 nodes", file=display)
+        if isinstance(item, dict):
+            stack.extend((v, depth + 1) for v in item.values())
+        elif isinstance(item, list):
+            stack.extend((v, depth + 1) for v in item)
+
+
+def locate(path: Path, doc_index: int, field_path: Sequence[str | int]) -> int | None:
+    """The 1-based line of a field inside a document, or of the nearest parent found.
+
+    Only used to decorate error messages, so it never raises."""
+    try:
+        rt = YAML(typ="rt")
+        docs = list(rt.load_all(path.read_text(encoding="utf-8")))
+        node = docs[doc_index]
+        line: int | None = node.lc.line + 1 if hasattr(node, "lc") else None
+        for key in field_path:
+            if isinstance(node, Mapping) and key in node:
+                line = node.lc.key(key)[0] + 1
+            elif isinstance(node, list) and isinstance(key, int) and 0 <= key < len(node):
+                line = node.lc.item(key)[0] + 1
+            else:
+                break
+            node = node[key]  # type: ignore[index]
+        return line
+    except Exception:  # noqa: BLE001 - decoration only
+        return None
+
+
+# --- dumping -------------------------------------------------------------------------------
+
+_PLAIN_SAFE = re.compile(r"^[A-Za-z_/][A-Za-z0-9_./@+-]*(?: [A-Za-z0-9_./@+()-]+)*$")
+_RESERVED = re.compile(
+    r"^(?:y|Y|yes|Yes|YES|n|N|no|No|NO|true|True|TRUE|false|False|FALSE|on|On|ON|off|Off|OFF"
+    r"|null|Null|NULL|~|\.inf|\.Inf|\.INF|\.nan|\.NaN|\.NAN|[-+]?\.(?:inf|Inf|INF))$"
+)
+
+
+# Outside YAML's printable set, or a line break to YAML 1.1 (NEL, LS, PS): escaped.
+_NOT_PRINTABLE = re.compile(
+    "[^\x09\x0a\x0d\x20-\x7e\xa0-\u2027\u202a-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def _quoted(text: str) -> str:
+    """A YAML double-quoted scalar (JSON string syntax, which YAML reads the same)."""
+    quoted = json.dumps(text, ensure_ascii=False)
+    return _NOT_PRINTABLE.sub(_escape_char, quoted)
+
+
+def _escape_char(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
+
+
+def _scalar(value: Any) -> str:
+    if value is None:
+        return "null"
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if math.isnan(value):
+            return ".nan"
+        if math.isinf(value):
+            return ".inf" if value > 0 else "-.inf"
+        text = repr(value)
+        return text if ("." in text or "e" in text or "n" in text) else text + ".0"
+    text = str(value)
+    if _PLAIN_SAFE.match(text) and not _RESERVED.match(text):
+        return text
+    return _quoted(text)
+
+
+def _key(key: Any) -> str:
+    return _scalar(key if isinstance(key, str) else str(key))
+
+
+def _emit(value: Any, indent: int, out: list[str]) -> None:
+    pad = " " * indent
+    if isinstance(value, Mapping):
+        for k, v in value.items():
+            if isinstance(v, Mapping) and v:
+                out.append(f"{pad}{_key(k)}:\n")
+                _emit(v, indent + 2, out)
+            elif isinstance(v, list) and v:
+                out.append(f"{pad}{_key(k)}:\n")
+                _emit(v, indent, out)
+            else:
+                out.append(f"{pad}{_key(k)}: {_inline(v)}\n")
+    elif isinstance(value, list):
+        for item in value:
+            if isinstance(item, Mapping) and item:
+                sub: list[str] = []
+                _emit(item, indent + 2, sub)
+                first = sub[0]
+                out.append(f"{pad}- {first[indent + 2:]}")
+                out.extend(sub[1:])
+            elif isinstance(item, list) and item:
+                out.append(f"{pad}-\n")
+                _emit(item, indent + 2, out)
+            else:
+                out.append(f"{pad}- {_inline(item)}\n")
+    else:
+        out.append(f"{pad}{_inline(value)}\n")
+
+
+def _inline(value: Any) -> str:
+    if isinstance(value, Mapping):
+        return "{}"
+    if isinstance(value, list):
+        return "[]"
+    if isinstance(value, str) and "\n" in value:
+        return _quoted(value)
+    return _scalar(value)
+
+
+def dump_yaml(value: Any) -> str:
+    """One YAML document (no leading `---`), deterministic for the same input."""
+    out: list[str] = []
+    _emit(value, 0, out)
+    return "".join(out)
+
+
+def dump_all(values: Sequence[Any]) -> str:
+    return "---\n".join(dump_yaml(v) for v in values)
+
+
+def iter_yaml_files(root: Path) -> Iterator[Path]:
+    """Every *.yaml / *.yml file under root, sorted, skipping hidden directories."""
+    for path in sorted(root.rglob("*")):
+        rel = path.relative_to(root)
+        if any(part.startswith(".") for part in rel.parts):
+            continue
+        if path.suffix in (".yaml", ".yml") and path.is_file():
+            yield path

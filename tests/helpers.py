@@ -1,0 +1,67 @@
+"""Small helpers shared by tests: writing repositories to temporary directories."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+REPO_EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "repo"
+ORKESTRA_EXAMPLES = Path(__file__).resolve().parents[2] / "shared" / "examples" / "orkestra"
+
+
+def write_repo(root: Path, files: dict[str, str]) -> Path:
+    """Write {relative path: YAML text} under root (text is dedented)."""
+    for rel, text in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
+    return root
+
+
+CRD = """
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: widgets.test.orksync.io
+spec:
+  group: test.orksync.io
+  scope: Namespaced
+  names: {kind: Widget, plural: widgets, singular: widget}
+  versions:
+    - name: v1
+      served: true
+      storage: true
+      subresources: {status: {}}
+      schema:
+        openAPIV3Schema:
+          type: object
+          x-kubernetes-preserve-unknown-fields: true
+"""
+
+KATALOG = """
+apiVersion: orkestra.orkspace.io/v1
+kind: Katalog
+metadata: {name: widgets}
+spec:
+  crds:
+    widget:
+      crdFile: ./crd.yaml
+      operatorBox:
+        onCreate:
+          deployments:
+            - name: "{{ .metadata.name }}"
+              image: "{{ .spec.image }}"
+              replicas: "{{ .spec.replicas }}"
+              port: "{{ .spec.port }}"
+              reconcile: true
+          services:
+            - name: "{{ .metadata.name }}-svc"
+              port: "80"
+              targetPort: "{{ .spec.port }}"
+"""
+
+
+def widget(name: str, namespace: str = "default", **spec: object) -> str:
+    lines = [f"  {k}: {v}" for k, v in spec.items()]
+    return (f"apiVersion: test.orksync.io/v1\nkind: Widget\nmetadata:\n  name: {name}\n"
+            f"  namespace: {namespace}\nspec:\n" + ("\n".join(lines) or "  {}") + "\n")

@@ -1,0 +1,118 @@
+"""Loading repositories: Katalogs of both eras, CRDs, custom resources, and bad input."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from orksync.errors import InputError
+from orksync.katalog.loader import load_repository
+from tests.helpers import CRD, KATALOG, ORKESTRA_EXAMPLES, REPO_EXAMPLE, widget, write_repo
+
+
+def test_custom_resources_are_found_anywhere_by_api_version_and_kind(tmp_path: Path) -> None:
+    write_repo(tmp_path, {"op/katalog.yaml": KATALOG, "op/crd.yaml": CRD,
+                          "deep/down/a.yaml": widget("a", image="nginx"),
+                          "b.yml": widget("b", "other", image="nginx")})
+    catalog = load_repository(tmp_path)
+    assert not catalog.errors
+    assert [str(cr.ref) for cr in catalog.crs] == [
+        "Widget.test.orksync.io/default/a", "Widget.test.orksync.io/other/b"]
+    assert catalog.crs[0].source.file == "deep/down/a.yaml"
+
+
+def test_the_bundled_example_repository_loads_without_errors() -> None:
+    catalog = load_repository(REPO_EXAMPLE)
+    assert not catalog.errors and not catalog.warnings
+    assert {cr.ref.name for cr in catalog.crs} == {"shop", "blog"}
+    assert [m.name for m in catalog.crds] == ["webapps.platform.example.com"]
+
+
+@pytest.mark.parametrize("example", ["hello-website", "once-secret", "when-conditions",
+                                     "secret-copy"])
+def test_every_orkestra_example_loads(example: str) -> None:
+    catalog = load_repository(ORKESTRA_EXAMPLES / example)
+    assert not catalog.errors
+    assert len(catalog.katalogs) == 1 and len(catalog.crs) == 1
+
+
+def test_an_old_era_katalog_takes_its_types_from_api_types() -> None:
+    catalog = load_repository(ORKESTRA_EXAMPLES / "when-conditions")
+    entry = catalog.katalogs[0].crds[0]
+    assert (entry.api_version, entry.kind, entry.plural) == (
+        "demo.orkestra.io/v1alpha1", "Platform", "platforms")
+
+
+def test_a_cluster_scoped_custom_resource_loses_its_namespace() -> None:
+    catalog = load_repository(ORKESTRA_EXAMPLES / "secret-copy")
+    assert catalog.crs[0].ref.namespace == ""
+    assert "namespace" not in catalog.crs[0].body["metadata"]
+
+
+def test_the_list_form_of_spec_crds_is_accepted(tmp_path: Path) -> None:
+    write_repo(tmp_path, {"k.yaml": """
+        apiVersion: orkestra.konductor.io/v1Alpha
+        kind: Katalog
+        metadata: {name: old}
+        spec:
+          crds:
+            - name: widget
+              apiTypes: {group: test.orksync.io, version: v1, kind: Widget, plural: widgets}
+        """, "w.yaml": widget("w")})
+    catalog = load_repository(tmp_path)
+    assert not catalog.errors
+    assert catalog.katalogs[0].crds[0].key == "widget" and len(catalog.crs) == 1
+
+
+def test_invalid_yaml_names_the_file_and_line_and_the_rest_still_loads(tmp_path: Path) -> None:
+    write_repo(tmp_path, {"katalog.yaml": KATALOG, "crd.yaml": CRD,
+                          "good.yaml": widget("good"),
+                          "bad.yaml": "apiVersion: v1\nkind: [unclosed\nmetadata: {}\n"})
+    catalog = load_repository(tmp_path)
+    assert [cr.ref.name for cr in catalog.crs] == ["good"]
+    (err,) = catalog.errors
+    assert str(err).startswith("bad.yaml:3") and "invalid YAML" in str(err)
+
+
+def test_a_duplicate_key_is_an_error(tmp_path: Path) -> None:
+    write_repo(tmp_path, {"katalog.yaml": KATALOG, "crd.yaml": CRD,
+                          "w.yaml": widget("w") + "spec: {}\n"})
+    (err,) = load_repository(tmp_path).errors
+    assert "w.yaml" in str(err) and "duplicate key" in str(err)
+
+
+def test_a_custom_resource_with_an_invalid_name_names_the_field(tmp_path: Path) -> None:
+    write_repo(tmp_path, {"katalog.yaml": KATALOG, "crd.yaml": CRD,
+                          "w.yaml": widget("Bad_Name")})
+    (err,) = load_repository(tmp_path).errors
+    assert isinstance(err, InputError)
+    assert err.file == "w.yaml" and err.line == 4 and err.path == "metadata.name"
+    assert "Widget/Bad_Name" in str(err)
+
+
+def test_a_crd_file_outside_the_repository_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "outside.yaml").write_text(CRD)
+    repo = write_repo(tmp_path / "repo", {"k.yaml": KATALOG.replace("./crd.yaml",
+                                                                     "../outside.yaml")})
+    (err,) = load_repository(repo).errors
+    assert "points outside the repository" in str(err)
+    assert "spec.crds.widget.crdFile" in str(err)
+
+
+def test_the_same_custom_resource_twice_keeps_the_first_and_reports_the_second(
+        tmp_path: Path) -> None:
+    write_repo(tmp_path, {"katalog.yaml": KATALOG, "crd.yaml": CRD,
+                          "a.yaml": widget("w", image="one"), "b.yaml": widget("w")})
+    catalog = load_repository(tmp_path)
+    assert catalog.crs[0].body["spec"] == {"image": "one"}
+    (err,) = catalog.errors
+    assert "b.yaml" in str(err) and "duplicate of a.yaml" in str(err)
+
+
+def test_binary_and_oversized_files_are_refused_by_name(tmp_path: Path) -> None:
+    (tmp_path / "blob.yaml").write_bytes(b"\x00\x01\x02")
+    (tmp_path / "huge.yaml").write_text("a: " + "x" * (5 * 1024 * 1024))
+    errors = sorted(str(e) for e in load_repository(tmp_path).errors)
+    assert errors[0].startswith("blob.yaml") and "binary" in errors[0]
+    assert errors[1].startswith("huge.yaml") and "limit" in errors[1]
