@@ -119,7 +119,7 @@ def locate(path: Path, doc_index: int, field_path: Sequence[str | int]) -> int |
                 break
             node = node[key]  # type: ignore[index]
         return line
-    except Exception:  # noqa: BLE001 - decoration only
+    except Exception:
         return None
 
 

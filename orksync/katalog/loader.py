@@ -85,7 +85,7 @@ class _Loader:
             api, kind = c.get("apiVersion"), c.get("kind")
             if api in KATALOG_API_VERSIONS and kind == "Katalog":
                 katalog_docs.append(doc)
-            elif api in KATALOG_API_VERSIONS and kind in IGNORED_ORKESTRA_KINDS + ("Motif",):
+            elif api in KATALOG_API_VERSIONS and kind in (*IGNORED_ORKESTRA_KINDS, "Motif"):
                 continue
             elif api == "apiextensions.k8s.io/v1" and kind == "CustomResourceDefinition":
                 crd_docs.append(doc)

@@ -1,0 +1,1 @@
+"""Rendering: templates, conditions, builders and the output directory. Pure: no cluster."""

@@ -1,0 +1,138 @@
+"""The template function library ("notes"): Orkestra's built-in notes and Katalog-level
+user notes, as a name → Python callable map for the Go-template engine.
+
+Pure. No I/O, clock and randomness injected: `builtin_functions` takes the clock used by
+the time notes and the `RandomSource` used by the random notes.
+
+Values reaching a note are decoded JSON shapes (dict, list, str, int, float, bool, None)
+and notes return the same shapes. Arguments are lenient like Orkestra's notes, which take
+`interface{}` and convert with %v: a number passed where text is expected is formatted
+(`3`, `true`, `1e+06`), nil reads as "". A note that cannot use its arguments raises
+`NoteError` (a ValueError) naming the note; the engine reports it as a template error.
+
+Each topic module documents its notes in a `| Function | Signature | Meaning |` table in
+its docstring; `catalog()` collects those tables (the source for generated docs) and a
+test checks that they list exactly the functions `builtin_functions` returns.
+
+Topics: random (`random.py`), strings, math, conditional, types, collections and safe
+access (`listmap.py`), Kubernetes helpers (`kube.py`), time, data, cron, quantity, semver.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from types import ModuleType
+from typing import Any
+
+from orksync.render.notes import (
+    conditional,
+    cron,
+    data,
+    kube,
+    listmap,
+    math,
+    quantity,
+    random,
+    semver,
+    strings,
+    time,
+    types,
+)
+from orksync.render.notes._common import NoteError
+from orksync.render.notes.random import RandomSource
+
+__all__ = ["MODULES", "NoteError", "builtin_functions", "catalog", "user_notes"]
+
+MODULES: tuple[ModuleType, ...] = (random, strings, math, conditional, types, listmap, kube,
+                                   time, data, cron, quantity, semver)
+_ROW = re.compile(r"^\| `([A-Za-z0-9]+)` \| (.+?) \| (.+?) \|$")
+MAX_NOTE_DEPTH = 32
+
+
+def builtin_functions(*, clock: Callable[[], datetime],
+                      random: RandomSource) -> dict[str, Callable[..., Any]]:
+    """Every built-in note, by Orkestra name. `clock` must return the current time
+    (aware; a naive value is taken as UTC); `random` produces the random notes' values
+    (`PlaceholderRandom` when rendering to disk, `CryptoRandom` at apply time)."""
+    functions: dict[str, Callable[..., Any]] = {}
+    functions.update(_random_notes(random))
+    for module in (strings, math, conditional, types, listmap, kube, data, quantity, semver):
+        functions.update(module.notes())
+    functions.update(time.notes(clock))
+    functions.update(cron.notes(clock))
+    return functions
+
+
+def _random_notes(source: RandomSource) -> dict[str, Callable[..., Any]]:
+    return random.notes(source)
+
+
+def catalog() -> list[tuple[str, str, str, str]]:
+    """(topic module, name, signature, meaning) for every documented note, in the order
+    of the docstring tables."""
+    rows: list[tuple[str, str, str, str]] = []
+    for module in MODULES:
+        for line in (module.__doc__ or "").splitlines():
+            match = _ROW.match(line.strip())
+            if match:
+                topic = module.__name__.rsplit(".", 1)[-1]
+                signature = match.group(2).strip().strip("`")
+                rows.append((topic, match.group(1), signature, match.group(3).strip()))
+    return rows
+
+
+def _bool_or_text(result: str) -> str | bool:
+    text = result.strip()
+    if text == "true":
+        return True
+    if text == "false":
+        return False
+    return text
+
+
+def user_notes(notes: Mapping[str, Any],
+               render: Callable[[str, Mapping[str, Any]], str]) -> dict[str, Callable[..., Any]]:
+    """Katalog-level `notes:` (name → template expression) as callables.
+
+    Decisions:
+
+    * A note's value is its expression text; Orkestra's object form `{expression: …}` is
+      accepted too.
+    * Calling a note renders its expression with `render(expression, args_data)`, where
+      `args_data` holds the call's positional arguments as `.args` (a list) and `.arg0`,
+      `.arg1`, … (`{{ myNote .spec.tier "x" }}` → `.arg0` = the tier, `.arg1` = "x").
+      `render` is the engine's render function; to let expressions also read the CR
+      (`.spec…`, as in Orkestra, where notes see the resolver data) the engine passes a
+      `render` that overlays `args_data` on the current data scope.
+    * The rendered text is trimmed; exactly `true`/`false` become bools (so a note works
+      in `{{ if }}` and `and`/`or`), any other result stays text.
+    * Notes may call each other; a call chain deeper than 32 (a note calling itself) is a
+      NoteError instead of a Python recursion error.
+    """
+    depth = [0]
+
+    def make(name: str, expression: str) -> Callable[..., Any]:
+        def call(*args: Any) -> Any:
+            if depth[0] >= MAX_NOTE_DEPTH:
+                raise NoteError(f"note {name}: calls nested deeper than {MAX_NOTE_DEPTH} "
+                                "(does it call itself?)")
+            scope: dict[str, Any] = {"args": list(args)}
+            scope.update({f"arg{i}": arg for i, arg in enumerate(args)})
+            depth[0] += 1
+            try:
+                return _bool_or_text(render(expression, scope))
+            finally:
+                depth[0] -= 1
+
+        call.__name__ = name
+        return call
+
+    out: dict[str, Callable[..., Any]] = {}
+    for name, spec in notes.items():
+        expression = spec.get("expression") if isinstance(spec, Mapping) else spec
+        if not isinstance(expression, str):
+            raise NoteError(f"note {name}: the expression must be a string")
+        out[str(name)] = make(str(name), expression)
+    return out

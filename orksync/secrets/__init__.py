@@ -1,0 +1,1 @@
+"""Secrets: generated values, rotation decisions and certificates (cryptography only in pki)."""

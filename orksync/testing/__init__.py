@@ -1,0 +1,1 @@
+"""Test and development infrastructure. Never imported by the agent at run time."""
