@@ -8,8 +8,8 @@ templates: None, bool, int, float, str, list and dict (what JSON/YAML decoding y
 from __future__ import annotations
 
 import math
-from decimal import Decimal
 from collections.abc import Mapping, Sequence
+from decimal import Decimal
 from typing import Any
 
 NO_VALUE = "<no value>"

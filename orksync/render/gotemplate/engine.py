@@ -1,0 +1,250 @@
+"""GoTemplateEngine: renders Go text/template strings exactly as Go + Orkestra do.
+
+Pure. No I/O. A template is parsed (Go's parser, ported), compiled to a Jinja2 AST that
+calls the `_go` runtime, and executed in a jinja2 ImmutableSandboxedEnvironment with no
+globals, filters or tests. Compiled templates are cached per engine by source text.
+
+Known divergences from Go (intentional, see the differential tests):
+- `define`, `template`, `block`, complex constants and `:=` inside parentheses are
+  rejected at compile time; `%p` prints as a bad verb.
+- `slice` on a list cannot reach past its length (Go can, up to the hidden capacity
+  of the decoded slice, which is an implementation detail of encoding/json).
+- Parenthesis nesting and control nesting are limited to 100 levels.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from types import MethodType
+from typing import Any
+
+from jinja2 import StrictUndefined
+from jinja2.environment import Template
+from jinja2.exceptions import SecurityError
+from jinja2.runtime import new_context
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+from ..govalues import NO_VALUE, format_value
+from . import nodes as n
+from .builtins import BUILTIN_NAMES
+from .codegen import compile_ast
+from .errors import GoExecError, GoParseError, GoTemplateError, LimitError
+from .gotypes import GoInt
+from .parser import parse
+from .runtime import RUNTIME_API, Runtime
+
+GO_SPACE = "\t\n\v\f\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"  # noqa: E501
+_TEMPLATE_FILE = "<template>"
+_STRAY_SURROGATE = re.compile("[\ud800-\udc7f\udd00-\udfff]")
+
+
+class _GoSandbox(ImmutableSandboxedEnvironment):
+    """The sandbox, with a fast path for the runtime's own (safe) methods."""
+
+    def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:
+        if type(__obj) is MethodType and type(__obj.__self__) is Runtime:
+            return __obj(*args)  # Jinja only adds its own _loop_vars/_block_vars kwargs
+        return super().call(__context, __obj, *args, **kwargs)
+
+    def getattr(self, obj: Any, attribute: str) -> Any:
+        if type(obj) is Runtime:
+            if attribute in RUNTIME_API:
+                return getattr(obj, attribute)
+            raise SecurityError(f"access to {attribute!r} is not allowed")
+        return super().getattr(obj, attribute)
+
+
+def _go_print(value: Any) -> str:
+    """How an action prints its value (fmt.Fprint of the value, nil as <no value>)."""
+    return value if type(value) is str else format_value(value)
+
+
+def _make_env() -> _GoSandbox:
+    env = _GoSandbox(
+        finalize=_go_print, autoescape=False, undefined=StrictUndefined,
+        keep_trailing_newline=True, cache_size=0, auto_reload=False,
+    )
+    env.globals.clear()
+    env.filters.clear()
+    env.tests.clear()
+    return env
+
+
+ENV = _make_env()
+
+
+def go_utf8(text: str) -> str:
+    """Replace each byte of invalid UTF-8 (carried as surrogate escapes) by U+FFFD, as
+    Go's encoders do with a string holding invalid UTF-8."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        pass
+    text = _STRAY_SURROGATE.sub("\ufffd", text)
+    data = text.encode("utf-8", "surrogateescape")
+    return "".join(_decode_per_byte(data))
+
+
+def _decode_per_byte(data: bytes) -> list[str]:
+    out, i = [], 0
+    while i < len(data):
+        try:
+            out.append(data[i:].decode("utf-8"))
+            break
+        except UnicodeDecodeError as exc:
+            out.append(data[i : i + exc.start].decode("utf-8"))
+            out.append("\ufffd")
+            i += exc.start + 1
+    return out
+
+
+def orkestra_post(text: str) -> str:
+    """Orkestra's post-processing: TrimSpace, then remove every `<no value>`."""
+    return text.strip(GO_SPACE).replace(NO_VALUE, "")
+
+
+@dataclass(frozen=True, slots=True)
+class _Compiled:
+    template: Template | None
+    consts: dict[str, GoInt]
+    value_path: tuple[str, ...] | None
+    error: GoTemplateError | None = None
+
+    def raise_error(self) -> None:
+        if self.error is not None:
+            e = self.error
+            raise GoTemplateError(e.message, e.source, e.position)
+
+    def position(self, exc: BaseException) -> int | None:
+        tb, lineno = exc.__traceback__, None
+        while tb is not None:
+            if tb.tb_frame.f_code.co_filename == _TEMPLATE_FILE:
+                lineno = tb.tb_lineno
+            tb = tb.tb_next
+        if lineno is None or self.template is None:
+            return None
+        return self.template.get_corresponding_lineno(lineno) - 1
+
+
+def _value_path(root: n.ListNode) -> tuple[str, ...] | None:
+    """The field path of a template that is exactly one action like {{ .spec.x }}."""
+    if len(root.nodes) != 1 or not isinstance(root.nodes[0], n.ActionNode):
+        return None
+    pipe = root.nodes[0].pipe
+    if pipe.decl or len(pipe.cmds) != 1 or len(pipe.cmds[0].args) != 1:
+        return None
+    arg = pipe.cmds[0].args[0]
+    if isinstance(arg, n.DotNode):
+        return ()
+    if isinstance(arg, n.FieldNode):
+        return arg.idents
+    if isinstance(arg, n.VariableNode) and arg.idents[0] == "$":
+        return arg.idents[1:]
+    return None
+
+
+class GoTemplateEngine:
+    """Renders Go templates with a fixed function map (one engine per Katalog)."""
+
+    def __init__(
+        self,
+        functions: Mapping[str, Callable[..., Any]],
+        *,
+        max_output: int = 1_000_000,
+        max_steps: int = 1_000_000,
+        cache_size: int = 4096,
+    ) -> None:
+        self._functions = dict(functions)
+        self._names = frozenset(self._functions) | BUILTIN_NAMES
+        self._max_output = max_output
+        self._max_steps = max_steps
+        self._get = functools.lru_cache(maxsize=cache_size)(self._compile)
+
+    # -- public API -------------------------------------------------------------------
+    def render(self, source: str, data: Mapping[str, Any], *, orkestra: bool = True) -> str:
+        """Render like Orkestra (orkestra=True: a text without `{{` is returned as is,
+        the output is TrimSpace'd and `<no value>` removed) or return Go's raw output."""
+        if orkestra and "{{" not in source:
+            return source
+        compiled = self._get(source)
+        compiled.raise_error()
+        out = self._execute(compiled, source, data)
+        return orkestra_post(out) if orkestra else out
+
+    def render_value(self, source: str, data: Mapping[str, Any]) -> Any:
+        """For a template that is one plain field path (`{{ .spec.x }}`, `{{ . }}`,
+        `{{ $.a }}`), return the raw value when it is not a string (None when missing);
+        otherwise (and for strings) the same as render()."""
+        if "{{" not in source:
+            return source
+        compiled = self._get(source.strip(GO_SPACE))
+        if compiled.error is None and compiled.value_path is not None:
+            try:
+                value = Runtime(self._functions, 0, 0).fl(data, compiled.value_path)
+            except GoExecError as exc:
+                raise GoTemplateError(exc.message, source, 0) from exc
+            if not isinstance(value, str):
+                return value
+            return orkestra_post(value)
+        return self.render(source, data)
+
+    def check(self, source: str) -> None:
+        """Compile only; raise GoTemplateError on syntax errors and unknown functions."""
+        if "{{" in source:
+            self._get(source).raise_error()
+
+    def referenced_functions(self, source: str) -> set[str]:
+        """Names of the non-builtin functions a template calls (known or not)."""
+        if "{{" not in source:
+            return set()
+        try:
+            _, idents = parse(source, self._names, check_functions=False)
+        except GoParseError as exc:
+            raise GoTemplateError(exc.message, source, exc.position) from None
+        return {i for i in idents if i in self._functions or i not in BUILTIN_NAMES}
+
+    # -- internals --------------------------------------------------------------------
+    def _compile(self, source: str) -> _Compiled:
+        try:
+            root, _ = parse(source, self._names)
+            tree, ints = compile_ast(root, self._functions)
+            tree.set_environment(ENV)
+            code = ENV.compile(tree, filename=_TEMPLATE_FILE)
+            template = ENV.template_class.from_code(ENV, code, {}, None)
+        except GoParseError as exc:
+            return _Compiled(None, {}, None, GoTemplateError(exc.message, source, exc.position))
+        except (RecursionError, SyntaxError, MemoryError):
+            return _Compiled(None, {}, None, GoTemplateError("template too complex", source))
+        consts = {name: GoInt(value) for value, name in ints.items()}
+        return _Compiled(template, consts, _value_path(root))
+
+    def _execute(self, compiled: _Compiled, source: str, data: Any) -> str:
+        assert compiled.template is not None
+        variables: dict[str, Any] = {
+            "_go": Runtime(self._functions, self._max_steps, self._max_output),
+            "_d": data,
+        }
+        if compiled.consts:
+            variables.update(compiled.consts)
+        context = new_context(ENV, None, {}, variables, True, None)
+        parts: list[str] = []
+        size, limit = 0, self._max_output
+        try:
+            for chunk in compiled.template.root_render_func(context):
+                size += len(chunk)
+                if size > limit:
+                    raise LimitError("output too large")
+                parts.append(chunk)
+        except GoExecError as exc:
+            raise GoTemplateError(exc.message, source, compiled.position(exc)) from exc
+        except RecursionError as exc:
+            raise GoTemplateError("template too complex", source) from exc
+        except Exception as exc:
+            message = f"template execution failed: {type(exc).__name__}: {exc}"
+            raise GoTemplateError(message, source, compiled.position(exc)) from exc
+        out = "".join(parts)
+        return out if out.isascii() else go_utf8(out)

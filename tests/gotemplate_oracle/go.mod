@@ -1,0 +1,3 @@
+module orksync/gotemplate-oracle
+
+go 1.22
