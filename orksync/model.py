@@ -100,6 +100,9 @@ class RenderedObject:
     origin: Origin
     stage: int
     owner: ObjRef | None = None
+    # Instructions the applier resolves against the live cluster (generated values, once,
+    # rotation, TLS, copies). Written to index.yaml, never into the object itself.
+    directives: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -109,6 +112,7 @@ class RenderedSet:
     objects: tuple[RenderedObject, ...]
     errors: tuple[Exception, ...] = ()
     warnings: tuple[str, ...] = ()
+    skipped: tuple[tuple[ObjRef, str], ...] = ()  # refused objects (guard) with the reason
 
     @property
     def ok(self) -> bool:

@@ -1,0 +1,86 @@
+"""One builder per kind: a rendered template entry in, a Kubernetes object body out.
+
+Pure. A builder receives the entry with every template already rendered (strings) and
+applies Orkestra's defaults and coercion for its kind. It raises BuildError naming the
+field for input it cannot turn into a valid object.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+
+class BuildError(Exception):
+    """Bad input for one field of one entry. `field` is relative to the entry."""
+
+    def __init__(self, field: str, message: str) -> None:
+        self.field = field
+        super().__init__(message)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BuildContext:
+    """What a builder may know besides its entry."""
+
+    cr_name: str
+    cr_namespace: str
+    owner_key: str  # value of the orkestra-owner label
+    name: str  # the object's final name (defaults applied)
+    namespace: str  # the object's final namespace ("" for cluster-scoped kinds)
+    labels: Mapping[str, str]  # user labels merged with the system labels
+
+
+Builder = Callable[[Mapping[str, Any], BuildContext], "dict[str, Any] | Built"]
+
+
+def metadata(ctx: BuildContext, annotations: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": ctx.name}
+    if ctx.namespace:
+        meta["namespace"] = ctx.namespace
+    meta["labels"] = dict(ctx.labels)
+    if annotations:
+        meta["annotations"] = {str(k): str(v) for k, v in annotations.items()}
+    return meta
+
+
+def text(entry: Mapping[str, Any], key: str) -> str:
+    """A rendered string field; absent and null are the empty string."""
+    value = entry.get(key)
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value.strip()
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return str(value)
+    raise BuildError(key, f"must be a string, not a {type(value).__name__}")
+
+
+def mapping(entry: Mapping[str, Any], key: str) -> dict[str, Any]:
+    value = entry.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise BuildError(key, f"must be a map, not a {type(value).__name__}")
+    return dict(value)
+
+
+def sequence(entry: Mapping[str, Any], key: str) -> list[Any]:
+    value = entry.get(key)
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise BuildError(key, f"must be a list, not a {type(value).__name__}")
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class Built:
+    """A builder's result when the object needs instructions resolved at apply time
+    (generated values, once, rotation, TLS, copies): they go to index.yaml, not the body."""
+
+    body: dict[str, Any]
+    directives: dict[str, Any]

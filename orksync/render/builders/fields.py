@@ -1,0 +1,178 @@
+"""The keys each kind's entry accepts, and `unknown_fields` to report the others. Pure data.
+
+`unknown_fields(kind_key, entry)` returns the entry-relative paths of keys no builder (nor
+the engine) reads — `replicaCount`, `probes.liveness.intialDelaySeconds`,
+`volumes[1].nfs` — so that the engine can warn instead of dropping them silently. It
+descends into the structured blocks (probes, resources, volumes, rules, tls, ...) but not
+into free-form maps (labels, annotations, selectors, data, hard, requests/limits, custom
+`spec`) nor into the values of securityContext/podSecurity fields, which pass through to
+the API server. A value of the
+wrong shape is not reported here: the builder raises BuildError for it.
+
+Accepted everywhere: the common keys name, labels, when, or, anyOf, reconcile, forEach,
+sleep, forceConflict; `namespace` only for namespaced kinds (it means nothing on a
+cluster-scoped one); `toNamespaces`, `fromNamespace` and `from<Kind>` on the copyable
+kinds. Declared by Orkestra but not acted on by orksync, hence reported: `autoscale` on
+workloads. `secrets` entries are validated by the Secret builder: no schema here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Union
+
+from orksync.render.builders.common import sub
+
+
+@dataclass(frozen=True, slots=True)
+class ListOf:
+    """A list whose items follow `item`."""
+
+    item: Schema
+
+
+Schema = Union[Mapping[str, "Schema"], ListOf, None]  # noqa: UP007 (recursive alias)
+ANY: Schema = None  # any value, not inspected
+
+COMMON: dict[str, Schema] = dict.fromkeys(
+    ("name", "labels", "when", "or", "anyOf", "reconcile", "forEach", "sleep", "forceConflict"),
+    ANY)
+NAMESPACED = {**COMMON, "namespace": ANY}
+
+
+def _keys(*names: str) -> dict[str, Schema]:
+    return dict.fromkeys(names, ANY)
+
+
+def _copyable(source_key: str) -> dict[str, Schema]:
+    return _keys("toNamespaces", "fromNamespace", source_key)
+
+
+_PROBE = _keys("type", "path", "port", "command", "service", "profile", "initialDelaySeconds",
+               "periodSeconds", "failureThreshold", "successThreshold", "timeoutSeconds")
+_KEY_REF = _keys("name", "key", "optional")
+_ENV_REF = _keys("name", "prefix", "suffix", "optional", "keys")
+_NAMED_SOURCE = _keys("name", "optional", "defaultMode", "items")
+# Kubernetes' SecurityContext / PodSecurityContext fields (passed through) plus `profile`.
+_CONTAINER_SECURITY = _keys(
+    "profile", "allowPrivilegeEscalation", "readOnlyRootFilesystem", "runAsNonRoot",
+    "runAsUser", "runAsGroup", "privileged", "capabilities", "seccompProfile",
+    "seLinuxOptions", "appArmorProfile", "windowsOptions", "procMount")
+_POD_SECURITY = _keys(
+    "profile", "runAsNonRoot", "runAsUser", "runAsGroup", "fsGroup", "fsGroupChangePolicy",
+    "supplementalGroups", "supplementalGroupsPolicy", "sysctls", "seccompProfile",
+    "seLinuxOptions", "seLinuxChangePolicy", "appArmorProfile", "windowsOptions")
+POD: dict[str, Schema] = {
+    **_keys("image", "port", "protocol", "command", "args", "workingDirectory",
+            "serviceAccountName", "imagePullSecrets", "nodeSelector"),
+    "securityContext": {**_CONTAINER_SECURITY, "capabilities": _keys("add", "drop")},
+    "podSecurity": _POD_SECURITY,
+    "env": ListOf({**_keys("name", "value"), "valueFrom": {
+        "secretKeyRef": _KEY_REF, "configMapKeyRef": _KEY_REF,
+        "fieldRef": _keys("fieldPath", "apiVersion"),
+        "resourceFieldRef": _keys("resource", "containerName", "divisor")}}),
+    "envFrom": {"secretRef": ListOf(_ENV_REF), "configMapRef": ListOf(_ENV_REF)},
+    "resources": _keys("profile", "requests", "limits"),
+    "probes": {"startup": _PROBE, "liveness": _PROBE, "readiness": _PROBE},
+    "volumes": ListOf({"name": ANY, "configMap": _NAMED_SOURCE,
+                       "secret": {**_NAMED_SOURCE, "secretName": ANY},
+                       "emptyDir": _keys("medium", "sizeLimit"),
+                       "persistentVolumeClaim": _keys("claimName", "readOnly"),
+                       "hostPath": _keys("path", "type")}),
+    "volumeMounts": ListOf(_keys("name", "mountPath", "subPath", "readOnly")),
+}
+_ROLLING = _keys("profile", "maxSurge", "maxUnavailable")
+_RULES = ListOf(_keys("apiGroups", "resources", "verbs", "resourceNames"))
+_BINDING: dict[str, Schema] = {"roleRef": _keys("name", "kind"),
+                               "subjects": ListOf(_keys("kind", "name", "namespace"))}
+_PEER: dict[str, Schema] = {"podSelector": ANY, "namespaceSelector": ANY,
+                            "ipBlock": _keys("cidr", "except")}
+_PORTS = ListOf(_keys("protocol", "port", "endPort"))
+_SCALING: dict[str, Schema] = {**_keys("stabilizationWindowSeconds", "selectPolicy"),
+            "policies": ListOf(_keys("type", "value", "periodSeconds"))}
+
+ACCEPTED: dict[str, dict[str, Schema]] = {
+    "namespaces": {**COMMON, **_keys("finalizers")},
+    "configMaps": {**NAMESPACED, **_keys("data"), **_copyable("fromConfigMap")},
+    "networkPolicies": {
+        **NAMESPACED, **_copyable("fromNetworkPolicy"), **_keys("podSelector", "policyTypes",
+                                                                "profile"),
+        "ingress": ListOf({"from": ListOf(_PEER), "ports": _PORTS}),
+        "egress": ListOf({"to": ListOf(_PEER), "ports": _PORTS})},
+    "resourceQuotas": {**NAMESPACED, **_copyable("fromResourceQuota"), **_keys("hard",
+                                                                               "profile")},
+    "limitRanges": {**NAMESPACED, **_copyable("fromLimitRange"), "profile": ANY,
+                    "limits": ListOf(_keys("type", "max", "min", "default", "defaultRequest",
+                                           "maxLimitRequestRatio"))},
+    "clusterRoles": {**COMMON, "rules": _RULES},
+    "clusterRoleBindings": {**COMMON, **_BINDING},
+    "serviceAccounts": {**NAMESPACED, **_keys("imagePullSecrets",
+                                              "automountServiceAccountToken")},
+    "roles": {**NAMESPACED, "rules": _RULES},
+    "roleBindings": {**NAMESPACED, **_BINDING},
+    "custom": {},  # every top-level key is accepted (passed through); see unknown_fields
+    "replicaSets": {**NAMESPACED, **POD, **_keys("replicas", "annotations")},
+    "deployments": {**NAMESPACED, **POD, **_keys("replicas", "annotations"),
+                    "rollingUpdate": _ROLLING},
+    "services": {**NAMESPACED, **_keys("type", "headless", "protocol", "port", "targetPort",
+                                       "nodePort", "selector")},
+    "jobs": {**NAMESPACED, **POD, **_keys("backoffLimit")},
+    "cronJobs": {**NAMESPACED, **POD, **_keys(
+        "schedule", "suspend", "successfulJobsHistoryLimit", "failedJobsHistoryLimit",
+        "concurrencyPolicy", "startingDeadlineSeconds")},
+    "statefulSets": {**NAMESPACED, **POD, **_keys("replicas", "annotations", "tag",
+                                                  "serviceName"),
+                     "rollingUpdate": _ROLLING,
+                     "volumeClaimTemplates": ListOf(_keys("name", "storageClass",
+                                                          "storageSize", "mountPath",
+                                                          "accessModes"))},
+    "persistentVolumes": {**COMMON, **_keys("storageClassName", "capacity", "accessModes",
+                                            "reclaimPolicy", "hostPath", "csiDriver",
+                                            "csiVolumeHandle")},
+    "persistentVolumeClaims": {**NAMESPACED, **_keys("storageClassName", "accessModes",
+                                                     "storage", "volumeMode", "volumeName")},
+    "ingresses": {**NAMESPACED, **_keys("host", "serviceName", "servicePort", "path",
+                                        "pathType", "className", "annotations"),
+                  "tls": _keys("create", "secretName", "hosts", "validFor")},
+    "hpa": {**NAMESPACED, **_keys("minReplicas", "maxReplicas",
+                                  "targetCPUUtilizationPercentage"),
+            "scaleTargetRef": _keys("apiVersion", "kind", "name"),
+            "behavior": {"profile": ANY, "scaleUp": _SCALING, "scaleDown": _SCALING}},
+    "pdb": {**NAMESPACED, **_keys("selector", "minAvailable", "maxUnavailable"),
+            "behavior": _keys("profile")},
+    "pods": {**NAMESPACED, **POD, **_keys("annotations")},
+}
+_CUSTOM_METADATA = _keys("name", "namespace", "namespaced", "labels", "annotations")
+
+
+def unknown_fields(kind_key: str, entry: Mapping[str, Any]) -> list[str]:
+    """Entry-relative paths of the keys that no builder reads, in entry order."""
+    if kind_key == "secrets":
+        return []
+    if kind_key == "custom":
+        meta = entry.get("metadata")
+        return _walk(meta, _CUSTOM_METADATA, "metadata") if isinstance(meta, Mapping) else []
+    schema = ACCEPTED.get(kind_key)
+    if schema is None:
+        raise KeyError(f"no field list for kind key {kind_key!r}")
+    return _walk(entry, schema, "")
+
+
+def _walk(value: Any, schema: Schema, path: str) -> list[str]:
+    if schema is None:
+        return []
+    if isinstance(schema, ListOf):
+        if not isinstance(value, list):
+            return []
+        return [p for i, v in enumerate(value) for p in _walk(v, schema.item, sub(path, i))]
+    if not isinstance(value, Mapping):
+        return []
+    found = []
+    for key, child in value.items():
+        key = str(key)
+        if key not in schema:
+            found.append(sub(path, key))
+        else:
+            found.extend(_walk(child, schema[key], sub(path, key)))
+    return found

@@ -1,0 +1,64 @@
+"""Load-time checks of a Katalog, before any custom resource is rendered: every template
+compiles (syntax, unknown functions), every condition is well formed (Orkestra silently
+passes an unknown operator; orksync refuses it here). Pure."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from orksync.errors import RenderError
+from orksync.katalog.model import CrdEntry, Katalog
+from orksync.render.conditions import validate_condition
+from orksync.render.gotemplate import GoTemplateEngine, GoTemplateError
+from orksync.yamlio import locate
+
+CONDITION_KEYS = ("when", "or", "anyOf")
+
+
+def katalog_problems(katalog: Katalog, engine: GoTemplateEngine) -> dict[str, list[RenderError]]:
+    """Problems per CRD entry key (entries without problems are absent)."""
+    out: dict[str, list[RenderError]] = {}
+    for entry in katalog.crds:
+        problems = list(entry_problems(katalog, entry, engine))
+        if problems:
+            out[entry.key] = problems
+    return out
+
+
+def entry_problems(katalog: Katalog, entry: CrdEntry,
+                   engine: GoTemplateEngine) -> Iterator[RenderError]:
+    def fail(path: list[str | int], message: str) -> RenderError:
+        return RenderError(message, file=entry.source.file,
+                           line=locate(entry.source.path, entry.source.index,
+                                       ["spec", "crds", entry.key, *path]),
+                           path=_dotted([*entry.path.split("."), *path]),
+                           obj=f"Katalog/{katalog.name}")
+
+    for path, value in _walk(entry.operator_box, ["operatorBox"]):
+        if isinstance(value, str) and "{{" in value:
+            try:
+                engine.check(value)
+            except GoTemplateError as err:
+                yield fail(path, f"template error: {err}")
+        elif isinstance(value, list) and path and path[-1] in CONDITION_KEYS:
+            for i, cond in enumerate(value):
+                for problem in validate_condition(cond):
+                    yield fail([*path, i], problem)
+
+
+def _walk(value: Any, path: list[str | int]) -> Iterator[tuple[list[str | int], Any]]:
+    yield path, value
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            yield from _walk(item, [*path, str(key)])
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            yield from _walk(item, [*path, i])
+
+
+def _dotted(parts: list[str | int]) -> str:
+    out = ""
+    for p in parts:
+        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else p)
+    return out

@@ -1,0 +1,205 @@
+"""Rendering repositories into RenderedSets and the rendered directory."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from orksync.errors import RenderError
+from orksync.katalog.loader import load_repository
+from orksync.model import ObjRef, RenderedSet, WritePolicy
+from orksync.render.engine import render_catalog
+from orksync.render.output import read_rendered, write_rendered
+from tests.helpers import CRD, KATALOG, ORKESTRA_EXAMPLES, REPO_EXAMPLE, widget, write_repo
+
+
+def render(root: Path) -> RenderedSet:
+    return render_catalog(load_repository(root))
+
+
+def by_name(rendered: RenderedSet) -> dict[str, dict]:
+    return {str(o.ref): dict(o.body) for o in rendered.objects}
+
+
+def test_rendering_the_example_twice_gives_identical_bytes(tmp_path: Path) -> None:
+    first = write_rendered(render(REPO_EXAMPLE), tmp_path / "a")
+    second = write_rendered(render(REPO_EXAMPLE), tmp_path / "b")
+    files = sorted(p.relative_to(first) for p in first.rglob("*") if p.is_file())
+    assert len(files) == 9  # 8 objects + index
+    for rel in files:
+        assert (first / rel).read_bytes() == (second / rel).read_bytes(), rel
+
+
+def test_the_rendered_directory_reads_back_to_the_same_objects(tmp_path: Path) -> None:
+    rendered = render(REPO_EXAMPLE)
+    back = read_rendered(write_rendered(rendered, tmp_path / "out"))
+    assert [(o.ref, o.policy, o.stage, o.owner) for o in back.objects] == \
+        [(o.ref, o.policy, o.stage, o.owner) for o in rendered.objects]
+    assert [dict(o.body) for o in back.objects] == [dict(o.body) for o in rendered.objects]
+
+
+def test_an_edited_rendered_file_is_refused_by_apply(tmp_path: Path) -> None:
+    out = write_rendered(render(REPO_EXAMPLE), tmp_path / "out")
+    victim = next(out.glob("children/*/team-a/shop/Deployment*"))
+    victim.write_text(victim.read_text().replace("replicas: 2", "replicas: 9"))
+    with pytest.raises(Exception, match="changed since it was rendered"):
+        read_rendered(out)
+
+
+def test_a_directory_that_is_not_a_render_is_never_replaced(tmp_path: Path) -> None:
+    (tmp_path / "precious").mkdir()
+    (tmp_path / "precious" / "notes.txt").write_text("keep me")
+    with pytest.raises(Exception, match="not an orksync output directory"):
+        write_rendered(render(REPO_EXAMPLE), tmp_path / "precious")
+    assert (tmp_path / "precious" / "notes.txt").read_text() == "keep me"
+
+
+def test_hello_website_renders_with_orkestras_defaults() -> None:
+    objs = by_name(render(ORKESTRA_EXAMPLES / "hello-website"))
+    deploy = objs["Deployment/default/hello"]
+    assert deploy["spec"]["replicas"] == 1  # replicas renders empty -> 1
+    (container,) = deploy["spec"]["template"]["spec"]["containers"]
+    assert container == {"name": "hello", "image": "nginx:1.25"}  # empty port -> no port
+    svc = objs["Service/default/hello-svc"]
+    assert svc["spec"]["ports"] == [{"port": 80, "targetPort": 80, "protocol": "TCP"}]
+    assert svc["spec"]["selector"] == {"orkestra-owner": "hello"}
+
+
+def test_when_conditions_compare_booleans_as_text() -> None:
+    objs = by_name(render(ORKESTRA_EXAMPLES / "when-conditions"))
+    # tier free: no LoadBalancer; monitoring false: no monitoring ConfigMap
+    assert "Service/default/my-platform-lb" not in objs
+    assert "Service/default/my-platform-internal" in objs
+
+
+def test_children_carry_orkestras_labels_and_the_owner_annotation() -> None:
+    shop = by_name(render(REPO_EXAMPLE))["Deployment/team-a/shop"]
+    labels = shop["metadata"]["labels"]
+    assert labels["orkestra-owner"] == "shop"
+    assert labels["orkestra.orkspace.io/managed"] == "true"
+    assert labels["app.kubernetes.io/managed-by"] == "orksync"
+    assert shop["metadata"]["annotations"]["orksync.io/owner"] == \
+        "WebApp.platform.example.com/team-a/shop"
+
+
+def test_write_policies_follow_the_block_and_reconcile(tmp_path: Path) -> None:
+    katalog = KATALOG + """
+        onReconcile:
+          services:
+            - name: "{{ .metadata.name }}-live"
+              port: "81"
+"""
+    write_repo(tmp_path, {"katalog.yaml": katalog, "crd.yaml": CRD,
+                          "w.yaml": widget("w", image="nginx")})
+    policies = {o.ref.name: o.policy for o in render(tmp_path).objects}
+    assert policies["w"] is WritePolicy.APPLY  # deployment, reconcile: true (and the CR)
+    assert policies["w-svc"] is WritePolicy.CREATE  # onCreate without reconcile
+    assert policies["w-live"] is WritePolicy.APPLY  # onReconcile
+
+
+def test_an_unknown_function_is_an_error_when_the_katalog_loads(tmp_path: Path) -> None:
+    write_repo(tmp_path, {"katalog.yaml": KATALOG.replace('"{{ .spec.image }}"',
+                                                          '"{{ .spec.image | nosuchfunc }}"'),
+                          "crd.yaml": CRD, "w.yaml": widget("w", image="nginx")})
+    katalog_err, cr_err = render(tmp_path).errors
+    assert isinstance(katalog_err, RenderError)
+    assert katalog_err.file == "katalog.yaml" and katalog_err.line == 12
+    assert katalog_err.path == "spec.crds.widget.operatorBox.onCreate.deployments[0].image"
+    assert "Katalog/widgets" in str(katalog_err) and "nosuchfunc" in str(katalog_err)
+    assert str(cr_err).startswith("w.yaml Widget.test.orksync.io/default/w: not rendered")
+
+
+def test_an_execution_error_names_file_line_object_and_field(tmp_path: Path) -> None:
+    write_repo(tmp_path, {"katalog.yaml": KATALOG.replace('"{{ .spec.image }}"',
+                                                          '"{{ index .spec.tags 3 }}"'),
+                          "crd.yaml": CRD, "w.yaml": widget("w", tags="[a]")})
+    (err,) = render(tmp_path).errors
+    assert isinstance(err, RenderError)
+    assert err.file == "katalog.yaml" and err.line == 12
+    assert err.path == "spec.crds.widget.operatorBox.onCreate.deployments[0].image"
+    assert "Widget.test.orksync.io/default/w" in str(err) and "index" in str(err)
+
+
+def test_an_unknown_condition_operator_is_refused_at_load(tmp_path: Path) -> None:
+    katalog = KATALOG.replace('targetPort: "{{ .spec.port }}"',
+                              'targetPort: "{{ .spec.port }}"\n'
+                              '              when: [{field: spec.x, operator: sortOf}]')
+    write_repo(tmp_path, {"katalog.yaml": katalog, "crd.yaml": CRD,
+                          "w.yaml": widget("w", image="x")})
+    errors = render(tmp_path).errors
+    assert "sortOf" in str(errors[0]) and "services[0].when[0]" in str(errors[0])
+
+
+def test_one_broken_custom_resource_does_not_stop_the_others(tmp_path: Path) -> None:
+    write_repo(tmp_path, {"katalog.yaml": KATALOG, "crd.yaml": CRD,
+                          "a.yaml": widget("a", image="nginx"), "b.yaml": widget("b"),
+                          "c.yaml": widget("c", image="nginx")})
+    rendered = render(tmp_path)
+    (err,) = rendered.errors
+    assert "Widget.test.orksync.io/default/b" in str(err) and "image" in str(err)
+    names = {o.ref.name for o in rendered.objects if o.ref.kind == "Deployment"}
+    assert names == {"a", "c"}
+    assert not any(o.ref.name.startswith("b") for o in rendered.objects)
+
+
+def test_two_custom_resources_rendering_the_same_object_is_an_error(tmp_path: Path) -> None:
+    katalog = KATALOG.replace('- name: "{{ .metadata.name }}"\n              image',
+                              '- name: shared\n              image')
+    write_repo(tmp_path, {"katalog.yaml": katalog, "crd.yaml": CRD,
+                          "a.yaml": widget("a", image="x"), "b.yaml": widget("b", image="y")})
+    rendered = render(tmp_path)
+    (err,) = rendered.errors
+    assert "Deployment/default/shared" in str(err) and "one owner" in str(err)
+    owners = [o.owner for o in rendered.objects if o.ref.name == "shared"]
+    assert owners == [ObjRef(api_version="test.orksync.io/v1", kind="Widget",
+                             namespace="default", name="a")]
+
+
+def test_for_each_expands_an_entry_per_item_with_the_item_in_every_field(
+        tmp_path: Path) -> None:
+    katalog = """
+        apiVersion: orkestra.orkspace.io/v1
+        kind: Katalog
+        metadata: {name: widgets}
+        spec:
+          crds:
+            widget:
+              crdFile: ./crd.yaml
+              operatorBox:
+                onReconcile:
+                  services:
+                    - name: "{{ .metadata.name }}-{{ .region.name }}"
+                      port: "{{ .region.port }}"
+                      forEach: {field: spec.regions, as: region}
+                      when:
+                        - field: "{{ .region.enabled }}"
+                          equals: "true"
+        """
+    write_repo(tmp_path, {"katalog.yaml": katalog, "crd.yaml": CRD,
+                          "w.yaml": widget("w", regions="[{name: eu, port: 81, enabled: true},"
+                                           " {name: us, port: 82, enabled: false}]")})
+    rendered = render(tmp_path)
+    assert rendered.ok, rendered.errors
+    svcs = {o.ref.name: o.body["spec"]["ports"][0]["port"] for o in rendered.objects
+            if o.ref.kind == "Service"}
+    assert svcs == {"w-eu": 81}
+
+
+def test_list_form_labels_from_old_katalogs_become_a_map(tmp_path: Path) -> None:
+    katalog = KATALOG.replace('reconcile: true\n          services',
+                              'reconcile: true\n              labels:\n'
+                              '                - {key: team, value: "{{ .spec.team }}"}\n'
+                              '          services')
+    write_repo(tmp_path, {"katalog.yaml": katalog, "crd.yaml": CRD,
+                          "w.yaml": widget("w", image="nginx", team="blue")})
+    deploy = by_name(render(tmp_path))["Deployment/default/w"]
+    assert deploy["metadata"]["labels"]["team"] == "blue"
+
+
+def test_an_invalid_rendered_name_is_an_error_not_a_silent_default(tmp_path: Path) -> None:
+    write_repo(tmp_path, {"katalog.yaml": KATALOG.replace('"{{ .metadata.name }}-svc"',
+                                                          '"{{ .spec.svc }}"'),
+                          "crd.yaml": CRD, "w.yaml": widget("w", image="x", svc="Bad_Name")})
+    (err,) = render(tmp_path).errors
+    assert "services[0].name" in str(err) and "Bad_Name" in str(err)
