@@ -30,6 +30,7 @@ from datetime import datetime, timedelta
 from typing import Literal, TypeAlias
 
 from cryptography import x509
+from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
@@ -42,10 +43,13 @@ __all__ = [
     "KeyAlgorithm",
     "KeyFormat",
     "PrivateKey",
+    "certificate_matches_key",
     "create_ca",
     "generate_private_key",
     "issue_certificate",
+    "issued_by",
     "load_certificate",
+    "load_certificates",
     "load_private_key",
 ]
 
@@ -117,6 +121,38 @@ class Certificate:
     is_ca: bool
     _cert: x509.Certificate = field(repr=False, compare=False)
 
+    @property
+    def dns_names(self) -> tuple[str, ...]:
+        """The DNS names of the subject alternative name extension, in order."""
+        return tuple(str(n) for n in self._sans().get_values_for_type(x509.DNSName))
+
+    @property
+    def ip_addresses(self) -> tuple[str, ...]:
+        """The IP addresses of the subject alternative name extension, as text."""
+        return tuple(str(ip) for ip in self._sans().get_values_for_type(x509.IPAddress))
+
+    @property
+    def organizations(self) -> tuple[str, ...]:
+        """The subject's ``O=`` entries."""
+        attrs = self._cert.subject.get_attributes_for_oid(NameOID.ORGANIZATION_NAME)
+        return tuple(str(a.value) for a in attrs)
+
+    @property
+    def key_algorithm(self) -> str:
+        """``rsa``, ``ecdsa-p256`` or the public key's class name for anything else."""
+        public = self._cert.public_key()
+        if isinstance(public, rsa.RSAPublicKey):
+            return "rsa"
+        if isinstance(public, ec.EllipticCurvePublicKey) and isinstance(public.curve, ec.SECP256R1):
+            return "ecdsa-p256"
+        return type(public).__name__
+
+    def _sans(self) -> x509.SubjectAlternativeName:
+        try:
+            return self._cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+        except x509.ExtensionNotFound:
+            return x509.SubjectAlternativeName([])
+
 
 @dataclass(frozen=True)
 class CertificateAuthority:
@@ -159,6 +195,31 @@ def load_private_key(pem: bytes) -> PrivateKey:
 def load_certificate(pem: bytes) -> Certificate:
     """Read one PEM certificate (the first one if ``pem`` holds a chain)."""
     return _wrap_certificate(x509.load_pem_x509_certificate(pem))
+
+
+def load_certificates(pem: bytes) -> list[Certificate]:
+    """Read every certificate of a PEM bundle, in order (ValueError when there is none)."""
+    return [_wrap_certificate(c) for c in x509.load_pem_x509_certificates(pem)]
+
+
+def certificate_matches_key(certificate: Certificate, key: PrivateKey) -> bool:
+    """True when ``key`` is the private half of the certificate's public key."""
+    spki = serialization.PublicFormat.SubjectPublicKeyInfo
+    der = serialization.Encoding.DER
+    return bool(
+        certificate._cert.public_key().public_bytes(der, spki)
+        == key._key.public_key().public_bytes(der, spki)
+    )
+
+
+def issued_by(certificate: Certificate, issuer: Certificate) -> bool:
+    """True when ``issuer`` directly signed ``certificate`` (names and signature checked;
+    validity periods are not)."""
+    try:
+        certificate._cert.verify_directly_issued_by(issuer._cert)
+    except (ValueError, TypeError, InvalidSignature):
+        return False
+    return True
 
 
 def create_ca(

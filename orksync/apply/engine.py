@@ -1,0 +1,360 @@
+"""The apply engine: a RenderedSet in, a ChangeSet out.
+
+Stages run in order (CRDs, then custom resources, then children in Orkestra's group
+order); objects inside one stage are written concurrently. Before each stage the live
+objects of its kinds are listed once (children by orksync's label), so an unchanged object
+costs no request at all. Owner references to the live custom resource are added here,
+since only the cluster knows its UID. Every object yields exactly one Change.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from orksync.apply.compare import HASH_ANNOTATION, fingerprint, unchanged
+from orksync.apply.kube import Kube, Resource
+from orksync.apply.secrets import write_secret
+from orksync.errors import ClusterError
+from orksync.model import (
+    Action,
+    Change,
+    ChangeSet,
+    ObjRef,
+    RenderedObject,
+    RenderedSet,
+    WritePolicy,
+)
+from orksync.render.notes.random import CryptoRandom
+
+log = logging.getLogger(__name__)
+
+FIELD_MANAGER = "orksync"
+MANAGED_SELECTOR = "app.kubernetes.io/managed-by=orksync"
+CRD_API = "apiextensions.k8s.io/v1"
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass(slots=True)
+class ApplyOptions:
+    field_manager: str = FIELD_MANAGER
+    workers: int = 8
+    crd_timeout: float = 60.0
+    dry_run: bool = False
+    clock: Callable[[], datetime] = _utc_now  # rotation and certificate decisions
+
+
+@dataclass(slots=True)
+class _Run:
+    """State of one apply run."""
+
+    uids: dict[ObjRef, str] = field(default_factory=dict)  # applied custom resources
+    failed: set[ObjRef] = field(default_factory=set)
+    # (owner, namespace, secret name) -> short hash of the Secret's data, for rollouts
+    secret_hashes: dict[tuple[ObjRef, str, str], str] = field(default_factory=dict)
+
+
+class Applier:
+    def __init__(self, kube: Kube, options: ApplyOptions | None = None,
+                 on_change: Callable[[Change], None] | None = None) -> None:
+        self.kube = kube
+        self.options = options or ApplyOptions()
+        self.on_change = on_change or (lambda change: None)
+
+    def apply(self, rendered: RenderedSet | Iterable[RenderedObject]) -> ChangeSet:
+        objects = rendered.objects if isinstance(rendered, RenderedSet) else tuple(rendered)
+        changes = ChangeSet()
+        if isinstance(rendered, RenderedSet):
+            for ref, reason in rendered.skipped:
+                self._record(changes, Change(ref=ref, action=Action.SKIPPED, message=reason))
+        run = _Run()
+        stages: dict[int, list[RenderedObject]] = defaultdict(list)
+        for obj in objects:
+            stages[obj.stage].append(obj)
+        first_cr_stage = True
+        for stage in sorted(stages):
+            batch = stages[stage]
+            if first_cr_stage and any(o.owner is None and o.ref.kind !=
+                                      "CustomResourceDefinition" for o in batch):
+                first_cr_stage = False
+                for change in self._ensure_namespaces(batch):
+                    self._record(changes, change)
+            for change in self._apply_stage(batch, run):
+                self._record(changes, change)
+                if change.action is Action.FAILED:
+                    run.failed.add(change.ref)
+        return changes
+
+    def _record(self, changes: ChangeSet, change: Change) -> None:
+        changes.changes.append(change)
+        self.on_change(change)
+
+    # --- one stage ----------------------------------------------------------------------
+
+    def _apply_stage(self, batch: list[RenderedObject], run: _Run) -> list[Change]:
+        live = self._prefetch(batch)
+        def one(obj: RenderedObject) -> Change:
+            try:
+                return self._apply_one(obj, live, run)
+            except ClusterError as err:
+                return Change(ref=obj.ref, action=Action.FAILED, message=err.detail)
+        if len(batch) == 1 or self.options.workers <= 1:
+            results = [one(o) for o in batch]
+        else:
+            with ThreadPoolExecutor(max_workers=self.options.workers) as pool:
+                results = list(pool.map(one, batch))
+        crds = [o for o, c in zip(batch, results, strict=True)
+                if o.ref.kind == "CustomResourceDefinition" and o.ref.api_version == CRD_API
+                and c.action is not Action.FAILED]
+        if crds:
+            results = self._wait_established(crds, results)
+        return results
+
+    def _prefetch(self, batch: list[RenderedObject]) -> dict[ObjRef, dict[str, Any]]:
+        """One LIST per kind of the stage (children by label), keyed by identity."""
+        kinds: dict[tuple[str, str], bool] = {}
+        for obj in batch:
+            key = (obj.ref.api_version, obj.ref.kind)
+            kinds[key] = kinds.get(key, True) and obj.owner is not None
+        live: dict[ObjRef, dict[str, Any]] = {}
+        for (api_version, kind), children_only in kinds.items():
+            try:
+                res = self.kube.resource(api_version, kind)
+                items = self.kube.list(res, label_selector=MANAGED_SELECTOR
+                                       if children_only else None)
+                for item in items:
+                    live[ObjRef.of(item)] = item
+            except ClusterError as err:
+                log.debug("prefetch of %s %s failed: %s", api_version, kind, err)
+        return live
+
+    def _apply_one(self, obj: RenderedObject, live: Mapping[ObjRef, dict[str, Any]],
+                   run: _Run) -> Change:
+        if obj.owner is not None and obj.owner in run.failed:
+            return Change(ref=obj.ref, action=Action.FAILED,
+                          message=f"not applied: its owner {obj.owner} failed")
+        res = self.kube.resource(obj.ref.api_version, obj.ref.kind)
+        body = self._desired(obj, res, run)
+        if obj.directives.get("copyFrom"):
+            body = self._copy_from(obj, res, body)
+        current = live.get(obj.ref)
+        if obj.ref.kind == "Secret" and obj.ref.api_version == "v1":
+            return self._write_secret(obj, body, current, run)
+        if obj.policy in (WritePolicy.CREATE, WritePolicy.CREATE_ONLY):
+            return self._create_if_absent(obj, res, body, current)
+        if unchanged(body, current):
+            self._remember(obj, current, run)
+            return Change(ref=obj.ref, action=Action.UNCHANGED)
+        before = (current or {}).get("metadata", {}).get("resourceVersion")
+        created, result = self.kube.apply(res, body, field_manager=self.options.field_manager,
+                                          force=True, subject=str(obj.ref),
+                                          dry_run=self.options.dry_run)
+        self._remember(obj, result, run)
+        after = (result or {}).get("metadata", {}).get("resourceVersion")
+        if created:
+            action = Action.CREATED
+        elif before is not None and before == after:
+            action = Action.UNCHANGED
+        else:
+            action = Action.CONFIGURED
+        return Change(ref=obj.ref, action=action)
+
+    def _copy_from(self, obj: RenderedObject, res: Resource,
+                   body: dict[str, Any]) -> dict[str, Any]:
+        """`fromConfigMap` & co.: merge the live source into the body (semantics §2.4):
+        ConfigMap data under the declared keys; NetworkPolicy spec, ResourceQuota hard and
+        LimitRange limits replaced by the source's."""
+        spec = obj.directives["copyFrom"]
+        source = self.kube.get_or_none(res, spec["namespace"], spec["name"])
+        if source is None:
+            raise ClusterError(f"source {spec['kind']}/{spec['namespace']}/{spec['name']} "
+                               "not found", subject=str(obj.ref))
+        if obj.ref.kind == "ConfigMap":
+            body["data"] = {**(source.get("data") or {}), **(body.get("data") or {})}
+        elif obj.ref.kind == "NetworkPolicy":
+            body["spec"] = copy.deepcopy(source.get("spec") or {})
+        elif obj.ref.kind == "ResourceQuota":
+            body["spec"] = {"hard": dict((source.get("spec") or {}).get("hard") or {})}
+        elif obj.ref.kind == "LimitRange":
+            body["spec"] = {"limits": copy.deepcopy((source.get("spec") or {}).get("limits")
+                                                    or [])}
+        annotations = body["metadata"]["annotations"]
+        annotations.pop(HASH_ANNOTATION, None)
+        annotations[HASH_ANNOTATION] = fingerprint(body)
+        return body
+
+    def _write_secret(self, obj: RenderedObject, body: dict[str, Any],
+                      current: dict[str, Any] | None, run: _Run) -> Change:
+        change, digest = write_secret(self.kube, obj, body, current,
+                                      field_manager=self.options.field_manager,
+                                      now=self.options.clock(), random=CryptoRandom(),
+                                      dry_run=self.options.dry_run)
+        if digest and obj.owner is not None:
+            run.secret_hashes[(obj.owner, obj.ref.namespace, obj.ref.name)] = digest
+        return change
+
+    def _create_if_absent(self, obj: RenderedObject, res: Resource, body: dict[str, Any],
+                          current: dict[str, Any] | None) -> Change:
+        if current is not None:
+            return Change(ref=obj.ref, action=Action.UNCHANGED)
+        if self.options.dry_run:
+            return Change(ref=obj.ref, action=Action.CREATED, message="dry run")
+        try:
+            self.kube.create(res, body, field_manager=self.options.field_manager,
+                             subject=str(obj.ref))
+        except ClusterError as err:
+            if err.status == 409 and err.reason == "AlreadyExists":
+                return Change(ref=obj.ref, action=Action.UNCHANGED,
+                              message="exists (not labelled as managed by orksync)")
+            raise
+        return Change(ref=obj.ref, action=Action.CREATED)
+
+    def _remember(self, obj: RenderedObject, result: Mapping[str, Any] | None,
+                  run: _Run) -> None:
+        if obj.owner is None and result:
+            uid = (result.get("metadata") or {}).get("uid")
+            if uid:
+                run.uids[obj.ref] = uid
+
+    def _desired(self, obj: RenderedObject, res: Resource, run: _Run) -> dict[str, Any]:
+        """The body we send: the rendered one plus owner reference and fingerprint."""
+        body = copy.deepcopy(dict(obj.body))
+        meta = body.setdefault("metadata", {})
+        if not res.namespaced:
+            meta.pop("namespace", None)
+        if obj.owner is not None:
+            uid = run.uids.get(obj.owner)
+            if uid is None:
+                raise ClusterError("its owner was not applied in this run",
+                                   subject=str(obj.ref))
+            if owner_reference_allowed(obj.owner, obj.ref, res.namespaced):
+                meta["ownerReferences"] = [{
+                    "apiVersion": obj.owner.api_version, "kind": obj.owner.kind,
+                    "name": obj.owner.name, "uid": uid, "controller": True,
+                    "blockOwnerDeletion": True}]
+        if obj.owner is not None:
+            add_rollout_annotation(body, obj.owner, obj.ref.namespace, run.secret_hashes)
+        annotations = meta.setdefault("annotations", {})
+        annotations.pop(HASH_ANNOTATION, None)
+        annotations[HASH_ANNOTATION] = fingerprint(body)
+        return body
+
+    # --- namespaces and CRDs -------------------------------------------------------------
+
+    def _ensure_namespaces(self, batch: list[RenderedObject]) -> list[Change]:
+        """The namespaces of the custom resources are created when missing."""
+        names = sorted({o.ref.namespace for o in batch if o.ref.namespace})
+        if not names:
+            return []
+        res = self.kube.resource("v1", "Namespace")
+        existing = {ObjRef.of(i).name for i in self.kube.list(res)}
+        changes = []
+        for name in names:
+            if name in existing:
+                continue
+            ref = ObjRef(api_version="v1", kind="Namespace", name=name)
+            body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {
+                "name": name, "labels": {"app.kubernetes.io/managed-by": "orksync"}}}
+            try:
+                if not self.options.dry_run:
+                    self.kube.create(res, body, field_manager=self.options.field_manager,
+                                     subject=str(ref))
+                changes.append(Change(ref=ref, action=Action.CREATED))
+            except ClusterError as err:
+                if err.status != 409:
+                    changes.append(Change(ref=ref, action=Action.FAILED, message=err.detail))
+        return changes
+
+    def _wait_established(self, crds: list[RenderedObject],
+                          results: list[Change]) -> list[Change]:
+        if self.options.dry_run:
+            return results
+        res = self.kube.resource(CRD_API, "CustomResourceDefinition")
+        deadline = time.monotonic() + self.options.crd_timeout
+        pending = {o.ref.name: o for o in crds}
+        delay = 0.05
+        while pending and time.monotonic() < deadline:
+            for name in list(pending):
+                live = self.kube.get_or_none(res, "", name)
+                conditions = ((live or {}).get("status") or {}).get("conditions") or []
+                if any(c.get("type") == "Established" and c.get("status") == "True"
+                       for c in conditions):
+                    crd = pending.pop(name)
+                    spec = crd.body.get("spec") or {}
+                    for v in spec.get("versions") or []:
+                        self.kube.forget(f"{spec.get('group')}/{v.get('name')}")
+            if pending:
+                time.sleep(delay)
+                delay = min(delay * 2, 1.0)
+        if not pending:
+            return results
+        late = {pending[n].ref for n in pending}
+        return [Change(ref=c.ref, action=Action.FAILED,
+                       message=f"not Established within {self.options.crd_timeout:.0f}s")
+                if c.ref in late else c for c in results]
+
+
+def pod_template(body: dict[str, Any]) -> dict[str, Any] | None:
+    """The pod template of a workload body (Deployment, StatefulSet, ReplicaSet, CronJob)."""
+    spec = body.get("spec") or {}
+    if body.get("kind") == "CronJob":
+        spec = ((spec.get("jobTemplate") or {}).get("spec")) or {}
+    template = spec.get("template")
+    return template if isinstance(template, dict) else None
+
+
+def referenced_secrets(pod_spec: Mapping[str, Any]) -> set[str]:
+    """Names of the Secrets a pod spec reads: env, envFrom and volumes."""
+    names: set[str] = set()
+    containers = [*(pod_spec.get("containers") or []), *(pod_spec.get("initContainers") or [])]
+    for c in containers:
+        for env in c.get("env") or []:
+            ref = (env.get("valueFrom") or {}).get("secretKeyRef") or {}
+            if ref.get("name"):
+                names.add(ref["name"])
+        for src in c.get("envFrom") or []:
+            if (src.get("secretRef") or {}).get("name"):
+                names.add(src["secretRef"]["name"])
+    for vol in pod_spec.get("volumes") or []:
+        if (vol.get("secret") or {}).get("secretName"):
+            names.add(vol["secret"]["secretName"])
+    return names
+
+
+ROLLOUT_ANNOTATION = "orksync.io/secrets-hash"
+
+
+def add_rollout_annotation(body: dict[str, Any], owner: ObjRef, namespace: str,
+                           hashes: Mapping[tuple[ObjRef, str, str], str]) -> None:
+    """Stamp the pod template with a hash of the Secrets of the same owner it uses, so a
+    rotation rolls the workload (Reloader's annotation strategy). Stable while the Secrets
+    do not change, so it never looks like drift."""
+    template = pod_template(body)
+    if template is None:
+        return
+    used = sorted(n for n in referenced_secrets(template.get("spec") or {})
+                  if (owner, namespace, n) in hashes)
+    if not used:
+        return
+    digest = fingerprint({n: hashes[(owner, namespace, n)] for n in used})[:16]
+    template.setdefault("metadata", {}).setdefault("annotations", {})[ROLLOUT_ANNOTATION] = \
+        digest
+
+
+def owner_reference_allowed(owner: ObjRef, child: ObjRef, child_namespaced: bool) -> bool:
+    """Kubernetes honours an owner reference from a namespaced owner only inside its own
+    namespace; a cluster-scoped owner may own anything. (Orkestra sets cross-namespace
+    references, which the garbage collector treats as invalid: semantics §7.2 #12.)"""
+    if not owner.namespace:
+        return True
+    return child_namespaced and child.namespace == owner.namespace

@@ -1,0 +1,236 @@
+"""A narrow REST layer over the `kubernetes` client: JSON in, JSON out, discovery cached,
+every failure turned into a ClusterError naming the object. The only module importing
+`kubernetes` (besides the test control plane).
+
+It uses the client's connection pool, TLS and authentication (kubeconfig, in-cluster
+token with refresh) but not its generated models: plain dicts are faster and server-side
+apply wants plain dicts anyway.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, urlencode
+
+import urllib3
+from kubernetes import client as k8s_client
+from kubernetes import config as k8s_config
+
+from orksync.errors import ClusterError
+
+log = logging.getLogger(__name__)
+
+APPLY_PATCH = "application/apply-patch+yaml"
+MERGE_PATCH = "application/merge-patch+json"
+MAX_MESSAGE = 300
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Resource:
+    """What discovery says about one kind: its REST plural and scope."""
+
+    group: str
+    version: str
+    kind: str
+    plural: str
+    namespaced: bool
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    def path(self, namespace: str = "", name: str = "", subresource: str = "") -> str:
+        base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        if self.namespaced and namespace:
+            base += f"/namespaces/{quote(namespace, safe='')}"
+        base += f"/{self.plural}"
+        if name:
+            base += f"/{quote(name, safe='')}"
+        if subresource:
+            base += f"/{subresource}"
+        return base
+
+
+class Kube:
+    """One cluster connection. Thread-safe: requests go through urllib3's pool."""
+
+    def __init__(self, api_client: k8s_client.ApiClient, *, timeout: float = 30.0) -> None:
+        self.api = api_client
+        self.host = api_client.configuration.host.rstrip("/")
+        self.timeout = timeout
+        self._resources: dict[str, dict[str, Resource]] = {}
+        self._lock = threading.Lock()
+        self.requests = 0  # every request sent, for benchmarks and tests
+
+    @classmethod
+    def from_kubeconfig(cls, path: str | Path | None = None, context: str | None = None,
+                        *, pool_size: int = 16) -> Kube:
+        configuration = k8s_client.Configuration()
+        try:
+            k8s_config.load_kube_config(config_file=str(path) if path else None,
+                                        context=context, client_configuration=configuration,
+                                        persist_config=False)
+        except (k8s_config.ConfigException, OSError, TypeError) as err:
+            where = str(path) if path else "KUBECONFIG/~/.kube/config"
+            raise ClusterError(f"cannot load kubeconfig: {err}", subject=where) from err
+        configuration.connection_pool_maxsize = pool_size
+        return cls(k8s_client.ApiClient(configuration))
+
+    @classmethod
+    def in_cluster(cls, *, pool_size: int = 16) -> Kube:
+        configuration = k8s_client.Configuration()
+        try:
+            k8s_config.load_incluster_config(client_configuration=configuration)
+        except k8s_config.ConfigException as err:
+            raise ClusterError(f"not running in a cluster: {err}") from err
+        configuration.connection_pool_maxsize = pool_size
+        return cls(k8s_client.ApiClient(configuration))
+
+    def close(self) -> None:
+        self.api.close()
+
+    # --- requests -----------------------------------------------------------------------
+
+    def request(self, method: str, path: str, *, query: Mapping[str, Any] | None = None,
+                body: Any = None, content_type: str = "application/json",
+                subject: str = "") -> Any:
+        """Send one request; return the decoded JSON body. Raises ClusterError."""
+        return self.request_with_status(method, path, query=query, body=body,
+                                        content_type=content_type, subject=subject)[1]
+
+    def request_with_status(self, method: str, path: str, *,
+                            query: Mapping[str, Any] | None = None, body: Any = None,
+                            content_type: str = "application/json",
+                            subject: str = "") -> tuple[int, Any]:
+        headers = {"Accept": "application/json", "Content-Type": content_type}
+        queries: list[tuple[str, Any]] = []
+        self.api.update_params_for_auth(headers, queries, ["BearerToken"])
+        url = self.host + path
+        params = [(k, v) for k, v in (query or {}).items() if v is not None]
+        if params:
+            url += "?" + urlencode(params)
+        payload = None if body is None else json.dumps(body, separators=(",", ":"))
+        self.requests += 1
+        try:
+            resp = self.api.rest_client.pool_manager.request(
+                method, url, body=payload, headers=headers, preload_content=True,
+                timeout=urllib3.Timeout(total=self.timeout))
+        except urllib3.exceptions.HTTPError as err:
+            raise ClusterError(f"{method} {path}: {type(err).__name__}: {err}",
+                               subject=subject or path) from err
+        if resp.status >= 300:
+            raise _error(resp.status, resp.data, method, path, subject)
+        return resp.status, (json.loads(resp.data) if resp.data else None)
+
+    def get(self, res: Resource, namespace: str, name: str, *, subject: str = "") -> Any:
+        return self.request("GET", res.path(namespace, name), subject=subject)
+
+    def get_or_none(self, res: Resource, namespace: str, name: str) -> Any:
+        try:
+            return self.get(res, namespace, name)
+        except ClusterError as err:
+            if err.status == 404:
+                return None
+            raise
+
+    def list(self, res: Resource, *, namespace: str = "",
+             label_selector: str | None = None, limit: int = 500) -> Iterator[dict[str, Any]]:
+        """Every object of a kind (paginated), in one namespace or cluster-wide."""
+        cont: str | None = None
+        while True:
+            page = self.request("GET", res.path(namespace), query={
+                "labelSelector": label_selector, "limit": limit, "continue": cont})
+            for item in page.get("items") or []:
+                item.setdefault("apiVersion", res.api_version)
+                item.setdefault("kind", res.kind)
+                yield item
+            cont = (page.get("metadata") or {}).get("continue")
+            if not cont:
+                return
+
+    def apply(self, res: Resource, body: Mapping[str, Any], *, field_manager: str,
+              force: bool, subject: str = "", dry_run: bool = False,
+              subresource: str = "") -> tuple[bool, Any]:
+        """Server-side apply. Returns (created, live object)."""
+        meta = body.get("metadata") or {}
+        status, live = self.request_with_status(
+            "PATCH", res.path(str(meta.get("namespace") or ""), str(meta["name"]), subresource),
+            query={"fieldManager": field_manager, "force": "true" if force else "false",
+                   "dryRun": "All" if dry_run else None},
+            body=body, content_type=APPLY_PATCH, subject=subject)
+        return status == 201, live
+
+    def create(self, res: Resource, body: Mapping[str, Any], *, field_manager: str,
+               subject: str = "") -> Any:
+        namespace = str((body.get("metadata") or {}).get("namespace") or "")
+        return self.request("POST", res.path(namespace), query={"fieldManager": field_manager},
+                            body=body, subject=subject)
+
+    def delete(self, res: Resource, namespace: str, name: str, *,
+               propagation: str = "Background", subject: str = "",
+               precondition_uid: str | None = None) -> Any:
+        body: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions",
+                                "propagationPolicy": propagation}
+        if precondition_uid:
+            body["preconditions"] = {"uid": precondition_uid}
+        return self.request("DELETE", res.path(namespace, name), body=body, subject=subject)
+
+    # --- discovery ----------------------------------------------------------------------
+
+    def resource(self, api_version: str, kind: str, *, refresh: bool = False) -> Resource:
+        """The REST resource of a kind; re-discovers once when the kind is unknown."""
+        with self._lock:
+            known = self._resources.get(api_version)
+        if known is None or refresh or kind not in known:
+            known = self._discover(api_version)
+        res = known.get(kind)
+        if res is None:
+            raise ClusterError(f"the API server does not serve kind {kind} in {api_version}",
+                               subject=f"{kind} ({api_version})", status=404,
+                               reason="NotFound")
+        return res
+
+    def _discover(self, api_version: str) -> dict[str, Resource]:
+        group, _, version = api_version.rpartition("/")
+        path = f"/apis/{group}/{version}" if group else f"/api/{version}"
+        try:
+            doc = self.request("GET", path, subject=api_version)
+        except ClusterError as err:
+            if err.status == 404:
+                doc = {"resources": []}
+            else:
+                raise
+        found = {}
+        for r in doc.get("resources") or []:
+            if "/" in r.get("name", ""):
+                continue  # subresources
+            found[r["kind"]] = Resource(group=group, version=version, kind=r["kind"],
+                                        plural=r["name"], namespaced=bool(r["namespaced"]))
+        with self._lock:
+            self._resources[api_version] = found
+        return found
+
+    def forget(self, api_version: str) -> None:
+        with self._lock:
+            self._resources.pop(api_version, None)
+
+
+def _error(status: int, data: bytes, method: str, path: str, subject: str) -> ClusterError:
+    reason, message = "", ""
+    try:
+        doc = json.loads(data)
+        reason = str(doc.get("reason") or "")
+        message = str(doc.get("message") or "")
+    except (ValueError, AttributeError):
+        message = data[:MAX_MESSAGE].decode("utf-8", "replace")
+    if len(message) > MAX_MESSAGE:
+        message = message[:MAX_MESSAGE] + "..."
+    text = f"{method} failed: {status} {reason}: {message}".replace(": :", ":")
+    return ClusterError(text, subject=subject or path, status=status, reason=reason)
+

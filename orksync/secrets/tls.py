@@ -1,0 +1,209 @@
+"""Self-signed TLS for one Secret: keep, renew or issue a CA and a server certificate.
+
+Pure: the clock is passed in, no I/O; keys come from the operating system's CSPRNG through
+`orksync.secrets.pki` (the only module importing `cryptography`).
+
+The Secret holds `tls.crt` (server certificate), `tls.key` (its key), `ca.crt` (the CA,
+possibly followed by the previous CA during an overlap) and `ca.key` (the CA's key).
+
+Decisions (semantics §3.5 and prior-art lesson 11):
+
+* **The CA is kept across renewals** (cert-manager style): clients that trust `ca.crt` keep
+  working when the server certificate is renewed. To sign again later, the CA key is stored
+  in the Secret as `ca.key`. Anyone who can read the Secret already holds the server key; the
+  CA key additionally lets them sign other names, but only for clients that trust this
+  per-Secret CA (path length 0). Orkestra creates a fresh CA on every generation and does not
+  store its key; a Secret Orkestra created therefore gets a new CA at its first renewal.
+* The CA lives `max(3 × validFor, validFor + 24h)` (Orkestra: validFor + 24h) and is
+  replaced when less than a third of its lifetime is left, or when it would expire before a
+  new server certificate: a server certificate never outlives its CA. The new CA's bundle
+  keeps the old CA after it (while the old one is valid) so clients that reload `ca.crt`
+  trust both the old and the new server certificate during the overlap.
+* The server certificate is renewed when less than a third of its lifetime is left
+  (cert-manager renews at 2/3), when rotation is due, or when the spec changed (common
+  name, SANs, IP SANs, organization, algorithm, validity). Every renewal uses a new key;
+  the key is only ever written together with its certificate.
+* The common name is also added as a DNS SAN when it is a DNS name (Orkestra puts SANs =
+  dnsNames only, and modern TLS clients ignore the CN). A live certificate without it (one
+  Orkestra issued) still matches the spec.
+* Keys are PEM in the traditional encoding (`RSA PRIVATE KEY` as Orkestra, `EC PRIVATE
+  KEY` for ECDSA P-256).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from orksync.durations import parse_duration
+from orksync.secrets import pki
+
+__all__ = ["TLS_KEYS", "TlsOutcome", "TlsSpec", "ca_validity", "plan_tls"]
+
+TLS_KEYS = ("tls.crt", "tls.key", "ca.crt", "ca.key")
+_VALIDITY_TOLERANCE = timedelta(seconds=2)
+_ALGORITHMS: dict[str, pki.KeyAlgorithm] = {"rsa": "rsa", "ecdsa": "ecdsa-p256"}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TlsSpec:
+    """The `tls` directive with defaults applied (see the Secret builder)."""
+
+    common_name: str
+    dns_names: tuple[str, ...] = ()
+    ip_addresses: tuple[str, ...] = ()
+    valid_for: timedelta = timedelta(days=365)
+    algorithm: str = "rsa"  # rsa | ecdsa
+    organization: str = ""
+
+    @classmethod
+    def from_directive(cls, raw: Mapping[str, Any]) -> TlsSpec:
+        """Raises ValueError (no secret in the message) for a malformed directive."""
+        if not isinstance(raw, Mapping) or not raw.get("commonName"):
+            raise ValueError("tls directive needs commonName")
+        algorithm = str(raw.get("algorithm") or "rsa")
+        if algorithm not in _ALGORITHMS:
+            raise ValueError(f"tls algorithm must be rsa or ecdsa, not {algorithm!r}")
+        valid_for = parse_duration(str(raw.get("validFor") or "1y"))
+        if valid_for <= timedelta(0):
+            raise ValueError("tls validFor must be positive")
+        ips = tuple(str(ipaddress.ip_address(str(ip))) for ip in raw.get("ipAddresses") or ())
+        return cls(common_name=str(raw["commonName"]),
+                   dns_names=tuple(str(d) for d in raw.get("dnsNames") or () if d),
+                   ip_addresses=ips, valid_for=valid_for, algorithm=algorithm,
+                   organization=str(raw.get("organization") or ""))
+
+    @property
+    def san_dns_names(self) -> tuple[str, ...]:
+        """The DNS SANs to issue: dnsNames, then the common name when it is a DNS name."""
+        names = list(self.dns_names)
+        if self.common_name not in names and _is_dns_name(self.common_name):
+            names.append(self.common_name)
+        return tuple(names)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TlsOutcome:
+    """`values` is None when the live certificate is kept; otherwise the four PEM values."""
+
+    values: dict[str, bytes] | None
+    reason: str
+    new_ca: bool = False
+
+
+def ca_validity(spec: TlsSpec) -> timedelta:
+    return max(3 * spec.valid_for, spec.valid_for + timedelta(hours=24))
+
+
+def plan_tls(spec: TlsSpec, live: Mapping[str, bytes], *, now: datetime,
+             renew: bool = False) -> TlsOutcome:
+    """Keep the live certificate when it is valid for `spec`, else issue a new one
+    (reusing the CA when it can). `renew` forces a new server certificate (rotation)."""
+    ca, bundle = _load_ca(live)
+    problem = _leaf_problem(spec, live, ca, bundle, now)
+    if problem is None and not renew:
+        return TlsOutcome(values=None, reason="certificate valid")
+    reason = problem or "rotation due"
+    new_ca = ca is None or not _ca_usable(ca, spec, now)
+    if new_ca:
+        fresh = pki.create_ca(common_name=f"orksync-ca-{now:%Y%m%d%H%M%S}", now=now,
+                              validity=ca_validity(spec), organizations=("orksync",),
+                              key=pki.generate_private_key(_ALGORITHMS[spec.algorithm]))
+        bundle = [fresh.certificate] + [c for c in bundle[:1] if c.not_after > now]
+        ca = fresh
+    assert ca is not None
+    key = pki.generate_private_key(_ALGORITHMS[spec.algorithm])
+    cert = pki.issue_certificate(
+        ca, key, common_name=spec.common_name, now=now, validity=spec.valid_for,
+        dns_names=spec.san_dns_names, ip_addresses=spec.ip_addresses,
+        organizations=(spec.organization,) if spec.organization else (),
+        extended_usages=("server_auth",))
+    values = {
+        "tls.crt": cert.pem,
+        "tls.key": key.pem("traditional"),
+        "ca.crt": b"".join(c.pem for c in bundle),
+        "ca.key": ca.key.pem("traditional"),
+    }
+    what = "issued a new CA and certificate" if new_ca else "renewed the certificate"
+    return TlsOutcome(values=values, reason=f"{what} ({reason})", new_ca=new_ca)
+
+
+def _load_ca(live: Mapping[str, bytes]) -> tuple[pki.CertificateAuthority | None,
+                                                 list[pki.Certificate]]:
+    """The live CA (first certificate of ca.crt with ca.key) and the whole bundle."""
+    try:
+        bundle = pki.load_certificates(live["ca.crt"]) if live.get("ca.crt") else []
+    except ValueError:
+        return None, []
+    if not bundle or not live.get("ca.key"):
+        return None, bundle
+    try:
+        key = pki.load_private_key(live["ca.key"])
+    except (ValueError, TypeError):
+        return None, bundle
+    if not bundle[0].is_ca or not pki.certificate_matches_key(bundle[0], key):
+        return None, bundle
+    return pki.CertificateAuthority(certificate=bundle[0], key=key), bundle
+
+
+def _ca_usable(ca: pki.CertificateAuthority, spec: TlsSpec, now: datetime) -> bool:
+    cert = ca.certificate
+    left = cert.not_after - now
+    lifetime = cert.not_after - cert.not_before
+    return cert.not_before <= now and left >= lifetime / 3 and left >= spec.valid_for
+
+
+def _leaf_problem(spec: TlsSpec, live: Mapping[str, bytes],
+                  ca: pki.CertificateAuthority | None, bundle: list[pki.Certificate],
+                  now: datetime) -> str | None:
+    """Why the live server certificate cannot be kept, or None."""
+    if not live.get("tls.crt") or not live.get("tls.key"):
+        return "no certificate yet"
+    try:
+        cert = pki.load_certificate(live["tls.crt"])
+        key = pki.load_private_key(live["tls.key"])
+    except (ValueError, TypeError):
+        return "the certificate or key cannot be read"
+    if not pki.certificate_matches_key(cert, key):
+        return "the key does not match the certificate"
+    if not bundle or not pki.issued_by(cert, bundle[0]):
+        return "the certificate was not issued by ca.crt"
+    if ca is not None and not _ca_usable(ca, spec, now):
+        return "the CA is near the end of its lifetime"
+    if not _matches(spec, cert):
+        return "the certificate does not match the declared tls spec"
+    lifetime = cert.not_after - cert.not_before
+    if cert.not_after - now < lifetime / 3:
+        return "less than a third of its lifetime is left"
+    return None
+
+
+def _matches(spec: TlsSpec, cert: pki.Certificate) -> bool:
+    if cert.common_name != spec.common_name:
+        return False
+    live_dns = set(cert.dns_names)
+    if not set(spec.dns_names) <= live_dns <= set(spec.san_dns_names):
+        return False
+    if {ipaddress.ip_address(i) for i in cert.ip_addresses} != \
+            {ipaddress.ip_address(i) for i in spec.ip_addresses}:
+        return False
+    if cert.organizations != ((spec.organization,) if spec.organization else ()):
+        return False
+    if cert.key_algorithm != _ALGORITHMS[spec.algorithm]:
+        return False
+    validity = cert.not_after - cert.not_before - pki.BACKDATE
+    return abs(validity - spec.valid_for) <= _VALIDITY_TOLERANCE
+
+
+def _is_dns_name(name: str) -> bool:
+    try:
+        ipaddress.ip_address(name)
+        return False
+    except ValueError:
+        pass
+    labels = name.rstrip(".").split(".")
+    return all(0 < len(lab) <= 63 and all(c.isalnum() or c in "-*" for c in lab)
+               for lab in labels) and len(name) <= 253

@@ -1,0 +1,435 @@
+"""Pure tests of the Secret planner: injected clock, deterministic randomness, certificates
+checked with `cryptography` here in the test."""
+
+from __future__ import annotations
+
+import base64
+import ipaddress
+import itertools
+import json
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
+from cryptography.x509.oid import ExtendedKeyUsageOID
+
+from orksync.model import WritePolicy
+from orksync.render.builders import BuildContext
+from orksync.render.builders.secret import build_secret
+from orksync.secrets.mask import mask_secret, scrub, secret_values
+from orksync.secrets.plan import (
+    GENERATED_AT,
+    GENERATORS,
+    ROTATE_AFTER,
+    TLS_ANNOTATION,
+    SecretPlan,
+    data_hash,
+    directives_from_annotations,
+    owned_desired,
+    plan_secret,
+)
+
+T0 = datetime(2030, 1, 2, 3, 4, 5, tzinfo=UTC)
+TOKEN = "<generate:randomAlphanumeric:32>"
+LABELS = {"app.kubernetes.io/managed-by": "orksync", "orkestra-owner": "shop"}
+CTX = BuildContext(cr_name="shop", cr_namespace="ns", owner_key="shop", name="db",
+                   namespace="ns", labels=LABELS)
+
+
+_SERIAL = itertools.count(1)
+
+
+class FakeRandom:
+    """Deterministic: values `V0001`, `V0002`, ... from one counter shared by every
+    instance (padded to the asked length for randomAlphanumeric), recorded in `values`."""
+
+    def __init__(self) -> None:
+        self.values: list[str] = []
+
+    def token(self, func: str, n: int | None) -> str:
+        base = f"V{next(_SERIAL):04d}"
+        value = base.ljust(n or 8, "z") if func == "randomAlphanumeric" else base
+        self.values.append(value)
+        return value
+
+
+def entry_body(entry: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    built = build_secret(entry, CTX)
+    return built.body, built.directives
+
+
+def plan(entry: dict[str, Any], live: dict[str, Any] | None = None, *,
+         policy: WritePolicy = WritePolicy.APPLY, now: datetime = T0,
+         random: FakeRandom | None = None, **kw: Any) -> SecretPlan:
+    body, directives = entry_body(entry)
+    return plan_secret(body, directives, live, policy=policy, now=now,
+                       random=random or FakeRandom(), **kw)
+
+
+def as_live(p: SecretPlan, rv: str = "7") -> dict[str, Any]:
+    """What the API server would hold after the plan's write."""
+    assert p.body is not None
+    live = json.loads(json.dumps(p.body))
+    live["metadata"]["resourceVersion"] = rv
+    return live
+
+
+def decoded(body: dict[str, Any] | None) -> dict[str, str]:
+    assert body is not None
+    return {k: base64.b64decode(v).decode() for k, v in body["data"].items()}
+
+
+DB: dict[str, Any] = {"data": {"user": "admin", "password": TOKEN}}
+
+
+# --- ownership, creation -------------------------------------------------------------------
+
+def test_a_live_secret_not_managed_by_orksync_is_never_modified() -> None:
+    live: dict[str, Any] = {"metadata": {"name": "db", "namespace": "ns",
+                                         "resourceVersion": "1"},
+            "type": "Opaque", "data": {"user": "cm9vdA=="}}
+    p = plan(DB, live)
+    assert (p.write, p.body, p.reason) == ("skip", None, "exists and is not managed by orksync")
+    assert p.data_hash == data_hash(live["data"])
+
+
+def test_a_missing_secret_is_created_with_base64_data_generated_values_and_annotations() -> None:
+    random = FakeRandom()
+    p = plan({**DB, "rotateAfter": "90d"}, random=random)
+    assert p.write == "create" and not p.rotated
+    assert p.body is not None and "stringData" not in p.body
+    assert decoded(p.body) == {"user": "admin", "password": random.values[0]}
+    assert "resourceVersion" not in p.body["metadata"]
+    annotations = p.body["metadata"]["annotations"]
+    assert annotations[GENERATED_AT] == "2030-01-02T03:04:05Z"
+    assert annotations[ROTATE_AFTER] == "90d"
+    assert json.loads(annotations[GENERATORS]) == {"password": TOKEN}
+    assert p.body["metadata"]["labels"] == LABELS
+    assert random.values[0] not in p.reason and "password" in p.reason
+
+
+def test_a_template_around_a_token_is_filled_in_place() -> None:
+    random = FakeRandom()
+    p = plan({"data": {"id": "prefix-<generate:randomHex:4>-suffix"}}, random=random)
+    assert decoded(p.body)["id"] == f"prefix-{random.values[0]}-suffix"
+
+
+# --- keeping and filling -------------------------------------------------------------------
+
+def test_generated_values_are_kept_from_the_live_secret_and_the_body_is_deterministic() -> None:
+    live = as_live(plan(DB))
+    first = plan(DB, live, now=T0 + timedelta(days=3))
+    second = plan(DB, live, now=T0 + timedelta(days=9))
+    assert first.write == "apply" and first.body == second.body
+    assert first.body is not None and first.body["data"] == live["data"]
+    assert "resourceVersion" not in first.body["metadata"]
+    assert first.data_hash == data_hash(live["data"]) and first.reason.endswith("kept")
+
+
+def test_under_apply_static_keys_follow_the_declaration_and_generated_ones_stay() -> None:
+    live = as_live(plan(DB))
+    p = plan({"data": {"user": "root", "password": TOKEN}}, live)
+    assert decoded(p.body) == {"user": "root", "password": decoded(live)["password"]}
+
+
+def test_adding_a_generated_key_later_fills_only_that_key_under_a_precondition() -> None:
+    live = as_live(plan(DB))
+    random = FakeRandom()
+    p = plan({"data": {**DB["data"], "api-key": "<generate:randomHex:16>"}}, live,
+             random=random)
+    values = decoded(p.body)
+    assert values["password"] == decoded(live)["password"]
+    assert values["api-key"] == random.values[0] and len(random.values) == 1
+    assert p.body is not None and p.body["metadata"]["resourceVersion"] == "7"
+    assert p.generated == ("api-key",)
+
+
+@pytest.mark.parametrize("policy", [WritePolicy.APPLY, WritePolicy.CREATE])
+def test_once_keeps_every_live_value_under_every_policy(policy: WritePolicy) -> None:
+    live = as_live(plan(DB))
+    p = plan({"data": {"user": "root", "password": TOKEN}, "once": True}, live, policy=policy)
+    if policy is WritePolicy.APPLY:
+        assert p.write == "apply" and p.body is not None and p.body["data"] == live["data"]
+    else:
+        assert p.write == "skip"
+
+
+def test_create_if_absent_with_a_live_secret_skips_but_reports_the_live_hash() -> None:
+    live = as_live(plan(DB))
+    p = plan({"data": {"user": "root", "password": TOKEN}}, live, policy=WritePolicy.CREATE)
+    assert (p.write, p.body) == ("skip", None)
+    assert p.data_hash == data_hash(live["data"])
+
+
+def test_a_live_secret_without_generated_at_gets_it_now_and_is_not_due() -> None:
+    live = as_live(plan({**DB, "rotateAfter": "1h"}))
+    del live["metadata"]["annotations"][GENERATED_AT]
+    later = T0 + timedelta(days=400)
+    for policy in (WritePolicy.APPLY, WritePolicy.CREATE):
+        p = plan({**DB, "rotateAfter": "1h"}, live, policy=policy, now=later)
+        assert p.write == "apply" and not p.rotated
+        assert p.body is not None and p.body["data"] == live["data"]
+        assert p.body["metadata"]["annotations"][GENERATED_AT] == "2031-02-06T03:04:05Z"
+
+
+# --- rotation ------------------------------------------------------------------------------
+
+ROTATING = {**DB, "rotateAfter": "1h"}
+
+
+@pytest.mark.parametrize("policy", [WritePolicy.APPLY, WritePolicy.CREATE])
+def test_rotation_is_due_exactly_at_the_boundary_and_not_one_second_before(
+        policy: WritePolicy) -> None:
+    live = as_live(plan(ROTATING))
+    before = plan(ROTATING, live, policy=policy, now=T0 + timedelta(hours=1, seconds=-1))
+    assert not before.rotated and before.write in ("apply", "skip")
+    if before.body is not None:
+        assert before.body["data"] == live["data"]
+    random = FakeRandom()
+    at = plan(ROTATING, live, policy=policy, now=T0 + timedelta(hours=1), random=random)
+    assert at.write == "rotate" and at.rotated
+    values = decoded(at.body)
+    assert values == {"user": "admin", "password": random.values[0]}
+    assert values["password"] != decoded(live)["password"]
+    assert at.body is not None and at.body["metadata"]["resourceVersion"] == "7"
+    assert at.body["metadata"]["annotations"][GENERATED_AT] == "2030-01-02T04:04:05Z"
+    assert "1h elapsed since 2030-01-02T03:04:05Z" in at.reason
+    assert random.values[0] not in at.reason
+
+
+def test_an_unparseable_generated_at_is_due() -> None:
+    live = as_live(plan(ROTATING))
+    live["metadata"]["annotations"][GENERATED_AT] = "yesterday"
+    assert plan(ROTATING, live).write == "rotate"
+
+
+def test_rotate_after_never_never_rotates() -> None:
+    entry = {**DB, "rotateAfter": "never"}
+    live = as_live(plan(entry))
+    assert plan(entry, live, now=T0 + timedelta(days=3650)).write == "apply"
+
+
+def test_a_forced_rotation_regenerates_every_generated_key_now() -> None:
+    live = as_live(plan(DB))
+    p = plan(DB, live, force_rotate=True)
+    assert p.write == "rotate" and "rotation requested" in p.reason
+    assert decoded(p.body)["password"] != decoded(live)["password"]
+
+
+# --- fromSecret, types ----------------------------------------------------------------------
+
+def test_from_secret_merges_declared_data_over_the_source() -> None:
+    source = {"metadata": {"name": "root", "namespace": "ns"},
+              "data": {"user": base64.b64encode(b"postgres").decode(),
+                       "host": base64.b64encode(b"db").decode()}}
+    p = plan({"fromSecret": "root", "data": {"user": "app"}}, source=source)
+    assert p.write == "create"
+    assert decoded(p.body) == {"user": "app", "host": "db"}
+
+
+def test_a_missing_from_secret_source_is_an_error_without_a_write() -> None:
+    p = plan({"fromSecret": "root"})
+    assert p.write == "skip" and p.failed and p.body is None
+    assert p.reason == "error: source Secret ns/root not found"
+
+
+def test_a_changed_type_is_an_error_since_the_type_is_immutable() -> None:
+    live = as_live(plan(DB))
+    p = plan({"type": "kubernetes.io/basic-auth", "data": {"username": "u"}}, live)
+    assert p.failed and "cannot change" in p.reason
+
+
+def test_the_data_hash_ignores_key_order_and_follows_values() -> None:
+    assert data_hash({"a": "MQ==", "b": "Mg=="}) == data_hash({"b": "Mg==", "a": "MQ=="})
+    assert data_hash({"a": "MQ=="}) != data_hash({"a": "Mg=="})
+    assert len(data_hash({})) == 16
+
+
+# --- TLS ------------------------------------------------------------------------------------
+
+def tls_entry(**spec: Any) -> dict[str, Any]:
+    return {"tls": {"dnsNames": ["localhost"], "ipAddresses": ["127.0.0.1"], **spec}}
+
+
+def certs(p: SecretPlan | dict[str, Any]) -> dict[str, Any]:
+    body = p.body if isinstance(p, SecretPlan) else p
+    assert body is not None
+    raw = {k: base64.b64decode(v) for k, v in body["data"].items()}
+    return {"leaf": x509.load_pem_x509_certificate(raw["tls.crt"]),
+            "key": serialization.load_pem_private_key(raw["tls.key"], password=None),
+            "cas": x509.load_pem_x509_certificates(raw["ca.crt"]),
+            "ca_key": serialization.load_pem_private_key(raw["ca.key"], password=None),
+            "raw": raw}
+
+
+def public_der(key: Any) -> bytes:
+    return key.public_bytes(serialization.Encoding.DER,
+                            serialization.PublicFormat.SubjectPublicKeyInfo)
+
+
+def test_a_tls_secret_gets_a_ca_and_a_server_certificate_as_orkestra_describes() -> None:
+    p = plan(tls_entry(validFor="30d"))
+    assert p.write == "create" and p.body is not None
+    assert p.body["type"] == "kubernetes.io/tls"
+    c = certs(p)
+    leaf, ca = c["leaf"], c["cas"][0]
+    leaf.verify_directly_issued_by(ca)
+    assert public_der(leaf.public_key()) == public_der(c["key"].public_key())
+    assert public_der(ca.public_key()) == public_der(c["ca_key"].public_key())
+    assert c["raw"]["tls.key"].startswith(b"-----BEGIN RSA PRIVATE KEY-----")
+    assert leaf.public_key().key_size == 2048
+    assert leaf.not_valid_before_utc == T0 - timedelta(minutes=5)
+    assert leaf.not_valid_after_utc == T0 + timedelta(days=30)
+    assert ca.not_valid_after_utc >= leaf.not_valid_after_utc
+    cn = leaf.subject.get_attributes_for_oid(x509.NameOID.COMMON_NAME)[0].value
+    assert cn == "shop-orkestra-tls.ns.svc"
+    sans = leaf.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert sans.get_values_for_type(x509.DNSName) == ["localhost", "shop-orkestra-tls.ns.svc"]
+    assert sans.get_values_for_type(x509.IPAddress) == [ipaddress.ip_address("127.0.0.1")]
+    usage = leaf.extensions.get_extension_for_class(x509.KeyUsage).value
+    assert usage.digital_signature and usage.key_encipherment and not usage.key_cert_sign
+    eku = leaf.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
+    assert list(eku) == [ExtendedKeyUsageOID.SERVER_AUTH]
+    assert ca.extensions.get_extension_for_class(x509.BasicConstraints).value.ca
+    annotations = p.body["metadata"]["annotations"]
+    assert json.loads(annotations[TLS_ANNOTATION])["commonName"] == "shop-orkestra-tls.ns.svc"
+    assert GENERATED_AT in annotations
+
+
+def test_an_ecdsa_certificate_uses_p256_and_no_key_encipherment() -> None:
+    c = certs(plan(tls_entry(algorithm="ecdsa")))
+    assert c["leaf"].public_key().curve.name == "secp256r1"
+    usage = c["leaf"].extensions.get_extension_for_class(x509.KeyUsage).value
+    assert usage.digital_signature and not usage.key_encipherment
+
+
+@pytest.mark.parametrize("policy", [WritePolicy.APPLY, WritePolicy.CREATE])
+def test_a_valid_certificate_is_kept(policy: WritePolicy) -> None:
+    entry = tls_entry(algorithm="ecdsa")
+    live = as_live(plan(entry))
+    p = plan(entry, live, policy=policy, now=T0 + timedelta(days=100))
+    assert not p.rotated
+    if policy is WritePolicy.APPLY:
+        assert p.write == "apply" and p.body is not None and p.body["data"] == live["data"]
+    else:
+        assert p.write == "skip"
+
+
+def test_the_certificate_is_renewed_at_one_third_of_its_lifetime_left_with_the_ca_kept() -> None:
+    entry = tls_entry(algorithm="ecdsa", validFor="30d")
+    live = as_live(plan(entry))
+    old = certs(live)
+    lifetime = old["leaf"].not_valid_after_utc - old["leaf"].not_valid_before_utc
+    third_left = old["leaf"].not_valid_after_utc - lifetime / 3
+    kept = plan(entry, live, now=third_left)
+    assert kept.write == "apply" and kept.body is not None
+    assert kept.body["data"] == live["data"]
+    renewed = plan(entry, live, now=third_left + timedelta(seconds=1))
+    assert renewed.write == "rotate" and renewed.rotated
+    assert "less than a third" in renewed.reason
+    new = certs(renewed)
+    assert new["raw"]["ca.crt"] == old["raw"]["ca.crt"]
+    assert new["raw"]["ca.key"] == old["raw"]["ca.key"]
+    assert new["raw"]["tls.key"] != old["raw"]["tls.key"]
+    new["leaf"].verify_directly_issued_by(old["cas"][0])
+    assert public_der(new["leaf"].public_key()) == public_der(new["key"].public_key())
+    assert new["leaf"].not_valid_after_utc == third_left + timedelta(seconds=1, days=30)
+
+
+def test_a_ca_near_the_end_of_its_life_is_replaced_and_the_old_one_stays_trusted() -> None:
+    entry = tls_entry(algorithm="ecdsa", validFor="30d")
+    live = as_live(plan(entry))
+    old = certs(live)
+    p = plan(entry, live, now=T0 + timedelta(days=61))
+    assert p.write == "rotate" and "new CA" in p.reason
+    new = certs(p)
+    assert len(new["cas"]) == 2 and new["cas"][1] == old["cas"][0]
+    new["leaf"].verify_directly_issued_by(new["cas"][0])
+    assert new["raw"]["ca.key"] != old["raw"]["ca.key"]
+
+
+def test_a_changed_spec_renews_the_certificate_with_the_same_ca() -> None:
+    live = as_live(plan(tls_entry(algorithm="ecdsa")))
+    p = plan(tls_entry(algorithm="ecdsa", dnsNames=["localhost", "api.local"]), live)
+    assert p.write == "rotate" and "does not match" in p.reason
+    new = certs(p)
+    sans = new["leaf"].extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert "api.local" in sans.get_values_for_type(x509.DNSName)
+    assert new["raw"]["ca.crt"] == certs(live)["raw"]["ca.crt"]
+
+
+def test_a_due_rotation_renews_the_certificate_and_keeps_the_ca() -> None:
+    entry = {**tls_entry(algorithm="ecdsa", validFor="30d"), "rotateAfter": "7d"}
+    live = as_live(plan(entry))
+    assert plan(entry, live, now=T0 + timedelta(days=7, seconds=-1)).write == "apply"
+    p = plan(entry, live, now=T0 + timedelta(days=7))
+    assert p.write == "rotate"
+    assert certs(p)["raw"]["ca.crt"] == certs(live)["raw"]["ca.crt"]
+    assert certs(p)["raw"]["tls.crt"] != certs(live)["raw"]["tls.crt"]
+
+
+def test_a_key_that_does_not_match_its_certificate_is_replaced_together_with_it() -> None:
+    entry = tls_entry(algorithm="ecdsa")
+    live = as_live(plan(entry))
+    live["data"]["tls.key"] = as_live(plan(entry))["data"]["tls.key"]
+    p = plan(entry, live)
+    assert p.write == "rotate"
+    c = certs(p)
+    assert public_der(c["leaf"].public_key()) == public_der(c["key"].public_key())
+
+
+def test_generated_and_tls_values_never_appear_in_reasons() -> None:
+    random = FakeRandom()
+    entry = {**tls_entry(algorithm="ecdsa"), "data": {"token": TOKEN}, "rotateAfter": "1h"}
+    first = plan(entry, random=random)
+    second = plan(entry, as_live(first), now=T0 + timedelta(hours=2), random=random)
+    for p in (first, second):
+        assert not any(v in p.reason for v in secret_values(p.body))
+        assert not any(v in p.reason for v in random.values)
+
+
+# --- rotation from annotations, masking -----------------------------------------------------
+
+def test_directives_are_rebuilt_from_the_annotations_of_a_live_secret() -> None:
+    entry = {**tls_entry(algorithm="ecdsa"), "data": {"token": TOKEN}, "rotateAfter": "1h"}
+    _, directives = entry_body(entry)
+    live = as_live(plan(entry))
+    rebuilt = directives_from_annotations(live["metadata"]["annotations"])
+    assert rebuilt == {"once": True, "generated": directives["generated"],
+                       "tls": directives["tls"], "rotateAfter": "1h"}
+    with pytest.raises(ValueError, match="not valid JSON"):
+        directives_from_annotations({GENERATORS: "{"})
+
+
+def test_owned_desired_keeps_exactly_the_fields_the_field_manager_applied() -> None:
+    live = {"apiVersion": "v1", "kind": "Secret", "type": "Opaque", "metadata": {
+        "name": "db", "namespace": "ns", "labels": {"mine": "1", "theirs": "2"},
+        "annotations": {"a": "x", "b": "y"},
+        "ownerReferences": [{"uid": "u1", "name": "shop"}, {"uid": "u2", "name": "other"}],
+        "managedFields": [
+            {"manager": "orksync", "operation": "Apply", "fieldsV1": {
+                "f:data": {"f:k1": {}}, "f:metadata": {
+                    "f:labels": {"f:mine": {}}, "f:annotations": {"f:a": {}},
+                    "f:ownerReferences": {'k:{"uid":"u1"}': {}}}}},
+            {"manager": "kubectl", "operation": "Update", "fieldsV1": {
+                "f:data": {"f:k2": {}}}}]},
+        "data": {"k1": "MQ==", "k2": "Mg=="}}
+    assert owned_desired(live, "orksync") == {
+        "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+        "metadata": {"name": "db", "namespace": "ns", "labels": {"mine": "1"},
+                     "annotations": {"a": "x"},
+                     "ownerReferences": [{"uid": "u1", "name": "shop"}]},
+        "data": {"k1": "MQ=="}}
+
+
+def test_mask_secret_hides_every_value_and_scrub_removes_values_from_text() -> None:
+    obj: dict[str, Any] = {"kind": "Secret", "data": {"a": "c2VjcmV0"},
+                           "stringData": {"b": "hunter22"}}
+    masked = mask_secret(obj)
+    assert masked == {"kind": "Secret", "data": {"a": "***"}, "stringData": {"b": "***"}}
+    assert obj["data"]["a"] == "c2VjcmV0"
+    text = "invalid value 'secret' (c2VjcmV0) and hunter22"
+    assert scrub(text, secret_values(obj)) == "invalid value '***' (***) and ***"
+    assert scrub("a 1 b", ["1"]) == "a 1 b"
