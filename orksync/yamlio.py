@@ -125,10 +125,10 @@ def locate(path: Path, doc_index: int, field_path: Sequence[str | int]) -> int |
 
 # --- dumping -------------------------------------------------------------------------------
 
-_PLAIN_SAFE = re.compile(r"^[A-Za-z_/][A-Za-z0-9_./@+-]*(?: [A-Za-z0-9_./@+()-]+)*$")
+_PLAIN_SAFE = re.compile(r"[A-Za-z_/][A-Za-z0-9_./@+-]*(?: [A-Za-z0-9_./@+()-]+)*")
 _RESERVED = re.compile(
-    r"^(?:y|Y|yes|Yes|YES|n|N|no|No|NO|true|True|TRUE|false|False|FALSE|on|On|ON|off|Off|OFF"
-    r"|null|Null|NULL|~|\.inf|\.Inf|\.INF|\.nan|\.NaN|\.NAN|[-+]?\.(?:inf|Inf|INF))$"
+    r"(?:y|Y|yes|Yes|YES|n|N|no|No|NO|true|True|TRUE|false|False|FALSE|on|On|ON|off|Off|OFF"
+    r"|null|Null|NULL|~|\.inf|\.Inf|\.INF|\.nan|\.NaN|\.NAN|[-+]?\.(?:inf|Inf|INF))"
 )
 
 
@@ -165,7 +165,7 @@ def _scalar(value: Any) -> str:
         text = repr(value)
         return text if ("." in text or "e" in text or "n" in text) else text + ".0"
     text = str(value)
-    if _PLAIN_SAFE.match(text) and not _RESERVED.match(text):
+    if _PLAIN_SAFE.fullmatch(text) and not _RESERVED.fullmatch(text):
         return text
     return _quoted(text)
 

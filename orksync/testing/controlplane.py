@@ -878,8 +878,17 @@ def control_plane_down(state_dir: Path) -> bool:
     return True
 
 
+def control_plane_running(state_dir: Path) -> str | None:
+    """The server URL of the control plane ``up`` started with this state dir, if it runs."""
+    state = _read_state(state_dir.resolve())
+    if state is not None and all(_pid_is_ours(info) for info in _state_processes(state)):
+        return str(state.get("server", ""))
+    return None
+
+
 def control_plane_up(kubeconfig: Path, state_dir: Path, controller_manager: bool) -> ControlPlane:
     """Start a detached control plane; copy its kubeconfig; record it in ``state_dir``."""
+    kubeconfig, state_dir = kubeconfig.resolve(), state_dir.resolve()
     state = _read_state(state_dir)
     if state is not None:
         if any(_pid_is_ours(info) for info in _state_processes(state)):
@@ -928,6 +937,10 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     up.add_argument(
         "--controller-manager", action="store_true", help="also run kube-controller-manager"
     )
+    up.add_argument(
+        "--reuse", action="store_true",
+        help="if a control plane from this state dir is running, keep it and succeed",
+    )
     down = sub.add_parser("down", help="stop the control plane started by 'up'")
     down.add_argument("--state-dir", type=Path, default=_default_state_dir())
     sub.add_parser("build", help="build (or find) the binaries and print their directory")
@@ -941,12 +954,17 @@ def main(argv: Sequence[str] | None = None, out: IO[str] = sys.stdout) -> int:
         if args.command == "build":
             print(find_binaries(show_build_log=True), file=out)
         elif args.command == "up":
+            running = control_plane_running(args.state_dir) if args.reuse else None
+            if running and args.kubeconfig.exists():
+                print(f"control plane already up at {running}; kubeconfig {args.kubeconfig}",
+                      file=out)
+                return 0
             cp = control_plane_up(args.kubeconfig, args.state_dir, args.controller_manager)
             print(
                 f"control plane up at {cp.server}; kubeconfig {args.kubeconfig}; logs {cp.log_dir}",
                 file=out,
             )
-        elif not control_plane_down(args.state_dir):
+        elif not control_plane_down(args.state_dir.resolve()):
             print(f"no control plane recorded in {args.state_dir}", file=out)
     except ControlPlaneError as exc:
         print(f"error: {exc}", file=sys.stderr)

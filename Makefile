@@ -1,0 +1,43 @@
+# The two commands a fresh machine needs: `make run` and `make test`. Each does its own set-up.
+PYTHON ?= python3
+LOCAL := .local
+KUBECONFIG_LOCAL := $(LOCAL)/kubeconfig
+
+.PHONY: setup control-plane up down run test test-fast lint clean
+
+setup:  ## install orksync and its test tools into the current Python
+	$(PYTHON) -m pip install --quiet --disable-pip-version-check -e '.[test]'
+
+control-plane:  ## build (once, cached outside the repo) etcd, kube-apiserver, kube-controller-manager, kubectl
+	bash hack/build-control-plane.sh
+
+up: setup control-plane  ## start the local control plane (kubeconfig in .local/kubeconfig)
+	$(PYTHON) -m orksync.testing.controlplane up --kubeconfig $(KUBECONFIG_LOCAL) \
+		--state-dir $(LOCAL)/control-plane --controller-manager --reuse
+
+down:  ## stop the local control plane
+	-$(PYTHON) -m orksync.testing.controlplane down --state-dir $(LOCAL)/control-plane
+
+run: up  ## render and sync examples/repo into the local control plane, show what it made
+	$(PYTHON) -m orksync render examples/repo -o $(LOCAL)/rendered
+	$(PYTHON) -m orksync sync examples/repo --once --kubeconfig $(KUBECONFIG_LOCAL)
+	@echo "--- objects in the local control plane"
+	@k="$$(bash hack/build-control-plane.sh 2>/dev/null | tail -n 1)/kubectl --kubeconfig $(KUBECONFIG_LOCAL)"; \
+		$$k get crd webapps.platform.example.com; echo; $$k get webapps -A; echo; \
+		$$k get deployments,services -A -l app.kubernetes.io/managed-by=orksync \
+			-o custom-columns='KIND:.kind,NAMESPACE:.metadata.namespace,NAME:.metadata.name,OWNER:.metadata.ownerReferences[0].kind,OWNER-NAME:.metadata.ownerReferences[0].name'
+	@echo "(the control plane keeps running: 'make down' stops it)"
+
+test: setup control-plane  ## the whole suite: unit, Go differential and cluster tests
+	$(PYTHON) -m pytest -q
+
+test-fast: setup  ## only the tests that need neither the control plane nor Go
+	$(PYTHON) -m pytest -q -m 'not cluster and not go'
+
+lint: setup
+	$(PYTHON) -m ruff check orksync tests
+	$(PYTHON) -m mypy orksync
+	lint-imports
+
+clean: down
+	rm -rf $(LOCAL)

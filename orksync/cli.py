@@ -1,0 +1,190 @@
+"""The command line: render, validate, apply, sync, version.
+
+Imperative shell: parses flags, calls the pipeline, prints ChangeSets and errors, maps
+results to exit codes (0 success, 1 errors or failed objects, 2 usage).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from orksync import __version__
+from orksync.errors import OrksyncError, UsageError
+from orksync.logs import log_change, setup_logging, summary_line
+from orksync.model import ChangeSet, RenderedSet
+
+log = logging.getLogger("orksync")
+
+
+def _add_cluster_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--kubeconfig", default=os.environ.get("ORKSYNC_KUBECONFIG"),
+                   help="kubeconfig file (default: $KUBECONFIG, then ~/.kube/config; "
+                        "in a pod without either: the in-cluster service account)")
+    p.add_argument("--context", default=None, help="kubeconfig context to use")
+    p.add_argument("--workers", type=int, default=8,
+                   help="objects written concurrently inside one stage (default 8)")
+    p.add_argument("--dry-run", action="store_true",
+                   help="send every write as a server-side dry run; change nothing")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="orksync",
+        description="Render Orkestra Katalogs from a Git repository into Kubernetes "
+                    "manifests and sync them to a cluster.")
+    parser.add_argument("--log-format", choices=("plain", "json"),
+                        default=os.environ.get("ORKSYNC_LOG_FORMAT", "plain"))
+    parser.add_argument("--log-level", default=os.environ.get("ORKSYNC_LOG_LEVEL", "info"),
+                        choices=("debug", "info", "warning", "error"))
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    p = sub.add_parser("render", help="render a repository into manifests on disk",
+                       description="Load the Katalogs, CRDs and custom resources of REPO and "
+                       "write one manifest per object plus index.yaml into DIR. Offline: no "
+                       "cluster is contacted; generated secret values appear as placeholders.")
+    p.add_argument("repo", type=Path, help="repository directory")
+    p.add_argument("-o", "--output", type=Path, required=True, help="output directory")
+
+    p = sub.add_parser("validate", help="load and render a repository, report every error",
+                       description="Like render, but writes nothing.")
+    p.add_argument("repo", type=Path)
+
+    p = sub.add_parser("apply", help="apply a rendered directory to the cluster",
+                       description="Apply exactly what `orksync render` wrote in DIR (every "
+                       "file is checked against index.yaml first).")
+    p.add_argument("dir", type=Path, help="a directory written by `orksync render`")
+    _add_cluster_flags(p)
+
+    p = sub.add_parser("sync", help="render a repository and apply it",
+                       description="Load, render and apply REPO to the cluster once. Custom "
+                       "resources that fail to render are reported and not applied; the "
+                       "others are.")
+    p.add_argument("repo", type=Path)
+    p.add_argument("--once", action="store_true", required=True,
+                   help="sync once and exit (the long-running agent is `orksync agent`)")
+    p.add_argument("-o", "--output", type=Path, default=None,
+                   help="also write the rendered manifests to this directory")
+    _add_cluster_flags(p)
+
+    sub.add_parser("version", help="print the version")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    setup_logging(level=args.log_level, fmt=args.log_format)
+    if args.command is None:
+        parser.print_help()
+        return 2
+    try:
+        return int(COMMANDS[args.command](args))
+    except OrksyncError as err:
+        log.error("error: %s", err)
+        return err.exit_code
+    except KeyboardInterrupt:
+        return 130
+
+
+def cmd_version(args: argparse.Namespace) -> int:
+    print(f"orksync {__version__}")
+    return 0
+
+
+def _render(repo: Path) -> tuple[RenderedSet, str]:
+    from orksync.katalog.loader import load_repository
+    from orksync.render.engine import render_catalog
+    from orksync.source import local_revision
+
+    if not repo.is_dir():
+        raise UsageError(f"{repo}: not a directory")
+    rendered = render_catalog(load_repository(repo))
+    for warning in rendered.warnings:
+        log.warning("warning: %s", warning)
+    for err in rendered.errors:
+        log.error("error: %s", err)
+    return rendered, local_revision(repo)
+
+
+def cmd_render(args: argparse.Namespace) -> int:
+    from orksync.render.output import write_rendered
+
+    start = time.monotonic()
+    rendered, revision = _render(args.repo)
+    out = write_rendered(rendered, args.output, revision=revision)
+    log.info("render%s objects=%d errors=%d into %s in %.1fs",
+             f" rev={revision[:7]}" if revision else "", len(rendered.objects),
+             len(rendered.errors), out, time.monotonic() - start)
+    return 1 if rendered.errors else 0
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    rendered, _ = _render(args.repo)
+    log.info("validate objects=%d errors=%d warnings=%d", len(rendered.objects),
+             len(rendered.errors), len(rendered.warnings))
+    return 1 if rendered.errors else 0
+
+
+def _kube(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    from orksync.apply.kube import Kube
+
+    if args.kubeconfig or os.environ.get("KUBECONFIG") or \
+            Path("~/.kube/config").expanduser().exists() or \
+            not os.environ.get("KUBERNETES_SERVICE_HOST"):
+        return Kube.from_kubeconfig(args.kubeconfig, args.context,
+                                    pool_size=max(args.workers * 2, 4))
+    return Kube.in_cluster(pool_size=max(args.workers * 2, 4))
+
+
+def _apply(args: argparse.Namespace, rendered: RenderedSet) -> ChangeSet:
+    from orksync.apply.engine import Applier, ApplyOptions
+
+    kube = _kube(args)
+    try:
+        applier = Applier(kube, ApplyOptions(workers=args.workers, dry_run=args.dry_run),
+                          on_change=lambda change: log_change(change, log))
+        return applier.apply(rendered)
+    finally:
+        kube.close()
+
+
+def cmd_apply(args: argparse.Namespace) -> int:
+    from orksync.render.output import read_rendered
+
+    start = time.monotonic()
+    rendered = read_rendered(args.dir)
+    changes = _apply(args, rendered)
+    log.info(summary_line("apply", changes, seconds=time.monotonic() - start))
+    return 1 if changes.failed else 0
+
+
+def cmd_sync(args: argparse.Namespace) -> int:
+    from orksync.render.output import write_rendered
+
+    start = time.monotonic()
+    rendered, revision = _render(args.repo)
+    if args.output is not None:
+        write_rendered(rendered, args.output, revision=revision)
+    changes = _apply(args, rendered)
+    log.info(summary_line("sync", changes, revision=revision, seconds=time.monotonic() - start,
+                          errors=len(rendered.errors)))
+    return 1 if changes.failed or rendered.errors else 0
+
+
+COMMANDS = {
+    "render": cmd_render,
+    "validate": cmd_validate,
+    "apply": cmd_apply,
+    "sync": cmd_sync,
+    "version": cmd_version,
+}
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,155 @@
+"""The walking skeleton against the real control plane: render, apply, apply again."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from orksync.apply.engine import Applier
+from orksync.apply.kube import Kube
+from orksync.katalog.loader import load_repository
+from orksync.model import Action, ChangeSet, ObjRef
+from orksync.render.engine import render_catalog
+from orksync.testing.controlplane import ControlPlane
+from tests.helpers import CRD, KATALOG, REPO_EXAMPLE, widget, write_repo
+
+pytestmark = pytest.mark.cluster
+
+
+def sync(kube: Kube, repo: Path) -> ChangeSet:
+    rendered = render_catalog(load_repository(repo))
+    assert rendered.ok, rendered.errors
+    return Applier(kube).apply(rendered)
+
+
+def live(kube: Kube, ref: ObjRef) -> dict[str, Any]:
+    res = kube.resource(ref.api_version, ref.kind)
+    return kube.get(res, ref.namespace, ref.name)
+
+
+def test_syncing_the_example_twice_creates_everything_then_changes_nothing(
+        control_plane: ControlPlane) -> None:
+    kube = Kube.from_kubeconfig(control_plane.kubeconfig)
+    first = sync(kube, REPO_EXAMPLE)
+    assert not first.failed, first.failed
+    created = {str(c.ref) for c in first.changes if c.action is Action.CREATED}
+    assert created == {
+        "CustomResourceDefinition/webapps.platform.example.com",
+        "Namespace/team-a", "Namespace/team-b",
+        "WebApp.platform.example.com/team-a/shop", "WebApp.platform.example.com/team-b/blog",
+        "Deployment/team-a/shop", "Deployment/team-b/blog",
+        "Service/team-a/shop", "Service/team-a/shop-public", "Service/team-b/blog",
+    }
+    for change in first.changes:
+        if change.ref.kind in ("Deployment", "Service"):
+            owner_ref = ObjRef(api_version="platform.example.com/v1", kind="WebApp",
+                               namespace=change.ref.namespace,
+                               name=change.ref.name.removesuffix("-public"))
+            owner = live(kube, owner_ref)
+            (ref,) = live(kube, change.ref)["metadata"]["ownerReferences"]
+            assert ref["uid"] == owner["metadata"]["uid"] and ref["controller"] is True
+
+    shop = live(kube, ObjRef(api_version="apps/v1", kind="Deployment", namespace="team-a",
+                             name="shop"))
+    assert shop["spec"]["replicas"] == 2
+    assert shop["spec"]["template"]["spec"]["containers"][0]["ports"][0]["containerPort"] == 8080
+    blog = live(kube, ObjRef(api_version="apps/v1", kind="Deployment", namespace="team-b",
+                             name="blog"))
+    assert blog["spec"]["replicas"] == 1
+    assert "ports" not in blog["spec"]["template"]["spec"]["containers"][0]
+    blog_svc = live(kube, ObjRef(api_version="v1", kind="Service", namespace="team-b",
+                                 name="blog"))
+    assert blog_svc["spec"]["ports"][0]["targetPort"] == 80
+
+    versions = {c.ref: live(kube, c.ref)["metadata"]["resourceVersion"] for c in first.changes}
+    kube.requests = 0
+    second = sync(kube, REPO_EXAMPLE)
+    assert {c.action for c in second.changes} == {Action.UNCHANGED}
+    assert {c.ref for c in second.changes} == set(versions) - {
+        ObjRef(api_version="v1", kind="Namespace", name="team-a"),
+        ObjRef(api_version="v1", kind="Namespace", name="team-b")}
+    after = {ref: live(kube, ref)["metadata"]["resourceVersion"] for ref in versions}
+    assert after == versions
+    kube.close()
+
+
+def test_a_changed_custom_resource_configures_its_children(control_plane: ControlPlane,
+                                                           tmp_path: Path) -> None:
+    ns = f"t-{uuid.uuid4().hex[:8]}"
+    files = {"katalog.yaml": KATALOG, "crd.yaml": CRD,
+             "w.yaml": widget("w", ns, image="nginx:1", replicas=1, port=8080)}
+    repo = write_repo(tmp_path, files)
+    kube = Kube.from_kubeconfig(control_plane.kubeconfig)
+    assert not sync(kube, repo).failed
+    write_repo(tmp_path, {"w.yaml": widget("w", ns, image="nginx:2", replicas=3, port=8080)})
+    changes = sync(kube, repo).by_ref()
+    deploy = ObjRef(api_version="apps/v1", kind="Deployment", namespace=ns, name="w")
+    service = ObjRef(api_version="v1", kind="Service", namespace=ns, name="w-svc")
+    assert changes[deploy].action is Action.CONFIGURED
+    assert changes[service].action is Action.UNCHANGED
+    spec = live(kube, deploy)["spec"]
+    assert spec["replicas"] == 3
+    assert spec["template"]["spec"]["containers"][0]["image"] == "nginx:2"
+    kube.close()
+
+
+def test_on_create_without_reconcile_leaves_a_drifted_object_alone(
+        control_plane: ControlPlane, tmp_path: Path) -> None:
+    ns = f"t-{uuid.uuid4().hex[:8]}"
+    repo = write_repo(tmp_path, {"katalog.yaml": KATALOG, "crd.yaml": CRD,
+                                 "w.yaml": widget("w", ns, image="nginx", port=8080)})
+    kube = Kube.from_kubeconfig(control_plane.kubeconfig)
+    assert not sync(kube, repo).failed
+    service = ObjRef(api_version="v1", kind="Service", namespace=ns, name="w-svc")
+    res = kube.resource("v1", "Service")
+    kube.request("PATCH", res.path(ns, "w-svc"), body={"metadata": {"labels": {"x": "y"}},
+                 "spec": {"ports": [{"port": 80, "targetPort": 9999}]}},
+                 content_type="application/merge-patch+json")
+    changes = sync(kube, repo).by_ref()
+    assert changes[service].action is Action.UNCHANGED
+    assert live(kube, service)["spec"]["ports"][0]["targetPort"] == 9999
+    kube.close()
+
+
+def test_the_command_line_syncs_once_and_reports_a_summary(control_plane: ControlPlane,
+                                                           tmp_path: Path) -> None:
+    ns = f"t-{uuid.uuid4().hex[:8]}"
+    repo = write_repo(tmp_path / "repo", {"katalog.yaml": KATALOG, "crd.yaml": CRD,
+                                          "w.yaml": widget("w", ns, image="nginx")})
+    cmd = [sys.executable, "-m", "orksync", "sync", str(repo), "--once",
+           "--kubeconfig", str(control_plane.kubeconfig)]
+    first = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert first.returncode == 0, first.stderr
+    assert f"created Deployment/{ns}/w" in first.stderr
+    for line in (f"created Namespace/{ns}", f"created Widget.test.orksync.io/{ns}/w",
+                 f"created Service/{ns}/w-svc"):
+        assert line in first.stderr
+    assert first.stderr.splitlines()[-1].startswith("sync ")
+    second = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert second.returncode == 0, second.stderr
+    summary = second.stderr.splitlines()[-1]
+    assert "created=0 configured=0 unchanged=4 skipped=0 deleted=0 failed=0" in summary
+
+
+def test_a_broken_custom_resource_is_not_applied_and_the_others_are(
+        control_plane: ControlPlane, tmp_path: Path) -> None:
+    ns = f"t-{uuid.uuid4().hex[:8]}"
+    repo = write_repo(tmp_path, {"katalog.yaml": KATALOG, "crd.yaml": CRD,
+                                 "good.yaml": widget("good", ns, image="nginx"),
+                                 "bad.yaml": widget("bad", ns)})  # no image: required
+    rendered = render_catalog(load_repository(repo))
+    (err,) = rendered.errors
+    assert "bad" in str(err) and "image" in str(err) and "katalog.yaml" in str(err)
+    kube = Kube.from_kubeconfig(control_plane.kubeconfig)
+    changes = Applier(kube).apply(rendered).by_ref()
+    assert changes[ObjRef(api_version="apps/v1", kind="Deployment", namespace=ns,
+                          name="good")].action is Action.CREATED
+    assert not any(ref.name.startswith("bad") for ref in changes)
+    res = kube.resource("test.orksync.io/v1", "Widget")
+    assert kube.get_or_none(res, ns, "bad") is None
+    kube.close()
