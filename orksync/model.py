@@ -113,6 +113,8 @@ class RenderedSet:
     errors: tuple[Exception, ...] = ()
     warnings: tuple[str, ...] = ()
     skipped: tuple[tuple[ObjRef, str], ...] = ()  # refused objects (guard) with the reason
+    # (object, owner) whose entry condition is false under apply mode: Orkestra's cleanup
+    absent: tuple[tuple[ObjRef, ObjRef], ...] = ()
 
     @property
     def ok(self) -> bool:

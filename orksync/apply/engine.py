@@ -21,6 +21,7 @@ from typing import Any
 
 from orksync.apply.compare import HASH_ANNOTATION, fingerprint, unchanged
 from orksync.apply.kube import Kube, Resource
+from orksync.apply.rollout import add_rollout_annotation
 from orksync.apply.secrets import write_secret
 from orksync.errors import ClusterError
 from orksync.model import (
@@ -156,9 +157,17 @@ class Applier:
             self._remember(obj, current, run)
             return Change(ref=obj.ref, action=Action.UNCHANGED)
         before = (current or {}).get("metadata", {}).get("resourceVersion")
-        created, result = self.kube.apply(res, body, field_manager=self.options.field_manager,
-                                          force=True, subject=str(obj.ref),
-                                          dry_run=self.options.dry_run)
+        try:
+            created, result = self.kube.apply(res, body,
+                                              field_manager=self.options.field_manager,
+                                              force=True, subject=str(obj.ref),
+                                              dry_run=self.options.dry_run)
+        except ClusterError as err:
+            if err.status != 422 or current is None or not recreate_allowed(obj):
+                raise
+            self._recreate(res, obj, body, current)
+            return Change(ref=obj.ref, action=Action.CONFIGURED,
+                          message="recreated: the change touches an immutable field")
         self._remember(obj, result, run)
         after = (result or {}).get("metadata", {}).get("resourceVersion")
         if created:
@@ -168,6 +177,29 @@ class Applier:
         else:
             action = Action.CONFIGURED
         return Change(ref=obj.ref, action=action)
+
+    def _recreate(self, res: Resource, obj: RenderedObject, body: dict[str, Any],
+                  current: Mapping[str, Any]) -> None:
+        """Delete (UID precondition: only the object we read) and create again."""
+        if self.options.dry_run:
+            return
+        uid = (current.get("metadata") or {}).get("uid")
+        try:
+            self.kube.delete(res, obj.ref.namespace, obj.ref.name, propagation="Foreground",
+                             subject=str(obj.ref), precondition_uid=uid)
+        except ClusterError as err:
+            if err.status != 404:
+                raise
+        deadline = time.monotonic() + self.options.crd_timeout
+        delay = 0.05
+        while self.kube.get_or_none(res, obj.ref.namespace, obj.ref.name) is not None:
+            if time.monotonic() > deadline:
+                raise ClusterError("deleted for a recreate but still present after "
+                                   f"{self.options.crd_timeout:.0f}s", subject=str(obj.ref))
+            time.sleep(delay)
+            delay = min(delay * 2, 1.0)
+        self.kube.create(res, body, field_manager=self.options.field_manager,
+                         subject=str(obj.ref))
 
     def _copy_from(self, obj: RenderedObject, res: Resource,
                    body: dict[str, Any]) -> dict[str, Any]:
@@ -304,51 +336,20 @@ class Applier:
                 if c.ref in late else c for c in results]
 
 
-def pod_template(body: dict[str, Any]) -> dict[str, Any] | None:
-    """The pod template of a workload body (Deployment, StatefulSet, ReplicaSet, CronJob)."""
-    spec = body.get("spec") or {}
-    if body.get("kind") == "CronJob":
-        spec = ((spec.get("jobTemplate") or {}).get("spec")) or {}
-    template = spec.get("template")
-    return template if isinstance(template, dict) else None
+RECREATE_KINDS = frozenset({("v1", "Pod"),
+                            ("rbac.authorization.k8s.io/v1", "RoleBinding"),
+                            ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding")})
+RECREATE_ANNOTATION = "orksync.io/recreate-on-invalid"
 
 
-def referenced_secrets(pod_spec: Mapping[str, Any]) -> set[str]:
-    """Names of the Secrets a pod spec reads: env, envFrom and volumes."""
-    names: set[str] = set()
-    containers = [*(pod_spec.get("containers") or []), *(pod_spec.get("initContainers") or [])]
-    for c in containers:
-        for env in c.get("env") or []:
-            ref = (env.get("valueFrom") or {}).get("secretKeyRef") or {}
-            if ref.get("name"):
-                names.add(ref["name"])
-        for src in c.get("envFrom") or []:
-            if (src.get("secretRef") or {}).get("name"):
-                names.add(src["secretRef"]["name"])
-    for vol in pod_spec.get("volumes") or []:
-        if (vol.get("secret") or {}).get("secretName"):
-            names.add(vol["secret"]["secretName"])
-    return names
-
-
-ROLLOUT_ANNOTATION = "orksync.io/secrets-hash"
-
-
-def add_rollout_annotation(body: dict[str, Any], owner: ObjRef, namespace: str,
-                           hashes: Mapping[tuple[ObjRef, str, str], str]) -> None:
-    """Stamp the pod template with a hash of the Secrets of the same owner it uses, so a
-    rotation rolls the workload (Reloader's annotation strategy). Stable while the Secrets
-    do not change, so it never looks like drift."""
-    template = pod_template(body)
-    if template is None:
-        return
-    used = sorted(n for n in referenced_secrets(template.get("spec") or {})
-                  if (owner, namespace, n) in hashes)
-    if not used:
-        return
-    digest = fingerprint({n: hashes[(owner, namespace, n)] for n in used})[:16]
-    template.setdefault("metadata", {}).setdefault("annotations", {})[ROLLOUT_ANNOTATION] = \
-        digest
+def recreate_allowed(obj: RenderedObject) -> bool:
+    """Kinds whose immutable fields Orkestra changes by delete + create (Pod, RoleBinding,
+    ClusterRoleBinding); any other kind only with the per-object opt-in annotation
+    (recreating a StatefulSet, say, can lose data)."""
+    if (obj.ref.api_version, obj.ref.kind) in RECREATE_KINDS:
+        return True
+    annotations = (obj.body.get("metadata") or {}).get("annotations") or {}
+    return str(annotations.get(RECREATE_ANNOTATION, "")).lower() == "true"
 
 
 def owner_reference_allowed(owner: ObjRef, child: ObjRef, child_namespaced: bool) -> bool:

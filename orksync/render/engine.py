@@ -9,95 +9,21 @@ the set; the others still render.
 
 from __future__ import annotations
 
-import copy
 import logging
-from collections.abc import Callable, Mapping
-from contextvars import ContextVar
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from types import MappingProxyType
-from typing import Any
 
 from orksync.errors import InputError, RenderError
-from orksync.katalog.model import Catalog, CrdManifest, CustomResource, Katalog
+from orksync.katalog.model import Catalog, CrdManifest, CustomResource
 from orksync.model import ObjRef, Origin, RenderedObject, RenderedSet, WritePolicy
-from orksync.names import label_key_problem, label_value_problem, subdomain_problem
-from orksync.render.builders import BuildContext, BuildError, Built
-from orksync.render.coercion import to_namespaces
-from orksync.render.conditions import evaluate_conditions
-from orksync.render.gotemplate import GoTemplateEngine, GoTemplateError
 from orksync.render.guard import NamespaceGuard
-from orksync.render.kinds import (
-    BLOCK_CONTROL_KEYS,
-    BY_KEY,
-    KINDS,
-    ORDER,
-    PLACEHOLDER_KEYS,
-    KindSpec,
-    unknown_fields,
-)
-from orksync.render.notes import builtin_functions, user_notes
-from orksync.render.notes.random import PlaceholderRandom
+from orksync.render.resource import BLOCKS, STAGE_CR, STAGE_CRD, CrRenderer
+from orksync.render.templates import Clock, Templates, templates_for, utc_now
 from orksync.render.validate import katalog_problems
-from orksync.yamlio import locate
+
+__all__ = ["CrResult", "Templates", "render_catalog", "render_custom_resource",
+           "templates_for"]
 
 log = logging.getLogger(__name__)
-
-STAGE_CRD = 0
-STAGE_CR = 5
-STAGE_CHILDREN = 10  # + Orkestra's group order
-
-MANAGED_LABEL = "orkestra.orkspace.io/managed"
-OWNER_LABEL = "orkestra-owner"
-MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
-OWNER_ANNOTATION = "orksync.io/owner"
-ENTRY_KEYS_NOT_RENDERED = frozenset({"when", "or", "anyOf", "forEach", "toNamespaces"})
-# Kinds whose entries may copy a live object: the key naming the source, and the kind.
-COPY_FROM = {"configMaps": ("fromConfigMap", "ConfigMap"),
-             "networkPolicies": ("fromNetworkPolicy", "NetworkPolicy"),
-             "resourceQuotas": ("fromResourceQuota", "ResourceQuota"),
-             "limitRanges": ("fromLimitRange", "LimitRange")}
-BLOCKS = ("onCreate", "onReconcile")
-
-Clock = Callable[[], datetime]
-
-
-def utc_now() -> datetime:
-    return datetime.now(UTC)
-
-
-_SCOPE: ContextVar[Mapping[str, Any]] = ContextVar("orksync_template_scope",
-                                                   default=MappingProxyType({}))
-
-
-@dataclass(slots=True)
-class Templates:
-    """The template engine of one Katalog: built-in functions plus its user notes."""
-
-    engine: GoTemplateEngine
-    clock: Clock
-
-    def render(self, source: str, data: Mapping[str, Any]) -> str:
-        token = _SCOPE.set(data)
-        try:
-            return self.engine.render(source, data)
-        finally:
-            _SCOPE.reset(token)
-
-
-def templates_for(katalog: Katalog, clock: Clock) -> Templates:
-    functions = builtin_functions(clock=clock, random=PlaceholderRandom())
-    if katalog.notes:
-        holder: list[GoTemplateEngine] = []
-
-        def note_render(expression: str, args: Mapping[str, Any]) -> str:
-            # a note sees the data of the template that calls it, plus its arguments
-            return holder[0].render(expression, {**_SCOPE.get(), **args})
-
-        functions.update(user_notes(katalog.notes, note_render))
-        holder.append(GoTemplateEngine(functions))
-        return Templates(engine=holder[0], clock=clock)
-    return Templates(engine=GoTemplateEngine(functions), clock=clock)
 
 
 def render_catalog(catalog: Catalog, *, clock: Clock = utc_now) -> RenderedSet:
@@ -112,6 +38,7 @@ def render_catalog(catalog: Catalog, *, clock: Clock = utc_now) -> RenderedSet:
             broken[(katalog.name, key)] = len(problems)
     claimed: dict[ObjRef, ObjRef] = {}  # child -> the custom resource that rendered it
     skipped: list[tuple[ObjRef, str]] = []
+    absent: list[tuple[ObjRef, ObjRef]] = []
     for cr in catalog.crs:
         guard = NamespaceGuard.of(cr.entry.raw.get("allowedNamespaces"),
                                   cr.entry.raw.get("restrictedNamespaces"))
@@ -142,9 +69,10 @@ def render_catalog(catalog: Catalog, *, clock: Clock = utc_now) -> RenderedSet:
         objects.extend(result.children)
         warnings.extend(result.warnings)
         skipped.extend(result.skipped)
+        absent.extend((ref, cr.ref) for ref in result.absent)
     objects.sort(key=lambda o: (o.stage, o.ref))
     return RenderedSet(objects=tuple(objects), errors=tuple(errors), warnings=tuple(warnings),
-                       skipped=tuple(skipped))
+                       skipped=tuple(skipped), absent=tuple(absent))
 
 
 def _crd_object(m: CrdManifest) -> RenderedObject:
@@ -161,16 +89,7 @@ class CrResult:
     children: list[RenderedObject] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     skipped: list[tuple[ObjRef, str]] = field(default_factory=list)
-
-
-def cr_data(cr: CustomResource) -> dict[str, Any]:
-    """The data map templates see: the custom resource plus Orkestra's injected keys."""
-    data = copy.deepcopy(cr.body)
-    data.setdefault("spec", {})
-    data.setdefault("status", {})
-    data.update({"inputs": {}, "cross": {}, "external": {}, "children": {},
-                 "ork": {"katalog": cr.entry.katalog, "crd": cr.entry.key}})
-    return data
+    absent: list[ObjRef] = field(default_factory=list)  # condition false: clean up if owned
 
 
 def render_custom_resource(cr: CustomResource, templates: Templates) -> CrResult:
@@ -179,7 +98,7 @@ def render_custom_resource(cr: CustomResource, templates: Templates) -> CrResult
     result = CrResult(resource=RenderedObject(ref=cr.ref, body=cr.body,
                                               policy=WritePolicy.APPLY, origin=origin,
                                               stage=STAGE_CR))
-    renderer = _CrRenderer(cr, templates, origin)
+    renderer = CrRenderer(cr, templates, origin)
     by_ref: dict[ObjRef, RenderedObject] = {}
     for block_name in BLOCKS:
         for obj in renderer.block(block_name):
@@ -192,281 +111,5 @@ def render_custom_resource(cr: CustomResource, templates: Templates) -> CrResult
     result.children = list(by_ref.values())
     result.warnings.extend(renderer.warnings)
     result.skipped.extend(renderer.skipped)
+    result.absent = sorted({ref for ref in renderer.absent if ref not in by_ref})
     return result
-
-
-class _CrRenderer:
-    def __init__(self, cr: CustomResource, templates: Templates, origin: Origin) -> None:
-        self.cr = cr
-        self.templates = templates
-        self.origin = origin
-        self.data = cr_data(cr)
-        self.box = cr.entry.operator_box
-        self.warnings: list[str] = []
-        self.skipped: list[tuple[ObjRef, str]] = []
-        raw = cr.entry.raw
-        self.guard = NamespaceGuard.of(raw.get("allowedNamespaces"),
-                                       raw.get("restrictedNamespaces"))
-        meta = cr.body["metadata"]
-        self.cr_name = str(meta["name"])
-        self.cr_namespace = str(meta.get("namespace") or "")
-
-    def fail(self, path: str, message: str) -> RenderError:
-        full = f"{self.cr.entry.path}.operatorBox.{path}"
-        source = self.cr.entry.source
-        return RenderError(message, file=source.file, obj=str(self.cr.ref), path=full,
-                           line=locate(source.path, source.index, split_path(full)))
-
-    def block(self, name: str) -> list[RenderedObject]:
-        block = self.box.get(name)
-        if block is None:
-            return []
-        if not isinstance(block, Mapping):
-            raise self.fail(name, "must be a map of resource lists")
-        if not self.conditions(block, self.data, name):
-            return []
-        for key in block:
-            if key in PLACEHOLDER_KEYS:
-                self.warnings.append(f"{self.cr.entry.source.file}: {self.cr.ref}: "
-                                     f"{name}.{key} is declared by Orkestra but not "
-                                     "implemented there or here; ignored")
-            elif key not in BY_KEY and key not in BLOCK_CONTROL_KEYS:
-                raise self.fail(f"{name}.{key}", "unknown resource key")
-        out: list[RenderedObject] = []
-        for spec in KINDS:
-            entries = block.get(spec.key)
-            if entries is None:
-                continue
-            if not isinstance(entries, list):
-                raise self.fail(f"{name}.{spec.key}", "must be a list of entries")
-            for i, entry in enumerate(entries):
-                path = f"{name}.{spec.key}[{i}]"
-                if not isinstance(entry, Mapping):
-                    raise self.fail(path, "must be a map")
-                for data in self.expand(entry, path):
-                    out.extend(self.entry(spec, entry, data, name, path))
-        return out
-
-    def expand(self, entry: Mapping[str, Any], path: str) -> list[dict[str, Any]]:
-        """forEach: one data scope per element (the item is in scope for every field)."""
-        spec = entry.get("forEach")
-        if spec is None:
-            return [self.data]
-        if not isinstance(spec, Mapping) or not spec.get("field"):
-            raise self.fail(f"{path}.forEach", "needs field (a dot path)")
-        alias = str(spec.get("as") or "item")
-        value = lookup(self.data, str(spec["field"]))
-        scopes = []
-        if isinstance(value, list):
-            for i, item in enumerate(value):
-                scopes.append({**self.data, "item": item, alias: item, "index": i})
-        elif isinstance(value, Mapping):
-            for i, key in enumerate(sorted(value, key=str)):
-                item = value[key]
-                scopes.append({**self.data, "item": item, alias: item, "index": i,
-                               "key": key, "value": item})
-        elif value not in (None, ""):
-            raise self.fail(f"{path}.forEach.field",
-                            f"{spec['field']} is a {type(value).__name__}, not a list or map")
-        return scopes
-
-    def conditions(self, node: Mapping[str, Any], data: Mapping[str, Any], path: str) -> bool:
-        when = node.get("when")
-        or_ = node.get("or") if node.get("or") is not None else node.get("anyOf")
-        if when is None and or_ is None:
-            return True
-        for key, value in (("when", when), ("or", or_)):
-            if value is not None and not isinstance(value, list):
-                raise self.fail(f"{path}.{key}", "must be a list of conditions")
-        return evaluate_conditions(data, when, or_, self.templates.render,
-                                   clock=self.templates.clock)
-
-    def render_leaves(self, value: Any, data: Mapping[str, Any], path: str) -> Any:
-        if isinstance(value, str):
-            if "{{" not in value:
-                return value
-            try:
-                return self.templates.render(value, data)
-            except GoTemplateError as err:
-                raise self.fail(path, f"template error: {err}") from err
-        if isinstance(value, Mapping):
-            return {k: self.render_leaves(v, data, f"{path}.{k}") for k, v in value.items()}
-        if isinstance(value, list):
-            return [self.render_leaves(v, data, f"{path}[{i}]") for i, v in enumerate(value)]
-        return value
-
-    def entry(self, spec: KindSpec, entry: Mapping[str, Any], data: Mapping[str, Any],
-              block: str, path: str) -> list[RenderedObject]:
-        if not self.conditions(entry, data, path):
-            return []
-        if spec.builder is None:
-            raise self.fail(path, f"{spec.key} is not supported by this version of orksync")
-        for field_path in unknown_fields(spec.key, entry):
-            self.warnings.append(f"{self.cr.entry.source.file}: {self.cr.ref}: "
-                                 f"{path}.{field_path} is not a field orksync knows; ignored")
-        rendered = {k: (v if k in ENTRY_KEYS_NOT_RENDERED else
-                        self.render_leaves(v, data, f"{path}.{k}"))
-                    for k, v in entry.items()}
-        namespaced = spec.namespaced
-        name = _str(rendered.get("name")) or spec.default_name(self.cr_name)
-        if spec.key == "custom":
-            meta = rendered.get("metadata") if isinstance(rendered.get("metadata"), Mapping) \
-                else {}
-            name = _str(meta.get("name")) or name
-            namespaced = _str(meta.get("namespaced")).lower() not in ("false", "0", "no")
-        problem = subdomain_problem(name)
-        if problem:
-            raise self.fail(f"{path}.name", problem)
-        namespace = ""
-        if namespaced:
-            namespace = _str(rendered.get("namespace")) or self.cr_namespace or "default"
-            problem = subdomain_problem(namespace)
-            if problem:
-                raise self.fail(f"{path}.namespace", problem)
-        ctx = BuildContext(cr_name=self.cr_name, cr_namespace=self.cr_namespace,
-                           owner_key=self.cr_name, name=name, namespace=namespace,
-                           labels=self.labels(rendered.get("labels"), f"{path}.labels"))
-        body, directives = self.build(spec, rendered, ctx, path)
-        copy_from = copy_directive(spec.key, rendered, self.cr_namespace)
-        if copy_from:
-            directives = {**directives, "copyFrom": copy_from}
-        stage = STAGE_CHILDREN + ORDER[spec.key]
-        obj = RenderedObject(ref=ObjRef.of(body), body=body,
-                             policy=policy_for(spec, block, entry),
-                             origin=_replace_entry(self.origin, path), stage=stage,
-                             owner=self.cr.ref, directives=directives)
-        out = [*self.ingress_tls_secret(spec, rendered, ctx, obj, path)]
-        targets = [obj.ref.namespace] if obj.ref.namespace else [""]
-        if entry.get("toNamespaces"):
-            raw = entry["toNamespaces"]
-            if not isinstance(raw, list):
-                raise self.fail(f"{path}.toNamespaces", "must be a list")
-            try:
-                targets = to_namespaces(raw, data, self.templates.engine.render_value)
-            except GoTemplateError as err:
-                raise self.fail(f"{path}.toNamespaces", f"template error: {err}") from err
-            for target in targets:
-                problem = subdomain_problem(target)
-                if problem:
-                    raise self.fail(f"{path}.toNamespaces", problem)
-        for target in targets:
-            copy = obj if target == obj.ref.namespace else _in_namespace(obj, target)
-            refusal = self.guard.refusal(target) if target else None
-            if refusal:
-                self.skipped.append((copy.ref, refusal))
-                continue
-            out.append(copy)
-        return out
-
-    def build(self, spec: KindSpec, rendered: Mapping[str, Any], ctx: BuildContext,
-              path: str) -> tuple[dict[str, Any], dict[str, Any]]:
-        assert spec.builder is not None
-        try:
-            built = spec.builder(rendered, ctx)
-        except BuildError as err:
-            raise self.fail(f"{path}.{err.field}", str(err)) from err
-        body, directives = (built.body, built.directives) if isinstance(built, Built) \
-            else (built, {})
-        body["metadata"].setdefault("annotations", {})[OWNER_ANNOTATION] = str(self.cr.ref)
-        return body, directives
-
-    def ingress_tls_secret(self, spec: KindSpec, rendered: Mapping[str, Any],
-                           ctx: BuildContext, ingress: RenderedObject,
-                           path: str) -> list[RenderedObject]:
-        """`tls.create` on an Ingress: a self-signed TLS Secret written before it, left
-        alone when it exists (Orkestra's rule), never rotated unless `rotateAfter` says."""
-        tls = rendered.get("tls")
-        if spec.key != "ingresses" or not isinstance(tls, Mapping) or \
-                _str(tls.get("create")).lower() not in ("true", "1", "yes"):
-            return []
-        (block,) = ingress.body["spec"]["tls"]
-        entry: dict[str, Any] = {
-            "name": block["secretName"], "once": True,
-            "tls": {"commonName": (block.get("hosts") or [""])[0],
-                    "dnsNames": list(block.get("hosts") or [])}}
-        if tls.get("validFor"):
-            entry["tls"]["validFor"] = tls["validFor"]
-        secrets = BY_KEY["secrets"]
-        sctx = BuildContext(cr_name=ctx.cr_name, cr_namespace=ctx.cr_namespace,
-                            owner_key=ctx.owner_key, name=block["secretName"],
-                            namespace=ctx.namespace, labels=ctx.labels)
-        body, directives = self.build(secrets, entry, sctx, f"{path}.tls")
-        return [RenderedObject(ref=ObjRef.of(body), body=body, policy=WritePolicy.CREATE,
-                               origin=_replace_entry(self.origin, f"{path}.tls"),
-                               stage=STAGE_CHILDREN + ORDER["secrets"], owner=self.cr.ref,
-                               directives=directives)]
-
-    def labels(self, raw: Any, path: str) -> dict[str, str]:
-        labels: dict[str, str] = {}
-        if isinstance(raw, list):  # the pre-v0.7.13 list form: [{key, value}]
-            for i, item in enumerate(raw):
-                if not isinstance(item, Mapping) or "key" not in item:
-                    raise self.fail(f"{path}[{i}]", "must be {key, value}")
-                labels[str(item["key"])] = _str(item.get("value"))
-        elif isinstance(raw, Mapping):
-            labels = {str(k): _str(v) for k, v in raw.items()}
-        elif raw is not None:
-            raise self.fail(path, "must be a map")
-        labels.update({MANAGED_LABEL: "true", OWNER_LABEL: self.cr_name,
-                       MANAGED_BY_LABEL: "orksync"})
-        for key, value in labels.items():
-            problem = label_key_problem(key) or label_value_problem(value)
-            if problem:
-                raise self.fail(f"{path}.{key}", problem)
-        return labels
-
-
-def copy_directive(key: str, rendered: Mapping[str, Any], cr_namespace: str
-                   ) -> dict[str, str] | None:
-    """`fromConfigMap` & co.: the live source the applier reads and merges (apply time)."""
-    source_key, kind = COPY_FROM.get(key, ("", ""))
-    source = _str(rendered.get(source_key)) if source_key else ""
-    if not source:
-        return None
-    return {"kind": kind, "name": source,
-            "namespace": _str(rendered.get("fromNamespace")) or cr_namespace or "default"}
-
-
-def _in_namespace(obj: RenderedObject, namespace: str) -> RenderedObject:
-    body = copy.deepcopy(dict(obj.body))
-    body["metadata"]["namespace"] = namespace
-    return RenderedObject(ref=ObjRef.of(body), body=body, policy=obj.policy, origin=obj.origin,
-                          stage=obj.stage, owner=obj.owner, directives=obj.directives)
-
-
-def policy_for(spec: KindSpec, block: str, entry: Mapping[str, Any]) -> WritePolicy:
-    if spec.key == "jobs":
-        return WritePolicy.CREATE_ONLY
-    if block == "onReconcile" or entry.get("reconcile") is True:
-        return WritePolicy.APPLY
-    return WritePolicy.CREATE
-
-
-def lookup(data: Mapping[str, Any], path: str) -> Any:
-    """A bare dot path (`spec.regions`; a leading dot is tolerated) into nested maps."""
-    node: Any = data
-    for part in path.strip().lstrip(".").split("."):
-        if not isinstance(node, Mapping) or part not in node:
-            return None
-        node = node[part]
-    return node
-
-
-def split_path(path: str) -> list[str | int]:
-    """`a.b[0].c` -> ["a", "b", 0, "c"] (for locating a field's line in its file)."""
-    parts: list[str | int] = []
-    for piece in path.split("."):
-        name, *indexes = piece.split("[")
-        if name:
-            parts.append(name)
-        parts.extend(int(i.rstrip("]")) for i in indexes if i.rstrip("]").isdigit())
-    return parts
-
-
-def _str(value: Any) -> str:
-    return "" if value is None else str(value).strip()
-
-
-def _replace_entry(origin: Origin, entry: str) -> Origin:
-    return Origin(file=origin.file, katalog=origin.katalog, crd=origin.crd, cr=origin.cr,
-                  entry=entry)

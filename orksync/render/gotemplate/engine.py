@@ -7,8 +7,9 @@ globals, filters or tests. Compiled templates are cached per engine by source te
 Known divergences from Go (intentional, see the differential tests):
 - `define`, `template`, `block`, complex constants and `:=` inside parentheses are
   rejected at compile time; `%p` prints as a bad verb.
-- `slice` on a list cannot reach past its length (Go can, up to the hidden capacity
-  of the decoded slice, which is an implementation detail of encoding/json).
+- `slice` on a list cannot reach past its length. Go can reach up to the slice's hidden
+  capacity, an implementation detail (encoding/json leaves spare capacity, Kubernetes'
+  deep copies do not); the extra elements would be nil anyway.
 - Parenthesis nesting and control nesting are limited to 100 levels.
 """
 
@@ -24,7 +25,7 @@ from typing import Any
 from jinja2 import StrictUndefined
 from jinja2.environment import Template
 from jinja2.exceptions import SecurityError
-from jinja2.runtime import new_context
+from jinja2.runtime import Context
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from ..govalues import NO_VALUE, format_value
@@ -38,6 +39,7 @@ from .runtime import RUNTIME_API, Runtime
 
 GO_SPACE = "\t\n\v\f\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"  # noqa: E501
 _TEMPLATE_FILE = "<template>"
+_NO_BLOCKS: dict[str, Any] = {}
 _STRAY_SURROGATE = re.compile("[\ud800-\udc7f\udd00-\udfff]")
 
 
@@ -171,7 +173,8 @@ class GoTemplateEngine:
         if orkestra and "{{" not in source:
             return source
         compiled = self._get(source)
-        compiled.raise_error()
+        if compiled.error is not None:
+            compiled.raise_error()
         out = self._execute(compiled, source, data)
         return orkestra_post(out) if orkestra else out
 
@@ -205,6 +208,8 @@ class GoTemplateEngine:
             _, idents = parse(source, self._names, check_functions=False)
         except GoParseError as exc:
             raise GoTemplateError(exc.message, source, exc.position) from None
+        except RecursionError:
+            raise GoTemplateError("template too complex", source) from None
         return {i for i in idents if i in self._functions or i not in BUILTIN_NAMES}
 
     # -- internals --------------------------------------------------------------------
@@ -230,7 +235,7 @@ class GoTemplateEngine:
         }
         if compiled.consts:
             variables.update(compiled.consts)
-        context = new_context(ENV, None, {}, variables, True, None)
+        context = Context(ENV, variables, None, _NO_BLOCKS)  # = new_context(shared=True)
         parts: list[str] = []
         size, limit = 0, self._max_output
         try:

@@ -219,7 +219,6 @@ class Parser:
         while self.peek_non_space().typ is T.VARIABLE:
             start = self.i
             var = self.next_non_space()
-            after_var = self.peek()
             nxt = self.peek_non_space()
             if nxt.typ in (T.ASSIGN, T.DECLARE):
                 pipe.is_assign = nxt.typ is T.ASSIGN
@@ -234,8 +233,7 @@ class Parser:
                         continue
                     raise self.error("range can only initialize variables")
                 raise self.error(f"too many declarations in {context}")
-            del after_var
-            self.i = start
+            self.i = start  # not a declaration: the variable starts a command
             return
 
     def _declare(self, pipe: n.PipeNode, var: Token) -> None:

@@ -1,0 +1,56 @@
+"""The template engine of one Katalog: Orkestra's functions (random ones as placeholders),
+the Katalog's user notes, and the data scope notes see. Pure."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from contextvars import ContextVar
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from types import MappingProxyType
+from typing import Any
+
+from orksync.katalog.model import Katalog
+from orksync.render.gotemplate import GoTemplateEngine
+from orksync.render.notes import builtin_functions, user_notes
+from orksync.render.notes.random import PlaceholderRandom
+
+Clock = Callable[[], datetime]
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+_SCOPE: ContextVar[Mapping[str, Any]] = ContextVar("orksync_template_scope",
+                                                   default=MappingProxyType({}))
+
+
+@dataclass(slots=True)
+class Templates:
+    """The template engine of one Katalog: built-in functions plus its user notes."""
+
+    engine: GoTemplateEngine
+    clock: Clock
+
+    def render(self, source: str, data: Mapping[str, Any]) -> str:
+        token = _SCOPE.set(data)
+        try:
+            return self.engine.render(source, data)
+        finally:
+            _SCOPE.reset(token)
+
+
+def templates_for(katalog: Katalog, clock: Clock) -> Templates:
+    functions = builtin_functions(clock=clock, random=PlaceholderRandom())
+    if katalog.notes:
+        holder: list[GoTemplateEngine] = []
+
+        def note_render(expression: str, args: Mapping[str, Any]) -> str:
+            # a note sees the data of the template that calls it, plus its arguments
+            return holder[0].render(expression, {**_SCOPE.get(), **args})
+
+        functions.update(user_notes(katalog.notes, note_render))
+        holder.append(GoTemplateEngine(functions))
+        return Templates(engine=holder[0], clock=clock)
+    return Templates(engine=GoTemplateEngine(functions), clock=clock)
