@@ -26,207 +26,44 @@ variables), never in a URL, `.git/config` or a command line. Every message and l
 scrubbed of them.
 
 Plain `git` subprocesses rather than gitpython: timeouts, process-group kills and a
-controlled environment per call are what this module is about.
+controlled environment per call are what this module is about. Helpers: `gitspec` (the
+spec and `Revision`, pure data) and `gitrun` (running one git command); everything public
+is re-exported here.
 """
 
 from __future__ import annotations
 
 import base64
-import contextlib
 import logging
 import os
-import re
-import shlex
 import shutil
-import signal
 import subprocess
 import tempfile
 import threading
 import time
 import urllib.parse
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from enum import StrEnum
-from pathlib import Path, PurePosixPath
+from dataclasses import dataclass
+from pathlib import Path
 
 from orksync.errors import SourceError
+from orksync.source.gitrun import GitFailed, GitRunner
+from orksync.source.gitspec import (
+    DEFAULT_TIMEOUT,
+    GitAuth,
+    GitSourceSpec,
+    GitVerify,
+    Revision,
+    VerifyMode,
+    scrub,
+    ssh_command,
+)
+
+__all__ = ["DEFAULT_TIMEOUT", "GitAuth", "GitSource", "GitSourceSpec", "GitVerify",
+           "Revision", "VerifyMode", "scrub", "ssh_command"]
 
 log = logging.getLogger(__name__)
 
-DEFAULT_TIMEOUT = 60.0
 MESSAGE_LIMIT = 200
-_SHA_RE = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
-_URL_PASSWORD_RE = re.compile(r"(?P<head>[a-z][a-z0-9+.-]*://[^/\s:@]*):[^/\s@]*@", re.I)
-_ASKED_USER = "ORKSYNC_GIT_USERNAME"
-_ASKED_PASSWORD = "ORKSYNC_GIT_PASSWORD"  # a variable name, not a secret
-# The credential helper: a shell function given in the environment of the git process. Its
-# command line shows only variable names; printf is a shell builtin, so the values never
-# appear in any argv. It answers `get` only, so nothing is ever stored.
-_CREDENTIAL_HELPER = (
-    "!f() { test \"$1\" = get || return 0; "
-    f"printf 'username=%s\\npassword=%s\\n' \"${_ASKED_USER}\" \"${_ASKED_PASSWORD}\"; }}; f"
-)
-# Inherited GIT_* variables that may stay (TLS trust, test isolation of the user config).
-_KEPT_GIT_ENV = frozenset({
-    "GIT_SSL_CAINFO", "GIT_SSL_CAPATH", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM",
-    "GIT_CONFIG_NOSYSTEM", "GIT_EXEC_PATH",
-})
-
-
-class VerifyMode(StrEnum):
-    GPG = "gpg"
-    SSH = "ssh"
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class GitAuth:
-    """Where the credentials are. Only file paths and variable names; never a secret value.
-
-    HTTPS: `username` (or `username_file` / `username_env`) and a password or token from
-    `password_file` or `password_env`; with a token alone the username defaults to "git".
-    SSH: `ssh_key_file` and `known_hosts_file`; host keys are always checked strictly."""
-
-    username: str = ""
-    username_file: Path | None = None
-    username_env: str = ""
-    password_file: Path | None = None
-    password_env: str = ""
-    ssh_key_file: Path | None = None
-    known_hosts_file: Path | None = None
-
-    @property
-    def has_password(self) -> bool:
-        return self.password_file is not None or bool(self.password_env)
-
-    def read_credentials(self) -> tuple[str, str] | None:
-        """(username, password) read now (files and variables may rotate), or None."""
-        if not self.has_password:
-            return None
-        password = _read_secret(self.password_file, self.password_env, "password")
-        username = self.username
-        if self.username_file is not None or self.username_env:
-            username = _read_secret(self.username_file, self.username_env, "username")
-        return username or "git", password
-
-
-def _read_secret(path: Path | None, env: str, what: str) -> str:
-    if path is not None:
-        try:
-            value = path.read_text(encoding="utf-8")
-        except OSError as err:
-            raise SourceError(f"cannot read the {what} file: {err.strerror}",
-                              subject=str(path)) from None
-        value = value.rstrip("\r\n")
-        source = str(path)
-    else:
-        if env not in os.environ:
-            raise SourceError(f"the environment variable {env} holding the {what} is not set")
-        value = os.environ[env]
-        source = f"${env}"
-    if not value or "\n" in value or "\0" in value:
-        raise SourceError(f"the {what} in {source} is empty or has several lines")
-    return value
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class GitVerify:
-    """Signature verification: `ssh` with an allowed-signers file, or `gpg` with a public
-    keyring file (imported into a private GnuPG home) or an existing `gpg_home`."""
-
-    mode: VerifyMode
-    allowed_signers_file: Path | None = None
-    keyring: Path | None = None
-    gpg_home: Path | None = None
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "mode", VerifyMode(self.mode))
-        if self.mode is VerifyMode.SSH and self.allowed_signers_file is None:
-            raise SourceError("verify mode ssh needs allowed_signers_file")
-        if self.mode is VerifyMode.GPG and self.keyring is None and self.gpg_home is None:
-            raise SourceError("verify mode gpg needs keyring or gpg_home")
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class GitSourceSpec:
-    """One ref of one repository. `ref` is a branch, a tag, a full ref name (`refs/...`)
-    or a full commit sha; `path` a subdirectory; `depth` 1 is shallow, 0 full history."""
-
-    url: str
-    ref: str = "main"
-    path: str = ""
-    depth: int = 1
-    auth: GitAuth = field(default_factory=GitAuth)
-    verify: GitVerify | None = None
-    timeout: float = DEFAULT_TIMEOUT
-
-    def __post_init__(self) -> None:
-        if not self.url:
-            raise SourceError("the git source needs a url")
-        if _URL_PASSWORD_RE.search(self.url):
-            raise SourceError("the url must not carry a password; use auth.password_file "
-                              "or auth.password_env", subject=scrub(self.url))
-        if not self.ref or self.ref.startswith("-") or any(
-                c.isspace() or c in "~^:?*[\\" for c in self.ref):
-            raise SourceError(f"invalid ref {self.ref!r}", subject=self.url)
-        if self.url.startswith("-"):
-            raise SourceError("invalid url", subject=self.url)
-        pure = PurePosixPath(self.path)
-        if pure.is_absolute() or ".." in pure.parts:
-            raise SourceError(f"path {self.path!r} must be relative and stay inside the "
-                              "repository", subject=self.url)
-        if self.depth < 0:
-            raise SourceError(f"depth must be 0 (full) or positive, not {self.depth}",
-                              subject=self.url)
-        if self.timeout <= 0:
-            raise SourceError("timeout must be positive", subject=self.url)
-
-    @property
-    def pinned_sha(self) -> str | None:
-        """The commit when `ref` is a full sha: it never moves."""
-        return self.ref.lower() if _SHA_RE.match(self.ref.lower()) else None
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Revision:
-    """What `fetch()` checked out. `path` is the subdirectory (`spec.path`) in the working
-    copy; `changed` is False when the sha is the one the previous fetch returned;
-    `duration` the seconds `fetch()` took."""
-
-    sha: str
-    path: Path
-    changed: bool
-    message: str
-    duration: float = 0.0
-
-
-def scrub(text: str, secrets: Sequence[str] = ()) -> str:
-    """`text` without URL passwords and without any of `secrets` (and their encodings)."""
-    text = _URL_PASSWORD_RE.sub(r"\g<head>:***@", text)
-    for secret in sorted(secrets, key=len, reverse=True):
-        if secret:
-            text = text.replace(secret, "***")
-    return text
-
-
-def ssh_command(auth: GitAuth) -> str:
-    """The GIT_SSH_COMMAND: strict host key checking, only the configured key, no prompt."""
-    parts = ["ssh"]
-    if auth.ssh_key_file is not None:
-        parts += ["-i", str(auth.ssh_key_file), "-o", "IdentitiesOnly=yes"]
-    parts += ["-o", "StrictHostKeyChecking=yes"]
-    if auth.known_hosts_file is not None:
-        parts += ["-o", f"UserKnownHostsFile={auth.known_hosts_file}"]
-    parts += ["-o", "BatchMode=yes"]
-    return shlex.join(parts)
-
-
-class _GitFailed(Exception):
-    """A git command failed; `stderr` is already scrubbed."""
-
-    def __init__(self, op: str, stderr: str) -> None:
-        self.op = op
-        self.stderr = stderr
-        super().__init__(f"{op}: {stderr}" if stderr else op)
 
 
 @dataclass(slots=True)
@@ -248,10 +85,12 @@ class GitSource:
         self._lock = threading.Lock()
         self._last_good: Revision | None = None
         self._trusted = False  # the working copy was checked out (or cleaned) by us
-        self._rejected: set[str] = set()
+        # sha -> the verification material (signers file or keyring) that refused it
+        self._rejected: dict[str, object] = {}
         self._gnupg_home: Path | None = None
-        self._secrets: tuple[str, ...] = ()
         self._url = scrub(spec.url)
+        self._git = GitRunner(url=self._url, remote_url=spec.url,
+                              ssh_command=ssh_command(spec.auth), timeout=spec.timeout)
 
     @property
     def last_good(self) -> Revision | None:
@@ -267,11 +106,17 @@ class GitSource:
             if creds is not None:
                 user, password = creds
                 basic = base64.b64encode(f"{user}:{password}".encode()).decode()
-                self._secrets = (password, urllib.parse.quote(password, safe=""), basic)
+                self._git.secrets = (password, urllib.parse.quote(password, safe=""), basic)
             try:
-                sha, message = self._sync(creds)
+                try:
+                    sha, message = self._sync(creds)
+                except GitFailed as err:
+                    raise SourceError(f"git {err}", subject=self._url) from None
+                except OSError as err:
+                    raise SourceError(f"working copy {self.workdir}: {err}",
+                                      subject=self._url) from None
             except SourceError as err:
-                log.warning("git source %s: %s", self._url, scrub(str(err), self._secrets))
+                log.warning("git source %s: %s", self._url, self._git.scrub(str(err)))
                 raise
             previous = self._last_good
             rev = Revision(
@@ -288,8 +133,9 @@ class GitSource:
 
     def _sync(self, creds: tuple[str, str] | None) -> tuple[str, str]:
         target = self._resolve(creds)
-        if target.sha in self._rejected:
-            raise self._unsigned(target.sha)
+        if target.sha in self._rejected and \
+                self._rejected[target.sha] == self._verify_material():
+            raise self._unsigned(target.sha)  # refused before; not fetched again
         head = self._healthy_head()
         if head is not None and head == target.sha and self._trusted:
             prev = self._last_good
@@ -301,7 +147,7 @@ class GitSource:
         if head is not None:
             try:
                 return self._update(target, creds, skip_fetch=head == target.sha)
-            except _GitFailed as err:
+            except GitFailed as err:
                 reason = str(err)
         elif self.workdir.is_dir() and any(self.workdir.iterdir()):
             reason = self._why_unhealthy()
@@ -326,7 +172,7 @@ class GitSource:
         try:
             out = self._run(["ls-remote", "--", self.spec.url, *patterns], op="ls-remote",
                             cwd=self._outside_dir(), creds=creds)
-        except _GitFailed as err:
+        except GitFailed as err:
             raise SourceError(f"git ls-remote failed: {err.stderr}", subject=self._url) from None
         refs: dict[str, str] = {}
         for line in out.splitlines():
@@ -342,13 +188,13 @@ class GitSource:
 
     def _update(self, target: _Target, creds: tuple[str, str] | None, *,
                 skip_fetch: bool) -> tuple[str, str]:
-        """Fetch into the existing clone and hard-reset it. `_GitFailed` means corrupted."""
+        """Fetch into the existing clone and hard-reset it. `GitFailed` means corrupted."""
         repo = self.workdir
         if not self._trusted:
             url = self._run(["config", "--get", "remote.origin.url"], op="read the remote url",
                             repo=repo).strip()
             if url != self.spec.url:
-                raise _GitFailed("check the remote url", "the working copy is a clone of "
+                raise GitFailed("check the remote url", "the working copy is a clone of "
                                  f"{scrub(url)}, not of the configured url")
         sha = target.sha if skip_fetch else self._fetch_into(repo, target, creds)
         self._validate(repo, sha)
@@ -374,7 +220,7 @@ class GitSource:
                 self._validate(tmp, sha)
                 self._run(["checkout", "-q", "--detach", sha], op="checkout", repo=tmp)
                 message = self._message(tmp, sha)
-            except _GitFailed as err:
+            except GitFailed as err:
                 raise SourceError(f"clone failed: {err}", subject=self._url) from None
             self._swap(tmp)
         finally:
@@ -397,8 +243,8 @@ class GitSource:
             wanted = target.sha
         try:
             self._run(args, op="fetch", repo=repo, creds=creds)
-        except _GitFailed as err:
-            if _network_failure(err.stderr):
+        except GitFailed as err:
+            if err.remote_fault:
                 raise SourceError(f"git fetch failed: {err.stderr}", subject=self._url) from None
             raise
         return self._run(["rev-parse", "--verify", "-q", f"{wanted}^{{commit}}"],
@@ -410,15 +256,15 @@ class GitSource:
             try:
                 self._run(["verify-commit", sha], op="verify-commit", repo=repo,
                           extra_env=self._verify_env(), config=self._verify_config())
-            except _GitFailed as err:
-                self._rejected.add(sha)
+            except GitFailed as err:
+                self._rejected[sha] = self._verify_material()
                 log.debug("git source %s: verify-commit %s: %s", self._url, sha[:7], err.stderr)
                 raise self._unsigned(sha) from None
         if self.spec.path:
             try:
                 kind = self._run(["cat-file", "-t", f"{sha}:{self.spec.path}"],
                                  op="cat-file", repo=repo).strip()
-            except _GitFailed:
+            except GitFailed:
                 kind = ""
             if kind != "tree":
                 raise SourceError(f"path {self.spec.path!r} is not a directory in revision "
@@ -443,7 +289,7 @@ class GitSource:
         try:
             out = self._run(["cat-file", "--batch-check"], op="cat-file", repo=self.workdir,
                             stdin="HEAD\nHEAD^{tree}\n")
-        except _GitFailed:
+        except GitFailed:
             return None
         lines = out.splitlines()
         if len(lines) != 2 or lines[0].split()[1:2] != ["commit"] \
@@ -457,7 +303,7 @@ class GitSource:
         try:
             self._run(["rev-parse", "--verify", "HEAD^{tree}"], op="rev-parse HEAD",
                       repo=self.workdir)
-        except _GitFailed as err:
+        except GitFailed as err:
             return str(err)
         return "HEAD is unreadable"
 
@@ -485,6 +331,20 @@ class GitSource:
 
     # ------------------------------------------------------------------ running git
 
+    def _verify_material(self) -> object:
+        """Changes when the allowed signers or the keyring change (then a refused sha is
+        verified again)."""
+        verify = self.spec.verify
+        if verify is None:
+            return None
+        path = verify.allowed_signers_file if verify.mode is VerifyMode.SSH else (
+            verify.keyring or verify.gpg_home)
+        try:
+            st = path.stat() if path is not None else None
+        except OSError:
+            return None
+        return (st.st_mtime_ns, st.st_size, st.st_ino) if st is not None else None
+
     def _verify_config(self) -> dict[str, str]:
         verify = self.spec.verify
         assert verify is not None
@@ -502,12 +362,15 @@ class GitSource:
         if verify.gpg_home is not None:
             return {"GNUPGHOME": str(verify.gpg_home.absolute())}
         assert verify.keyring is not None
-        if self._gnupg_home is None:
-            self._gnupg_home = Path(tempfile.mkdtemp(prefix="orksync-gnupg-"))
+        if self._gnupg_home is None:  # private, beside the workdir, kept across runs
+            home = self.workdir.parent / f".{self.workdir.name}.gnupg"
+            home.mkdir(mode=0o700, parents=True, exist_ok=True)
+            self._gnupg_home = home
         # Imported on every verification so that a rotated keyring file takes effect.
         try:
             proc = subprocess.run(
-                ["gpg", "--batch", "--quiet", "--import", str(verify.keyring)],
+                ["gpg", "--batch", "--quiet", "--no-autostart", "--import",
+                 str(verify.keyring)],
                 env={**os.environ, "GNUPGHOME": str(self._gnupg_home)},
                 capture_output=True, text=True, timeout=self.spec.timeout, check=False,
                 stdin=subprocess.DEVNULL)
@@ -519,100 +382,7 @@ class GitSource:
                               subject=str(verify.keyring))
         return {"GNUPGHOME": str(self._gnupg_home)}
 
-    def _env(self, *, repo: Path | None, creds: tuple[str, str] | None,
-             config: Mapping[str, str], extra_env: Mapping[str, str]) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items()
-               if not k.startswith("GIT_") or k in _KEPT_GIT_ENV}
-        env.pop("SSH_ASKPASS", None)
-        env.update({
-            "LC_ALL": "C",
-            "GIT_TERMINAL_PROMPT": "0",
-            "GIT_SSH_COMMAND": ssh_command(self.spec.auth),
-        })
-        if repo is not None:
-            env["GIT_DIR"] = str(repo / ".git")
-            env["GIT_WORK_TREE"] = str(repo)
-        cfg: list[tuple[str, str]] = [
-            ("advice.detachedHead", "false"),
-            ("gc.autoDetach", "false"),  # no background gc racing a swap or a delete
-        ]
-        if creds is not None:
-            user, password = creds
-            env[_ASKED_USER] = user
-            env[_ASKED_PASSWORD] = password
-            cfg.append(("credential.helper", ""))  # drop the user's helpers (no storing)
-            scope = _credential_scope(self.spec.url)
-            cfg.append((f"credential.{scope}.helper" if scope else "credential.helper",
-                        _CREDENTIAL_HELPER))
-        cfg += list(config.items())
-        env["GIT_CONFIG_COUNT"] = str(len(cfg))
-        for i, (key, value) in enumerate(cfg):
-            env[f"GIT_CONFIG_KEY_{i}"] = key
-            env[f"GIT_CONFIG_VALUE_{i}"] = value
-        env.update(extra_env)
-        return env
-
     def _run(self, args: list[str], *, op: str, repo: Path | None = None,
-             cwd: Path | None = None, creds: tuple[str, str] | None = None,
-             stdin: str | None = None, config: Mapping[str, str] | None = None,
-             extra_env: Mapping[str, str] | None = None) -> str:
-        """Run one git command with the timeout; kill its process group when it expires.
-        Raises `_GitFailed` (scrubbed stderr) on a non-zero exit, `SourceError` on a
-        timeout or when git cannot be started."""
-        env = self._env(repo=repo, creds=creds, config=config or {}, extra_env=extra_env or {})
-        argv = ["git", *args]
-        log.debug("git source %s: %s", self._url, scrub(shlex.join(argv), self._secrets))
-        workdir = cwd or repo or self._outside_dir()
-        if not workdir.is_dir():
-            raise _GitFailed(op, f"{workdir} does not exist")
-        try:
-            proc = subprocess.Popen(
-                argv, cwd=workdir, env=env, text=True, start_new_session=True,
-                stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        except OSError as err:
-            raise SourceError(f"cannot run git {op}: {err}", subject=self._url) from None
-        try:
-            out, err_text = proc.communicate(stdin, timeout=self.spec.timeout)
-        except subprocess.TimeoutExpired:
-            _kill_group(proc)
-            raise SourceError(f"git {op} timed out after {self.spec.timeout:g}s",
-                              subject=self._url) from None
-        if proc.returncode != 0:
-            text = scrub(err_text.strip(), self._secrets)
-            raise _GitFailed(op, text[-1000:] or f"exit status {proc.returncode}")
-        return out
-
-
-def _kill_group(proc: subprocess.Popen[str]) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        proc.kill()
-    with contextlib.suppress(subprocess.TimeoutExpired):  # a grandchild keeps a pipe open
-        proc.communicate(timeout=5)
-
-
-def _credential_scope(url: str) -> str:
-    """`scheme://host[:port]` for URL-scoped credential config, "" when not a URL."""
-    parts = urllib.parse.urlsplit(url)
-    if parts.scheme in ("http", "https") and parts.hostname:
-        host = parts.netloc.rpartition("@")[2]
-        return f"{parts.scheme}://{host}"
-    return ""
-
-
-_NETWORK_HINTS = (
-    "unable to access", "could not read from remote", "unable to connect",
-    "connection refused", "could not resolve", "authentication failed",
-    "could not read username", "could not read password", "terminal prompts disabled",
-    "repository not found", "does not appear to be a git repository", "timed out",
-    "host key verification failed", "permission denied", "the remote end hung up",
-    "not our ref", "couldn't find remote ref", "no such remote ref",
-)
-
-
-def _network_failure(stderr: str) -> bool:
-    """Whether a failed fetch is the remote's fault (then re-cloning cannot help)."""
-    low = stderr.lower()
-    return any(hint in low for hint in _NETWORK_HINTS)
+             cwd: Path | None = None, **kw: object) -> str:
+        return self._git.run(args, op=op, cwd=cwd or repo or self._outside_dir(), repo=repo,
+                             **kw)  # type: ignore[arg-type]
