@@ -9,6 +9,7 @@ cluster tests executed.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -30,3 +31,12 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if selected and _cluster_passed == 0:
         session.exitstatus = 1
         print("\nCI: no cluster test passed; the control plane tests must run in CI")
+
+
+@pytest.fixture
+def orkestra_examples() -> Path:
+    """../shared/examples/orkestra: skipped locally when absent, a failure in CI."""
+    from tests.helpers import ORKESTRA_EXAMPLES, need_orkestra_examples
+
+    need_orkestra_examples()
+    return ORKESTRA_EXAMPLES

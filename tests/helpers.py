@@ -2,11 +2,25 @@
 
 from __future__ import annotations
 
+import os
 import textwrap
 from pathlib import Path
 
+import pytest
+
 REPO_EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "repo"
-ORKESTRA_EXAMPLES = Path(__file__).resolve().parents[2] / "shared" / "examples" / "orkestra"
+# The reference Katalogs live outside the repository, in ../shared beside the checkout
+# (ORKSYNC_SHARED overrides). Tests that need them skip locally and fail in CI without them.
+SHARED = Path(os.environ.get("ORKSYNC_SHARED") or Path(__file__).resolve().parents[2] / "shared")
+ORKESTRA_EXAMPLES = SHARED / "examples" / "orkestra"
+
+
+def need_orkestra_examples() -> None:
+    if not ORKESTRA_EXAMPLES.is_dir():
+        reason = f"the reference examples are not at {ORKESTRA_EXAMPLES} (set ORKSYNC_SHARED)"
+        if os.environ.get("CI") == "true":
+            pytest.fail(reason)
+        pytest.skip(reason)
 
 
 def write_repo(root: Path, files: dict[str, str]) -> Path:

@@ -8,7 +8,7 @@ import pytest
 
 from orksync.errors import InputError
 from orksync.katalog.loader import load_repository
-from tests.helpers import CRD, KATALOG, ORKESTRA_EXAMPLES, REPO_EXAMPLE, widget, write_repo
+from tests.helpers import CRD, KATALOG, REPO_EXAMPLE, widget, write_repo
 
 
 def test_custom_resources_are_found_anywhere_by_api_version_and_kind(tmp_path: Path) -> None:
@@ -31,21 +31,21 @@ def test_the_bundled_example_repository_loads_without_errors() -> None:
 
 @pytest.mark.parametrize("example", ["hello-website", "once-secret", "when-conditions",
                                      "secret-copy"])
-def test_every_orkestra_example_loads(example: str) -> None:
-    catalog = load_repository(ORKESTRA_EXAMPLES / example)
+def test_every_orkestra_example_loads(example: str, orkestra_examples: Path) -> None:
+    catalog = load_repository(orkestra_examples / example)
     assert not catalog.errors
     assert len(catalog.katalogs) == 1 and len(catalog.crs) == 1
 
 
-def test_an_old_era_katalog_takes_its_types_from_api_types() -> None:
-    catalog = load_repository(ORKESTRA_EXAMPLES / "when-conditions")
+def test_an_old_era_katalog_takes_its_types_from_api_types(orkestra_examples: Path) -> None:
+    catalog = load_repository(orkestra_examples / "when-conditions")
     entry = catalog.katalogs[0].crds[0]
     assert (entry.api_version, entry.kind, entry.plural) == (
         "demo.orkestra.io/v1alpha1", "Platform", "platforms")
 
 
-def test_a_cluster_scoped_custom_resource_loses_its_namespace() -> None:
-    catalog = load_repository(ORKESTRA_EXAMPLES / "secret-copy")
+def test_a_cluster_scoped_custom_resource_loses_its_namespace(orkestra_examples: Path) -> None:
+    catalog = load_repository(orkestra_examples / "secret-copy")
     assert catalog.crs[0].ref.namespace == ""
     assert "namespace" not in catalog.crs[0].body["metadata"]
 

@@ -11,7 +11,7 @@ from orksync.katalog.loader import load_repository
 from orksync.model import ObjRef, RenderedSet, WritePolicy
 from orksync.render.engine import render_catalog
 from orksync.render.output import read_rendered, write_rendered
-from tests.helpers import CRD, KATALOG, ORKESTRA_EXAMPLES, REPO_EXAMPLE, widget, write_repo
+from tests.helpers import CRD, KATALOG, REPO_EXAMPLE, widget, write_repo
 
 
 def render(root: Path) -> RenderedSet:
@@ -55,8 +55,8 @@ def test_a_directory_that_is_not_a_render_is_never_replaced(tmp_path: Path) -> N
     assert (tmp_path / "precious" / "notes.txt").read_text() == "keep me"
 
 
-def test_hello_website_renders_with_orkestras_defaults() -> None:
-    objs = by_name(render(ORKESTRA_EXAMPLES / "hello-website"))
+def test_hello_website_renders_with_orkestras_defaults(orkestra_examples: Path) -> None:
+    objs = by_name(render(orkestra_examples / "hello-website"))
     deploy = objs["Deployment/default/hello"]
     assert deploy["spec"]["replicas"] == 1  # replicas renders empty -> 1
     (container,) = deploy["spec"]["template"]["spec"]["containers"]
@@ -66,8 +66,8 @@ def test_hello_website_renders_with_orkestras_defaults() -> None:
     assert svc["spec"]["selector"] == {"orkestra-owner": "hello"}
 
 
-def test_when_conditions_compare_booleans_as_text() -> None:
-    objs = by_name(render(ORKESTRA_EXAMPLES / "when-conditions"))
+def test_when_conditions_compare_booleans_as_text(orkestra_examples: Path) -> None:
+    objs = by_name(render(orkestra_examples / "when-conditions"))
     # tier free: no LoadBalancer; monitoring false: no monitoring ConfigMap
     assert "Service/default/my-platform-lb" not in objs
     assert "Service/default/my-platform-internal" in objs
@@ -203,3 +203,63 @@ def test_an_invalid_rendered_name_is_an_error_not_a_silent_default(tmp_path: Pat
                           "crd.yaml": CRD, "w.yaml": widget("w", image="x", svc="Bad_Name")})
     (err,) = render(tmp_path).errors
     assert "services[0].name" in str(err) and "Bad_Name" in str(err)
+
+
+def test_a_validation_deny_rule_stops_that_custom_resource_only(tmp_path: Path) -> None:
+    katalog = KATALOG.replace("      crdFile: ./crd.yaml\n",
+                              "      crdFile: ./crd.yaml\n      validation:\n        rules:\n"
+                              "          - {field: spec.image, operator: exists, action: deny,"
+                              " message: an image is required}\n")
+    write_repo(tmp_path, {"katalog.yaml": katalog, "crd.yaml": CRD,
+                          "a.yaml": widget("a", image="nginx"), "b.yaml": widget("b")})
+    rendered = render(tmp_path)
+    (err,) = rendered.errors
+    assert "Widget.test.orksync.io/default/b" in str(err)
+    assert "validation denied" in str(err) and "an image is required" in str(err)
+    assert {o.ref.name for o in rendered.objects if o.ref.kind == "Deployment"} == {"a"}
+
+
+def test_a_motif_import_adds_its_resources_with_inputs_rendered_per_resource(
+        tmp_path: Path) -> None:
+    katalog = KATALOG.replace("      crdFile: ./crd.yaml\n",
+                              "      crdFile: ./crd.yaml\n      imports:\n"
+                              "        - motif: ./motifs/team.yaml\n"
+                              "          with: {team: \"{{ .spec.team }}\"}\n")
+    motif = """
+        apiVersion: orkestra.orkspace.io/v1
+        kind: Motif
+        metadata: {name: team}
+        inputs:
+          - {name: team, required: true}
+        resources:
+          serviceAccounts:
+            - name: "{{ .metadata.name }}-{{ .inputs.team }}"
+        """
+    write_repo(tmp_path, {"katalog.yaml": katalog, "crd.yaml": CRD, "motifs/team.yaml": motif,
+                          "w.yaml": widget("w", image="nginx", team="blue")})
+    rendered = render(tmp_path)
+    assert rendered.ok, rendered.errors
+    assert "ServiceAccount/default/w-blue" in by_name(rendered)
+
+
+def test_a_katalog_can_opt_into_native_jinja2_templates(tmp_path: Path) -> None:
+    katalog = """
+        apiVersion: orkestra.orkspace.io/v1
+        kind: Katalog
+        metadata:
+          name: widgets
+          annotations: {orksync.io/template-dialect: jinja2}
+        spec:
+          crds:
+            widget:
+              crdFile: ./crd.yaml
+              operatorBox:
+                onReconcile:
+                  services:
+                    - name: "{{ metadata.name ~ '-svc' }}"
+                      port: "{{ spec.port | default(8080) }}"
+        """
+    write_repo(tmp_path, {"katalog.yaml": katalog, "crd.yaml": CRD, "w.yaml": widget("w")})
+    rendered = render(tmp_path)
+    assert rendered.ok, rendered.errors
+    assert by_name(rendered)["Service/default/w-svc"]["spec"]["ports"][0]["port"] == 8080

@@ -23,11 +23,16 @@ from orksync.katalog.model import (
     Katalog,
     Source,
 )
+from orksync.katalog.motifs import expand_entry, katalog_notes
 from orksync.model import ObjRef
 from orksync.names import subdomain_problem
 from orksync.yamlio import Document, iter_yaml_files, load_documents, locate
 
 log = logging.getLogger(__name__)
+
+# A Katalog opts into native Jinja2 templates with this annotation (Orkestra ignores it).
+DIALECT_ANNOTATION = "orksync.io/template-dialect"
+DIALECTS = ("go", "jinja2")
 
 IGNORED_ORKESTRA_KINDS = ("E2E", "Simulate", "Komposer")
 
@@ -165,8 +170,22 @@ class _Loader:
             self.errors.append(self.error(doc, "notes must be a map of name to expression",
                                           ["notes"], obj=f"Katalog/{name}"))
             notes = {}
+        if spec.get("imports"):
+            imported = katalog_notes(spec["imports"], doc.file, self.root, local_notes=notes)
+            self.errors.extend(self.error(doc, p, ["spec", "imports"], f"Katalog/{name}")
+                               for p in imported.problems)
+            self.warnings.extend(f"{self.rel(doc.file)}: Katalog/{name}: {w}"
+                                 for w in imported.warnings)
+            notes = {**imported.notes, **notes}
+        dialect = str(((meta.get("annotations") or {}).get(DIALECT_ANNOTATION)) or "go")
+        if dialect not in DIALECTS:
+            self.errors.append(self.error(
+                doc, f"{DIALECT_ANNOTATION} must be one of {', '.join(DIALECTS)}, not {dialect!r}",
+                ["metadata", "annotations"], f"Katalog/{name}"))
+            return None
         return Katalog(name=name, api_version=str(c["apiVersion"]), source=self.source(doc),
-                       crds=tuple(entries), notes={str(k): str(v) for k, v in notes.items()})
+                       crds=tuple(entries), notes={str(k): str(v) for k, v in notes.items()},
+                       dialect=dialect)
 
     def crd_entry(self, doc: Document, katalog: str, key: str, raw: Any,
                   fpath: list[str | int], crds: dict[str, CrdManifest]) -> CrdEntry:
@@ -199,6 +218,16 @@ class _Loader:
         if manifest is not None and not manifest.namespaced:
             namespaced = False
         box = raw.get("operatorBox") or raw.get("reconciler") or {}
+        if raw.get("imports") or (isinstance(box, dict) and box.get("imports")):
+            expansion = expand_entry(raw, doc.file, self.root)
+            self.warnings.extend(f"{self.rel(doc.file)}: {obj}: {w}" for w in expansion.warnings)
+            if expansion.problems:
+                *rest, last = [self.error(doc, p, [*fpath, "imports"], obj)
+                               for p in expansion.problems]
+                self.errors.extend(rest)
+                raise last
+            raw = expansion.raw
+            box = raw.get("operatorBox") or raw.get("reconciler") or {}
         if not isinstance(box, dict):
             raise self.error(doc, "operatorBox must be a map", [*fpath, "operatorBox"], obj)
         return CrdEntry(key=key, katalog=katalog, source=self.source(doc), group=group,

@@ -55,6 +55,7 @@ class Katalog:
     source: Source
     crds: tuple[CrdEntry, ...]
     notes: dict[str, str] = field(default_factory=dict)
+    dialect: str = "go"  # template dialect: "go" (Orkestra's) or "jinja2"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -10,6 +10,7 @@ from typing import Any
 
 from orksync.errors import RenderError
 from orksync.katalog.model import CustomResource
+from orksync.katalog.motifs import MOTIF_KEY, motif_inputs
 from orksync.model import ObjRef, Origin, RenderedObject, WritePolicy
 from orksync.names import label_key_problem, label_value_problem, subdomain_problem
 from orksync.render.builders import BuildContext, BuildError, Built
@@ -26,6 +27,7 @@ from orksync.render.kinds import (
     KindSpec,
     unknown_fields,
 )
+from orksync.render.prepare import PrepareError, prepare
 from orksync.render.templates import Templates
 from orksync.yamlio import locate
 
@@ -61,9 +63,19 @@ class CrRenderer:
         self.cr = cr
         self.templates = templates
         self.origin = origin
-        self.data = cr_data(cr)
         self.box = cr.entry.operator_box
         self.warnings: list[str] = []
+        try:
+            self.data, verdict, notes = prepare(cr_data(cr), cr.entry.raw, templates.render,
+                                                templates.clock)
+        except PrepareError as err:
+            raise RenderError(str(err), file=cr.source.file, obj=str(cr.ref),
+                              path=cr.entry.path) from err
+        self.warnings.extend(f"{cr.source.file}: {cr.ref}: {w}" for w in [*notes, *verdict.warned])
+        if verdict.denied:
+            raise RenderError("validation denied: " + "; ".join(verdict.denied),
+                              file=cr.source.file, obj=str(cr.ref),
+                              path=f"{cr.entry.path}.validation")
         self.skipped: list[tuple[ObjRef, str]] = []
         self.absent: list[ObjRef] = []
         raw = cr.entry.raw
@@ -105,27 +117,38 @@ class CrRenderer:
                 path = f"{name}.{spec.key}[{i}]"
                 if not isinstance(entry, Mapping):
                     raise self.fail(path, "must be a map")
-                for data in self.expand(entry, path):
+                base = self.data
+                marker = entry.get(MOTIF_KEY)
+                if isinstance(marker, Mapping):
+                    entry = {k: v for k, v in entry.items() if k != MOTIF_KEY}
+                    try:
+                        base = {**self.data, "inputs": motif_inputs(marker, self.data,
+                                                                    self.templates.render)}
+                    except GoTemplateError as err:
+                        raise self.fail(path, f"{marker['import']}.with ({marker['file']}): "
+                                        f"template error: {err}") from err
+                for data in self.expand(entry, path, base):
                     out.extend(self.entry(spec, entry, data, name, path))
         return out
 
-    def expand(self, entry: Mapping[str, Any], path: str) -> list[dict[str, Any]]:
+    def expand(self, entry: Mapping[str, Any], path: str,
+               base: dict[str, Any]) -> list[dict[str, Any]]:
         """forEach: one data scope per element (the item is in scope for every field)."""
         spec = entry.get("forEach")
         if spec is None:
-            return [self.data]
+            return [base]
         if not isinstance(spec, Mapping) or not spec.get("field"):
             raise self.fail(f"{path}.forEach", "needs field (a dot path)")
         alias = str(spec.get("as") or "item")
-        value = lookup(self.data, str(spec["field"]))
+        value = lookup(base, str(spec["field"]))
         scopes = []
         if isinstance(value, list):
             for i, item in enumerate(value):
-                scopes.append({**self.data, "item": item, alias: item, "index": i})
+                scopes.append({**base, "item": item, alias: item, "index": i})
         elif isinstance(value, Mapping):
             for i, key in enumerate(sorted(value, key=str)):
                 item = value[key]
-                scopes.append({**self.data, "item": item, alias: item, "index": i,
+                scopes.append({**base, "item": item, alias: item, "index": i,
                                "key": key, "value": item})
         elif value not in (None, ""):
             raise self.fail(f"{path}.forEach.field",

@@ -12,8 +12,11 @@ from typing import Any
 
 from orksync.katalog.model import Katalog
 from orksync.render.gotemplate import GoTemplateEngine
+from orksync.render.jinja_dialect import JinjaTemplateEngine, make_engine
 from orksync.render.notes import builtin_functions, user_notes
 from orksync.render.notes.random import PlaceholderRandom
+
+TemplateEngine = GoTemplateEngine | JinjaTemplateEngine
 
 Clock = Callable[[], datetime]
 
@@ -30,7 +33,7 @@ _SCOPE: ContextVar[Mapping[str, Any]] = ContextVar("orksync_template_scope",
 class Templates:
     """The template engine of one Katalog: built-in functions plus its user notes."""
 
-    engine: GoTemplateEngine
+    engine: TemplateEngine
     clock: Clock
 
     def render(self, source: str, data: Mapping[str, Any]) -> str:
@@ -43,14 +46,12 @@ class Templates:
 
 def templates_for(katalog: Katalog, clock: Clock) -> Templates:
     functions = builtin_functions(clock=clock, random=PlaceholderRandom())
+    holder: list[TemplateEngine] = []
     if katalog.notes:
-        holder: list[GoTemplateEngine] = []
-
         def note_render(expression: str, args: Mapping[str, Any]) -> str:
             # a note sees the data of the template that calls it, plus its arguments
             return holder[0].render(expression, {**_SCOPE.get(), **args})
 
         functions.update(user_notes(katalog.notes, note_render))
-        holder.append(GoTemplateEngine(functions))
-        return Templates(engine=holder[0], clock=clock)
-    return Templates(engine=GoTemplateEngine(functions), clock=clock)
+    holder.append(make_engine(katalog.dialect, functions))
+    return Templates(engine=holder[0], clock=clock)

@@ -9,14 +9,17 @@ from typing import Any
 
 from orksync.errors import RenderError
 from orksync.katalog.model import CrdEntry, Katalog
+from orksync.katalog.motifs import MOTIF_KEY
 from orksync.render.conditions import validate_condition
-from orksync.render.gotemplate import GoTemplateEngine, GoTemplateError
+from orksync.render.gotemplate import GoTemplateError
+from orksync.render.prepare import rule_problems
+from orksync.render.templates import TemplateEngine
 from orksync.yamlio import locate
 
 CONDITION_KEYS = ("when", "or", "anyOf")
 
 
-def katalog_problems(katalog: Katalog, engine: GoTemplateEngine) -> dict[str, list[RenderError]]:
+def katalog_problems(katalog: Katalog, engine: TemplateEngine) -> dict[str, list[RenderError]]:
     """Problems per CRD entry key (entries without problems are absent)."""
     out: dict[str, list[RenderError]] = {}
     for entry in katalog.crds:
@@ -27,7 +30,7 @@ def katalog_problems(katalog: Katalog, engine: GoTemplateEngine) -> dict[str, li
 
 
 def entry_problems(katalog: Katalog, entry: CrdEntry,
-                   engine: GoTemplateEngine) -> Iterator[RenderError]:
+                   engine: TemplateEngine) -> Iterator[RenderError]:
     def fail(path: list[str | int], message: str) -> RenderError:
         return RenderError(message, file=entry.source.file,
                            line=locate(entry.source.path, entry.source.index,
@@ -35,6 +38,8 @@ def entry_problems(katalog: Katalog, entry: CrdEntry,
                            path=_dotted([*entry.path.split("."), *path]),
                            obj=f"Katalog/{katalog.name}")
 
+    for rule_path, message in rule_problems(entry.raw, check=engine.check):
+        yield fail(rule_path, message)
     for path, value in _walk(entry.operator_box, ["operatorBox"]):
         if isinstance(value, str) and "{{" in value:
             try:
@@ -51,6 +56,8 @@ def _walk(value: Any, path: list[str | int]) -> Iterator[tuple[list[str | int], 
     yield path, value
     if isinstance(value, Mapping):
         for key, item in value.items():
+            if key == MOTIF_KEY:
+                continue  # motif inputs are checked where they render
             yield from _walk(item, [*path, str(key)])
     elif isinstance(value, list):
         for i, item in enumerate(value):

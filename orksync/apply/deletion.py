@@ -1,0 +1,447 @@
+"""Deleting a custom resource with its `onDelete` (semantics §5.4), made safe. I/O.
+
+orksync puts the finalizer `orksync.io/cleanup` (FINALIZER) on every custom resource it
+applies (orksync.apply.sync adds it to the bodies), so a deleted custom resource stays,
+with a deletionTimestamp, until orksync has run its teardown:
+
+1. DELETE it (background propagation: its children stay while onDelete runs); a custom
+   resource applied before the finalizer existed gets it first;
+2. run `onDelete` against the LIVE custom resource (its status included):
+   * unordered (default): each `jobs` entry is created WITHOUT owner references
+     (create-if-absent, so it survives the custom resource) and waited on until Complete
+     or Failed; other kinds listed there are ignored (owned children go by garbage
+     collection, as in Orkestra, §7.2 #14);
+   * `ordered: true`: stage by stage (`groups`, or the flat block as one stage), every
+     declared object is deleted with foreground propagation ONLY IF it carries this owner's
+     markers (fix of §7.2 #13: Orkestra deletes whatever has that name), then polled until
+     gone; Jobs of a stage are RUN (created and waited on, before the stage's deletions)
+     instead of deleted (fix of #13). `timeout` (default 5m) applies per stage; a stage's
+     own `timeout` wins;
+3. delete the children the garbage collector cannot reach (cluster-scoped ones and other
+   namespaces, for a namespaced owner), taken from the inventory and checked for ownership;
+4. remove the finalizer with a JSON patch whose `test` op pins its position, so other
+   finalizers are never touched.
+
+Any failure (a Job Failed, a timeout, a refused delete) keeps the finalizer and is a
+`failed` change; the next sync resumes (an existing onDelete Job is just waited on again).
+An onDelete Job left over from an earlier custom resource of the same name (annotation
+`orksync.io/owner-uid` differs) is deleted and run again once finished.
+
+A custom resource deleted out of band while still in Git goes through steps 2-4 too; Git
+recreates it on a later sync (the children the garbage collector removed come back too).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from orksync.apply.engine import FIELD_MANAGER, owner_reference_allowed
+from orksync.apply.inventory import InventoryEntry, ownership_problem
+from orksync.apply.kube import Kube, Resource
+from orksync.durations import parse_duration
+from orksync.errors import ClusterError, InputError
+from orksync.katalog.model import CrdEntry
+from orksync.model import Action, Change, ObjRef, RenderedObject
+from orksync.render.gotemplate import GoTemplateError
+
+FINALIZER = "orksync.io/cleanup"
+OWNER_UID_ANNOTATION = "orksync.io/owner-uid"
+JSON_PATCH = "application/json-patch+json"
+DEFAULT_TIMEOUT = 300.0
+_RENDER_ERRORS = (InputError, GoTemplateError, ValueError, KeyError, TypeError)
+
+
+@dataclass(slots=True, kw_only=True)
+class DeletionOptions:
+    timeout: float = DEFAULT_TIMEOUT  # seconds, when the Katalog gives no `timeout`
+    poll: float = 2.0
+    field_manager: str = FIELD_MANAGER
+    dry_run: bool = False
+    clock: Callable[[], float] = time.monotonic
+    sleep: Callable[[float], None] = time.sleep
+
+
+# --- what the teardown needs from the render engine ----------------------------------------
+
+
+class OnDeleteRenderer(Protocol):
+    """Renders one CRD entry's hook blocks against a LIVE custom resource (pure). The
+    implementation over the render engine is orksync.apply.sync.OnDeleteRenderer."""
+
+    entry: CrdEntry
+
+    def active(self, live: Mapping[str, Any], block: Mapping[str, Any]) -> bool:
+        """The block's own `when` / `or` (`anyOf`) hold."""
+        ...
+
+    def jobs(self, live: Mapping[str, Any], block: Mapping[str, Any]) -> list[RenderedObject]:
+        """The block's `jobs` entries, built as onCreate Jobs are."""
+        ...
+
+    def refs(self, live: Mapping[str, Any], block: Mapping[str, Any]
+             ) -> list[tuple[ObjRef, str | None]]:
+        """The objects a stage declares (Jobs excepted), each with the namespace guard's
+        refusal (None: allowed)."""
+        ...
+
+
+def find_hooks(hooks: Mapping[tuple[str, str], OnDeleteRenderer], ref: ObjRef
+               ) -> OnDeleteRenderer | None:
+    """The entry of a kind; another served version of the same group and kind will do."""
+    found = hooks.get((ref.api_version, ref.kind))
+    if found is None:
+        found = next((h for (av, kind), h in hooks.items()
+                      if kind == ref.kind and av.rpartition("/")[0] == ref.group), None)
+    return found
+
+
+# --- deleting one object if it is still ours -------------------------------------------
+
+
+def delete_if_owned(kube: Kube, ref: ObjRef, owner: ObjRef | None, *,
+                    propagation: str = "Background", dry_run: bool = False) -> Change:
+    """GET, check ownership (skip with the reason), DELETE with the UID just read as a
+    precondition. A missing object (or kind) is `deleted`: already gone."""
+    return attempt_delete(kube, ref, owner, propagation=propagation, dry_run=dry_run)[0]
+
+
+def attempt_delete(kube: Kube, ref: ObjRef, owner: ObjRef | None, *,
+                   propagation: str = "Background", dry_run: bool = False
+                   ) -> tuple[Change, bool]:
+    """delete_if_owned, plus whether the object existed when read."""
+    try:
+        res = kube.resource(ref.api_version, ref.kind)
+        live = kube.get_or_none(res, ref.namespace, ref.name)
+    except ClusterError as err:
+        if err.status == 404:
+            return Change(ref=ref, action=Action.DELETED,
+                          message="already gone (its kind is not served)"), False
+        return Change(ref=ref, action=Action.FAILED, message=err.detail), False
+    if live is None:
+        return Change(ref=ref, action=Action.DELETED, message="already gone"), False
+    problem = ownership_problem(live, owner)
+    if problem:
+        return Change(ref=ref, action=Action.SKIPPED, message=problem), True
+    return _delete(kube, res, ref, live, propagation=propagation, dry_run=dry_run), True
+
+
+def _delete(kube: Kube, res: Resource, ref: ObjRef, live: Mapping[str, Any], *,
+            propagation: str, dry_run: bool) -> Change:
+    if dry_run:
+        return Change(ref=ref, action=Action.DELETED, message="dry run")
+    try:
+        kube.delete(res, ref.namespace, ref.name, propagation=propagation, subject=str(ref),
+                    precondition_uid=(live.get("metadata") or {}).get("uid"))
+    except ClusterError as err:
+        if err.status == 404:
+            return Change(ref=ref, action=Action.DELETED, message="already gone")
+        if err.status == 409:
+            return Change(ref=ref, action=Action.FAILED, message="replaced while being "
+                          "deleted (its UID changed); retried on the next sync")
+        return Change(ref=ref, action=Action.FAILED, message=err.detail)
+    return Change(ref=ref, action=Action.DELETED)
+
+
+# --- the custom resource ------------------------------------------------------------------
+
+
+def delete_custom_resource(kube: Kube, entry: InventoryEntry,
+                           children: Sequence[InventoryEntry], hooks: OnDeleteRenderer | None,
+                           options: DeletionOptions) -> tuple[list[Change], bool]:
+    """Delete a custom resource that left Git. Returns (changes, done); not done: keep it
+    and its children in the inventory (the finalizer holds it), the next sync resumes."""
+    ref = entry.ref
+    try:
+        res = kube.resource(ref.api_version, ref.kind)
+        live = kube.get_or_none(res, ref.namespace, ref.name)
+    except ClusterError as err:
+        if err.status != 404:
+            return [Change(ref=ref, action=Action.FAILED, message=err.detail)], False
+        live = None
+    if live is None:
+        cleanup, done = cleanup_children(kube, ref, children, options)
+        return [*cleanup, Change(ref=ref, action=Action.DELETED, message="already gone")], done
+    problem = ownership_problem(live, None)
+    if problem:
+        return [Change(ref=ref, action=Action.SKIPPED, message=problem)], True
+    if options.dry_run:
+        return [Change(ref=ref, action=Action.DELETED, message="dry run")], True
+    if not (live.get("metadata") or {}).get("deletionTimestamp"):
+        try:
+            if FINALIZER not in (live["metadata"].get("finalizers") or []):
+                live = _add_finalizer(kube, res, live, options.field_manager)
+            kube.delete(res, ref.namespace, ref.name, propagation="Background",
+                        precondition_uid=live["metadata"].get("uid"), subject=str(ref))
+            live = kube.get_or_none(res, ref.namespace, ref.name)
+        except ClusterError as err:
+            if err.status != 404:
+                return [Change(ref=ref, action=Action.FAILED, message=err.detail)], False
+            live = None
+        if live is None:  # no finalizer held it (another client removed ours)
+            cleanup, done = cleanup_children(kube, ref, children, options)
+            return [*cleanup, Change(ref=ref, action=Action.DELETED,
+                                     message="deleted; onDelete not run: nothing held it")], done
+    return finalize_custom_resource(kube, live, children, hooks, options)
+
+
+def finalize_custom_resource(kube: Kube, live: Mapping[str, Any],
+                             children: Sequence[InventoryEntry], hooks: OnDeleteRenderer | None,
+                             options: DeletionOptions) -> tuple[list[Change], bool]:
+    """Steps 2-4 for a custom resource that has a deletionTimestamp and our finalizer."""
+    ref = ObjRef.of(live)
+    changes: list[Change] = []
+    note = ""
+    if hooks is None:
+        note = "; no Katalog entry for its kind, so no onDelete"
+        done = True
+    else:
+        try:
+            changes, done = run_on_delete(kube, live, hooks, options=options)
+        except ClusterError as err:
+            changes, done = [Change(ref=ref, action=Action.FAILED, message=err.detail)], False
+    if done:
+        cleanup, done = cleanup_children(kube, ref, children, options)
+        changes.extend(cleanup)
+    if done:
+        try:
+            res = kube.resource(ref.api_version, ref.kind)
+            remove_finalizer(kube, res, live, field_manager=options.field_manager)
+        except ClusterError as err:
+            changes.append(Change(ref=ref, action=Action.FAILED,
+                                  message=f"finalizer not removed: {err.detail}"))
+            return changes, False
+        changes.append(Change(ref=ref, action=Action.DELETED, message="teardown done, "
+                              f"finalizer removed; the garbage collector takes the rest{note}"))
+        return changes, True
+    failed = "; ".join(f"{c.ref}: {c.message}" for c in changes if c.action is Action.FAILED)
+    changes.append(Change(ref=ref, action=Action.FAILED, message="finalizer kept, retried "
+                          f"on the next sync: {failed or 'teardown incomplete'}"))
+    return changes, False
+
+
+def cleanup_children(kube: Kube, owner: ObjRef, children: Sequence[InventoryEntry],
+                     options: DeletionOptions) -> tuple[list[Change], bool]:
+    """Delete the owned children no owner reference covers (cluster-scoped ones and other
+    namespaces, for a namespaced owner); the garbage collector takes the rest."""
+    changes = [delete_if_owned(kube, child.ref, owner, dry_run=options.dry_run)
+               for child in children
+               if not owner_reference_allowed(owner, child.ref, bool(child.ref.namespace))]
+    return changes, not any(c.action is Action.FAILED for c in changes)
+
+
+def run_on_delete(kube: Kube, cr_live: Mapping[str, Any], hooks: OnDeleteRenderer, *,
+                  options: DeletionOptions) -> tuple[list[Change], bool]:
+    """Run the entry's onDelete block against the live custom resource: (changes, done)."""
+    ref = ObjRef.of(cr_live)
+    block = hooks.entry.operator_box.get("onDelete")
+    if not isinstance(block, Mapping) or not block:
+        return [], True
+    try:
+        if not hooks.active(cr_live, block):
+            return [], True
+        default = _seconds(block.get("timeout"), options.timeout)
+        if str(block.get("ordered")).lower() in ("true", "1", "yes"):
+            return _run_ordered(kube, cr_live, hooks, block, default, options)
+        jobs = hooks.jobs(cr_live, block)
+    except _RENDER_ERRORS as err:
+        return [Change(ref=ref, action=Action.FAILED,
+                       message=f"onDelete does not render: {err}")], False
+    return run_jobs(kube, jobs, cr_live, deadline=options.clock() + default, options=options)
+
+
+def _run_ordered(kube: Kube, cr_live: Mapping[str, Any], hooks: OnDeleteRenderer,
+                 block: Mapping[str, Any], default: float,
+                 options: DeletionOptions) -> tuple[list[Change], bool]:
+    owner = ObjRef.of(cr_live)
+    groups = block.get("groups")
+    stages = [g for g in groups if isinstance(g, Mapping)] if isinstance(groups, list) \
+        and groups else [block]
+    changes: list[Change] = []
+    for i, stage in enumerate(stages):
+        name = str(stage.get("name") or f"stage {i + 1}")
+        if stage is not block and not hooks.active(cr_live, stage):
+            continue
+        timeout = _seconds(stage.get("timeout"), default)
+        deadline = options.clock() + timeout
+        job_changes, done = run_jobs(kube, hooks.jobs(cr_live, stage), cr_live,
+                                     deadline=deadline, options=options)
+        changes.extend(job_changes)
+        if not done:
+            return changes, False
+        waiting: list[ObjRef] = []
+        for ref, refusal in hooks.refs(cr_live, stage):
+            if refusal:
+                changes.append(Change(ref=ref, action=Action.SKIPPED, message=refusal))
+                continue
+            change, existed = attempt_delete(kube, ref, owner, propagation="Foreground",
+                                             dry_run=options.dry_run)
+            message = f"onDelete {name}" + (f": {change.message}" if change.message else "")
+            changes.append(dataclasses.replace(change, message=message))
+            if existed and change.action is Action.DELETED:
+                waiting.append(ref)
+        if any(c.action is Action.FAILED for c in changes):
+            return changes, False
+        for ref in _wait_gone(kube, waiting, deadline, options):
+            changes.append(Change(ref=ref, action=Action.FAILED, message=f"onDelete {name}: "
+                                  f"still present after {timeout:g}s"))
+        if any(c.action is Action.FAILED for c in changes):
+            return changes, False
+    return changes, True
+
+
+def run_jobs(kube: Kube, jobs: Sequence[RenderedObject], cr_live: Mapping[str, Any], *,
+             deadline: float, options: DeletionOptions) -> tuple[list[Change], bool]:
+    """Create each Job when absent (no owner references) and wait until every one is
+    Complete or Failed, or the deadline passes."""
+    if not jobs:
+        return [], True
+    owner, uid = ObjRef.of(cr_live), str(cr_live["metadata"].get("uid") or "")
+    res = kube.resource("batch/v1", "Job")
+    pending = {j.ref: j for j in jobs}
+    created: set[ObjRef] = set()
+    results: dict[ObjRef, Change] = {}
+    while True:
+        for ref, job in list(pending.items()):
+            try:
+                live = kube.get_or_none(res, ref.namespace, ref.name)
+                if live is None:
+                    try:
+                        kube.create(res, _job_body(job, uid),
+                                    field_manager=options.field_manager, subject=str(ref))
+                    except ClusterError as err:
+                        if err.status != 403 or "being terminated" not in err.detail:
+                            raise
+                        # the namespace is going away: a Job cannot run there any more,
+                        # and holding the finalizer would hold the namespace forever
+                        results[ref] = Change(ref=ref, action=Action.SKIPPED, message=(
+                            f"not run: namespace {ref.namespace} is being deleted"))
+                        continue
+                    created.add(ref)
+                    continue
+                problem = ownership_problem(live, owner)
+                if problem:
+                    results[ref] = Change(ref=ref, action=Action.FAILED, message="a Job of "
+                                          f"this name exists and is not an onDelete Job of "
+                                          f"{owner} ({problem}); delete or rename it")
+                    continue
+                state = _job_state(live)
+                annotations = live["metadata"].get("annotations") or {}
+                stale = annotations.get(OWNER_UID_ANNOTATION) != uid
+                if stale:  # left by an earlier custom resource of the same name
+                    if state:
+                        _delete(kube, res, ref, live, propagation="Background", dry_run=False)
+                    continue
+                if state and state[0] == "Complete":
+                    results[ref] = Change(ref=ref, action=Action.CREATED if ref in created
+                                          else Action.UNCHANGED, message="onDelete job complete")
+                elif state:
+                    results[ref] = Change(ref=ref, action=Action.FAILED,
+                                          message=f"onDelete job failed: {state[1] or 'Failed'}")
+            except ClusterError as err:
+                results[ref] = Change(ref=ref, action=Action.FAILED, message=err.detail)
+        for ref in results:
+            pending.pop(ref, None)
+        if not pending or options.clock() >= deadline:
+            break
+        options.sleep(options.poll)
+    for ref in pending:
+        results[ref] = Change(ref=ref, action=Action.FAILED,
+                              message="onDelete job not finished in time")
+    changes = [results[j.ref] for j in jobs]
+    return changes, not any(c.action is Action.FAILED for c in changes)
+
+
+def _job_body(job: RenderedObject, owner_uid: str) -> dict[str, Any]:
+    body = copy.deepcopy(dict(job.body))
+    meta = body.setdefault("metadata", {})
+    meta.pop("ownerReferences", None)  # the Job must outlive the custom resource
+    meta.setdefault("annotations", {})[OWNER_UID_ANNOTATION] = owner_uid
+    return body
+
+
+def _job_state(live: Mapping[str, Any]) -> tuple[str, str] | None:
+    """("Complete" | "Failed", reason) once the Job finished."""
+    for cond in (live.get("status") or {}).get("conditions") or []:
+        if cond.get("status") == "True" and cond.get("type") in ("Complete", "Failed"):
+            return str(cond["type"]), str(cond.get("reason") or cond.get("message") or "")
+    return None
+
+
+def _wait_gone(kube: Kube, refs: list[ObjRef], deadline: float,
+               options: DeletionOptions) -> list[ObjRef]:
+    """Poll until each object is gone; the ones still present at the deadline."""
+    while refs:
+        left = []
+        for ref in refs:
+            try:
+                res = kube.resource(ref.api_version, ref.kind)
+                if kube.get_or_none(res, ref.namespace, ref.name) is not None:
+                    left.append(ref)
+            except ClusterError:
+                left.append(ref)
+        refs = left
+        if not refs or options.clock() >= deadline:
+            break
+        options.sleep(options.poll)
+    return refs
+
+
+def _seconds(value: Any, default: float) -> float:
+    if value in (None, ""):
+        return default
+    if isinstance(value, int | float):
+        return float(value)
+    return parse_duration(str(value)).total_seconds()
+
+
+# --- the finalizer --------------------------------------------------------------------------
+
+
+def _add_finalizer(kube: Kube, res: Resource, live: Mapping[str, Any],
+                   field_manager: str) -> Any:
+    meta = live["metadata"]
+    patch: list[dict[str, Any]] = (
+        [{"op": "add", "path": "/metadata/finalizers/-", "value": FINALIZER}]
+        if meta.get("finalizers") else
+        [{"op": "test", "path": "/metadata/resourceVersion", "value": meta["resourceVersion"]},
+         {"op": "add", "path": "/metadata/finalizers", "value": [FINALIZER]}])
+    return kube.request("PATCH", res.path(meta.get("namespace") or "", meta["name"]),
+                        query={"fieldManager": field_manager}, body=patch,
+                        content_type=JSON_PATCH, subject=str(ObjRef.of(live)))
+
+
+def remove_finalizer(kube: Kube, res: Resource, live: Mapping[str, Any], *,
+                     field_manager: str = FIELD_MANAGER, attempts: int = 5) -> None:
+    """Remove FINALIZER only: a JSON patch that tests the entry at its index before removing
+    it, re-read and retried when the list moved. A missing object or finalizer is done."""
+    meta = live.get("metadata") or {}
+    ref = ObjRef.of(live)
+    path = res.path(str(meta.get("namespace") or ""), str(meta["name"]))
+    for _ in range(attempts):
+        finalizers = list(meta.get("finalizers") or [])
+        if FINALIZER not in finalizers:
+            return
+        i = finalizers.index(FINALIZER)
+        try:
+            kube.request("PATCH", path, query={"fieldManager": field_manager},
+                         content_type=JSON_PATCH, subject=str(ref),
+                         body=[{"op": "test", "path": f"/metadata/finalizers/{i}",
+                                "value": FINALIZER},
+                               {"op": "remove", "path": f"/metadata/finalizers/{i}"}])
+            return
+        except ClusterError as err:
+            if err.status == 404:
+                return
+            if err.status not in (409, 422):
+                raise
+        current = kube.get_or_none(res, ref.namespace, ref.name)
+        if current is None:
+            return
+        meta = current.get("metadata") or {}
+    raise ClusterError(f"the finalizers kept changing; {FINALIZER} not removed",
+                       subject=str(ref))

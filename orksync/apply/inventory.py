@@ -1,0 +1,312 @@
+"""The inventory of what one sync root applied, and the prune plan computed from it. Pure.
+
+Prune only from a recorded inventory (old minus new), never from "everything carrying my
+label" (prior art, lesson 1). The inventory of sync root `<name>` is stored in the
+ConfigMap `orksync-inventory-<name>` (namespace `orksync-system` unless configured).
+
+Storage format (`v1`): `binaryData.entries` holds zlib-compressed JSON
+
+    {"owners": [[apiVersion, kind, namespace, name], ...],
+     "entries": [[apiVersion, kind, namespace, name, ownerIndex | null, uid | null], ...]}
+
+with entries sorted by identity and owners de-duplicated into a table (an entry names its
+owner by index), so the bytes are a function of the content alone. `data` carries the
+format and the count for humans. A ConfigMap holds at most 1 MiB: 10,000 entries are about
+1 MB of JSON but compress to a small fraction of it (identities repeat), so one key is
+enough for the inventories orksync is built for; an inventory whose compressed form would
+exceed MAX_COMPRESSED bytes is refused with an error rather than truncated.
+
+Plan rules (`plan_prune`), each a lesson from prior art:
+
+* nothing is deleted when the render had errors or any change failed; the inventory to
+  store is then old ∪ successfully applied, so nothing is forgotten (lessons 1, 4);
+* an empty render against a non-empty inventory is refused unless `allow_empty` (lesson 3);
+* a custom resource that still renders but renders no children, where it had some, keeps
+  them unless `allow_orphaning_children` (a partial render is not an instruction);
+* CustomResourceDefinitions are never pruned unless `prune_crds`: deleting a CRD deletes
+  every custom resource of that kind in the cluster, including ones orksync never wrote.
+  A CRD that left the repository stays in the inventory (and is reported every sync) so
+  that enabling `prune_crds` later still finds it;
+* objects refused by the namespace guard (and the children of a refused custom resource)
+  are neither written nor deleted;
+* the children of a custom resource that is itself being deleted are left to its deletion
+  path (orksync.apply.deletion): onDelete first, then garbage collection.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import re
+import zlib
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from orksync.errors import OrksyncError
+from orksync.model import ChangeSet, ObjRef, RenderedSet
+from orksync.render.kinds import KINDS, ORDER
+from orksync.render.resource import MANAGED_BY_LABEL, OWNER_ANNOTATION, OWNER_LABEL
+
+DEFAULT_NAMESPACE = "orksync-system"
+CONFIGMAP_PREFIX = "orksync-inventory-"
+FORMAT = "v1"
+DATA_KEY = "entries"
+MAX_COMPRESSED = 900 * 1024  # under the 1 MiB ConfigMap limit, with room for metadata
+MANAGED_BY = "orksync"
+PRUNE_ANNOTATION = "orksync.io/prune"
+PRUNE_DISABLED = "disabled"
+CRD_KIND = "CustomResourceDefinition"
+CRD_GROUP = "apiextensions.k8s.io"
+
+_KIND_ORDER = {(k.api_version, k.kind): ORDER[k.key] for k in KINDS if k.kind}
+
+
+class InventoryError(OrksyncError):
+    """A stored inventory that cannot be read or written (never silently replaced)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, order=True)
+class InventoryEntry:
+    ref: ObjRef
+    owner: ObjRef | None = None  # the custom resource that rendered it; None: CRD or CR
+    uid: str | None = None  # informational: deletes use the UID read with the ownership check
+
+    @property
+    def is_crd(self) -> bool:
+        return is_crd(self.ref)
+
+    @property
+    def is_custom_resource(self) -> bool:
+        return self.owner is None and not self.is_crd
+
+
+def is_crd(ref: ObjRef) -> bool:
+    return ref.kind == CRD_KIND and ref.group == CRD_GROUP
+
+
+@dataclass(frozen=True, slots=True)
+class Inventory:
+    """A set of entries, unique by identity, kept sorted."""
+
+    entries: tuple[InventoryEntry, ...] = ()
+
+    @classmethod
+    def of(cls, entries: Iterable[InventoryEntry]) -> Inventory:
+        by_ref: dict[ObjRef, InventoryEntry] = {}
+        for entry in entries:
+            by_ref[entry.ref] = entry  # later entries win
+        return cls(tuple(sorted(by_ref.values())))
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def __iter__(self) -> Iterator[InventoryEntry]:
+        return iter(self.entries)
+
+    def __contains__(self, ref: object) -> bool:
+        return ref in self.by_ref()
+
+    def by_ref(self) -> dict[ObjRef, InventoryEntry]:
+        return {e.ref: e for e in self.entries}
+
+    def refs(self) -> set[ObjRef]:
+        return {e.ref for e in self.entries}
+
+    def owned_by(self, owner: ObjRef) -> list[InventoryEntry]:
+        return [e for e in self.entries if e.owner == owner]
+
+    def merge(self, other: Iterable[InventoryEntry]) -> Inventory:
+        """This inventory plus `other` (other's entry wins for the same identity)."""
+        return Inventory.of([*self.entries, *other])
+
+    # --- the ConfigMap -----------------------------------------------------------------
+
+    def encode(self) -> bytes:
+        owners = sorted({e.owner for e in self.entries if e.owner is not None})
+        index = {o: i for i, o in enumerate(owners)}
+        doc = {"owners": [_ref_row(o) for o in owners],
+               "entries": [[*_ref_row(e.ref), None if e.owner is None else index[e.owner],
+                            e.uid] for e in self.entries]}
+        raw = json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+        return zlib.compress(raw, 9)
+
+    @classmethod
+    def decode(cls, blob: bytes) -> Inventory:
+        try:
+            doc = json.loads(zlib.decompress(blob))
+            owners = [_row_ref(r) for r in doc["owners"]]
+            entries = [InventoryEntry(ref=_row_ref(r[:4]),
+                                      owner=None if r[4] is None else owners[r[4]],
+                                      uid=r[5]) for r in doc["entries"]]
+        except (zlib.error, ValueError, KeyError, IndexError, TypeError) as err:
+            raise InventoryError(f"unreadable inventory: {err}") from err
+        return cls.of(entries)
+
+    def to_configmap(self, name: str, namespace: str = DEFAULT_NAMESPACE) -> dict[str, Any]:
+        blob = self.encode()
+        if len(blob) > MAX_COMPRESSED:
+            raise InventoryError(f"{len(self)} entries compress to {len(blob)} bytes, more "
+                                 f"than a ConfigMap holds ({MAX_COMPRESSED}); split the "
+                                 "repository into several sync roots",
+                                 subject=f"ConfigMap/{namespace}/{configmap_name(name)}")
+        return {"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": configmap_name(name), "namespace": namespace,
+                             "labels": {MANAGED_BY_LABEL: MANAGED_BY,
+                                        "app.kubernetes.io/component": "inventory"},
+                             "annotations": {"orksync.io/sync-name": name}},
+                "data": {"format": f"{FORMAT}: binaryData.{DATA_KEY} = zlib(JSON), "
+                                   "see orksync.apply.inventory",
+                         "count": str(len(self))},
+                "binaryData": {DATA_KEY: base64.b64encode(blob).decode("ascii")}}
+
+    @classmethod
+    def from_configmap(cls, body: Mapping[str, Any] | None) -> Inventory:
+        if body is None:
+            return cls()
+        subject = str(ObjRef.of(body))
+        fmt = str((body.get("data") or {}).get("format") or "")
+        if fmt.split(":")[0] != FORMAT:
+            raise InventoryError(f"unknown inventory format {fmt!r}", subject=subject)
+        encoded = (body.get("binaryData") or {}).get(DATA_KEY)
+        if not encoded:
+            return cls()
+        try:
+            return cls.decode(base64.b64decode(encoded, validate=True))
+        except (ValueError, InventoryError) as err:
+            raise InventoryError(str(err), subject=subject) from err
+
+
+def configmap_name(name: str) -> str:
+    """`orksync-inventory-<name>`; a name that is not a valid DNS subdomain is cleaned and
+    suffixed with a digest of the original so two names never share an inventory."""
+    clean = re.sub(r"[^a-z0-9.-]+", "-", name.lower()).strip(".-")
+    if clean != name or len(CONFIGMAP_PREFIX + clean) > 253:
+        digest = hashlib.sha256(name.encode("utf-8")).hexdigest()[:8]
+        clean = f"{clean[:200]}-{digest}".strip(".-")
+    return CONFIGMAP_PREFIX + clean
+
+
+def _ref_row(ref: ObjRef) -> list[str]:
+    return [ref.api_version, ref.kind, ref.namespace, ref.name]
+
+
+def _row_ref(row: list[str]) -> ObjRef:
+    api_version, kind, namespace, name = (str(v) for v in row)
+    return ObjRef(api_version=api_version, kind=kind, namespace=namespace, name=name)
+
+
+# --- ownership at delete time (lesson 2) -------------------------------------------------
+
+
+def ownership_problem(live: Mapping[str, Any], owner: ObjRef | None) -> str | None:
+    """Why orksync may not delete this live object (None: it may). A child must still
+    carry orksync's label and both markers of its owner; a CRD or custom resource
+    orksync's label; nobody may carry `orksync.io/prune: disabled`."""
+    meta = live.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    annotations = meta.get("annotations") or {}
+    if annotations.get(PRUNE_ANNOTATION) == PRUNE_DISABLED:
+        return f"not deleted: annotated {PRUNE_ANNOTATION}: {PRUNE_DISABLED}"
+    if labels.get(MANAGED_BY_LABEL) != MANAGED_BY:
+        return f"not deleted: label {MANAGED_BY_LABEL} is not {MANAGED_BY} any more"
+    if owner is None:
+        return None
+    if labels.get(OWNER_LABEL) != owner.name:
+        return f"not deleted: label {OWNER_LABEL} does not name {owner.name}"
+    if annotations.get(OWNER_ANNOTATION) != str(owner):
+        return f"not deleted: annotation {OWNER_ANNOTATION} does not name {owner}"
+    return None
+
+
+# --- the plan ----------------------------------------------------------------------------
+
+
+@dataclass(slots=True, kw_only=True)
+class PrunePlan:
+    delete: list[InventoryEntry]  # in delete order: children, custom resources, CRDs
+    refused: list[str]  # why something was not (or nothing was) deleted
+    keep: Inventory  # the inventory to store when every delete succeeds
+    owned: dict[ObjRef, list[InventoryEntry]] = field(default_factory=dict)
+    halted: bool = False  # nothing at all may be deleted in this run
+
+    @property
+    def custom_resources(self) -> set[ObjRef]:
+        return {e.ref for e in self.delete if e.is_custom_resource}
+
+
+def delete_order(entry: InventoryEntry) -> tuple[int, int, ObjRef]:
+    """Reverse apply order: children (reverse of Orkestra's group order), then custom
+    resources, then CRDs."""
+    if entry.owner is not None:
+        index = _KIND_ORDER.get((entry.ref.api_version, entry.ref.kind), ORDER["custom"])
+        return (0, -index, entry.ref)
+    return (2 if entry.is_crd else 1, 0, entry.ref)
+
+
+def plan_prune(old: Inventory, rendered: RenderedSet, changes: ChangeSet, *,
+               allow_empty: bool = False, allow_orphaning_children: bool = False,
+               prune_crds: bool = False) -> PrunePlan:
+    old_by_ref = old.by_ref()
+    failed = {c.ref for c in changes.failed}
+
+    def entry_of(obj_ref: ObjRef, owner: ObjRef | None) -> InventoryEntry:
+        prior = old_by_ref.get(obj_ref)
+        uid = prior.uid if prior is not None and prior.owner == owner else None
+        return InventoryEntry(ref=obj_ref, owner=owner, uid=uid)
+
+    applied = [entry_of(o.ref, o.owner) for o in rendered.objects if o.ref not in failed]
+    halt = []
+    if rendered.errors:
+        halt.append(f"the render had {len(rendered.errors)} error(s): nothing is pruned")
+    if failed:
+        halt.append(f"{len(failed)} object(s) failed to apply: nothing is pruned")
+    if halt:
+        return PrunePlan(delete=[], refused=halt, keep=old.merge(applied), halted=True)
+    if not rendered.objects and len(old) and not allow_empty:
+        return PrunePlan(delete=[], refused=[
+            f"the render is empty and the inventory holds {len(old)} object(s): refusing "
+            "to delete everything (allow an empty render to confirm)"], keep=old,
+            halted=True)
+
+    new_refs = {o.ref for o in rendered.objects}
+    guarded = dict(rendered.skipped)
+    candidates = [e for e in old if e.ref not in new_refs]
+    leaving = {e.ref for e in candidates if e.is_custom_resource}
+    orphaning = _orphaning(old, rendered) if not allow_orphaning_children else set()
+    kept: list[InventoryEntry] = []
+    delete: list[InventoryEntry] = []
+    owned: dict[ObjRef, list[InventoryEntry]] = {}
+    refused: list[str] = []
+    for owner in sorted(orphaning):
+        count = len(old.owned_by(owner))
+        refused.append(f"{owner} renders no children where it had {count}: refusing to "
+                       "prune them (allow orphaning children to confirm)")
+    for entry in candidates:
+        guard_ref = entry.ref if entry.ref in guarded else entry.owner
+        if guard_ref is not None and guard_ref in guarded:
+            kept.append(entry)
+            refused.append(f"{entry.ref}: not pruned: {guarded[guard_ref]}")
+        elif entry.owner is not None and entry.owner in orphaning:
+            kept.append(entry)
+        elif entry.owner is not None and entry.owner in leaving:
+            owned.setdefault(entry.owner, []).append(entry)
+        elif entry.is_crd and not prune_crds:
+            kept.append(entry)
+            refused.append(f"{entry.ref} left the repository but CRDs are not pruned "
+                           "(deleting one deletes every custom resource of its kind)")
+        else:
+            delete.append(entry)
+    delete.sort(key=delete_order)
+    return PrunePlan(delete=delete, refused=refused, keep=Inventory.of([*applied, *kept]),
+                     owned=owned)
+
+
+def _orphaning(old: Inventory, rendered: RenderedSet) -> set[ObjRef]:
+    """Custom resources still rendered, with children in the inventory and none now."""
+    rendered_crs = {o.ref for o in rendered.objects if o.owner is None and not is_crd(o.ref)}
+    now = Counter(o.owner for o in rendered.objects if o.owner is not None)
+    before = {e.owner for e in old if e.owner is not None}
+    return {cr for cr in rendered_crs if cr in before and not now[cr]}

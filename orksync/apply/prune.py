@@ -1,0 +1,105 @@
+"""Carrying out a prune plan, and Orkestra's DeleteIfOwned for entries whose condition
+turned false. I/O.
+
+Every delete re-reads the live object first and deletes it only while it still carries
+orksync's ownership markers (label `app.kubernetes.io/managed-by: orksync`; for a child
+also `orkestra-owner` and the annotation `orksync.io/owner` naming the inventory owner)
+and no `orksync.io/prune: disabled` opt-out; otherwise it is `skipped` with the reason and
+forgotten (it is no longer ours). The DELETE carries the UID just read as a precondition,
+so an object replaced in between is never deleted by mistake, and uses background
+propagation. A missing object is `deleted` (already gone). A failed delete is `failed`
+and stays in the returned inventory, so the next sync retries it (prior art, lesson 4).
+
+Custom resources leaving Git go through orksync.apply.deletion (onDelete, finalizer);
+their children are left to that path and stay in the inventory until it completes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Collection, Iterable, Mapping
+from typing import Any
+
+from orksync.apply.deletion import (
+    DeletionOptions,
+    OnDeleteRenderer,
+    attempt_delete,
+    delete_custom_resource,
+    delete_if_owned,
+    find_hooks,
+)
+from orksync.apply.engine import FIELD_MANAGER
+from orksync.apply.inventory import Inventory, InventoryEntry, PrunePlan
+from orksync.apply.kube import Kube
+from orksync.model import Action, Change, ChangeSet, ObjRef
+
+OnChange = Callable[[Change], None]
+
+
+def prune(kube: Kube, plan: PrunePlan, *, field_manager: str = FIELD_MANAGER,
+          dry_run: bool = False, hooks: Mapping[tuple[str, str], OnDeleteRenderer] | None = None,
+          deletion: DeletionOptions | None = None, on_change: OnChange | None = None
+          ) -> tuple[ChangeSet, Inventory]:
+    """Delete the plan's entries in order; return the changes and the inventory to store
+    (the plan's `keep` plus every entry whose delete did not complete)."""
+    options = dataclasses.replace(deletion or DeletionOptions(), field_manager=field_manager,
+                                  dry_run=dry_run)
+    changes = ChangeSet()
+    record = _recorder(changes, on_change)
+    if plan.halted:
+        return changes, plan.keep
+    retry: list[InventoryEntry] = []
+    held_groups: set[str] = set()  # groups whose custom resources are still being torn down
+    for entry in plan.delete:
+        if entry.is_custom_resource:
+            children = plan.owned.get(entry.ref, [])
+            found = find_hooks(hooks, entry.ref) if hooks else None
+            done_changes, done = delete_custom_resource(kube, entry, children, found, options)
+            for change in done_changes:
+                record(change)
+            if not done:
+                retry.extend([entry, *children])
+                held_groups.add(entry.ref.group)
+            continue
+        if entry.is_crd and entry.ref.name.partition(".")[2] in held_groups:
+            record(Change(ref=entry.ref, action=Action.FAILED, message="not deleted yet: "
+                          "custom resources of its group are still being torn down"))
+            retry.append(entry)
+            continue
+        change = delete_if_owned(kube, entry.ref, entry.owner, dry_run=dry_run)
+        record(change)
+        if change.action is Action.FAILED:
+            retry.append(entry)
+    return changes, plan.keep.merge(retry)
+
+
+def cleanup_absent(kube: Kube, absent: Iterable[tuple[ObjRef, ObjRef]], *,
+                   claimed: Collection[ObjRef] = (), dry_run: bool = False,
+                   on_change: OnChange | None = None) -> ChangeSet:
+    """Orkestra's DeleteIfOwned: each (object, owner) whose entry condition turned false is
+    deleted when it exists, carries that owner's markers and no entry claims it. A missing
+    object is no change at all (this runs every sync)."""
+    changes = ChangeSet()
+    record = _recorder(changes, on_change)
+    seen: set[ObjRef] = set()
+    for ref, owner in absent:
+        if ref in claimed or ref in seen:
+            continue
+        seen.add(ref)
+        change, existed = attempt_delete(kube, ref, owner, dry_run=dry_run)
+        if existed or change.action is Action.FAILED:
+            record(dataclasses.replace(change, message=_prefixed("condition false",
+                                                                  change.message)))
+    return changes
+
+
+def _prefixed(prefix: str, message: str) -> str:
+    return f"{prefix}: {message}" if message else prefix
+
+
+def _recorder(changes: ChangeSet, on_change: OnChange | None) -> Callable[[Change], Any]:
+    def record(change: Change) -> None:
+        changes.changes.append(change)
+        if on_change is not None:
+            on_change(change)
+    return record

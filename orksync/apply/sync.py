@@ -1,0 +1,296 @@
+"""One sync of one sync root: apply the render, tear down what left Git, prune from the
+inventory, store the new inventory. I/O (orchestration only; the rules live in
+orksync.apply.inventory, the deletes in orksync.apply.prune and orksync.apply.deletion).
+
+Order of one run:
+
+1. read the inventory ConfigMap (`orksync-inventory-<name>`; its namespace, default
+   `orksync-system`, is created when missing);
+2. stamp the custom resources with the finalizer `orksync.io/cleanup` and every CRD and
+   custom resource with `app.kubernetes.io/managed-by: orksync` (the ownership marker the
+   prune checks), then apply (orksync.apply.engine);
+3. plan the prune (nothing at all when the render had errors or an apply failed);
+4. finish the teardown of custom resources deleted out of band (deletionTimestamp and
+   our finalizer while still in Git or in the inventory): onDelete, then the finalizer;
+   Git recreates them on a later sync. This runs even when the prune is halted: the
+   delete was already issued, by a person or by an earlier sync;
+5. prune: children, then custom resources leaving Git (onDelete, finalizer), then CRDs
+   (only with `prune_crds`);
+6. Orkestra's DeleteIfOwned for objects whose entry condition turned false (`absent`),
+   unless they are in the inventory (the prune handles those);
+7. write the inventory (server-side apply, field manager `orksync`), failed deletes kept.
+
+A dry run applies with dryRun=All, deletes nothing, and writes no inventory.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from orksync.apply.deletion import (
+    FINALIZER,
+    DeletionOptions,
+    OnDeleteRenderer,
+    finalize_custom_resource,
+    find_hooks,
+)
+from orksync.apply.engine import Applier, ApplyOptions
+from orksync.apply.inventory import (
+    DEFAULT_NAMESPACE,
+    MANAGED_BY,
+    Inventory,
+    PrunePlan,
+    configmap_name,
+    is_crd,
+    plan_prune,
+)
+from orksync.apply.kube import Kube
+from orksync.apply.prune import cleanup_absent, prune
+from orksync.errors import ClusterError, InputError
+from orksync.katalog.model import Catalog, CrdEntry, CustomResource
+from orksync.model import Action, Change, ChangeSet, ObjRef, RenderedObject, RenderedSet
+from orksync.render.conditions import evaluate_conditions
+from orksync.render.engine import render_custom_resource
+from orksync.render.guard import NamespaceGuard
+from orksync.render.kinds import KINDS
+from orksync.render.resource import MANAGED_BY_LABEL, cr_data
+from orksync.render.templates import Clock, Templates, templates_for, utc_now
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True, kw_only=True)
+class SyncOptions:
+    apply: ApplyOptions = field(default_factory=ApplyOptions)  # dry_run, field manager
+    deletion: DeletionOptions = field(default_factory=DeletionOptions)  # timeouts
+    allow_empty: bool = False
+    allow_orphaning_children: bool = False
+    prune_crds: bool = False
+
+
+@dataclass(slots=True, kw_only=True)
+class SyncResult:
+    changes: ChangeSet  # apply, teardown, prune and absent-cleanup changes, in that order
+    inventory: Inventory  # as stored (or as it would be, in a dry run)
+    pruned: int  # objects deleted by the prune and the absent cleanup
+    refused: list[str]  # why something was not pruned
+
+
+# --- rendering onDelete (pure) -------------------------------------------------------------
+
+
+class HookRenderer:
+    """The OnDeleteRenderer over the render engine: a CRD entry's hook blocks rendered
+    against a live custom resource (its status included). Pure."""
+
+    def __init__(self, entry: CrdEntry, templates: Templates) -> None:
+        self.entry = entry
+        self.templates = templates
+        self.guard = NamespaceGuard.of(entry.raw.get("allowedNamespaces"),
+                                       entry.raw.get("restrictedNamespaces"))
+
+    def _cr(self, live: Mapping[str, Any], block: Mapping[str, Any]) -> CustomResource:
+        entry = dataclasses.replace(self.entry, operator_box={"onCreate": dict(block)})
+        return CustomResource(ref=ObjRef.of(live), body=copy.deepcopy(dict(live)),
+                              source=self.entry.source, entry=entry)
+
+    def active(self, live: Mapping[str, Any], block: Mapping[str, Any]) -> bool:
+        """The block's own `when` / `or` (`anyOf`)."""
+        data = cr_data(self._cr(live, {}))
+        or_ = block.get("or") if block.get("or") is not None else block.get("anyOf")
+        return evaluate_conditions(data, block.get("when"), or_, self.templates.render,
+                                   clock=self.templates.clock)
+
+    def jobs(self, live: Mapping[str, Any], block: Mapping[str, Any]) -> list[RenderedObject]:
+        """The block's `jobs` entries, built exactly as onCreate Jobs are."""
+        if not block.get("jobs"):
+            return []
+        result = render_custom_resource(self._cr(live, {"jobs": block["jobs"]}),
+                                        self.templates)
+        return [o for o in result.children if o.ref.kind == "Job"]
+
+    def refs(self, live: Mapping[str, Any], block: Mapping[str, Any]
+             ) -> list[tuple[ObjRef, str | None]]:
+        """The objects a stage declares (Jobs excepted), with the guard's refusal if any.
+        Only names are rendered (no forEach, as in Orkestra)."""
+        cr = self._cr(live, {})
+        data = cr_data(cr)
+        out: list[tuple[ObjRef, str | None]] = []
+        for spec in KINDS:
+            entries = block.get(spec.key)
+            if spec.key == "jobs" or not isinstance(entries, list):
+                continue
+            for i, item in enumerate(entries):
+                if not isinstance(item, Mapping) or not self.active(live, item):
+                    continue
+                api_version, kind, namespaced = spec.api_version, spec.kind, spec.namespaced
+                name = self._text(item.get("name"), data)
+                namespace = self._text(item.get("namespace"), data)
+                if spec.key == "custom":
+                    raw_meta = item.get("metadata")
+                    meta: Mapping[str, Any] = raw_meta if isinstance(raw_meta, Mapping) else {}
+                    api_version = self._text(item.get("apiVersion"), data)
+                    kind = self._text(item.get("kind"), data)
+                    name = self._text(meta.get("name"), data) or name
+                    namespace = self._text(meta.get("namespace"), data) or namespace
+                    namespaced = self._text(meta.get("namespaced"), data).lower() not in (
+                        "false", "0", "no")
+                name = name or spec.default_name(cr.ref.name)
+                if not (name and kind and api_version):
+                    raise InputError(f"{self.entry.path}.operatorBox.onDelete: {spec.key}[{i}]"
+                                     " needs a name (and custom entries apiVersion and kind)")
+                namespace = (namespace or cr.ref.namespace or "default") if namespaced else ""
+                ref = ObjRef(api_version=api_version, kind=kind, namespace=namespace, name=name)
+                out.append((ref, self.guard.refusal(namespace) if namespace else None))
+        return out
+
+    def _text(self, value: Any, data: Mapping[str, Any]) -> str:
+        text = "" if value is None else str(value)
+        return (self.templates.render(text, data) if "{{" in text else text).strip()
+
+
+def hook_renderers(catalog: Catalog, *, clock: Clock = utc_now
+                   ) -> dict[tuple[str, str], HookRenderer]:
+    """One HookRenderer per CRD entry of the repository, keyed by (apiVersion, kind)."""
+    out: dict[tuple[str, str], HookRenderer] = {}
+    for katalog in catalog.katalogs:
+        templates = templates_for(katalog, clock)
+        for entry in katalog.crds:
+            out[(entry.api_version, entry.kind)] = HookRenderer(entry, templates)
+    return out
+
+
+# --- one sync ----------------------------------------------------------------------------
+
+
+def sync_once(kube: Kube, rendered: RenderedSet, *, inventory_name: str,
+              inventory_namespace: str = DEFAULT_NAMESPACE,
+              hooks: Mapping[tuple[str, str], OnDeleteRenderer] | None = None,
+              absent: Iterable[tuple[ObjRef, ObjRef]] | None = None,
+              options: SyncOptions | None = None,
+              on_change: Callable[[Change], None] | None = None) -> SyncResult:
+    """`hooks`: the onDelete renderers by (apiVersion, kind), from hook_renderers(catalog);
+    without one, a custom resource is still deleted and finalized, but no onDelete runs.
+    `absent`: (object, owner) pairs whose entry condition turned false; defaults to
+    `rendered.absent`. Raises InventoryError when the stored inventory is unreadable."""
+    options = options or SyncOptions()
+    dry_run = options.apply.dry_run
+    manager = options.apply.field_manager
+    deletion = dataclasses.replace(options.deletion, field_manager=manager, dry_run=dry_run)
+    old = read_inventory(kube, inventory_name, inventory_namespace,
+                         create_namespace=not dry_run)
+    prepared = mark_for_cleanup(rendered)
+    applied = Applier(kube, options.apply, on_change=on_change).apply(prepared)
+    plan = plan_prune(old, prepared, applied, allow_empty=options.allow_empty,
+                      allow_orphaning_children=options.allow_orphaning_children,
+                      prune_crds=options.prune_crds)
+    for reason in plan.refused:
+        log.warning("prune: %s", reason)
+    changes = ChangeSet(changes=list(applied.changes))
+    if not dry_run:
+        for change in finish_terminating(kube, prepared, old, plan, hooks or {}, deletion):
+            changes.changes.append(change)
+            if on_change is not None:
+                on_change(change)
+    pruned, inventory = prune(kube, plan, field_manager=manager, dry_run=dry_run, hooks=hooks,
+                              deletion=deletion, on_change=on_change)
+    changes.extend(pruned.changes)
+    deleted = pruned.counts()[Action.DELETED]
+    if absent is None:
+        absent = rendered.absent
+    if not plan.halted and absent:
+        claimed = {o.ref for o in rendered.objects} | old.refs()
+        cleaned = cleanup_absent(kube, absent, claimed=claimed, dry_run=dry_run,
+                                 on_change=on_change)
+        changes.extend(cleaned.changes)
+        deleted += cleaned.counts()[Action.DELETED]
+    if not dry_run:
+        write_inventory(kube, inventory, inventory_name, inventory_namespace,
+                        field_manager=manager)
+    return SyncResult(changes=changes, inventory=inventory, pruned=deleted,
+                      refused=list(plan.refused))
+
+
+def mark_for_cleanup(rendered: RenderedSet) -> RenderedSet:
+    """CRDs and custom resources get orksync's managed-by label; custom resources also
+    the finalizer that holds them until their teardown ran."""
+    def mark(obj: RenderedObject) -> RenderedObject:
+        if obj.owner is not None:
+            return obj
+        body = copy.deepcopy(dict(obj.body))
+        meta = body.setdefault("metadata", {})
+        meta["labels"] = {**(meta.get("labels") or {}), MANAGED_BY_LABEL: MANAGED_BY}
+        if not is_crd(obj.ref):
+            finalizers = list(meta.get("finalizers") or [])
+            meta["finalizers"] = finalizers if FINALIZER in finalizers else \
+                [*finalizers, FINALIZER]
+        return dataclasses.replace(obj, body=body)
+    return dataclasses.replace(rendered, objects=tuple(mark(o) for o in rendered.objects))
+
+
+def finish_terminating(kube: Kube, rendered: RenderedSet, old: Inventory, plan: PrunePlan,
+                       hooks: Mapping[tuple[str, str], OnDeleteRenderer],
+                       options: DeletionOptions) -> list[Change]:
+    """Teardown of this root's custom resources that were deleted out of band: one LIST
+    per custom resource kind."""
+    known = {o.ref for o in rendered.objects if o.owner is None and not is_crd(o.ref)}
+    known |= {e.ref for e in old if e.is_custom_resource}
+    known -= plan.custom_resources  # the prune tears those down
+    changes: list[Change] = []
+    for api_version, kind in sorted({(r.api_version, r.kind) for r in known}):
+        try:
+            items = list(kube.list(kube.resource(api_version, kind)))
+        except ClusterError as err:
+            log.warning("cannot list %s %s for deleted custom resources: %s",
+                        api_version, kind, err)
+            continue
+        for item in items:
+            ref = ObjRef.of(item)
+            meta = item.get("metadata") or {}
+            if ref not in known or not meta.get("deletionTimestamp") or \
+                    FINALIZER not in (meta.get("finalizers") or []):
+                continue
+            children = Inventory.of([*old.owned_by(ref), *plan.keep.owned_by(ref)])
+            done_changes, _ = finalize_custom_resource(
+                kube, item, list(children), find_hooks(hooks, ref), options)
+            changes.extend(done_changes)
+    return changes
+
+
+def read_inventory(kube: Kube, name: str, namespace: str = DEFAULT_NAMESPACE, *,
+                   create_namespace: bool = True) -> Inventory:
+    """The stored inventory (empty when there is none). Raises InventoryError when it
+    cannot be decoded: a sync must not start from a forgotten inventory."""
+    if create_namespace:
+        ensure_namespace(kube, namespace)
+    res = kube.resource("v1", "ConfigMap")
+    return Inventory.from_configmap(kube.get_or_none(res, namespace, configmap_name(name)))
+
+
+def write_inventory(kube: Kube, inventory: Inventory, name: str,
+                    namespace: str = DEFAULT_NAMESPACE, *, field_manager: str = "orksync"
+                    ) -> dict[str, Any]:
+    res = kube.resource("v1", "ConfigMap")
+    body = inventory.to_configmap(name, namespace)
+    _, live = kube.apply(res, body, field_manager=field_manager, force=True,
+                         subject=f"ConfigMap/{namespace}/{configmap_name(name)}")
+    return dict(live or {})
+
+
+def ensure_namespace(kube: Kube, namespace: str) -> None:
+    res = kube.resource("v1", "Namespace")
+    if kube.get_or_none(res, "", namespace) is not None:
+        return
+    try:
+        kube.create(res, {"apiVersion": "v1", "kind": "Namespace",
+                          "metadata": {"name": namespace,
+                                       "labels": {MANAGED_BY_LABEL: MANAGED_BY}}},
+                    field_manager="orksync", subject=f"Namespace/{namespace}")
+    except ClusterError as err:
+        if err.status != 409:
+            raise

@@ -1,0 +1,255 @@
+"""The inventory and the prune plan: pure rules, no cluster (orksync.apply.inventory)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import random
+
+import pytest
+
+from orksync.apply.inventory import (
+    MAX_COMPRESSED,
+    Inventory,
+    InventoryEntry,
+    InventoryError,
+    configmap_name,
+    ownership_problem,
+    plan_prune,
+)
+from orksync.errors import RenderError
+from orksync.model import (
+    Action,
+    ChangeSet,
+    ObjRef,
+    Origin,
+    RenderedObject,
+    RenderedSet,
+    WritePolicy,
+)
+
+CRD = ObjRef(api_version="apiextensions.k8s.io/v1", kind="CustomResourceDefinition",
+             name="widgets.test.orksync.io")
+
+
+def cr(name: str, ns: str = "apps") -> ObjRef:
+    return ObjRef(api_version="test.orksync.io/v1", kind="Widget", namespace=ns, name=name)
+
+
+def child(kind: str, name: str, ns: str = "apps") -> ObjRef:
+    api = {"Deployment": "apps/v1", "ClusterRole": "rbac.authorization.k8s.io/v1"}
+    return ObjRef(api_version=api.get(kind, "v1"), kind=kind, name=name,
+                  namespace="" if kind in ("ClusterRole", "Namespace") else ns)
+
+
+def obj(ref: ObjRef, owner: ObjRef | None = None) -> RenderedObject:
+    return RenderedObject(ref=ref, body={"apiVersion": ref.api_version, "kind": ref.kind,
+                                         "metadata": {"name": ref.name}},
+                          policy=WritePolicy.APPLY, origin=Origin(file="x.yaml"), stage=0,
+                          owner=owner)
+
+
+def entry(ref: ObjRef, owner: ObjRef | None = None, uid: str | None = None) -> InventoryEntry:
+    return InventoryEntry(ref=ref, owner=owner, uid=uid)
+
+
+def rendered(*objects: RenderedObject, errors: tuple[Exception, ...] = (),
+             skipped: tuple[tuple[ObjRef, str], ...] = ()) -> RenderedSet:
+    return RenderedSet(objects=objects, errors=errors, skipped=skipped)
+
+
+def applied(rs: RenderedSet, failed: tuple[ObjRef, ...] = ()) -> ChangeSet:
+    changes = ChangeSet()
+    for o in rs.objects:
+        changes.add(o.ref, Action.FAILED if o.ref in failed else Action.UNCHANGED)
+    return changes
+
+
+W = cr("w")
+DEPLOY = child("Deployment", "w")
+SVC = child("Service", "w-svc")
+CM = child("ConfigMap", "w-config")
+ROLE = child("ClusterRole", "w-cluster-role")
+
+OLD = Inventory.of([entry(CRD), entry(W, uid="u-w"), entry(DEPLOY, W), entry(SVC, W),
+                    entry(CM, W)])
+
+
+def full_render(*children: ObjRef) -> RenderedSet:
+    return rendered(obj(CRD), obj(W), *(obj(c, W) for c in children))
+
+
+# --- storage ---------------------------------------------------------------------------------
+
+
+def test_an_inventory_round_trips_through_its_configmap_body() -> None:
+    body = OLD.to_configmap("prod", "orksync-system")
+    assert body["metadata"] == {
+        "name": "orksync-inventory-prod", "namespace": "orksync-system",
+        "labels": {"app.kubernetes.io/managed-by": "orksync",
+                   "app.kubernetes.io/component": "inventory"},
+        "annotations": {"orksync.io/sync-name": "prod"}}
+    assert body["data"]["count"] == "5"
+    back = Inventory.from_configmap(json.loads(json.dumps(body)))
+    assert back == OLD
+    assert back.by_ref()[DEPLOY].owner == W and back.by_ref()[W].uid == "u-w"
+
+
+def test_the_stored_bytes_depend_on_the_content_only() -> None:
+    shuffled = list(OLD)
+    random.Random(3).shuffle(shuffled)
+    assert Inventory.of(shuffled).to_configmap("a") == OLD.to_configmap("a")
+
+
+def test_ten_thousand_entries_fit_one_configmap_compressed() -> None:
+    owners = [cr(f"w{i}", f"team-{i % 50}") for i in range(1000)]
+    entries = [entry(o, uid=f"{i:08x}-0000-4000-8000-{i:012x}") for i, o in enumerate(owners)]
+    for i in range(9000):
+        owner = owners[i % 1000]
+        entries.append(entry(child(("Deployment", "Service", "ConfigMap")[i % 3],
+                                   f"{owner.name}-child-{i}", owner.namespace), owner))
+    inventory = Inventory.of(entries)
+    assert len(inventory) == 10_000
+    raw = json.dumps([[*(e.ref.api_version, e.ref.kind, e.ref.namespace, e.ref.name),
+                       str(e.owner), e.uid] for e in inventory])
+    assert len(raw) > 900_000  # about 1 MB uncompressed: over the limit without zlib
+    body = inventory.to_configmap("big")
+    size = len(json.dumps(body))
+    assert size < 1024 * 1024 and len(base64.b64decode(body["binaryData"]["entries"])) < \
+        MAX_COMPRESSED
+    assert Inventory.from_configmap(body) == inventory
+
+
+def test_a_missing_inventory_is_empty_and_a_corrupt_one_is_an_error() -> None:
+    assert len(Inventory.from_configmap(None)) == 0
+    body = OLD.to_configmap("x")
+    body["binaryData"]["entries"] = base64.b64encode(b"not zlib").decode()
+    with pytest.raises(InventoryError, match="unreadable inventory"):
+        Inventory.from_configmap(body)
+    body["data"]["format"] = "v9: something newer"
+    with pytest.raises(InventoryError, match="unknown inventory format"):
+        Inventory.from_configmap(body)
+
+
+def test_configmap_names_are_valid_and_distinct() -> None:
+    assert configmap_name("prod") == "orksync-inventory-prod"
+    odd = configmap_name("Team_A/Prod")
+    assert odd.startswith("orksync-inventory-team-a-prod-") and odd != configmap_name("team-a-prod")
+    assert len(configmap_name("x" * 400)) <= 253
+
+
+# --- ownership at delete time ----------------------------------------------------------------
+
+
+def live(labels: dict[str, str], annotations: dict[str, str] | None = None) -> dict:
+    return {"metadata": {"labels": labels, "annotations": annotations or {}}}
+
+
+OURS = {"app.kubernetes.io/managed-by": "orksync", "orkestra-owner": "w"}
+
+
+def test_ownership_is_rechecked_on_the_live_object() -> None:
+    marked = {"orksync.io/owner": str(W)}
+    assert ownership_problem(live(OURS, marked), W) is None
+    assert str(ownership_problem(live({"orkestra-owner": "w"}, marked), W)) == \
+        "not deleted: label app.kubernetes.io/managed-by is not orksync any more"
+    assert str(ownership_problem(live({**OURS, "orkestra-owner": "other"}, marked), W)) == \
+        "not deleted: label orkestra-owner does not name w"
+    assert str(ownership_problem(live(OURS, {}), W)) == \
+        f"not deleted: annotation orksync.io/owner does not name {W}"
+    assert str(ownership_problem(live(OURS, {**marked, "orksync.io/prune": "disabled"}), W)) \
+        == "not deleted: annotated orksync.io/prune: disabled"
+    assert ownership_problem(live({"app.kubernetes.io/managed-by": "orksync"}), None) is None
+    assert ownership_problem(live({"app.kubernetes.io/managed-by": "helm"}), None)
+
+
+# --- the plan ----------------------------------------------------------------------------------
+
+
+def test_only_objects_that_left_the_render_are_pruned() -> None:
+    rs = full_render(DEPLOY, SVC)
+    plan = plan_prune(OLD, rs, applied(rs))
+    assert [e.ref for e in plan.delete] == [CM]
+    assert not plan.refused and not plan.halted
+    assert plan.keep.refs() == {CRD, W, DEPLOY, SVC}
+    assert plan.keep.by_ref()[W].uid == "u-w"  # a known UID is carried over
+
+
+def test_a_render_with_errors_prunes_nothing_and_forgets_nothing() -> None:
+    new = child("Secret", "w-secret")
+    rs = rendered(obj(CRD), obj(W), obj(new, W), errors=(RenderError("boom"),))
+    plan = plan_prune(OLD, rs, applied(rs))
+    assert plan.delete == [] and plan.halted
+    assert plan.refused == ["the render had 1 error(s): nothing is pruned"]
+    assert plan.keep.refs() == OLD.refs() | {new}
+
+
+def test_a_failed_change_prunes_nothing_and_keeps_old_and_applied() -> None:
+    new, broken = child("Secret", "w-secret"), child("Secret", "w-broken")
+    rs = full_render(DEPLOY, new, broken)
+    plan = plan_prune(OLD, rs, applied(rs, failed=(broken,)))
+    assert plan.delete == [] and plan.halted
+    assert "1 object(s) failed to apply" in plan.refused[0]
+    assert plan.keep.refs() == OLD.refs() | {new}  # the failed new object was never applied
+
+
+def test_an_empty_render_refuses_to_prune_everything_unless_allowed() -> None:
+    rs = rendered()
+    plan = plan_prune(OLD, rs, applied(rs))
+    assert plan.delete == [] and plan.halted and plan.keep == OLD
+    assert "render is empty and the inventory holds 5" in plan.refused[0]
+    allowed = plan_prune(OLD, rs, applied(rs), allow_empty=True, prune_crds=True)
+    assert [e.ref for e in allowed.delete] == [W, CRD]
+    assert {e.ref for e in allowed.owned[W]} == {DEPLOY, SVC, CM}
+    assert len(allowed.keep) == 0
+    assert plan_prune(Inventory(), rs, applied(rs)).refused == []  # nothing to lose
+
+
+def test_a_custom_resource_that_renders_no_children_keeps_the_ones_it_had() -> None:
+    rs = rendered(obj(CRD), obj(W))
+    plan = plan_prune(OLD, rs, applied(rs))
+    assert plan.delete == []
+    assert plan.refused == [f"{W} renders no children where it had 3: refusing to prune "
+                            "them (allow orphaning children to confirm)"]
+    assert plan.keep.refs() == OLD.refs()
+    allowed = plan_prune(OLD, rs, applied(rs), allow_orphaning_children=True)
+    assert {e.ref for e in allowed.delete} == {DEPLOY, SVC, CM}
+
+
+def test_crds_are_kept_unless_crd_pruning_is_enabled() -> None:
+    rs = rendered(obj(W), *(obj(c, W) for c in (DEPLOY, SVC, CM)))
+    plan = plan_prune(OLD, rs, applied(rs))
+    assert plan.delete == [] and CRD in plan.keep
+    assert "CRDs are not pruned" in plan.refused[0]
+    assert [e.ref for e in plan_prune(OLD, rs, applied(rs), prune_crds=True).delete] == [CRD]
+
+
+def test_the_children_of_a_custom_resource_being_deleted_are_left_to_its_teardown() -> None:
+    other = cr("x")
+    old = OLD.merge([entry(other), entry(child("Deployment", "x"), other), entry(ROLE, other)])
+    rs = full_render(DEPLOY, SVC, CM)
+    plan = plan_prune(old, rs, applied(rs))
+    assert [e.ref for e in plan.delete] == [other]
+    assert {e.ref for e in plan.owned[other]} == {child("Deployment", "x"), ROLE}
+    assert plan.custom_resources == {other}
+    assert other not in plan.keep and ROLE not in plan.keep
+
+
+def test_deletes_run_in_reverse_apply_order() -> None:
+    ns, secret = child("Namespace", "w-ns"), child("Secret", "w-secret")
+    old = OLD.merge([entry(ns, W), entry(secret, W), entry(ROLE, W), entry(cr("gone"))])
+    rs = rendered(obj(W), obj(child("Pod", "keep"), W))
+    plan = plan_prune(old, rs, applied(rs), prune_crds=True)
+    assert [e.ref for e in plan.delete] == [SVC, DEPLOY, ROLE, CM, secret, ns, cr("gone"), CRD]
+
+
+def test_objects_the_namespace_guard_refused_are_not_pruned() -> None:
+    refused_cr = cr("r", "kube-system")
+    old = OLD.merge([entry(refused_cr), entry(child("Service", "r", "kube-system"), refused_cr)])
+    reason = "namespace kube-system is restricted by the Katalog (kube-*)"
+    rs = rendered(obj(CRD), obj(W), *(obj(c, W) for c in (DEPLOY, SVC)),
+                  skipped=((refused_cr, reason), (CM, reason)))
+    plan = plan_prune(old, rs, applied(rs))
+    assert plan.delete == [] and not plan.halted
+    assert plan.keep.refs() == old.refs()
+    assert f"{CM}: not pruned: {reason}" in plan.refused
