@@ -42,7 +42,18 @@ def build_parser() -> argparse.ArgumentParser:
                         default=os.environ.get("ORKSYNC_LOG_FORMAT", "plain"))
     parser.add_argument("--log-level", default=os.environ.get("ORKSYNC_LOG_LEVEL", "info"),
                         choices=("debug", "info", "warning", "error"))
+    # the logging flags are accepted after the command too (`orksync sync ... --log-level debug`)
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--log-format", choices=("plain", "json"), default=argparse.SUPPRESS)
+    common.add_argument("--log-level", choices=("debug", "info", "warning", "error"),
+                        default=argparse.SUPPRESS)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    original = sub.add_parser
+
+    def add_parser(name: str, **kwargs: object) -> argparse.ArgumentParser:
+        return original(name, parents=[common], **kwargs)  # type: ignore[arg-type]
+
+    sub.add_parser = add_parser  # type: ignore[method-assign]
 
     p = sub.add_parser("render", help="render a repository into manifests on disk",
                        description="Load the Katalogs, CRDs and custom resources of REPO and "
@@ -70,6 +81,16 @@ def build_parser() -> argparse.ArgumentParser:
                    help="sync once and exit (the long-running agent is `orksync agent`)")
     p.add_argument("-o", "--output", type=Path, default=None,
                    help="also write the rendered manifests to this directory")
+    _add_cluster_flags(p)
+
+    p = sub.add_parser("rotate", help="rotate the managed Secrets and certificates that are due",
+                       description="Check every Secret managed by orksync that carries a "
+                       "rotation or TLS annotation against the clock and rotate the due ones "
+                       "in place (new values, same Secret). Needs no repository: the "
+                       "generators are recorded on the Secret. Suitable for a CronJob.")
+    p.add_argument("--force", action="append", default=[], metavar="NAMESPACE/NAME",
+                   help="rotate this Secret now, due or not (repeatable)")
+    p.add_argument("--namespace", default="", help="only Secrets in this namespace")
     _add_cluster_flags(p)
 
     sub.add_parser("version", help="print the version")
@@ -177,11 +198,35 @@ def cmd_sync(args: argparse.Namespace) -> int:
     return 1 if changes.failed or rendered.errors else 0
 
 
+def cmd_rotate(args: argparse.Namespace) -> int:
+    from datetime import UTC, datetime
+
+    from orksync.apply.secrets import rotate_due
+    from orksync.render.notes.random import CryptoRandom
+
+    for name in args.force:
+        if name.count("/") != 1:
+            raise UsageError(f"--force {name}: expected NAMESPACE/NAME")
+    start = time.monotonic()
+    kube = _kube(args)
+    try:
+        changes = rotate_due(kube, now=datetime.now(UTC), random=CryptoRandom(),
+                             dry_run=args.dry_run, force=set(args.force),
+                             namespace=args.namespace)
+    finally:
+        kube.close()
+    for change in changes.changes:
+        log_change(change, log)
+    log.info(summary_line("rotate", changes, seconds=time.monotonic() - start))
+    return 1 if changes.failed else 0
+
+
 COMMANDS = {
     "render": cmd_render,
     "validate": cmd_validate,
     "apply": cmd_apply,
     "sync": cmd_sync,
+    "rotate": cmd_rotate,
     "version": cmd_version,
 }
 
