@@ -16,6 +16,7 @@ from pathlib import Path
 
 from orksync import __version__
 from orksync.errors import OrksyncError, UsageError
+from orksync.katalog.model import Catalog
 from orksync.logs import log_change, setup_logging, summary_line
 from orksync.model import ChangeSet, RenderedSet
 
@@ -31,6 +32,20 @@ def _add_cluster_flags(p: argparse.ArgumentParser) -> None:
                    help="objects written concurrently inside one stage (default 8)")
     p.add_argument("--dry-run", action="store_true",
                    help="send every write as a server-side dry run; change nothing")
+
+
+def _add_sync_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--name", default=os.environ.get("ORKSYNC_NAME", "default"),
+                   help="name of this sync root: its inventory is the ConfigMap "
+                        "orksync-inventory-NAME (default: default)")
+    p.add_argument("--inventory-namespace",
+                   default=os.environ.get("ORKSYNC_INVENTORY_NAMESPACE", "orksync-system"),
+                   help="namespace of the inventory ConfigMap (default: orksync-system)")
+    p.add_argument("--allow-empty", action="store_true",
+                   help="allow a render with no objects to prune everything it had")
+    p.add_argument("--prune-crds", action="store_true",
+                   help="also delete CRDs that left Git (deletes every custom resource of "
+                        "them); off by default")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -71,6 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
                        "file is checked against index.yaml first).")
     p.add_argument("dir", type=Path, help="a directory written by `orksync render`")
     _add_cluster_flags(p)
+    _add_sync_flags(p)
 
     p = sub.add_parser("sync", help="render a repository and apply it",
                        description="Load, render and apply REPO to the cluster once. Custom "
@@ -82,6 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", type=Path, default=None,
                    help="also write the rendered manifests to this directory")
     _add_cluster_flags(p)
+    _add_sync_flags(p)
 
     p = sub.add_parser("rotate", help="rotate the managed Secrets and certificates that are due",
                        description="Check every Secret managed by orksync that carries a "
@@ -118,26 +135,27 @@ def cmd_version(args: argparse.Namespace) -> int:
     return 0
 
 
-def _render(repo: Path) -> tuple[RenderedSet, str]:
+def _render(repo: Path) -> tuple[RenderedSet, str, Catalog]:
     from orksync.katalog.loader import load_repository
     from orksync.render.engine import render_catalog
     from orksync.source import local_revision
 
     if not repo.is_dir():
         raise UsageError(f"{repo}: not a directory")
-    rendered = render_catalog(load_repository(repo))
+    catalog = load_repository(repo)
+    rendered = render_catalog(catalog)
     for warning in rendered.warnings:
         log.warning("warning: %s", warning)
     for err in rendered.errors:
         log.error("error: %s", err)
-    return rendered, local_revision(repo)
+    return rendered, local_revision(repo), catalog
 
 
 def cmd_render(args: argparse.Namespace) -> int:
     from orksync.render.output import write_rendered
 
     start = time.monotonic()
-    rendered, revision = _render(args.repo)
+    rendered, revision, _ = _render(args.repo)
     out = write_rendered(rendered, args.output, revision=revision)
     log.info("render%s objects=%d errors=%d into %s in %.1fs",
              f" rev={revision[:7]}" if revision else "", len(rendered.objects),
@@ -146,7 +164,7 @@ def cmd_render(args: argparse.Namespace) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    rendered, _ = _render(args.repo)
+    rendered, _, _ = _render(args.repo)
     log.info("validate objects=%d errors=%d warnings=%d", len(rendered.objects),
              len(rendered.errors), len(rendered.warnings))
     return 1 if rendered.errors else 0
@@ -163,16 +181,26 @@ def _kube(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     return Kube.in_cluster(pool_size=max(args.workers * 2, 4))
 
 
-def _apply(args: argparse.Namespace, rendered: RenderedSet) -> ChangeSet:
-    from orksync.apply.engine import Applier, ApplyOptions
+def _sync(args: argparse.Namespace, rendered: RenderedSet,
+          catalog: Catalog | None) -> ChangeSet:
+    """Apply, tear down what left Git, prune from the inventory, record the inventory."""
+    from orksync.apply.engine import ApplyOptions
+    from orksync.apply.sync import SyncOptions, hook_renderers, sync_once
 
     kube = _kube(args)
     try:
-        applier = Applier(kube, ApplyOptions(workers=args.workers, dry_run=args.dry_run),
-                          on_change=lambda change: log_change(change, log))
-        return applier.apply(rendered)
+        result = sync_once(
+            kube, rendered, inventory_name=args.name,
+            inventory_namespace=args.inventory_namespace,
+            hooks=hook_renderers(catalog) if catalog is not None else None,
+            options=SyncOptions(apply=ApplyOptions(workers=args.workers, dry_run=args.dry_run),
+                                allow_empty=args.allow_empty, prune_crds=args.prune_crds),
+            on_change=lambda change: log_change(change, log))
     finally:
         kube.close()
+    for reason in result.refused:
+        log.warning("prune refused: %s", reason)
+    return result.changes
 
 
 def cmd_apply(args: argparse.Namespace) -> int:
@@ -180,7 +208,7 @@ def cmd_apply(args: argparse.Namespace) -> int:
 
     start = time.monotonic()
     rendered = read_rendered(args.dir)
-    changes = _apply(args, rendered)
+    changes = _sync(args, rendered, None)
     log.info(summary_line("apply", changes, seconds=time.monotonic() - start))
     return 1 if changes.failed else 0
 
@@ -189,10 +217,10 @@ def cmd_sync(args: argparse.Namespace) -> int:
     from orksync.render.output import write_rendered
 
     start = time.monotonic()
-    rendered, revision = _render(args.repo)
+    rendered, revision, catalog = _render(args.repo)
     if args.output is not None:
         write_rendered(rendered, args.output, revision=revision)
-    changes = _apply(args, rendered)
+    changes = _sync(args, rendered, catalog)
     log.info(summary_line("sync", changes, revision=revision, seconds=time.monotonic() - start,
                           errors=len(rendered.errors)))
     return 1 if changes.failed or rendered.errors else 0

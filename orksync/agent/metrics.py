@@ -1,0 +1,33 @@
+"""The agent's Prometheus metrics, in a registry of their own."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.sync_duration = Histogram("orksync_sync_duration_seconds",
+                                       "Duration of one sync (fetch, render, apply)",
+                                       registry=r, buckets=(0.1, 0.5, 1, 2, 5, 10, 30, 60, 120))
+        self.objects = Counter("orksync_objects_total", "Objects by action, over all syncs",
+                               ["action"], registry=r)
+        self.errors = Counter("orksync_errors_total", "Errors by reason", ["reason"],
+                              registry=r)
+        self.syncs = Counter("orksync_syncs_total", "Syncs by result", ["result"], registry=r)
+        self.last_success = Gauge("orksync_last_successful_sync_timestamp_seconds",
+                                  "Unix time of the last successful sync", registry=r)
+        self.revision = Gauge("orksync_last_applied_revision_info",
+                              "The revision last applied (label), value 1", ["revision"],
+                              registry=r)
+        self.fetch_duration = Histogram("orksync_git_fetch_duration_seconds",
+                                        "Duration of one git fetch", registry=r)
+        self.source_up = Gauge("orksync_source_up", "1 when the git remote answered last time",
+                               registry=r)
+        self.leader = Gauge("orksync_leader", "1 while this replica holds the lease",
+                            registry=r)
+        self.rotations = Counter("orksync_rotations_total", "Secrets rotated", registry=r)
+        self.cert_expiry = Gauge("orksync_certificate_expiry_timestamp_seconds",
+                                 "Expiry of managed TLS certificates", ["secret"], registry=r)

@@ -1,0 +1,323 @@
+"""Writing the status of a custom resource after a sync (semantics §5.6, prior art 5, 15).
+
+* `desired_status` (pure) computes the whole `status` orksync owns:
+  - kstatus conditions `Ready` (True/ReconcileSucceeded, or False/ReconcileError with the
+    first error, scrubbed of secret values and cut to 256 characters), `Reconciling`
+    (False: the sync is done) and `Stalled` (True when the custom resource failed to
+    render), each with `observedGeneration`; `lastTransitionTime` is kept from the live
+    condition of the same type when its status did not change. Conditions of other types
+    found on the live object are kept as they are;
+  - `status.observedGeneration`;
+  - `status.orksync`: `lastAppliedRevision` (the revision of the last fully successful
+    sync), `lastAttemptedRevision`, `inventory` (the children, `str(ObjRef)`), `counts`
+    (changes of this sync by action);
+  - Orkestra's `status.fields[]`, in declaration order, later entries overwriting earlier
+    ones for the same path. Every entry is evaluated against the same data: the custom
+    resource as read before this status write (its *old* status, as Orkestra) plus
+    `.children`, `.inputs`, `.cross`, `.external`, `.ork`. `when` gates an entry;
+    **`or:` (and the legacy `anyOf:`) is honoured too** — orksync fix of Orkestra's bug
+    §7.2 #1, where the status resolver only checked `when`. `clearOnFalse: true` removes
+    the path when the conditions fail; otherwise a failing entry keeps the live value.
+    `type` goes through `coerce_status`. After an error only the conditional entries
+    (with `when`/`or`) are evaluated, as Orkestra does. Only declared paths are written,
+    so status fields of other writers are never claimed.
+* `write_status` (I/O) server-side applies the status to the `/status` subresource under
+  its own field manager (`orksync-status`), with no request at all when the live status
+  already equals the desired one (ignoring `lastTransitionTime`). A CRD without the status
+  subresource answers 404: nothing is written, False is returned (debug log).
+* `read_children` (I/O) builds the `.children` map from the live objects: one LIST per
+  kind and namespace by the label `orkestra-owner=<cr name>`, then a GET for a rendered
+  child the LIST did not find (an object without the label).
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from orksync.apply.kube import Kube
+from orksync.errors import ClusterError
+from orksync.katalog.model import CrdEntry
+from orksync.model import Action, Change, ObjRef, RenderedObject
+from orksync.render.coercion import coerce_status
+from orksync.render.conditions import evaluate_conditions
+from orksync.render.gotemplate import GoTemplateError
+from orksync.secrets.mask import scrub, secret_values
+
+__all__ = ["FIELD_MANAGER", "MAX_CONDITION_MESSAGE", "OWNER_LABEL", "child_secret_values",
+           "desired_status", "first_error", "read_children", "status_equal", "write_status"]
+
+log = logging.getLogger(__name__)
+
+FIELD_MANAGER = "orksync-status"
+MAX_CONDITION_MESSAGE = 256
+OWNER_LABEL = "orkestra-owner"
+OWN_CONDITIONS = ("Ready", "Reconciling", "Stalled")
+_LIVE_ACTIONS = (Action.CREATED, Action.CONFIGURED, Action.UNCHANGED)
+
+
+def rfc3339(now: datetime) -> str:
+    if now.tzinfo is None:
+        now = now.replace(tzinfo=UTC)
+    return now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def first_error(changes: Sequence[Change], render_error: str | None) -> str | None:
+    """The error text of a sync of one custom resource: the render error, else the first
+    failed change (`<ref>: <message>`); None when everything succeeded."""
+    if render_error:
+        return render_error
+    for change in changes:
+        if change.action is Action.FAILED:
+            return f"{change.ref}: {change.message}" if change.message else str(change.ref)
+    return None
+
+
+def child_secret_values(children: Iterable[RenderedObject]) -> list[str]:
+    """Every secret value of the rendered Secrets, for scrubbing messages."""
+    out: list[str] = []
+    for obj in children:
+        if obj.ref.kind == "Secret" and obj.ref.api_version == "v1":
+            out.extend(secret_values(obj.body))
+    return out
+
+
+def desired_status(cr_live: Mapping[str, Any], entry: CrdEntry, templates: Any,
+                   changes_for_cr: Sequence[Change], *, revision: str,
+                   render_error: str | None, now: datetime,
+                   children: Mapping[str, Any] | None = None,
+                   secrets: Iterable[str] = ()) -> dict[str, Any]:
+    """The `status` orksync writes for one custom resource (see the module doc).
+
+    `templates` is the Katalog's `Templates` (its `render` and `clock` are used);
+    `children` is `read_children`'s map; `secrets` are values to scrub from messages."""
+    meta = cr_live.get("metadata") or {}
+    generation = meta.get("generation")
+    live_status = cr_live.get("status") if isinstance(cr_live.get("status"), Mapping) else {}
+    cr_ref = ObjRef.of(cr_live)
+    error = first_error(changes_for_cr, render_error)
+    status: dict[str, Any] = {}
+
+    # Orkestra's status.fields, on top of the live values of the declared paths.
+    fields = ((entry.operator_box.get("status") or {}).get("fields")) or []
+    data = _data(cr_live, entry, children)
+    for spec in fields:
+        path = str(spec.get("path") or "").strip().lstrip(".")
+        if not isinstance(spec, Mapping) or not path:
+            continue
+        parts = path.split(".")
+        if parts[0] in ("conditions", "observedGeneration", "orksync"):
+            log.warning("%s: status field %s is reserved for orksync; ignored", cr_ref, path)
+            continue
+        current = _get(live_status, parts)
+        if current is not _MISSING and _get(status, parts) is _MISSING:
+            _set(status, parts, copy.deepcopy(current))
+        when = spec.get("when")
+        or_ = spec.get("or") if spec.get("or") is not None else spec.get("anyOf")
+        if error and when is None and or_ is None:
+            continue  # after an error only the conditional entries run (Orkestra)
+        try:
+            passed = evaluate_conditions(data, when, or_, templates.render,
+                                         clock=templates.clock)
+        except (GoTemplateError, ValueError, TypeError) as err:
+            log.warning("%s: status field %s: condition error: %s", cr_ref, path, err)
+            continue
+        if not passed:
+            if spec.get("clearOnFalse"):
+                _delete(status, parts)
+            continue
+        raw = spec.get("value", "")
+        try:
+            text = templates.render(raw, data) if isinstance(raw, str) and "{{" in raw else raw
+            value = coerce_status(text, str(spec.get("type") or "string"))
+        except (GoTemplateError, ValueError, TypeError) as err:
+            log.warning("%s: status field %s: %s", cr_ref, path, scrub(str(err), secrets))
+            continue
+        _set(status, parts, value)
+
+    # kstatus conditions.
+    existing = {c.get("type"): c for c in live_status.get("conditions") or []
+                if isinstance(c, Mapping)}
+    if error:
+        message = scrub(error, secrets)[:MAX_CONDITION_MESSAGE]
+        ready = ("False", "ReconcileError", message)
+    else:
+        ready = ("True", "ReconcileSucceeded",
+                 f"applied revision {revision}" if revision else "applied")
+    stalled = ("True", "RenderFailed", scrub(render_error, secrets)[:MAX_CONDITION_MESSAGE]) \
+        if render_error else ("False", "NotStalled", "")
+    wanted = {"Ready": ready, "Reconciling": ("False", "ReconcileComplete", ""),
+              "Stalled": stalled}
+    conditions = [c for t, c in existing.items() if t not in OWN_CONDITIONS]
+    for ctype in OWN_CONDITIONS:
+        value, reason, message = wanted[ctype]
+        cond: dict[str, Any] = {"type": ctype, "status": value, "reason": reason,
+                                "message": message}
+        if generation is not None:
+            cond["observedGeneration"] = generation
+        prior = existing.get(ctype)
+        cond["lastTransitionTime"] = prior["lastTransitionTime"] if (
+            prior and prior.get("status") == value and prior.get("lastTransitionTime")) \
+            else rfc3339(now)
+        conditions.append(cond)
+    status["conditions"] = conditions
+    if generation is not None:
+        status["observedGeneration"] = generation
+
+    previous = live_status.get("orksync") if isinstance(live_status.get("orksync"),
+                                                         Mapping) else {}
+    counts = Counter(c.action.value for c in changes_for_cr if c.ref != cr_ref)
+    status["orksync"] = {
+        "lastAppliedRevision": revision if not error else
+        str(previous.get("lastAppliedRevision") or ""),
+        "lastAttemptedRevision": revision,
+        "inventory": sorted({str(c.ref) for c in changes_for_cr
+                             if c.ref != cr_ref and c.action in _LIVE_ACTIONS}),
+        "counts": dict(sorted(counts.items())),
+    }
+    return status
+
+
+def _data(cr_live: Mapping[str, Any], entry: CrdEntry,
+          children: Mapping[str, Any] | None) -> dict[str, Any]:
+    data = copy.deepcopy(dict(cr_live))
+    data.setdefault("spec", {})
+    data.setdefault("status", {})
+    data.update({"inputs": {}, "cross": {}, "external": {},
+                 "children": dict(children or {}),
+                 "ork": {"katalog": entry.katalog, "crd": entry.key}})
+    return data
+
+
+_MISSING = object()
+
+
+def _get(root: Mapping[str, Any], parts: list[str]) -> Any:
+    node: Any = root
+    for part in parts:
+        if not isinstance(node, Mapping) or part not in node:
+            return _MISSING
+        node = node[part]
+    return node
+
+
+def _set(root: dict[str, Any], parts: list[str], value: Any) -> None:
+    node = root
+    for part in parts[:-1]:
+        nxt = node.get(part)
+        if not isinstance(nxt, dict):
+            nxt = node[part] = {}
+        node = nxt
+    node[parts[-1]] = value
+
+
+def _delete(root: dict[str, Any], parts: list[str]) -> None:
+    """Remove a path and the maps it leaves empty."""
+    trail: list[dict[str, Any]] = [root]
+    node: Any = root
+    for part in parts[:-1]:
+        node = node.get(part) if isinstance(node, dict) else None
+        if not isinstance(node, dict):
+            return
+        trail.append(node)
+    node.pop(parts[-1], None)
+    for depth in range(len(parts) - 2, -1, -1):
+        if not trail[depth + 1]:
+            trail[depth].pop(parts[depth], None)
+
+
+def _without_transition_times(status: Any) -> Any:
+    if not isinstance(status, Mapping):
+        return status
+    out = dict(status)
+    if isinstance(out.get("conditions"), list):
+        out["conditions"] = [{k: v for k, v in c.items() if k != "lastTransitionTime"}
+                             if isinstance(c, Mapping) else c for c in out["conditions"]]
+    return out
+
+
+def status_equal(live: Any, desired: Any) -> bool:
+    """Equal, ignoring the conditions' `lastTransitionTime`."""
+    return bool(_without_transition_times(live or {}) == _without_transition_times(desired))
+
+
+# --- I/O -------------------------------------------------------------------------------
+
+def write_status(kube: Kube, cr_ref: ObjRef, status: Mapping[str, Any], *,
+                 field_manager: str = FIELD_MANAGER,
+                 live: Mapping[str, Any] | None = None) -> bool:
+    """Server-side apply `status` to the custom resource's `/status`. Returns True when a
+    write was sent and accepted. `live` is the custom resource as last read (the caller
+    has it from desired_status); without it one GET is made. No request at all when the
+    live status already equals the desired one."""
+    res = kube.resource(cr_ref.api_version, cr_ref.kind)
+    if live is None:
+        live = kube.get_or_none(res, cr_ref.namespace, cr_ref.name)
+        if live is None:
+            log.debug("%s: not found; status not written", cr_ref)
+            return False
+    if status_equal(live.get("status"), status):
+        return False
+    meta: dict[str, Any] = {"name": cr_ref.name}
+    if cr_ref.namespace and res.namespaced:
+        meta["namespace"] = cr_ref.namespace
+    body = {"apiVersion": cr_ref.api_version, "kind": cr_ref.kind, "metadata": meta,
+            "status": dict(status)}
+    try:
+        kube.apply(res, body, field_manager=field_manager, force=True, subject=str(cr_ref),
+                   subresource="status")
+    except ClusterError as err:
+        if err.status == 404:
+            log.debug("%s: no status subresource (or the object is gone); status not "
+                      "written: %s", cr_ref, err)
+            return False
+        raise
+    return True
+
+
+def read_children(kube: Kube, cr_ref: ObjRef,
+                  rendered_children: Sequence[RenderedObject]) -> dict[str, Any]:
+    """`.children` from the live objects: `<kind>` (lowercase) = the first child of that
+    kind (render order) and `<plural>` = {name: object}; kinds not served and children
+    not found are left out."""
+    wanted = [o.ref for o in rendered_children]
+    found: dict[ObjRef, dict[str, Any]] = {}
+    plural: dict[tuple[str, str], str] = {}
+    groups = sorted({(r.api_version, r.kind, r.namespace) for r in wanted})
+    selector = f"{OWNER_LABEL}={cr_ref.name}"
+    refs = set(wanted)
+    for api_version, kind, namespace in groups:
+        try:
+            res = kube.resource(api_version, kind)
+            plural[(api_version, kind)] = res.plural
+            for item in kube.list(res, namespace=namespace if res.namespaced else "",
+                                  label_selector=selector):
+                ref = ObjRef.of(item)
+                if ref in refs:
+                    found[ref] = item
+        except ClusterError as err:
+            log.debug("%s: cannot list %s %s for .children: %s", cr_ref, api_version, kind,
+                      err)
+    for ref in wanted:
+        if ref in found or (ref.api_version, ref.kind) not in plural:
+            continue
+        try:
+            item = kube.get_or_none(kube.resource(ref.api_version, ref.kind), ref.namespace,
+                                    ref.name)
+        except ClusterError as err:
+            log.debug("%s: cannot read %s for .children: %s", cr_ref, ref, err)
+            continue
+        if item is not None:
+            found[ref] = item
+    out: dict[str, Any] = {}
+    for ref in wanted:
+        item = found.get(ref)
+        if item is None:
+            continue
+        out.setdefault(ref.kind.lower(), item)
+        out.setdefault(plural[(ref.api_version, ref.kind)], {})[ref.name] = item
+    return out
