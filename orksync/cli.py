@@ -110,6 +110,45 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--namespace", default="", help="only Secrets in this namespace")
     _add_cluster_flags(p)
 
+    p = sub.add_parser("agent", help="run the in-cluster agent: fetch, render, sync, repeat",
+                       description="Keep the cluster equal to a Git repository: fetch it every "
+                       "interval, render it when the revision moved, sync it (apply, prune), "
+                       "rotate due Secrets on a schedule of its own. Leader-elected on a Lease; "
+                       "serves /healthz, /readyz and /metrics. Every flag has an ORKSYNC_* "
+                       "environment variable.")
+    env = os.environ.get
+    p.add_argument("--repo-url", default=env("ORKSYNC_REPO_URL"), required=not env(
+        "ORKSYNC_REPO_URL"), help="Git URL (https://, ssh://, git://, file://) [ORKSYNC_REPO_URL]")
+    p.add_argument("--ref", default=env("ORKSYNC_REF", "main"),
+                   help="branch, tag or commit [ORKSYNC_REF, default main]")
+    p.add_argument("--path", default=env("ORKSYNC_PATH", ""),
+                   help="directory inside the repository [ORKSYNC_PATH]")
+    p.add_argument("--interval", type=float, default=float(env("ORKSYNC_INTERVAL", "60")),
+                   help="seconds between syncs [ORKSYNC_INTERVAL, default 60]")
+    p.add_argument("--rotate-interval", type=float,
+                   default=float(env("ORKSYNC_ROTATE_INTERVAL", "3600")),
+                   help="seconds between rotation checks [ORKSYNC_ROTATE_INTERVAL, 3600]")
+    p.add_argument("--state-dir", type=Path, default=Path(env("ORKSYNC_STATE_DIR",
+                                                             "/var/lib/orksync")),
+                   help="working copy and rendered revisions [ORKSYNC_STATE_DIR]")
+    p.add_argument("--listen", default=env("ORKSYNC_LISTEN", "0.0.0.0:8080"),
+                   help="address of /healthz, /readyz, /metrics [ORKSYNC_LISTEN]")
+    p.add_argument("--no-leader-elect", action="store_true",
+                   default=env("ORKSYNC_LEADER_ELECT", "true") == "false",
+                   help="write without holding the Lease (a single replica only)")
+    p.add_argument("--lease-namespace", default=env("ORKSYNC_LEASE_NAMESPACE",
+                                                    "orksync-system"))
+    p.add_argument("--lease-duration", type=float,
+                   default=float(env("ORKSYNC_LEASE_DURATION", "15")))
+    p.add_argument("--git-username-file", type=Path, default=env("ORKSYNC_GIT_USERNAME_FILE"))
+    p.add_argument("--git-password-file", type=Path, default=env("ORKSYNC_GIT_PASSWORD_FILE"),
+                   help="file holding the password or token (read at every fetch)")
+    p.add_argument("--git-ssh-key-file", type=Path, default=env("ORKSYNC_GIT_SSH_KEY_FILE"))
+    p.add_argument("--git-known-hosts-file", type=Path,
+                   default=env("ORKSYNC_GIT_KNOWN_HOSTS_FILE"))
+    _add_cluster_flags(p)
+    _add_sync_flags(p)
+
     sub.add_parser("version", help="print the version")
     return parser
 
@@ -249,9 +288,29 @@ def cmd_rotate(args: argparse.Namespace) -> int:
     return 1 if changes.failed else 0
 
 
+def cmd_agent(args: argparse.Namespace) -> int:
+    from orksync.agent.runner import Agent, AgentConfig
+    from orksync.source.git import GitAuth
+
+    auth = GitAuth(username_file=args.git_username_file, password_file=args.git_password_file,
+                   ssh_key_file=args.git_ssh_key_file,
+                   known_hosts_file=args.git_known_hosts_file)
+    config = AgentConfig(repo_url=args.repo_url, ref=args.ref, path=args.path,
+                         interval=args.interval, rotate_interval=args.rotate_interval,
+                         state_dir=args.state_dir, listen=args.listen,
+                         leader_elect=not args.no_leader_elect,
+                         lease_name=f"orksync-{args.name}",
+                         lease_namespace=args.lease_namespace,
+                         lease_duration=args.lease_duration, name=args.name,
+                         inventory_namespace=args.inventory_namespace, workers=args.workers,
+                         auth=auth)
+    return Agent(config, _kube(args)).run()
+
+
 COMMANDS = {
     "render": cmd_render,
     "validate": cmd_validate,
+    "agent": cmd_agent,
     "apply": cmd_apply,
     "sync": cmd_sync,
     "rotate": cmd_rotate,

@@ -106,8 +106,10 @@ def desired_status(cr_live: Mapping[str, Any], entry: CrdEntry, templates: Any,
     fields = ((entry.operator_box.get("status") or {}).get("fields")) or []
     data = _data(cr_live, entry, children)
     for spec in fields:
+        if not isinstance(spec, Mapping):
+            continue
         path = str(spec.get("path") or "").strip().lstrip(".")
-        if not isinstance(spec, Mapping) or not path:
+        if not path:
             continue
         parts = path.split(".")
         if parts[0] in ("conditions", "observedGeneration", "orksync"):

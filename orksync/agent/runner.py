@@ -1,0 +1,261 @@
+"""The agent loop: every interval (with jitter), as the leader, fetch the repository, render
+it when the revision moved, and sync it; rotate due Secrets on a schedule of its own.
+
+APScheduler runs the two jobs, never overlapping (one instance each); a failed sync backs
+off exponentially (interval x 2^failures, at most 15 minutes). SIGTERM lets the current
+job finish, releases the lease and stops the HTTP server. An unreachable remote keeps the
+last good revision: the agent keeps syncing it and says so in /readyz and the metrics.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import shutil
+import signal
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from apscheduler.schedulers.background import BackgroundScheduler
+
+from orksync.agent.lease import LeaderElector
+from orksync.agent.metrics import Metrics
+from orksync.agent.server import serve
+from orksync.apply.engine import ApplyOptions
+from orksync.apply.kube import Kube
+from orksync.apply.secrets import rotate_due
+from orksync.apply.sync import SyncOptions, ensure_namespace, hook_renderers, sync_once
+from orksync.errors import OrksyncError, SourceError
+from orksync.katalog.loader import load_repository
+from orksync.katalog.model import Catalog
+from orksync.logs import log_change, summary_line
+from orksync.model import Action, RenderedSet
+from orksync.render.engine import render_catalog
+from orksync.render.notes.random import CryptoRandom
+from orksync.render.output import write_rendered
+from orksync.source.git import GitAuth, GitSource, GitSourceSpec, Revision
+
+log = logging.getLogger("orksync.agent")
+
+MAX_BACKOFF = 900.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AgentConfig:
+    repo_url: str
+    ref: str = "main"
+    path: str = ""
+    interval: float = 60.0
+    jitter: float = 0.05  # a fraction of the interval
+    rotate_interval: float = 3600.0
+    state_dir: Path = Path("/var/lib/orksync")
+    keep_revisions: int = 5
+    listen: str = "0.0.0.0:8080"
+    leader_elect: bool = True
+    lease_name: str = "orksync"
+    lease_namespace: str = "orksync-system"
+    lease_duration: float = 15.0
+    identity: str = field(default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}")
+    name: str = "default"
+    inventory_namespace: str = "orksync-system"
+    workers: int = 8
+    auth: GitAuth = field(default_factory=GitAuth)
+
+
+@dataclass(slots=True)
+class _State:
+    revision: Revision | None = None
+    catalog: Catalog | None = None
+    rendered: RenderedSet | None = None
+    failures: int = 0
+    next_attempt: float = 0.0
+    synced_once: bool = False
+    last_error: str = ""
+    source_error: str = ""
+
+
+class Agent:
+    def __init__(self, config: AgentConfig, kube: Kube, metrics: Metrics | None = None) -> None:
+        self.config = config
+        self.kube = kube
+        self.metrics = metrics or Metrics()
+        self.state = _State()
+        self.stop_event = threading.Event()
+        self.source = GitSource(GitSourceSpec(url=config.repo_url, ref=config.ref,
+                                              path=config.path, auth=config.auth),
+                                config.state_dir / "checkout")
+        self.elector = LeaderElector(kube, name=config.lease_name,
+                                     namespace=config.lease_namespace,
+                                     identity=config.identity,
+                                     duration=config.lease_duration) \
+            if config.leader_elect else None
+        self.lock = threading.Lock()  # one job touches the cluster at a time
+
+    # --- readiness -----------------------------------------------------------------------
+
+    def ready(self) -> tuple[bool, str]:
+        if self.elector is not None and not self.elector.is_leader:
+            return True, "standby: another replica holds the lease"
+        if not self.state.synced_once:
+            why = f": {self.state.last_error}" if self.state.last_error else ""
+            return False, f"not synced yet{why}"
+        if self.state.source_error:
+            return True, f"serving the last good revision: {self.state.source_error}"
+        return True, "ok"
+
+    # --- jobs ----------------------------------------------------------------------------
+
+    def is_leader(self) -> bool:
+        leader = self.elector.try_acquire() if self.elector is not None else True
+        self.metrics.leader.set(1 if leader else 0)
+        return leader
+
+    def sync_job(self) -> None:
+        if self.stop_event.is_set() or time.monotonic() < self.state.next_attempt:
+            return
+        with self.lock:
+            if not self.is_leader():
+                return
+            start = time.monotonic()
+            try:
+                ok = self.sync()
+            except OrksyncError as err:
+                ok = False
+                self.state.last_error = str(err)
+                self.metrics.errors.labels(reason=type(err).__name__).inc()
+                log.error("sync failed: %s", err)
+            duration = time.monotonic() - start
+            self.metrics.sync_duration.observe(duration)
+            self.metrics.syncs.labels(result="success" if ok else "failure").inc()
+            if ok:
+                self.state.failures = 0
+                self.state.next_attempt = 0.0
+                self.metrics.last_success.set(time.time())
+            else:
+                self.state.failures += 1
+                backoff = min(self.config.interval * 2 ** self.state.failures, MAX_BACKOFF)
+                self.state.next_attempt = time.monotonic() + backoff
+                log.info("next sync attempt in %.0fs (failure %d)", backoff,
+                         self.state.failures)
+
+    def fetch(self) -> Revision | None:
+        start = time.monotonic()
+        try:
+            revision = self.source.fetch()
+        except SourceError as err:
+            self.metrics.source_up.set(0)
+            self.metrics.errors.labels(reason="source").inc()
+            self.state.source_error = str(err)
+            log.error("git: %s; keeping revision %s", err,
+                      self.state.revision.sha[:7] if self.state.revision else "none")
+            return self.state.revision
+        finally:
+            self.metrics.fetch_duration.observe(time.monotonic() - start)
+        self.metrics.source_up.set(1)
+        self.state.source_error = ""
+        return revision
+
+    def sync(self) -> bool:
+        revision = self.fetch()
+        if revision is None:
+            self.state.last_error = self.state.source_error
+            return False
+        if self.state.rendered is None or self.state.revision is None or \
+                revision.sha != self.state.revision.sha:
+            catalog = load_repository(revision.path)
+            rendered = render_catalog(catalog)
+            for warning in rendered.warnings:
+                log.warning("warning: %s", warning)
+            for err in rendered.errors:
+                log.error("error: %s", err)
+            self.write_revision(rendered, revision.sha)
+            self.state.revision, self.state.catalog, self.state.rendered = \
+                revision, catalog, rendered
+        rendered = self.state.rendered
+        start = time.monotonic()
+        result = sync_once(
+            self.kube, rendered, inventory_name=self.config.name,
+            inventory_namespace=self.config.inventory_namespace,
+            hooks=hook_renderers(self.state.catalog) if self.state.catalog else None,
+            options=SyncOptions(apply=ApplyOptions(workers=self.config.workers)),
+            on_change=lambda change: log_change(change, log))
+        for change in result.changes.changes:
+            self.metrics.objects.labels(action=change.action.value).inc()
+        for reason in result.refused:
+            log.warning("prune refused: %s", reason)
+        log.info(summary_line("sync", result.changes, revision=revision.sha,
+                              seconds=time.monotonic() - start, errors=len(rendered.errors)))
+        self.metrics.revision.clear()
+        self.metrics.revision.labels(revision=revision.sha).set(1)
+        ok = not rendered.errors and not result.changes.failed
+        self.state.synced_once = self.state.synced_once or ok
+        self.state.last_error = "" if ok else (
+            f"{len(rendered.errors)} render error(s), {len(result.changes.failed)} failed")
+        return ok
+
+    def write_revision(self, rendered: RenderedSet, sha: str) -> None:
+        """`<state dir>/rendered/<sha>/`, written atomically; the last N kept."""
+        root = self.config.state_dir / "rendered"
+        target = root / sha
+        if not target.exists():
+            write_rendered(rendered, target, revision=sha)
+        old = sorted((p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")),
+                     key=lambda p: p.stat().st_mtime, reverse=True)
+        for path in old[self.config.keep_revisions:]:
+            shutil.rmtree(path, ignore_errors=True)
+
+    def rotate_job(self) -> None:
+        if self.stop_event.is_set():
+            return
+        with self.lock:
+            if not self.is_leader():
+                return
+            try:
+                changes = rotate_due(self.kube, now=datetime.now(UTC), random=CryptoRandom())
+            except OrksyncError as err:
+                self.metrics.errors.labels(reason="rotate").inc()
+                log.error("rotation failed: %s", err)
+                return
+            for change in changes.changes:
+                log_change(change, log)
+            self.metrics.rotations.inc(changes.counts()[Action.CONFIGURED])
+
+    # --- lifecycle -----------------------------------------------------------------------
+
+    def run(self) -> int:
+        self.config.state_dir.mkdir(parents=True, exist_ok=True)
+        if self.elector is not None:
+            ensure_namespace(self.kube, self.config.lease_namespace)
+        server = serve(self.config.listen, self.metrics.registry, self.ready)
+        log.info("agent %s: %s@%s every %.0fs; listening on %s", self.config.identity,
+                 self.config.repo_url, self.config.ref, self.config.interval,
+                 f"{server.server_address[0]}:{server.server_address[1]}")
+        scheduler = BackgroundScheduler(timezone="UTC")
+        jitter = max(int(self.config.interval * self.config.jitter), 0) or None
+        common: dict[str, Any] = {"max_instances": 1, "coalesce": True}
+        scheduler.add_job(self.sync_job, "interval", seconds=self.config.interval,
+                          jitter=jitter, next_run_time=datetime.now(UTC), id="sync", **common)
+        scheduler.add_job(self.rotate_job, "interval", seconds=self.config.rotate_interval,
+                          jitter=max(int(self.config.rotate_interval * 0.05), 1), id="rotate",
+                          next_run_time=datetime.now(UTC) + timedelta(seconds=random.uniform(1, 5)),
+                          **common)
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda *_: self.stop_event.set())
+        scheduler.start()
+        self.stop_event.wait()
+        log.info("agent: stopping (finishing the current job)")
+        scheduler.shutdown(wait=True)
+        with self.lock:
+            if self.elector is not None:
+                self.elector.release()
+        server.shutdown()
+        self.kube.close()
+        log.info("agent: stopped")
+        return 0
+

@@ -1,0 +1,148 @@
+"""Kubernetes Events on custom resources (prior art 13, 15): one Event per sync of a custom
+resource when something changed or failed, never for an unchanged sync.
+
+* `sync_event` (pure) decides: None for an unchanged sync, else (type, reason, message):
+  `Normal <Kind>Reconciled` "created 2, configured 1: Deployment/ns/x, Service/ns/y" or
+  `Warning <Kind>ReconcileError` with the first error (Orkestra's reasons, §5.1 step 15).
+* `emit` (I/O) creates the core/v1 Event in the custom resource's namespace ("default"
+  for a cluster-scoped one). The message is scrubbed of the given secret values and cut
+  to 1024 characters. Best effort: a refused Event is logged, never raised.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from orksync.apply.kube import Kube
+from orksync.apply.status import (
+    child_secret_values,
+    desired_status,
+    first_error,
+    read_children,
+    rfc3339,
+    write_status,
+)
+from orksync.errors import ClusterError
+from orksync.katalog.model import Catalog, CustomResource
+from orksync.model import Action, Change, ChangeSet, ObjRef, RenderedObject, RenderedSet
+from orksync.secrets.mask import scrub
+
+__all__ = ["MAX_EVENT_MESSAGE", "emit", "report_sync", "sync_event"]
+
+log = logging.getLogger(__name__)
+
+MAX_EVENT_MESSAGE = 1024
+_REPORTED = (Action.CREATED, Action.CONFIGURED, Action.DELETED)
+
+
+def sync_event(cr_ref: ObjRef, changes_for_cr: Sequence[Change],
+               render_error: str | None = None) -> tuple[str, str, str] | None:
+    """(type, reason, message) of the Event summarising one sync of one custom resource,
+    or None when nothing changed and nothing failed."""
+    error = first_error(changes_for_cr, render_error)
+    if error:
+        failed = sum(1 for c in changes_for_cr if c.action is Action.FAILED)
+        prefix = f"failed {failed}: " if failed else "render failed: "
+        return "Warning", f"{cr_ref.kind}ReconcileError", prefix + error
+    changed = [c for c in changes_for_cr if c.action in _REPORTED]
+    if not changed:
+        return None
+    counts = ", ".join(f"{a.value} {n}" for a in _REPORTED
+                       if (n := sum(1 for c in changed if c.action is a)))
+    refs = ", ".join(str(c.ref) for c in changed)
+    return "Normal", f"{cr_ref.kind}Reconciled", f"{counts}: {refs}"
+
+
+def emit(kube: Kube, cr_ref: ObjRef, cr_uid: str, *, reason: str, message: str,
+         type: str = "Normal", component: str = "orksync",
+         secrets: Iterable[str] = (), now: datetime | None = None) -> dict[str, Any] | None:
+    """Create one Event about the custom resource; the created Event, or None when the
+    API server refused it."""
+    if type not in ("Normal", "Warning"):
+        raise ValueError(f"event type must be Normal or Warning, not {type!r}")
+    namespace = cr_ref.namespace or "default"
+    stamp = rfc3339(now or datetime.now(UTC))
+    body = {
+        "apiVersion": "v1", "kind": "Event",
+        "metadata": {"name": f"{cr_ref.name}.{uuid.uuid4().hex[:16]}",
+                     "namespace": namespace},
+        "involvedObject": {"apiVersion": cr_ref.api_version, "kind": cr_ref.kind,
+                           "name": cr_ref.name, "namespace": cr_ref.namespace,
+                           "uid": cr_uid},
+        "reason": reason,
+        "message": scrub(message, secrets)[:MAX_EVENT_MESSAGE],
+        "type": type,
+        "count": 1,
+        "firstTimestamp": stamp,
+        "lastTimestamp": stamp,
+        "source": {"component": component},
+        "reportingComponent": component,
+    }
+    if not cr_ref.namespace:
+        del body["involvedObject"]["namespace"]  # type: ignore[attr-defined]
+    try:
+        return kube.create(kube.resource("v1", "Event"), body, field_manager=component,
+                           subject=f"Event for {cr_ref}")
+    except ClusterError as err:
+        log.warning("%s: event %s not recorded: %s", cr_ref, reason, err)
+        return None
+
+
+def report_sync(kube: Kube, catalog: Catalog, rendered: RenderedSet, changes: ChangeSet, *,
+                revision: str, now: datetime | None = None,
+                clock: Callable[[], datetime] | None = None) -> list[ObjRef]:
+    """After a sync: for every custom resource of the catalog that exists in the cluster,
+    read its children back, write its status (orksync.apply.status) and emit one Event
+    when something changed or failed. Returns the custom resources whose status was
+    written. Best effort: a failure is logged and the next custom resource is handled."""
+    from orksync.render.engine import templates_for
+    from orksync.render.templates import utc_now
+
+    now = now or datetime.now(UTC)
+    templates = {k.name: templates_for(k, clock or utc_now) for k in catalog.katalogs}
+    render_errors: dict[str, str] = {}
+    for err in rendered.errors:
+        obj = getattr(err, "obj", "")
+        if obj and obj not in render_errors:
+            render_errors[obj] = getattr(err, "detail", str(err))
+    by_owner: dict[ObjRef, list[RenderedObject]] = {}
+    for o in rendered.objects:
+        if o.owner is not None:
+            by_owner.setdefault(o.owner, []).append(o)
+    by_ref: dict[ObjRef, list[Change]] = {}
+    for c in changes.changes:
+        by_ref.setdefault(c.ref, []).append(c)
+    written: list[ObjRef] = []
+    for cr in catalog.crs:
+        try:
+            if _report_one(kube, cr, templates[cr.entry.katalog], by_owner.get(cr.ref, []),
+                           by_ref, render_errors.get(str(cr.ref)), revision, now):
+                written.append(cr.ref)
+        except ClusterError as err:
+            log.warning("%s: status not written: %s", cr.ref, err)
+    return written
+
+
+def _report_one(kube: Kube, cr: CustomResource, templates: Any,
+                children: list[RenderedObject], by_ref: dict[ObjRef, list[Change]],
+                render_error: str | None, revision: str, now: datetime) -> bool:
+    res = kube.resource(cr.ref.api_version, cr.ref.kind)
+    live = kube.get_or_none(res, cr.ref.namespace, cr.ref.name)
+    if live is None:
+        return False
+    mine = [c for ref in (cr.ref, *(o.ref for o in children)) for c in by_ref.get(ref, [])]
+    secrets = child_secret_values(children)
+    status = desired_status(live, cr.entry, templates, mine, revision=revision,
+                            render_error=render_error, now=now,
+                            children=read_children(kube, cr.ref, children), secrets=secrets)
+    written = write_status(kube, cr.ref, status, live=live)
+    event = sync_event(cr.ref, mine, render_error)
+    if event is not None:
+        kind, reason, message = event
+        emit(kube, cr.ref, str(live["metadata"].get("uid") or ""), reason=reason,
+             message=message, type=kind, secrets=secrets, now=now)
+    return written

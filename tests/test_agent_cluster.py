@@ -1,0 +1,181 @@
+"""The agent as a real process: a git daemon on 127.0.0.1 feeds it, it syncs into the real
+control plane, serves /readyz and /metrics, and hands over the lease when killed."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from orksync.apply.kube import Kube
+from orksync.testing.controlplane import ControlPlane
+from tests.helpers import CRD, KATALOG, widget, write_repo
+
+pytestmark = pytest.mark.cluster
+
+GIT = ["git", "-c", "user.name=t", "-c", "user.email=t@example.com"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def commit(repo: Path, message: str) -> None:
+    subprocess.run(["git", "add", "-A"], cwd=repo, check=True)
+    subprocess.run([*GIT, "commit", "-qm", message], cwd=repo, check=True)
+
+
+def wait_for(what: str, check: Callable[[], bool], timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def http_get(port: int, path: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as resp:
+            return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as err:
+        return err.code, err.read().decode()
+    except OSError:
+        return 0, ""
+
+
+@pytest.fixture
+def git_daemon(tmp_path: Path) -> Iterator[tuple[Path, str, subprocess.Popen[bytes]]]:
+    base = tmp_path / "served"
+    repo = base / "platform"
+    repo.mkdir(parents=True)
+    subprocess.run(["git", "init", "-q", "-b", "main"], cwd=repo, check=True)
+    port = free_port()
+    daemon = subprocess.Popen(["git", "daemon", f"--base-path={base}", "--export-all",
+                               "--reuseaddr", "--listen=127.0.0.1", f"--port={port}", str(base)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_for("git daemon", lambda: _connectable(port), 20)
+    yield repo, f"git://127.0.0.1:{port}/platform", daemon
+    daemon.terminate()
+    daemon.wait(10)
+
+
+def _connectable(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+class AgentProcess:
+    def __init__(self, control_plane: ControlPlane, url: str, state: Path, *,
+                 lease_duration: float = 15, name: str = "default") -> None:
+        self.port = free_port()
+        self.log = state / "agent.log"
+        state.mkdir(parents=True, exist_ok=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "orksync", "agent", "--repo-url", url, "--interval", "1",
+             "--state-dir", str(state), "--listen", f"127.0.0.1:{self.port}",
+             "--kubeconfig", str(control_plane.kubeconfig), "--name", name,
+             "--lease-duration", str(lease_duration)],
+            stdout=subprocess.DEVNULL, stderr=self.log.open("w"), start_new_session=True)
+
+    def text(self) -> str:
+        return self.log.read_text()
+
+    def stop(self, sig: int = signal.SIGTERM) -> int:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, sig)
+        return self.proc.wait(30)
+
+
+def test_the_agent_follows_commits_and_survives_a_broken_commit_and_a_dead_remote(
+        control_plane: ControlPlane, git_daemon: tuple[Path, str, subprocess.Popen[bytes]],
+        tmp_path: Path) -> None:
+    repo, url, daemon = git_daemon
+    ns = f"t-{uuid.uuid4().hex[:8]}"
+    write_repo(repo, {"katalog.yaml": KATALOG, "crd.yaml": CRD,
+                      "a.yaml": widget("a", ns, image="nginx")})
+    commit(repo, "first")
+    kube = Kube.from_kubeconfig(control_plane.kubeconfig)
+    deploys = kube.resource("apps/v1", "Deployment")
+    name = f"agent-{uuid.uuid4().hex[:6]}"
+    agent = AgentProcess(control_plane, url, tmp_path / "state", name=name)
+    try:
+        wait_for("the first sync", lambda: kube.get_or_none(deploys, ns, "a") is not None)
+        wait_for("readiness", lambda: http_get(agent.port, "/readyz")[0] == 200)
+
+        write_repo(repo, {"b.yaml": widget("b", ns, image="nginx")})
+        commit(repo, "add b")
+        wait_for("the commit to be applied", lambda: kube.get_or_none(deploys, ns, "b")
+                 is not None)
+
+        (repo / "b.yaml").unlink()
+        commit(repo, "remove b")
+        wait_for("b to be deleted", lambda: kube.get_or_none(
+            kube.resource("test.orksync.io/v1", "Widget"), ns, "b") is None)
+
+        write_repo(repo, {"broken.yaml": "apiVersion: v1\nkind: [\n"})
+        commit(repo, "broken")
+        wait_for("the broken commit to be reported", lambda: "broken.yaml" in agent.text())
+        assert kube.get_or_none(deploys, ns, "a") is not None  # nothing pruned
+        status, metrics = http_get(agent.port, "/metrics")
+        assert status == 200
+        assert 'orksync_syncs_total{result="success"}' in metrics
+        assert 'orksync_syncs_total{result="failure"}' in metrics
+
+        (repo / "broken.yaml").unlink()
+        commit(repo, "fixed")
+        daemon.terminate()
+        daemon.wait(10)
+        wait_for("the dead remote to be reported",
+                 lambda: "last good revision" in http_get(agent.port, "/readyz")[1])
+        assert "orksync_source_up 0.0" in http_get(agent.port, "/metrics")[1]
+        assert kube.get_or_none(deploys, ns, "a") is not None
+        assert agent.stop() == 0
+        assert "agent: stopped" in agent.text()
+    finally:
+        agent.stop(signal.SIGKILL)
+        kube.close()
+
+
+def test_only_the_leader_writes_and_a_standby_takes_over_when_it_dies(
+        control_plane: ControlPlane, git_daemon: tuple[Path, str, subprocess.Popen[bytes]],
+        tmp_path: Path) -> None:
+    repo, url, _ = git_daemon
+    ns = f"t-{uuid.uuid4().hex[:8]}"
+    write_repo(repo, {"katalog.yaml": KATALOG, "crd.yaml": CRD,
+                      "a.yaml": widget("a", ns, image="nginx")})
+    commit(repo, "first")
+    name = f"lead-{uuid.uuid4().hex[:6]}"
+    first = AgentProcess(control_plane, url, tmp_path / "one", lease_duration=3, name=name)
+    wait_for("a leader", lambda: "now the leader" in first.text())
+    second = AgentProcess(control_plane, url, tmp_path / "two", lease_duration=3, name=name)
+    kube = Kube.from_kubeconfig(control_plane.kubeconfig)
+    try:
+        wait_for("the standby to start", lambda: "a standby" in second.text()
+                 or "agent " in second.text())
+        time.sleep(3)  # several sync intervals while both run
+        assert "now the leader" not in second.text()
+        assert "sync rev=" not in second.text()
+        first.stop(signal.SIGKILL)
+        killed = time.monotonic()
+        wait_for("the standby to take over", lambda: "now the leader" in second.text(), 30)
+        assert time.monotonic() - killed < 3 + 5  # the lease duration plus a sync interval
+        write_repo(repo, {"b.yaml": widget("b", ns, image="nginx")})
+        commit(repo, "add b")
+        wait_for("the new leader to apply", lambda: kube.get_or_none(
+            kube.resource("apps/v1", "Deployment"), ns, "b") is not None)
+    finally:
+        first.stop(signal.SIGKILL)
+        second.stop(signal.SIGKILL)
+        kube.close()

@@ -1,0 +1,151 @@
+"""desired_status and sync_event, pure: conditions, status fields, scrubbing."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from orksync.apply.events import sync_event
+from orksync.apply.status import desired_status, status_equal
+from orksync.katalog.loader import load_repository
+from orksync.model import Action, Change, ObjRef
+from orksync.render.engine import templates_for
+from tests.helpers import CRD, widget, write_repo
+
+NOW = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)
+LATER = datetime(2025, 1, 3, 0, 0, 0, tzinfo=UTC)
+
+KATALOG = """
+apiVersion: orkestra.orkspace.io/v1
+kind: Katalog
+metadata: {name: widgets}
+spec:
+  crds:
+    widget:
+      crdFile: ./crd.yaml
+      operatorBox:
+        onCreate:
+          deployments:
+            - name: "{{ .metadata.name }}"
+              image: "{{ .spec.image }}"
+        status:
+          fields:
+            - path: phase
+              value: Pending
+            - path: phase
+              value: Running
+              when: [{field: spec.go, equals: "yes"}]
+            - path: phase
+              value: Either
+              or: [{field: spec.tier, equals: gold}, {field: spec.tier, equals: silver}]
+            - path: info.replicas
+              value: "{{ .spec.replicas }}"
+              type: int
+            - path: info.ready
+              value: "{{ .children.deployment.status.readyReplicas }}"
+              type: int
+            - path: flagged
+              value: "yes"
+              when: [{field: spec.flag, equals: "on"}]
+              clearOnFalse: true
+"""
+
+
+def setup(tmp_path: Path, **spec: object) -> tuple[Any, Any, dict[str, Any]]:
+    repo = write_repo(tmp_path, {"katalog.yaml": KATALOG, "crd.yaml": CRD,
+                                 "w.yaml": widget("w", "ns1", image="nginx", **spec)})
+    catalog = load_repository(repo)
+    (cr,) = catalog.crs
+    templates = templates_for(catalog.katalogs[0], lambda: NOW)
+    live = {**cr.body, "metadata": {**cr.body["metadata"], "generation": 3, "uid": "u1"}}
+    return cr, templates, live
+
+
+def ok_changes(cr_ref: ObjRef) -> list[Change]:
+    dep = ObjRef(api_version="apps/v1", kind="Deployment", namespace="ns1", name="w")
+    return [Change(ref=cr_ref, action=Action.UNCHANGED),
+            Change(ref=dep, action=Action.CREATED)]
+
+
+def conditions(status: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {c["type"]: c for c in status["conditions"]}
+
+
+def test_success_sets_ready_and_the_fields_in_declaration_order(tmp_path: Path) -> None:
+    cr, templates, live = setup(tmp_path, replicas=3, go="yes", tier="silver", flag="on")
+    children = {"deployment": {"status": {"readyReplicas": 2}}, "deployments": {}}
+    status = desired_status(live, cr.entry, templates, ok_changes(cr.ref), revision="abc",
+                            render_error=None, now=NOW, children=children)
+    cond = conditions(status)
+    assert cond["Ready"]["status"] == "True" and cond["Ready"]["reason"] == "ReconcileSucceeded"
+    assert cond["Reconciling"]["status"] == "False"
+    assert cond["Stalled"]["status"] == "False"
+    assert all(c["observedGeneration"] == 3 for c in cond.values())
+    assert cond["Ready"]["lastTransitionTime"] == "2025-01-02T03:04:05Z"
+    assert status["observedGeneration"] == 3
+    # last writer wins; `or` is honoured (Orkestra ignores it: §7.2 #1)
+    assert status["phase"] == "Either"
+    assert status["info"] == {"replicas": 3, "ready": 2}
+    assert status["flagged"] == "yes"
+    assert status["orksync"] == {"lastAppliedRevision": "abc", "lastAttemptedRevision": "abc",
+                                 "inventory": ["Deployment/ns1/w"], "counts": {"created": 1}}
+
+
+def test_transition_time_is_kept_while_the_condition_does_not_change(tmp_path: Path) -> None:
+    cr, templates, live = setup(tmp_path, replicas=1, flag="on")
+    first = desired_status(live, cr.entry, templates, ok_changes(cr.ref), revision="abc",
+                           render_error=None, now=NOW)
+    live2 = {**live, "status": first}
+    second = desired_status(live2, cr.entry, templates, ok_changes(cr.ref), revision="abc",
+                            render_error=None, now=LATER)
+    assert second == first and status_equal(first, second)
+    failed = desired_status(live2, cr.entry, templates, [], revision="def",
+                            render_error="boom", now=LATER)
+    cond = conditions(failed)
+    assert cond["Ready"]["lastTransitionTime"] == "2025-01-03T00:00:00Z"
+    assert cond["Reconciling"]["lastTransitionTime"] == "2025-01-02T03:04:05Z"
+    assert not status_equal(first, failed)
+
+
+def test_an_error_sets_ready_false_scrubbed_and_cut(tmp_path: Path) -> None:
+    cr, templates, live = setup(tmp_path, replicas=1, flag="off")
+    live["status"] = {"flagged": "yes", "phase": "Old", "orksync": {"lastAppliedRevision": "r0"}}
+    secret = "s3cr3t-value"
+    dep = ObjRef(api_version="apps/v1", kind="Deployment", namespace="ns1", name="w")
+    changes = [Change(ref=dep, action=Action.FAILED, message=f"denied {secret} " + "x" * 400)]
+    status = desired_status(live, cr.entry, templates, changes, revision="r1",
+                            render_error=None, now=NOW, secrets=[secret])
+    ready = conditions(status)["Ready"]
+    assert ready["status"] == "False" and ready["reason"] == "ReconcileError"
+    assert secret not in ready["message"] and "***" in ready["message"]
+    assert len(ready["message"]) == 256 and ready["message"].startswith("Deployment/ns1/w: ")
+    assert status["orksync"]["lastAppliedRevision"] == "r0"
+    assert status["orksync"]["lastAttemptedRevision"] == "r1"
+    # only conditional entries run after an error: phase keeps its live value,
+    # flagged (when false + clearOnFalse) is removed
+    assert status["phase"] == "Old"
+    assert "flagged" not in status
+
+
+def test_a_render_error_stalls(tmp_path: Path) -> None:
+    cr, templates, live = setup(tmp_path)
+    status = desired_status(live, cr.entry, templates, [], revision="r1",
+                            render_error="template error", now=NOW)
+    cond = conditions(status)
+    assert cond["Stalled"]["status"] == "True" and cond["Stalled"]["reason"] == "RenderFailed"
+    assert cond["Ready"]["message"] == "template error"
+
+
+def test_sync_event_only_for_changes_and_errors() -> None:
+    cr = ObjRef(api_version="test.orksync.io/v1", kind="Widget", namespace="n", name="w")
+    a = ObjRef(api_version="apps/v1", kind="Deployment", namespace="n", name="a")
+    b = ObjRef(api_version="v1", kind="Service", namespace="n", name="b")
+    assert sync_event(cr, [Change(ref=a, action=Action.UNCHANGED)]) is None
+    assert sync_event(cr, [Change(ref=a, action=Action.CREATED),
+                           Change(ref=b, action=Action.CONFIGURED)]) == (
+        "Normal", "WidgetReconciled", "created 1, configured 1: Deployment/n/a, Service/n/b")
+    kind, reason, message = sync_event(cr, [Change(ref=a, action=Action.FAILED,
+                                                   message="nope")])  # type: ignore[misc]
+    assert (kind, reason) == ("Warning", "WidgetReconcileError")
+    assert message == "failed 1: Deployment/n/a: nope"
