@@ -140,6 +140,11 @@ def build_parser() -> argparse.ArgumentParser:
                                                     "orksync-system"))
     p.add_argument("--lease-duration", type=float,
                    default=float(env("ORKSYNC_LEASE_DURATION", "15")))
+    p.add_argument("--shards", type=int, default=int(env("ORKSYNC_SHARDS", "1")),
+                   help="split the custom resources across this many shards [ORKSYNC_SHARDS]")
+    p.add_argument("--shard", type=int, default=int(env("ORKSYNC_SHARD", "0")),
+                   help="the shard this agent runs, 0..shards-1; each shard has its own "
+                        "Lease and inventory [ORKSYNC_SHARD]")
     p.add_argument("--git-username-file", type=Path, default=env("ORKSYNC_GIT_USERNAME_FILE"))
     p.add_argument("--git-password-file", type=Path, default=env("ORKSYNC_GIT_PASSWORD_FILE"),
                    help="file holding the password or token (read at every fetch)")
@@ -295,15 +300,18 @@ def cmd_agent(args: argparse.Namespace) -> int:
     auth = GitAuth(username_file=args.git_username_file, password_file=args.git_password_file,
                    ssh_key_file=args.git_ssh_key_file,
                    known_hosts_file=args.git_known_hosts_file)
+    if not 0 <= args.shard < args.shards:
+        raise UsageError(f"--shard {args.shard} is not in 0..{args.shards - 1}")
+    suffix = f"-shard-{args.shard}-of-{args.shards}" if args.shards > 1 else ""
     config = AgentConfig(repo_url=args.repo_url, ref=args.ref, path=args.path,
                          interval=args.interval, rotate_interval=args.rotate_interval,
                          state_dir=args.state_dir, listen=args.listen,
                          leader_elect=not args.no_leader_elect,
-                         lease_name=f"orksync-{args.name}",
+                         lease_name=f"orksync-{args.name}{suffix}",
                          lease_namespace=args.lease_namespace,
-                         lease_duration=args.lease_duration, name=args.name,
+                         lease_duration=args.lease_duration, name=f"{args.name}{suffix}",
                          inventory_namespace=args.inventory_namespace, workers=args.workers,
-                         auth=auth)
+                         auth=auth, shard=args.shard, shards=args.shards)
     return Agent(config, _kube(args)).run()
 
 

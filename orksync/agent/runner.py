@@ -27,6 +27,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from orksync.agent.lease import LeaderElector
 from orksync.agent.metrics import Metrics
 from orksync.agent.server import serve
+from orksync.agent.shard import shard_filter
 from orksync.apply.engine import ApplyOptions
 from orksync.apply.kube import Kube
 from orksync.apply.secrets import rotate_due
@@ -66,6 +67,8 @@ class AgentConfig:
     inventory_namespace: str = "orksync-system"
     workers: int = 8
     auth: GitAuth = field(default_factory=GitAuth)
+    shard: int = 0
+    shards: int = 1
 
 
 @dataclass(slots=True)
@@ -175,6 +178,7 @@ class Agent:
             for err in rendered.errors:
                 log.error("error: %s", err)
             self.write_revision(rendered, revision.sha)
+            rendered = shard_filter(rendered, self.config.shard, self.config.shards)
             self.state.revision, self.state.catalog, self.state.rendered = \
                 revision, catalog, rendered
         rendered = self.state.rendered

@@ -108,7 +108,9 @@ def report_sync(kube: Kube, catalog: Catalog, rendered: RenderedSet, changes: Ch
     for err in rendered.errors:
         obj = getattr(err, "obj", "")
         if obj and obj not in render_errors:
-            render_errors[obj] = getattr(err, "detail", str(err))
+            path = getattr(err, "path", "")
+            detail = getattr(err, "detail", str(err))
+            render_errors[obj] = f"{path}: {detail}" if path else detail
     by_owner: dict[ObjRef, list[RenderedObject]] = {}
     for o in rendered.objects:
         if o.owner is not None:

@@ -1,0 +1,102 @@
+"""`diff_objects` against the real control plane: server-side dry run vs live."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+import pytest
+
+from orksync.apply.diff import diff_objects
+from orksync.apply.engine import Applier
+from orksync.apply.kube import Kube
+from orksync.katalog.loader import load_repository
+from orksync.model import RenderedSet
+from orksync.render.engine import render_catalog
+from orksync.testing.controlplane import ControlPlane
+from tests.helpers import CRD, widget, write_repo
+
+pytestmark = pytest.mark.cluster
+
+KATALOG = """
+apiVersion: orkestra.orkspace.io/v1
+kind: Katalog
+metadata: {name: widgets}
+spec:
+  crds:
+    widget:
+      crdFile: ./crd.yaml
+      operatorBox:
+        onCreate:
+          secrets:
+            - name: "{{ .metadata.name }}-creds"
+              reconcile: true
+              data:
+                password: "{{ .spec.password }}"
+          deployments:
+            - name: "{{ .metadata.name }}"
+              image: "{{ .spec.image }}"
+              replicas: "{{ .spec.replicas }}"
+              reconcile: true
+"""
+
+
+def render(repo: Path) -> RenderedSet:
+    rendered = render_catalog(load_repository(repo))
+    assert rendered.ok, rendered.errors
+    return rendered
+
+
+def test_diff_before_and_after_a_sync(control_plane: ControlPlane, tmp_path: Path) -> None:
+    ns = f"t-{uuid.uuid4().hex[:8]}"
+    secret = "Hunter2-" + uuid.uuid4().hex[:8]
+    repo = write_repo(tmp_path, {"katalog.yaml": KATALOG, "crd.yaml": CRD, "w.yaml": widget(
+        "w", ns, image="nginx:1", replicas=1, password=secret)})
+    kube = Kube.from_kubeconfig(control_plane.kubeconfig)
+
+    # before the first sync: everything is new (the owner does not exist yet)
+    before = diff_objects(kube, render(repo))
+    assert before.exit_code == 1 and not before.errors
+    text = before.text()
+    assert f"+++ b/Deployment/{ns}/w" in text and "# new object" in text
+    assert secret not in text
+
+    assert not Applier(kube).apply(render(repo)).failed
+    after = diff_objects(kube, render(repo))
+    assert after.errors == [] and after.diffs == [] and after.exit_code == 0
+
+    # a changed repository: a unified diff of the Deployment, the Secret value masked
+    new_secret = "Tr0ub4dor-" + uuid.uuid4().hex[:8]
+    write_repo(tmp_path, {"w.yaml": widget("w", ns, image="nginx:2", replicas=3,
+                                           password=new_secret)})
+    changed = diff_objects(kube, render(repo))
+    assert changed.exit_code == 1
+    diffs = dict((str(ref), d) for ref, d in changed.diffs)
+    assert set(diffs) == {f"Deployment/{ns}/w", f"Secret/{ns}/w-creds"}
+    deploy = diffs[f"Deployment/{ns}/w"]
+    assert deploy.startswith(f"--- a/Deployment/{ns}/w\n+++ b/Deployment/{ns}/w\n")
+    assert "-  replicas: 1\n" in deploy and "+  replicas: 3\n" in deploy
+    assert "image: nginx:2" in deploy
+    assert "managedFields" not in deploy and "resourceVersion" not in deploy
+    assert "orksync.io/hash" not in deploy
+    creds = diffs[f"Secret/{ns}/w-creds"]
+    assert "# data.password changed" in creds
+    out = changed.text()
+    for value in (secret, new_secret):
+        assert value not in out
+        import base64
+        assert base64.b64encode(value.encode()).decode() not in out
+    kube.close()
+
+
+def test_errors_classify_as_exit_code_2(control_plane: ControlPlane, tmp_path: Path) -> None:
+    ns = f"t-{uuid.uuid4().hex[:8]}"
+    repo = write_repo(tmp_path, {"katalog.yaml": KATALOG, "crd.yaml": CRD,
+                                 "w.yaml": widget("w", ns, image="nginx", replicas=1,
+                                                  password="x"),
+                                 "bad.yaml": widget("bad", ns, replicas=1)})
+    kube = Kube.from_kubeconfig(control_plane.kubeconfig)
+    result = diff_objects(kube, render_catalog(load_repository(repo)))
+    assert result.errors and "bad" in result.errors[0]
+    assert result.exit_code == 2
+    kube.close()

@@ -1,0 +1,168 @@
+"""Status conditions, status fields and Events written on a real custom resource after a
+sync (orksync.apply.status, orksync.apply.events)."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from orksync.apply.engine import Applier
+from orksync.apply.events import report_sync
+from orksync.apply.kube import Kube
+from orksync.apply.status import desired_status, read_children, write_status
+from orksync.katalog.loader import load_repository
+from orksync.model import Action, Change, ChangeSet, ObjRef
+from orksync.render.engine import render_catalog, templates_for
+from orksync.testing.controlplane import ControlPlane
+from tests.helpers import CRD, widget, write_repo
+
+pytestmark = pytest.mark.cluster
+
+NOW = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)
+
+KATALOG = """
+apiVersion: orkestra.orkspace.io/v1
+kind: Katalog
+metadata: {name: widgets}
+spec:
+  crds:
+    widget:
+      crdFile: ./crd.yaml
+      operatorBox:
+        onCreate:
+          deployments:
+            - name: "{{ .metadata.name }}"
+              image: "{{ .spec.image }}"
+              replicas: "{{ .spec.replicas }}"
+              reconcile: true
+          services:
+            - name: "{{ .metadata.name }}-svc"
+              port: "80"
+              targetPort: "8080"
+        status:
+          fields:
+            - path: phase
+              value: Pending
+            - path: phase
+              value: Deployed
+              or: [{field: children.deployment.metadata.name, exists: true}]
+            - path: desiredReplicas
+              value: "{{ .children.deployment.spec.replicas }}"
+              type: int
+            - path: serviceCount
+              value: "{{ len .children.services }}"
+              type: int
+"""
+
+
+def sync(kube: Kube, repo: Path, revision: str) -> tuple[ChangeSet, list[ObjRef]]:
+    catalog = load_repository(repo)
+    rendered = render_catalog(catalog)
+    changes = Applier(kube).apply(rendered)
+    written = report_sync(kube, catalog, rendered, changes, revision=revision, now=NOW)
+    return changes, written
+
+
+def live_cr(kube: Kube, ns: str) -> dict[str, Any]:
+    res = kube.resource("test.orksync.io/v1", "Widget")
+    return kube.get(res, ns, "w")
+
+
+def events(kube: Kube, ns: str, uid: str) -> list[dict[str, Any]]:
+    res = kube.resource("v1", "Event")
+    return [e for e in kube.list(res, namespace=ns)
+            if e.get("involvedObject", {}).get("uid") == uid]
+
+
+def conditions(cr: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {c["type"]: c for c in cr["status"]["conditions"]}
+
+
+def test_status_and_events_after_syncs(control_plane: ControlPlane, tmp_path: Path) -> None:
+    ns = f"t-{uuid.uuid4().hex[:8]}"
+    repo = write_repo(tmp_path, {"katalog.yaml": KATALOG, "crd.yaml": CRD,
+                                 "w.yaml": widget("w", ns, image="nginx", replicas=2)})
+    kube = Kube.from_kubeconfig(control_plane.kubeconfig)
+    ref = ObjRef(api_version="test.orksync.io/v1", kind="Widget", namespace=ns, name="w")
+
+    changes, written = sync(kube, repo, "rev1")
+    assert not changes.failed and written == [ref]
+    cr = live_cr(kube, ns)
+    status = cr["status"]
+    cond = conditions(cr)
+    assert cond["Ready"]["status"] == "True" and cond["Ready"]["reason"] == "ReconcileSucceeded"
+    assert cond["Reconciling"]["status"] == "False" and cond["Stalled"]["status"] == "False"
+    assert cond["Ready"]["observedGeneration"] == cr["metadata"]["generation"]
+    assert status["observedGeneration"] == cr["metadata"]["generation"]
+    assert status["phase"] == "Deployed"  # `or:` honoured, children read back
+    assert status["desiredReplicas"] == 2 and status["serviceCount"] == 1
+    assert status["orksync"]["lastAppliedRevision"] == "rev1"
+    assert status["orksync"]["inventory"] == [f"Deployment/{ns}/w", f"Service/{ns}/w-svc"]
+    assert status["orksync"]["counts"] == {"created": 2}
+    managers = {m["manager"] for m in cr["metadata"]["managedFields"]
+                if m.get("subresource") == "status"}
+    assert managers == {"orksync-status"}
+    uid = cr["metadata"]["uid"]
+    (event,) = events(kube, ns, uid)
+    assert event["type"] == "Normal" and event["reason"] == "WidgetReconciled"
+    assert event["message"].startswith(f"created 3: Widget.test.orksync.io/{ns}/w, ")
+    assert event["source"]["component"] == "orksync" and event["count"] == 1
+
+    # an unchanged sync: no Event; the counts change once, then nothing is written
+    changes, written = sync(kube, repo, "rev1")
+    assert {c.action for c in changes.changes} == {Action.UNCHANGED}
+    assert written == [ref]
+    changes, written = sync(kube, repo, "rev1")
+    assert written == []
+    assert len(events(kube, ns, uid)) == 1
+
+    # the same desired status again sends no request at all
+    cr = live_cr(kube, ns)
+    catalog = load_repository(repo)
+    rendered = render_catalog(catalog)
+    children = [o for o in rendered.objects if o.owner == ref]
+    entry = catalog.crs[0].entry
+    desired = desired_status(cr, entry, templates_for(catalog.katalogs[0], lambda: NOW),
+                             [Change(ref=o.ref, action=Action.UNCHANGED) for o in children],
+                             revision="rev1", render_error=None, now=datetime.now(UTC),
+                             children=read_children(kube, ref, children))
+    kube.requests = 0
+    assert write_status(kube, ref, desired, live=cr) is False
+    assert kube.requests == 0
+
+    # an error: Ready=False with the message, a Warning Event, last applied revision kept
+    write_repo(tmp_path, {"w.yaml": widget("w", ns, replicas=2)})  # image is required
+    changes, written = sync(kube, repo, "rev2")
+    assert written == [ref]
+    cr = live_cr(kube, ns)
+    cond = conditions(cr)
+    assert cond["Ready"]["status"] == "False" and cond["Ready"]["reason"] == "ReconcileError"
+    assert "image" in cond["Ready"]["message"] and len(cond["Ready"]["message"]) <= 256
+    assert cond["Stalled"]["status"] == "True"
+    assert cr["status"]["orksync"]["lastAppliedRevision"] == "rev1"
+    assert cr["status"]["orksync"]["lastAttemptedRevision"] == "rev2"
+    warnings = [e for e in events(kube, ns, uid) if e["type"] == "Warning"]
+    assert [e["reason"] for e in warnings] == ["WidgetReconcileError"]
+    kube.close()
+
+
+def test_no_status_subresource_writes_nothing(control_plane: ControlPlane,
+                                              tmp_path: Path) -> None:
+    ns = f"t-{uuid.uuid4().hex[:8]}"
+    crd = CRD.replace("widgets", "gadgets").replace("Widget", "Gadget") \
+        .replace("widget", "gadget").replace("      subresources: {status: {}}\n", "")
+    katalog = KATALOG.replace("widget:", "gadget:").replace("{name: widgets}",
+                                                            "{name: gadgets}")
+    body = widget("w", ns, image="nginx", replicas=1).replace("Widget", "Gadget")
+    repo = write_repo(tmp_path, {"katalog.yaml": katalog, "crd.yaml": crd, "w.yaml": body})
+    kube = Kube.from_kubeconfig(control_plane.kubeconfig)
+    changes, written = sync(kube, repo, "rev1")
+    assert not changes.failed
+    assert written == []
+    res = kube.resource("test.orksync.io/v1", "Gadget")
+    assert "status" not in kube.get(res, ns, "w")
+    kube.close()
