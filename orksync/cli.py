@@ -100,6 +100,15 @@ def build_parser() -> argparse.ArgumentParser:
     _add_cluster_flags(p)
     _add_sync_flags(p)
 
+    p = sub.add_parser("diff", help="show what a sync would change (server-side dry run)",
+                       description="Render REPO (or read a directory written by `orksync "
+                       "render`), dry-run every object against the cluster and print a "
+                       "unified diff per object; Secret data masked. Exit 0: no difference, "
+                       "1: differences, 2: errors.")
+    p.add_argument("source", type=Path,
+                   help="a repository, or a directory written by `orksync render`")
+    _add_cluster_flags(p)
+
     p = sub.add_parser("rotate", help="rotate the managed Secrets and certificates that are due",
                        description="Check every Secret managed by orksync that carries a "
                        "rotation or TLS annotation against the clock and rotate the due ones "
@@ -225,10 +234,12 @@ def _kube(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     return Kube.in_cluster(pool_size=max(args.workers * 2, 4))
 
 
-def _sync(args: argparse.Namespace, rendered: RenderedSet,
-          catalog: Catalog | None) -> ChangeSet:
-    """Apply, tear down what left Git, prune from the inventory, record the inventory."""
+def _sync(args: argparse.Namespace, rendered: RenderedSet, catalog: Catalog | None,
+          revision: str = "") -> ChangeSet:
+    """Apply, tear down what left Git, prune from the inventory, record the inventory,
+    then write each custom resource's status and an Event for its changes."""
     from orksync.apply.engine import ApplyOptions
+    from orksync.apply.events import report_sync
     from orksync.apply.sync import SyncOptions, hook_renderers, sync_once
 
     kube = _kube(args)
@@ -240,6 +251,8 @@ def _sync(args: argparse.Namespace, rendered: RenderedSet,
             options=SyncOptions(apply=ApplyOptions(workers=args.workers, dry_run=args.dry_run),
                                 allow_empty=args.allow_empty, prune_crds=args.prune_crds),
             on_change=lambda change: log_change(change, log))
+        if catalog is not None and not args.dry_run:
+            report_sync(kube, catalog, rendered, result.changes, revision=revision)
     finally:
         kube.close()
     for reason in result.refused:
@@ -264,7 +277,7 @@ def cmd_sync(args: argparse.Namespace) -> int:
     rendered, revision, catalog = _render(args.repo)
     if args.output is not None:
         write_rendered(rendered, args.output, revision=revision)
-    changes = _sync(args, rendered, catalog)
+    changes = _sync(args, rendered, catalog, revision)
     log.info(summary_line("sync", changes, revision=revision, seconds=time.monotonic() - start,
                           errors=len(rendered.errors)))
     return 1 if changes.failed or rendered.errors else 0
@@ -315,11 +328,38 @@ def cmd_agent(args: argparse.Namespace) -> int:
     return Agent(config, _kube(args)).run()
 
 
+def cmd_diff(args: argparse.Namespace) -> int:
+    from orksync.apply.diff import diff_objects
+    from orksync.apply.sync import mark_for_cleanup
+    from orksync.render.output import read_rendered
+
+    try:
+        if (args.source / "index.yaml").is_file():
+            rendered = read_rendered(args.source)
+        else:
+            rendered, _, _ = _render(args.source)
+        kube = _kube(args)
+        try:
+            result = diff_objects(kube, mark_for_cleanup(rendered))
+        finally:
+            kube.close()
+    except OrksyncError as err:
+        log.error("error: %s", err)
+        return 2
+    sys.stdout.write(result.text())
+    for error in result.errors[len(rendered.errors):]:  # render errors were logged already
+        log.error("error: %s", error)
+    log.info("diff objects=%d differ=%d errors=%d", len(rendered.objects), len(result.diffs),
+             len(result.errors))
+    return result.exit_code
+
+
 COMMANDS = {
     "render": cmd_render,
     "validate": cmd_validate,
     "agent": cmd_agent,
     "apply": cmd_apply,
+    "diff": cmd_diff,
     "sync": cmd_sync,
     "rotate": cmd_rotate,
     "version": cmd_version,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import uuid
 from pathlib import Path
 
@@ -72,11 +73,12 @@ def test_diff_before_and_after_a_sync(control_plane: ControlPlane, tmp_path: Pat
     changed = diff_objects(kube, render(repo))
     assert changed.exit_code == 1
     diffs = dict((str(ref), d) for ref, d in changed.diffs)
-    assert set(diffs) == {f"Deployment/{ns}/w", f"Secret/{ns}/w-creds"}
+    assert set(diffs) == {f"Deployment/{ns}/w", f"Secret/{ns}/w-creds",
+                          f"Widget.test.orksync.io/{ns}/w"}
     deploy = diffs[f"Deployment/{ns}/w"]
     assert deploy.startswith(f"--- a/Deployment/{ns}/w\n+++ b/Deployment/{ns}/w\n")
     assert "-  replicas: 1\n" in deploy and "+  replicas: 3\n" in deploy
-    assert "image: nginx:2" in deploy
+    assert "nginx:2" in deploy
     assert "managedFields" not in deploy and "resourceVersion" not in deploy
     assert "orksync.io/hash" not in deploy
     creds = diffs[f"Secret/{ns}/w-creds"]
@@ -84,7 +86,6 @@ def test_diff_before_and_after_a_sync(control_plane: ControlPlane, tmp_path: Pat
     out = changed.text()
     for value in (secret, new_secret):
         assert value not in out
-        import base64
         assert base64.b64encode(value.encode()).decode() not in out
     kube.close()
 

@@ -9,6 +9,7 @@ last good revision: the agent keeps syncing it and says so in /readyz and the me
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import random
@@ -27,8 +28,9 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from orksync.agent.lease import LeaderElector
 from orksync.agent.metrics import Metrics
 from orksync.agent.server import serve
-from orksync.agent.shard import shard_filter
+from orksync.agent.shard import shard_filter, shard_of
 from orksync.apply.engine import ApplyOptions
+from orksync.apply.events import report_sync
 from orksync.apply.kube import Kube
 from orksync.apply.secrets import rotate_due
 from orksync.apply.sync import SyncOptions, ensure_namespace, hook_renderers, sync_once
@@ -189,6 +191,13 @@ class Agent:
             hooks=hook_renderers(self.state.catalog) if self.state.catalog else None,
             options=SyncOptions(apply=ApplyOptions(workers=self.config.workers)),
             on_change=lambda change: log_change(change, log))
+        if self.state.catalog is not None:
+            catalog = self.state.catalog
+            if self.config.shards > 1:  # status only for this shard's custom resources
+                catalog = dataclasses.replace(catalog, crs=tuple(
+                    cr for cr in catalog.crs
+                    if shard_of(cr.ref, self.config.shards) == self.config.shard))
+            report_sync(self.kube, catalog, rendered, result.changes, revision=revision.sha)
         for change in result.changes.changes:
             self.metrics.objects.labels(action=change.action.value).inc()
         for reason in result.refused:

@@ -18,7 +18,8 @@ no `status`, no `orksync.io/hash` annotation.
   (no hash of the value: a hash of a low-entropy value can be reversed). Keys whose
   rendered value is a generator placeholder (`<generate:...>`) are not compared: the
   generator owns them (prior art 9).
-* API error texts are scrubbed of every secret value of the body.
+* Every value of every rendered and live Secret (plain, base64) is scrubbed from all the output
+  (diffs of other objects, e.g. a custom resource spec holding the value, and errors).
 
 Exit code for the CLI (`DiffResult.exit_code`): 0 no difference, 1 differences, 2 errors
 (render errors included).
@@ -85,21 +86,28 @@ def normalise(obj: dict[str, Any] | None) -> dict[str, Any]:
 
 
 def diff_objects(kube: Kube, rendered: RenderedSet) -> DiffResult:
-    result = DiffResult(errors=[str(e) for e in rendered.errors])
+    # Every value a rendered Secret carries is scrubbed from ALL output: the same value
+    # often sits in the custom resource's spec or in an env var of a workload.
+    values = [v for o in rendered.objects if o.ref.kind == "Secret"
+              and o.ref.api_version == "v1" for v in secret_values(o.body)]
+    result = DiffResult(errors=[scrub(str(e), values) for e in rendered.errors])
     owners: dict[ObjRef, dict[str, Any] | None] = {}
     for obj in rendered.objects:
         try:
-            one = _diff_one(kube, obj, owners)
+            one = _diff_one(kube, obj, owners, values)
         except ClusterError as err:
-            result.errors.append(f"{obj.ref}: {scrub(str(err), secret_values(obj.body))}")
+            result.errors.append(f"{obj.ref}: {err!s}")
             continue
         if one:
             result.diffs.append((obj.ref, one))
+    # scrubbed at the end: the live Secrets' (old) values are known only now
+    result.diffs = [(ref, scrub(text, values)) for ref, text in result.diffs]
+    result.errors = [scrub(text, values) for text in result.errors]
     return result
 
 
-def _diff_one(kube: Kube, obj: RenderedObject,
-              owners: dict[ObjRef, dict[str, Any] | None]) -> str:
+def _diff_one(kube: Kube, obj: RenderedObject, owners: dict[ObjRef, dict[str, Any] | None],
+              values: list[str]) -> str:
     notes: list[str] = []
     body = copy.deepcopy(dict(obj.body))
     try:
@@ -115,13 +123,20 @@ def _diff_one(kube: Kube, obj: RenderedObject,
     live = kube.get_or_none(res, obj.ref.namespace if res.namespaced else "", obj.ref.name)
     if obj.owner is None:
         owners[obj.ref] = live
+    if obj.ref.kind == "Secret" and obj.ref.api_version == "v1":
+        values.extend(secret_values(live))
     if live is not None and obj.policy in (WritePolicy.CREATE, WritePolicy.CREATE_ONLY):
         return ""  # a sync leaves an existing create-if-absent object alone
     if obj.owner is not None:
         if obj.owner not in owners:
-            owner_res = kube.resource(obj.owner.api_version, obj.owner.kind)
-            owners[obj.owner] = kube.get_or_none(owner_res, obj.owner.namespace,
-                                                 obj.owner.name)
+            try:
+                owner_res = kube.resource(obj.owner.api_version, obj.owner.kind)
+                owners[obj.owner] = kube.get_or_none(owner_res, obj.owner.namespace,
+                                                     obj.owner.name)
+            except ClusterError as err:
+                if err.status != 404:
+                    raise
+                owners[obj.owner] = None  # its kind is not served yet
         owner = owners[obj.owner]
         uid = ((owner or {}).get("metadata") or {}).get("uid")
         if not uid:
@@ -161,7 +176,7 @@ def _render_diff(obj: RenderedObject, live: dict[str, Any] | None, after: dict[s
                  notes: list[str]) -> str:
     before_n, after_n = normalise(live), normalise(after)
     if obj.ref.kind == "Secret" and obj.ref.api_version == "v1":
-        changed = _secret_changes(obj.body, before_n, after_n)
+        changed = _secret_changes(dict(obj.body), before_n, after_n)
         before_n = mask_secret(before_n) if before_n else {}
         after_n = mask_secret(after_n)
         notes.extend(f"data.{key} changed" for key in changed)

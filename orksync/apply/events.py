@@ -7,6 +7,8 @@ resource when something changed or failed, never for an unchanged sync.
 * `emit` (I/O) creates the core/v1 Event in the custom resource's namespace ("default"
   for a cluster-scoped one). The message is scrubbed of the given secret values and cut
   to 1024 characters. Best effort: a refused Event is logged, never raised.
+* `report_sync` (I/O) is the one call a sync makes after applying: for every custom
+  resource that exists, read its children, write its status, emit its Event.
 """
 
 from __future__ import annotations

@@ -97,7 +97,8 @@ def desired_status(cr_live: Mapping[str, Any], entry: CrdEntry, templates: Any,
     `children` is `read_children`'s map; `secrets` are values to scrub from messages."""
     meta = cr_live.get("metadata") or {}
     generation = meta.get("generation")
-    live_status = cr_live.get("status") if isinstance(cr_live.get("status"), Mapping) else {}
+    raw_status = cr_live.get("status")
+    live_status: Mapping[str, Any] = raw_status if isinstance(raw_status, Mapping) else {}
     cr_ref = ObjRef.of(cr_live)
     error = first_error(changes_for_cr, render_error)
     status: dict[str, Any] = {}
@@ -170,8 +171,8 @@ def desired_status(cr_live: Mapping[str, Any], entry: CrdEntry, templates: Any,
     if generation is not None:
         status["observedGeneration"] = generation
 
-    previous = live_status.get("orksync") if isinstance(live_status.get("orksync"),
-                                                         Mapping) else {}
+    raw_previous = live_status.get("orksync")
+    previous: Mapping[str, Any] = raw_previous if isinstance(raw_previous, Mapping) else {}
     counts = Counter(c.action.value for c in changes_for_cr if c.ref != cr_ref)
     status["orksync"] = {
         "lastAppliedRevision": revision if not error else
@@ -317,9 +318,9 @@ def read_children(kube: Kube, cr_ref: ObjRef,
             found[ref] = item
     out: dict[str, Any] = {}
     for ref in wanted:
-        item = found.get(ref)
-        if item is None:
+        child = found.get(ref)
+        if child is None:
             continue
-        out.setdefault(ref.kind.lower(), item)
-        out.setdefault(plural[(ref.api_version, ref.kind)], {})[ref.name] = item
+        out.setdefault(ref.kind.lower(), child)
+        out.setdefault(plural[(ref.api_version, ref.kind)], {})[ref.name] = child
     return out
