@@ -48,6 +48,20 @@ def _add_sync_flags(p: argparse.ArgumentParser) -> None:
                         "them); off by default")
 
 
+def _seconds(text: str) -> float:
+    """A number of seconds or a duration (`90s`, `3m`, `1h`) for argparse."""
+    from orksync.durations import parse_duration
+
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    try:
+        return parse_duration(text).total_seconds()
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from err
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="orksync",
@@ -132,11 +146,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="branch, tag or commit [ORKSYNC_REF, default main]")
     p.add_argument("--path", default=env("ORKSYNC_PATH", ""),
                    help="directory inside the repository [ORKSYNC_PATH]")
-    p.add_argument("--interval", type=float, default=float(env("ORKSYNC_INTERVAL", "60")),
-                   help="seconds between syncs [ORKSYNC_INTERVAL, default 60]")
-    p.add_argument("--rotate-interval", type=float,
-                   default=float(env("ORKSYNC_ROTATE_INTERVAL", "3600")),
-                   help="seconds between rotation checks [ORKSYNC_ROTATE_INTERVAL, 3600]")
+    p.add_argument("--interval", type=_seconds, default=env("ORKSYNC_INTERVAL", "60s"),
+                   help="time between syncs: seconds or a duration like 3m [ORKSYNC_INTERVAL, "
+                        "default 60s]")
+    p.add_argument("--rotate-interval", type=_seconds,
+                   default=env("ORKSYNC_ROTATE_INTERVAL", "1h"),
+                   help="time between rotation checks [ORKSYNC_ROTATE_INTERVAL, default 1h]")
     p.add_argument("--state-dir", type=Path, default=Path(env("ORKSYNC_STATE_DIR",
                                                              "/var/lib/orksync")),
                    help="working copy and rendered revisions [ORKSYNC_STATE_DIR]")
@@ -146,9 +161,13 @@ def build_parser() -> argparse.ArgumentParser:
                    default=env("ORKSYNC_LEADER_ELECT", "true") == "false",
                    help="write without holding the Lease (a single replica only)")
     p.add_argument("--lease-namespace", default=env("ORKSYNC_LEASE_NAMESPACE",
-                                                    "orksync-system"))
-    p.add_argument("--lease-duration", type=float,
-                   default=float(env("ORKSYNC_LEASE_DURATION", "15")))
+                                                    env("ORKSYNC_NAMESPACE", "orksync-system")),
+                   help="namespace of the Lease [ORKSYNC_LEASE_NAMESPACE, else the pod's "
+                        "ORKSYNC_NAMESPACE, else orksync-system]")
+    p.add_argument("--lease-duration", type=_seconds,
+                   default=env("ORKSYNC_LEASE_DURATION", "15s"))
+    p.add_argument("--identity", default=env("ORKSYNC_POD_NAME"),
+                   help="holder identity in the Lease [ORKSYNC_POD_NAME, else host-pid]")
     p.add_argument("--shards", type=int, default=int(env("ORKSYNC_SHARDS", "1")),
                    help="split the custom resources across this many shards [ORKSYNC_SHARDS]")
     p.add_argument("--shard", type=int, default=int(env("ORKSYNC_SHARD", "0")),
@@ -310,9 +329,15 @@ def cmd_agent(args: argparse.Namespace) -> int:
     from orksync.agent.runner import Agent, AgentConfig
     from orksync.source.git import GitAuth
 
-    auth = GitAuth(username_file=args.git_username_file, password_file=args.git_password_file,
-                   ssh_key_file=args.git_ssh_key_file,
-                   known_hosts_file=args.git_known_hosts_file)
+    def present(path: Path | None) -> Path | None:
+        # the credentials Secret is optional in deploy/: a missing file means "none"
+        return path if path is not None and Path(path).exists() else None
+
+    auth = GitAuth(username_file=present(args.git_username_file),
+                   password_file=present(args.git_password_file),
+                   ssh_key_file=present(args.git_ssh_key_file),
+                   known_hosts_file=present(args.git_known_hosts_file))
+    identity = {"identity": args.identity} if args.identity else {}
     if not 0 <= args.shard < args.shards:
         raise UsageError(f"--shard {args.shard} is not in 0..{args.shards - 1}")
     suffix = f"-shard-{args.shard}-of-{args.shards}" if args.shards > 1 else ""
@@ -324,7 +349,7 @@ def cmd_agent(args: argparse.Namespace) -> int:
                          lease_namespace=args.lease_namespace,
                          lease_duration=args.lease_duration, name=f"{args.name}{suffix}",
                          inventory_namespace=args.inventory_namespace, workers=args.workers,
-                         auth=auth, shard=args.shard, shards=args.shards)
+                         auth=auth, shard=args.shard, shards=args.shards, **identity)
     return Agent(config, _kube(args)).run()
 
 
