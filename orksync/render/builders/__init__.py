@@ -45,38 +45,6 @@ def metadata(ctx: BuildContext, annotations: Mapping[str, Any] | None = None) ->
     return meta
 
 
-def text(entry: Mapping[str, Any], key: str) -> str:
-    """A rendered string field; absent and null are the empty string."""
-    value = entry.get(key)
-    if value is None:
-        return ""
-    if isinstance(value, str):
-        return value.strip()
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return str(value)
-    raise BuildError(key, f"must be a string, not a {type(value).__name__}")
-
-
-def mapping(entry: Mapping[str, Any], key: str) -> dict[str, Any]:
-    value = entry.get(key)
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping):
-        raise BuildError(key, f"must be a map, not a {type(value).__name__}")
-    return dict(value)
-
-
-def sequence(entry: Mapping[str, Any], key: str) -> list[Any]:
-    value = entry.get(key)
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        raise BuildError(key, f"must be a list, not a {type(value).__name__}")
-    return value
-
-
 @dataclass(frozen=True, slots=True)
 class Built:
     """A builder's result when the object needs instructions resolved at apply time

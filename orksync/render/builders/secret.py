@@ -34,15 +34,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from orksync.durations import parse_duration
-from orksync.render.builders import (
-    BuildContext,
-    BuildError,
-    Built,
-    mapping,
-    metadata,
-    sequence,
-    text,
-)
+from orksync.render.builders import BuildContext, BuildError, Built, metadata
+from orksync.render.builders.common import as_text, items, node
 from orksync.render.notes.random import GENERATE_TOKEN_RE
 
 __all__ = ["KNOWN_TYPES", "RESERVED_ANNOTATIONS", "TLS_DATA_KEYS", "TLS_TYPE", "build_secret"]
@@ -74,13 +67,13 @@ _ANY_TOKEN_RE = re.compile(r"<generate:", re.IGNORECASE)
 def build_secret(entry: Mapping[str, Any], ctx: BuildContext) -> Built:
     tls_raw = entry.get("tls")
     has_tls = tls_raw is not None and tls_raw is not False
-    from_secret = text(entry, "fromSecret")
+    from_secret = as_text(entry.get("fromSecret"), "fromSecret")
     data = _data(entry)
     if not data and not from_secret and not has_tls:
         raise BuildError("data", "one of fromSecret, data or tls must be declared")
 
     once = _flag(entry, "once")
-    rotate_after = text(entry, "rotateAfter")
+    rotate_after = as_text(entry.get("rotateAfter"), "rotateAfter")
     if rotate_after:
         try:
             parse_duration(rotate_after)
@@ -89,7 +82,7 @@ def build_secret(entry: Mapping[str, Any], ctx: BuildContext) -> Built:
 
     secret_type = _type(entry, has_tls)
     name = ctx.name
-    if has_tls and not text(entry, "name"):
+    if has_tls and not as_text(entry.get("name"), "name"):
         name = ctx.cr_name + TLS_NAME_SUFFIX
     meta = metadata(ctx, _annotations(entry))
     meta["name"] = name
@@ -110,7 +103,8 @@ def build_secret(entry: Mapping[str, Any], ctx: BuildContext) -> Built:
     if from_secret:
         directives["fromSecret"] = {
             "name": from_secret,
-            "namespace": text(entry, "fromNamespace") or ctx.cr_namespace or "default"}
+            "namespace": as_text(entry.get("fromNamespace"), "fromNamespace")
+            or ctx.cr_namespace or "default"}
     if not from_secret and not has_tls:
         _check_required_keys(secret_type, data)
 
@@ -123,14 +117,14 @@ def build_secret(entry: Mapping[str, Any], ctx: BuildContext) -> Built:
 
 def _data(entry: Mapping[str, Any]) -> dict[str, str]:
     out: dict[str, str] = {}
-    for key, value in mapping(entry, "data").items():
+    for key, value in node(entry.get("data"), "data").items():
         key = str(key)
         if not _KEY_RE.match(key):
             raise BuildError(f"data.{key}", "a Secret key may contain only letters, digits, "
                              "'-', '_' and '.' (at most 253 characters)")
         if isinstance(value, Mapping | list):
             raise BuildError(f"data.{key}", f"must be a string, not a {type(value).__name__}")
-        rendered = text({key: value}, key) if value is not None else ""
+        rendered = as_text(value, key) if value is not None else ""
         if len(_ANY_TOKEN_RE.findall(rendered)) != len(GENERATE_TOKEN_RE.findall(rendered)):
             raise BuildError(f"data.{key}", "the result of a random function was changed by "
                              "another function; random values can only be printed as they "
@@ -150,7 +144,7 @@ def _flag(entry: Mapping[str, Any], key: str) -> bool:
 
 
 def _type(entry: Mapping[str, Any], has_tls: bool) -> str:
-    declared = text(entry, "type")
+    declared = as_text(entry.get("type"), "type")
     secret_type = _CANONICAL.get(declared.lower(), declared) if declared else ""
     if has_tls:
         if secret_type not in ("", "Opaque", TLS_TYPE):
@@ -164,11 +158,11 @@ def _type(entry: Mapping[str, Any], has_tls: bool) -> str:
 
 def _annotations(entry: Mapping[str, Any]) -> dict[str, str]:
     out: dict[str, str] = {}
-    for key, value in mapping(entry, "annotations").items():
+    for key, value in node(entry.get("annotations"), "annotations").items():
         key = str(key)
         if key in RESERVED_ANNOTATIONS or key.startswith(RESERVED_PREFIX):
             raise BuildError(f"annotations.{key}", "is reserved for orksync")
-        rendered = text({key: value}, key)
+        rendered = as_text(value, key)
         if _ANY_TOKEN_RE.search(rendered):
             raise BuildError(f"annotations.{key}", "random functions are resolved only in "
                              "data values")
@@ -184,7 +178,7 @@ def _check_required_keys(secret_type: str, data: Mapping[str, str]) -> None:
 
 
 def _tls(raw: Any, name: str, namespace: str, rotate_after: str) -> dict[str, Any]:
-    spec = mapping({"tls": raw}, "tls") if raw is not True else {}
+    spec = node(raw, "tls") if raw is not True else {}
     for key in spec:
         if key not in ("commonName", "dnsNames", "ipAddresses", "validFor", "algorithm",
                        "organization"):
@@ -195,12 +189,12 @@ def _tls(raw: Any, name: str, namespace: str, rotate_after: str) -> dict[str, An
         raise BuildError("tls.commonName", f"{common_name!r} is longer than {_MAX_CN} "
                          "characters (the X.509 limit); set a shorter tls.commonName")
     dns_names = []
-    for i, value in enumerate(sequence(spec, "dnsNames")):
+    for i, value in enumerate(items(spec.get("dnsNames"), "dnsNames")):
         dns = _tls_text({"v": value}, "v", f"dnsNames[{i}]")
         if dns and dns not in dns_names:
             dns_names.append(dns)
     ips = []
-    for i, value in enumerate(sequence(spec, "ipAddresses")):
+    for i, value in enumerate(items(spec.get("ipAddresses"), "ipAddresses")):
         raw_ip = _tls_text({"v": value}, "v", f"ipAddresses[{i}]")
         if not raw_ip:
             continue
@@ -239,7 +233,7 @@ def _tls(raw: Any, name: str, namespace: str, rotate_after: str) -> dict[str, An
 
 def _tls_text(spec: Mapping[str, Any], key: str, label: str | None = None) -> str:
     try:
-        value = text(spec, key)
+        value = as_text(spec.get(key), key)
     except BuildError as err:
         raise BuildError(f"tls.{label or key}", str(err)) from None
     if _ANY_TOKEN_RE.search(value):
