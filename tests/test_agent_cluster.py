@@ -126,12 +126,13 @@ def test_the_agent_follows_commits_and_survives_a_broken_commit_and_a_dead_remot
 
         write_repo(repo, {"broken.yaml": "apiVersion: v1\nkind: [\n"})
         commit(repo, "broken")
-        wait_for("the broken commit to be reported", lambda: "broken.yaml" in agent.text())
+        wait_for("the broken commit to count as a failed sync", lambda: 'orksync_syncs_total'
+                 '{result="failure"}' in http_get(agent.port, "/metrics")[1])
+        assert "broken.yaml" in agent.text()  # the error names the file
         assert kube.get_or_none(deploys, ns, "a") is not None  # nothing pruned
         status, metrics = http_get(agent.port, "/metrics")
         assert status == 200
         assert 'orksync_syncs_total{result="success"}' in metrics
-        assert 'orksync_syncs_total{result="failure"}' in metrics
 
         (repo / "broken.yaml").unlink()
         commit(repo, "fixed")
