@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from orksync import __version__
+from orksync.agent.command import add_agent_parser, cmd_agent
 from orksync.errors import OrksyncError, UsageError
 from orksync.katalog.model import Catalog
 from orksync.logs import log_change, setup_logging, summary_line
@@ -133,54 +134,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--namespace", default="", help="only Secrets in this namespace")
     _add_cluster_flags(p)
 
-    p = sub.add_parser("agent", help="run the in-cluster agent: fetch, render, sync, repeat",
-                       description="Keep the cluster equal to a Git repository: fetch it every "
-                       "interval, render it when the revision moved, sync it (apply, prune), "
-                       "rotate due Secrets on a schedule of its own. Leader-elected on a Lease; "
-                       "serves /healthz, /readyz and /metrics. Every flag has an ORKSYNC_* "
-                       "environment variable.")
-    env = os.environ.get
-    p.add_argument("--repo-url", default=env("ORKSYNC_REPO_URL"), required=not env(
-        "ORKSYNC_REPO_URL"), help="Git URL (https://, ssh://, git://, file://) [ORKSYNC_REPO_URL]")
-    p.add_argument("--ref", default=env("ORKSYNC_REF", "main"),
-                   help="branch, tag or commit [ORKSYNC_REF, default main]")
-    p.add_argument("--path", default=env("ORKSYNC_PATH", ""),
-                   help="directory inside the repository [ORKSYNC_PATH]")
-    p.add_argument("--interval", type=_seconds, default=env("ORKSYNC_INTERVAL", "60s"),
-                   help="time between syncs: seconds or a duration like 3m [ORKSYNC_INTERVAL, "
-                        "default 60s]")
-    p.add_argument("--rotate-interval", type=_seconds,
-                   default=env("ORKSYNC_ROTATE_INTERVAL", "1h"),
-                   help="time between rotation checks [ORKSYNC_ROTATE_INTERVAL, default 1h]")
-    p.add_argument("--state-dir", type=Path, default=Path(env("ORKSYNC_STATE_DIR",
-                                                             "/var/lib/orksync")),
-                   help="working copy and rendered revisions [ORKSYNC_STATE_DIR]")
-    p.add_argument("--listen", default=env("ORKSYNC_LISTEN", "0.0.0.0:8080"),
-                   help="address of /healthz, /readyz, /metrics [ORKSYNC_LISTEN]")
-    p.add_argument("--no-leader-elect", action="store_true",
-                   default=env("ORKSYNC_LEADER_ELECT", "true") == "false",
-                   help="write without holding the Lease (a single replica only)")
-    p.add_argument("--lease-namespace", default=env("ORKSYNC_LEASE_NAMESPACE",
-                                                    env("ORKSYNC_NAMESPACE", "orksync-system")),
-                   help="namespace of the Lease [ORKSYNC_LEASE_NAMESPACE, else the pod's "
-                        "ORKSYNC_NAMESPACE, else orksync-system]")
-    p.add_argument("--lease-duration", type=_seconds,
-                   default=env("ORKSYNC_LEASE_DURATION", "15s"))
-    p.add_argument("--identity", default=env("ORKSYNC_POD_NAME"),
-                   help="holder identity in the Lease [ORKSYNC_POD_NAME, else host-pid]")
-    p.add_argument("--shards", type=int, default=int(env("ORKSYNC_SHARDS", "1")),
-                   help="split the custom resources across this many shards [ORKSYNC_SHARDS]")
-    p.add_argument("--shard", type=int, default=int(env("ORKSYNC_SHARD", "0")),
-                   help="the shard this agent runs, 0..shards-1; each shard has its own "
-                        "Lease and inventory [ORKSYNC_SHARD]")
-    p.add_argument("--git-username-file", type=Path, default=env("ORKSYNC_GIT_USERNAME_FILE"))
-    p.add_argument("--git-password-file", type=Path, default=env("ORKSYNC_GIT_PASSWORD_FILE"),
-                   help="file holding the password or token (read at every fetch)")
-    p.add_argument("--git-ssh-key-file", type=Path, default=env("ORKSYNC_GIT_SSH_KEY_FILE"))
-    p.add_argument("--git-known-hosts-file", type=Path,
-                   default=env("ORKSYNC_GIT_KNOWN_HOSTS_FILE"))
-    _add_cluster_flags(p)
-    _add_sync_flags(p)
+    add_agent_parser(sub, common_flags=(_add_cluster_flags, _add_sync_flags),
+                     seconds=_seconds)
 
     sub.add_parser("version", help="print the version")
     return parser
@@ -325,34 +280,6 @@ def cmd_rotate(args: argparse.Namespace) -> int:
     return 1 if changes.failed else 0
 
 
-def cmd_agent(args: argparse.Namespace) -> int:
-    from orksync.agent.runner import Agent, AgentConfig
-    from orksync.source.git import GitAuth
-
-    def present(path: Path | None) -> Path | None:
-        # the credentials Secret is optional in deploy/: a missing file means "none"
-        return path if path is not None and Path(path).exists() else None
-
-    auth = GitAuth(username_file=present(args.git_username_file),
-                   password_file=present(args.git_password_file),
-                   ssh_key_file=present(args.git_ssh_key_file),
-                   known_hosts_file=present(args.git_known_hosts_file))
-    identity = {"identity": args.identity} if args.identity else {}
-    if not 0 <= args.shard < args.shards:
-        raise UsageError(f"--shard {args.shard} is not in 0..{args.shards - 1}")
-    suffix = f"-shard-{args.shard}-of-{args.shards}" if args.shards > 1 else ""
-    config = AgentConfig(repo_url=args.repo_url, ref=args.ref, path=args.path,
-                         interval=args.interval, rotate_interval=args.rotate_interval,
-                         state_dir=args.state_dir, listen=args.listen,
-                         leader_elect=not args.no_leader_elect,
-                         lease_name=f"orksync-{args.name}{suffix}",
-                         lease_namespace=args.lease_namespace,
-                         lease_duration=args.lease_duration, name=f"{args.name}{suffix}",
-                         inventory_namespace=args.inventory_namespace, workers=args.workers,
-                         auth=auth, shard=args.shard, shards=args.shards, **identity)
-    return Agent(config, _kube(args)).run()
-
-
 def cmd_diff(args: argparse.Namespace) -> int:
     from orksync.apply.diff import diff_objects
     from orksync.apply.sync import mark_for_cleanup
@@ -382,7 +309,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
 COMMANDS = {
     "render": cmd_render,
     "validate": cmd_validate,
-    "agent": cmd_agent,
+    "agent": lambda args: cmd_agent(args, _kube(args)),
     "apply": cmd_apply,
     "diff": cmd_diff,
     "sync": cmd_sync,

@@ -263,3 +263,22 @@ def test_a_katalog_can_opt_into_native_jinja2_templates(tmp_path: Path) -> None:
     rendered = render(tmp_path)
     assert rendered.ok, rendered.errors
     assert by_name(rendered)["Service/default/w-svc"]["spec"]["ports"][0]["port"] == 8080
+
+
+@pytest.mark.parametrize("example", ["hello-website", "once-secret", "when-conditions",
+                                     "secret-copy"])
+def test_every_orkestra_example_renders_without_errors(example: str,
+                                                        orkestra_examples: Path) -> None:
+    rendered = render(orkestra_examples / example)
+    assert rendered.ok, rendered.errors
+    assert any(o.owner is not None for o in rendered.objects)  # children were rendered
+
+
+def test_keys_orkestra_never_implemented_are_ignored_with_a_warning(tmp_path: Path) -> None:
+    katalog = KATALOG.replace("        onCreate:\n", "        onCreate:\n          daemonSets:\n"
+                              "            - name: x\n")
+    write_repo(tmp_path, {"katalog.yaml": katalog, "crd.yaml": CRD,
+                          "w.yaml": widget("w", image="nginx")})
+    rendered = render(tmp_path)
+    assert rendered.ok, rendered.errors
+    assert any("daemonSets" in w and "not implemented" in w for w in rendered.warnings)

@@ -153,3 +153,54 @@ def test_a_broken_custom_resource_is_not_applied_and_the_others_are(
     res = kube.resource("test.orksync.io/v1", "Widget")
     assert kube.get_or_none(res, ns, "bad") is None
     kube.close()
+
+
+def test_the_orkestra_once_secret_example_keeps_its_secret_across_syncs(
+        control_plane: ControlPlane, orkestra_examples: Path) -> None:
+    kube = Kube.from_kubeconfig(control_plane.kubeconfig)
+    first = sync(kube, orkestra_examples / "once-secret")
+    assert not first.failed, first.failed
+    secret = ObjRef(api_version="v1", kind="Secret", namespace="default",
+                    name="my-secure-app-credentials")
+    before = live(kube, secret)
+    assert set(before["data"]) == {"password", "apiKey", "jwtSecret"}
+    for _ in range(3):
+        again = sync(kube, orkestra_examples / "once-secret")
+        assert again.by_ref()[secret].action is Action.UNCHANGED
+    after = live(kube, secret)
+    assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
+    assert after["data"] == before["data"]
+    kube.close()
+
+
+def test_a_role_binding_whose_role_ref_changes_is_recreated(control_plane: ControlPlane,
+                                                            tmp_path: Path) -> None:
+    ns = f"t-{uuid.uuid4().hex[:8]}"
+    katalog = """
+apiVersion: orkestra.orkspace.io/v1
+kind: Katalog
+metadata: {name: widgets}
+spec:
+  crds:
+    widget:
+      crdFile: ./crd.yaml
+      operatorBox:
+        onReconcile:
+          roleBindings:
+            - name: "{{ .metadata.name }}-rb"
+              roleRef: {name: "{{ .spec.role }}"}
+              subjects: [{name: default}]
+"""
+    repo = write_repo(tmp_path, {"katalog.yaml": katalog, "crd.yaml": CRD,
+                                 "w.yaml": widget("w", ns, role="reader")})
+    kube = Kube.from_kubeconfig(control_plane.kubeconfig)
+    assert not sync(kube, repo).failed
+    rb = ObjRef(api_version="rbac.authorization.k8s.io/v1", kind="RoleBinding", namespace=ns,
+                name="w-rb")
+    uid = live(kube, rb)["metadata"]["uid"]
+    write_repo(tmp_path, {"w.yaml": widget("w", ns, role="writer")})
+    change = sync(kube, repo).by_ref()[rb]
+    assert change.action is Action.CONFIGURED and "recreated" in change.message
+    now = live(kube, rb)
+    assert now["roleRef"]["name"] == "writer" and now["metadata"]["uid"] != uid
+    kube.close()

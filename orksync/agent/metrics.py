@@ -29,5 +29,3 @@ class Metrics:
         self.leader = Gauge("orksync_leader", "1 while this replica holds the lease",
                             registry=r)
         self.rotations = Counter("orksync_rotations_total", "Secrets rotated", registry=r)
-        self.cert_expiry = Gauge("orksync_certificate_expiry_timestamp_seconds",
-                                 "Expiry of managed TLS certificates", ["secret"], registry=r)

@@ -42,7 +42,7 @@ from orksync.model import Action, RenderedSet
 from orksync.render.engine import render_catalog
 from orksync.render.notes.random import CryptoRandom
 from orksync.render.output import write_rendered
-from orksync.source.git import GitAuth, GitSource, GitSourceSpec, Revision
+from orksync.source.git import GitAuth, GitSource, GitSourceSpec, GitVerify, Revision
 
 log = logging.getLogger("orksync.agent")
 
@@ -71,6 +71,7 @@ class AgentConfig:
     auth: GitAuth = field(default_factory=GitAuth)
     shard: int = 0
     shards: int = 1
+    verify: GitVerify | None = None  # refuse revisions not signed by an allowed key
 
 
 @dataclass(slots=True)
@@ -93,7 +94,8 @@ class Agent:
         self.state = _State()
         self.stop_event = threading.Event()
         self.source = GitSource(GitSourceSpec(url=config.repo_url, ref=config.ref,
-                                              path=config.path, auth=config.auth),
+                                              path=config.path, auth=config.auth,
+                                              verify=config.verify),
                                 config.state_dir / "checkout")
         self.elector = LeaderElector(kube, name=config.lease_name,
                                      namespace=config.lease_namespace,

@@ -1,0 +1,111 @@
+"""The `orksync agent` command: its flags (each with an ORKSYNC_* variable) and start-up."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from orksync.errors import UsageError
+
+if TYPE_CHECKING:
+    from orksync.apply.kube import Kube
+
+
+def add_agent_parser(sub: Any, *, common_flags: tuple[Callable[[argparse.ArgumentParser], None],
+                                                      ...],
+                     seconds: Callable[[str], float]) -> None:
+    p = sub.add_parser("agent", help="run the in-cluster agent: fetch, render, sync, repeat",
+                       description="Keep the cluster equal to a Git repository: fetch it every "
+                       "interval, render it when the revision moved, sync it (apply, prune), "
+                       "rotate due Secrets on a schedule of its own. Leader-elected on a Lease; "
+                       "serves /healthz, /readyz and /metrics. Every flag has an ORKSYNC_* "
+                       "environment variable.")
+    env = os.environ.get
+    p.add_argument("--repo-url", default=env("ORKSYNC_REPO_URL"), required=not env(
+        "ORKSYNC_REPO_URL"), help="Git URL (https://, ssh://, git://, file://) [ORKSYNC_REPO_URL]")
+    p.add_argument("--ref", default=env("ORKSYNC_REF", "main"),
+                   help="branch, tag or commit [ORKSYNC_REF, default main]")
+    p.add_argument("--path", default=env("ORKSYNC_PATH", ""),
+                   help="directory inside the repository [ORKSYNC_PATH]")
+    p.add_argument("--interval", type=seconds, default=env("ORKSYNC_INTERVAL", "60s"),
+                   help="time between syncs: seconds or a duration like 3m [ORKSYNC_INTERVAL, "
+                        "default 60s]")
+    p.add_argument("--rotate-interval", type=seconds,
+                   default=env("ORKSYNC_ROTATE_INTERVAL", "1h"),
+                   help="time between rotation checks [ORKSYNC_ROTATE_INTERVAL, default 1h]")
+    p.add_argument("--state-dir", type=Path, default=Path(env("ORKSYNC_STATE_DIR",
+                                                             "/var/lib/orksync")),
+                   help="working copy and rendered revisions [ORKSYNC_STATE_DIR]")
+    p.add_argument("--listen", default=env("ORKSYNC_LISTEN", "0.0.0.0:8080"),
+                   help="address of /healthz, /readyz, /metrics [ORKSYNC_LISTEN]")
+    p.add_argument("--no-leader-elect", action="store_true",
+                   default=env("ORKSYNC_LEADER_ELECT", "true") == "false",
+                   help="write without holding the Lease (a single replica only)")
+    p.add_argument("--lease-namespace", default=env("ORKSYNC_LEASE_NAMESPACE",
+                                                    env("ORKSYNC_NAMESPACE", "orksync-system")),
+                   help="namespace of the Lease [ORKSYNC_LEASE_NAMESPACE, else the pod's "
+                        "ORKSYNC_NAMESPACE, else orksync-system]")
+    p.add_argument("--lease-duration", type=seconds,
+                   default=env("ORKSYNC_LEASE_DURATION", "15s"))
+    p.add_argument("--identity", default=env("ORKSYNC_POD_NAME"),
+                   help="holder identity in the Lease [ORKSYNC_POD_NAME, else host-pid]")
+    p.add_argument("--shards", type=int, default=int(env("ORKSYNC_SHARDS", "1")),
+                   help="split the custom resources across this many shards [ORKSYNC_SHARDS]")
+    p.add_argument("--shard", type=int, default=int(env("ORKSYNC_SHARD", "0")),
+                   help="the shard this agent runs, 0..shards-1; each shard has its own "
+                        "Lease and inventory [ORKSYNC_SHARD]")
+    p.add_argument("--git-username-file", type=Path, default=env("ORKSYNC_GIT_USERNAME_FILE"))
+    p.add_argument("--git-password-file", type=Path, default=env("ORKSYNC_GIT_PASSWORD_FILE"),
+                   help="file holding the password or token (read at every fetch)")
+    p.add_argument("--git-ssh-key-file", type=Path, default=env("ORKSYNC_GIT_SSH_KEY_FILE"))
+    p.add_argument("--git-known-hosts-file", type=Path,
+                   default=env("ORKSYNC_GIT_KNOWN_HOSTS_FILE"))
+    p.add_argument("--verify-signatures", choices=("ssh", "gpg"),
+                   default=env("ORKSYNC_VERIFY_SIGNATURES"),
+                   help="refuse revisions whose commit is not signed by an allowed key "
+                        "[ORKSYNC_VERIFY_SIGNATURES]")
+    p.add_argument("--allowed-signers-file", type=Path,
+                   default=env("ORKSYNC_ALLOWED_SIGNERS_FILE"),
+                   help="ssh: git's allowed-signers file [ORKSYNC_ALLOWED_SIGNERS_FILE]")
+    p.add_argument("--gpg-keyring", type=Path, default=env("ORKSYNC_GPG_KEYRING"),
+                   help="gpg: a public keyring file of the allowed keys [ORKSYNC_GPG_KEYRING]")
+    for add in common_flags:
+        add(p)
+
+
+
+def cmd_agent(args: argparse.Namespace, kube: Kube) -> int:
+    from orksync.agent.runner import Agent, AgentConfig
+    from orksync.source.git import GitAuth, GitVerify, VerifyMode
+
+    def present(path: Path | None) -> Path | None:
+        # the credentials Secret is optional in deploy/: a missing file means "none"
+        return path if path is not None and Path(path).exists() else None
+
+    auth = GitAuth(username_file=present(args.git_username_file),
+                   password_file=present(args.git_password_file),
+                   ssh_key_file=present(args.git_ssh_key_file),
+                   known_hosts_file=present(args.git_known_hosts_file))
+    identity = {"identity": args.identity} if args.identity else {}
+    verify = None
+    if args.verify_signatures:
+        verify = GitVerify(mode=VerifyMode(args.verify_signatures),
+                           allowed_signers_file=args.allowed_signers_file,
+                           keyring=args.gpg_keyring)
+    if not 0 <= args.shard < args.shards:
+        raise UsageError(f"--shard {args.shard} is not in 0..{args.shards - 1}")
+    suffix = f"-shard-{args.shard}-of-{args.shards}" if args.shards > 1 else ""
+    config = AgentConfig(repo_url=args.repo_url, ref=args.ref, path=args.path,
+                         interval=args.interval, rotate_interval=args.rotate_interval,
+                         state_dir=args.state_dir, listen=args.listen,
+                         leader_elect=not args.no_leader_elect,
+                         lease_name=f"orksync-{args.name}{suffix}",
+                         lease_namespace=args.lease_namespace,
+                         lease_duration=args.lease_duration, name=f"{args.name}{suffix}",
+                         inventory_namespace=args.inventory_namespace, workers=args.workers,
+                         auth=auth, shard=args.shard, shards=args.shards, verify=verify,
+                         **identity)
+    return Agent(config, kube).run()
