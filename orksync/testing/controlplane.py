@@ -189,14 +189,25 @@ def _tail_file(path: Path, lines: int = LOG_TAIL_LINES) -> str:
         return f"<cannot read {path}: {exc}>"
 
 
+def _terminate_with_parent() -> None:
+    """In the child before exec: SIGKILL when the process that started us dies, so a test
+    run killed with SIGKILL leaves no etcd or kube-apiserver behind (Linux prctl)."""
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
+
+
 class _Component:
     """One child process: started in its own session, output appended to its log file."""
 
-    def __init__(self, name: str, argv: Sequence[str], log_path: Path, cwd: Path) -> None:
+    def __init__(self, name: str, argv: Sequence[str], log_path: Path, cwd: Path, *,
+                 die_with_parent: bool = True) -> None:
         self.name = name
         self.argv = list(argv)
         self.log_path = log_path
         self.cwd = cwd
+        self.die_with_parent = die_with_parent
         self.popen: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
@@ -212,6 +223,7 @@ class _Component:
                     stderr=subprocess.STDOUT,
                     cwd=self.cwd,
                     start_new_session=True,
+                    preexec_fn=_terminate_with_parent if self.die_with_parent else None,
                 )
             except OSError as exc:
                 raise ControlPlaneError(
@@ -465,6 +477,7 @@ class ControlPlane:
         self._bin_dir = bin_dir
         self._want_controller_manager = controller_manager
         self._keep = keep
+        self.detached = False  # True: processes outlive this Python process (`up`)
         self._requested_work_dir = work_dir
         self._ready_timeout = ready_timeout
         self._paths: _Paths | None = None
@@ -650,7 +663,8 @@ class ControlPlane:
 
     def _launch(self, name: str, argv: list[str], wait: Callable[[], None]) -> None:
         component = _Component(
-            name, argv, self._started_paths().logs / f"{name}.log", self._started_paths().root
+            name, argv, self._started_paths().logs / f"{name}.log", self._started_paths().root,
+            die_with_parent=not self.detached,
         )
         self._components[name] = component
         component.start()
@@ -900,6 +914,7 @@ def control_plane_up(kubeconfig: Path, state_dir: Path, controller_manager: bool
     shutil.rmtree(work_dir, ignore_errors=True)  # left by a crashed 'up'; only ever ours
     state_dir.mkdir(parents=True, exist_ok=True)
     cp = ControlPlane(controller_manager=controller_manager, work_dir=work_dir)
+    cp.detached = True  # `up` returns and leaves the processes running
     cp.start()
     try:
         kubeconfig.parent.mkdir(parents=True, exist_ok=True)
