@@ -282,3 +282,33 @@ def test_keys_orkestra_never_implemented_are_ignored_with_a_warning(tmp_path: Pa
     rendered = render(tmp_path)
     assert rendered.ok, rendered.errors
     assert any("daemonSets" in w and "not implemented" in w for w in rendered.warnings)
+
+
+def test_cross_reads_another_custom_resource_of_the_repository(tmp_path: Path) -> None:
+    katalog = """
+        apiVersion: orkestra.orkspace.io/v1
+        kind: Katalog
+        metadata: {name: widgets}
+        spec:
+          crds:
+            widget:
+              crdFile: ./crd.yaml
+              operatorBox:
+                cross:
+                  - crd: widget
+                    as: db
+                    selector: {name: "{{ .spec.database }}"}
+                onReconcile:
+                  configMaps:
+                    - name: "{{ .metadata.name }}-link"
+                      data:
+                        found: "{{ .cross.db.found }}"
+                        engine: "{{ .cross.db.spec.engine }}"
+        """
+    write_repo(tmp_path, {"katalog.yaml": katalog, "crd.yaml": CRD,
+                          "db.yaml": widget("db", engine="postgres"),
+                          "app.yaml": widget("app", database="db"),
+                          "lost.yaml": widget("lost", database="nowhere")})
+    objs = by_name(render(tmp_path))
+    assert objs["ConfigMap/default/app-link"]["data"] == {"found": "true", "engine": "postgres"}
+    assert objs["ConfigMap/default/lost-link"]["data"] == {"found": "false", "engine": ""}

@@ -204,3 +204,26 @@ spec:
     now = live(kube, rb)
     assert now["roleRef"]["name"] == "writer" and now["metadata"]["uid"] != uid
     kube.close()
+
+
+def test_force_conflict_false_reports_a_conflict_instead_of_taking_fields_over(
+        control_plane: ControlPlane, tmp_path: Path) -> None:
+    ns = f"t-{uuid.uuid4().hex[:8]}"
+    katalog = KATALOG.replace("              reconcile: true\n          services",
+                              "              reconcile: true\n              forceConflict: false\n"
+                              "          services")
+    repo = write_repo(tmp_path, {"katalog.yaml": katalog, "crd.yaml": CRD,
+                                 "w.yaml": widget("w", ns, image="nginx:1")})
+    kube = Kube.from_kubeconfig(control_plane.kubeconfig)
+    assert not sync(kube, repo).failed
+    deploy = ObjRef(api_version="apps/v1", kind="Deployment", namespace=ns, name="w")
+    res = kube.resource("apps/v1", "Deployment")
+    body = {"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "w", "namespace": ns},
+            "spec": {"template": {"spec": {"containers": [{"name": "w", "image": "other"}]}}}}
+    kube.apply(res, body, field_manager="someone-else", force=True)
+    write_repo(tmp_path, {"w.yaml": widget("w", ns, image="nginx:2")})
+    change = sync(kube, repo).by_ref()[deploy]
+    assert change.action is Action.FAILED and "409" in change.message
+    assert live(kube, deploy)["spec"]["template"]["spec"]["containers"][0]["image"] == "other"
+    kube.close()

@@ -160,7 +160,8 @@ class Applier:
         try:
             created, result = self.kube.apply(res, body,
                                               field_manager=self.options.field_manager,
-                                              force=True, subject=str(obj.ref),
+                                              force=obj.directives.get("forceConflict", True),
+                                              subject=str(obj.ref),
                                               dry_run=self.options.dry_run)
         except ClusterError as err:
             if err.status != 422 or current is None or not recreate_allowed(obj):

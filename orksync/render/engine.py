@@ -10,6 +10,7 @@ the set; the others still render.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from orksync.errors import InputError, RenderError
@@ -53,7 +54,7 @@ def render_catalog(catalog: Catalog, *, clock: Clock = utc_now) -> RenderedSet:
                 f"{count} error(s), reported above", file=cr.source.file, obj=str(cr.ref)))
             continue
         try:
-            result = render_custom_resource(cr, templates[cr.entry.katalog])
+            result = render_custom_resource(cr, templates[cr.entry.katalog], catalog.crs)
         except InputError as err:
             errors.append(err)
             continue
@@ -92,13 +93,15 @@ class CrResult:
     absent: list[ObjRef] = field(default_factory=list)  # condition false: clean up if owned
 
 
-def render_custom_resource(cr: CustomResource, templates: Templates) -> CrResult:
+def render_custom_resource(cr: CustomResource, templates: Templates,
+                           others: Sequence[CustomResource] = ()) -> CrResult:
+    """`others`: the repository's custom resources, for `cross` reads."""
     origin = Origin(file=cr.source.file, katalog=cr.entry.katalog, crd=cr.entry.key,
                     cr=str(cr.ref))
     result = CrResult(resource=RenderedObject(ref=cr.ref, body=cr.body,
                                               policy=WritePolicy.APPLY, origin=origin,
                                               stage=STAGE_CR))
-    renderer = CrRenderer(cr, templates, origin)
+    renderer = CrRenderer(cr, templates, origin, others)
     by_ref: dict[ObjRef, RenderedObject] = {}
     for block_name in BLOCKS:
         for obj in renderer.block(block_name):

@@ -5,7 +5,7 @@ clock reaches conditions only through the Katalog's Templates."""
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from orksync.errors import RenderError
@@ -16,6 +16,7 @@ from orksync.names import label_key_problem, label_value_problem, subdomain_prob
 from orksync.render.builders import BuildContext, BuildError, Built
 from orksync.render.coercion import to_namespaces
 from orksync.render.conditions import evaluate_conditions
+from orksync.render.cross import cross_data
 from orksync.render.gotemplate import GoTemplateError
 from orksync.render.guard import NamespaceGuard
 from orksync.render.kinds import (
@@ -59,16 +60,22 @@ def cr_data(cr: CustomResource) -> dict[str, Any]:
 
 
 class CrRenderer:
-    def __init__(self, cr: CustomResource, templates: Templates, origin: Origin) -> None:
+    def __init__(self, cr: CustomResource, templates: Templates, origin: Origin,
+                 others: Sequence[CustomResource] = ()) -> None:
         self.cr = cr
         self.templates = templates
         self.origin = origin
         self.box = cr.entry.operator_box
         self.warnings: list[str] = []
         try:
-            self.data, verdict, notes = prepare(cr_data(cr), cr.entry.raw, templates.render,
+            data = cr_data(cr)
+            data["cross"], problems = cross_data(cr, cr.entry.operator_box.get("cross"), others,
+                                                 templates.render, data)
+            if problems:
+                raise PrepareError("; ".join(problems))
+            self.data, verdict, notes = prepare(data, cr.entry.raw, templates.render,
                                                 templates.clock)
-        except PrepareError as err:
+        except (PrepareError, GoTemplateError) as err:
             raise RenderError(str(err), file=cr.source.file, obj=str(cr.ref),
                               path=cr.entry.path) from err
         self.warnings.extend(f"{cr.source.file}: {cr.ref}: {w}" for w in [*notes, *verdict.warned])
@@ -217,6 +224,9 @@ class CrRenderer:
         copy_from = copy_directive(spec.key, rendered, self.cr_namespace)
         if copy_from:
             directives = {**directives, "copyFrom": copy_from}
+        force = entry.get("forceConflict", self.cr.entry.raw.get("forceConflict", True))
+        if str(force).lower() in ("false", "0", "no"):
+            directives = {**directives, "forceConflict": False}
         stage = STAGE_CHILDREN + ORDER[spec.key]
         obj = RenderedObject(ref=ObjRef.of(body), body=body,
                              policy=policy_for(spec, block, entry),

@@ -1,0 +1,65 @@
+"""`cross` (semantics §1.7): a Katalog entry reads other custom resources into
+`.cross.<as>`. orksync reads them from the repository being rendered, so a render stays
+pure and offline; their `status` is therefore empty (the live status of another custom
+resource is not part of a render). Not found gives Orkestra's placeholder
+`{found: "false", name, namespace, spec: {}, status: {}}`. Pure."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from orksync.katalog.model import CustomResource
+
+
+def cross_data(cr: CustomResource, specs: Any, crs: Sequence[CustomResource],
+               render: Callable[[str, Mapping[str, Any]], str],
+               data: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """`.cross` for one custom resource, and problems (path, message) found on the way."""
+    out: dict[str, Any] = {}
+    problems: list[str] = []
+    if specs is None:
+        return out, problems
+    if not isinstance(specs, list):
+        return out, ["cross: must be a list"]
+    for i, spec in enumerate(specs):
+        if not isinstance(spec, Mapping) or not spec.get("crd") or not spec.get("as"):
+            problems.append(f"cross[{i}]: needs crd (a Katalog CRD entry name) and as")
+            continue
+        selector = spec.get("selector") or {}
+        if not isinstance(selector, Mapping):
+            problems.append(f"cross[{i}].selector: must be a map")
+            continue
+        name = _text(selector.get("name"), render, data)
+        namespace = _text(selector.get("namespace"), render, data) or cr.ref.namespace
+        labels = selector.get("matchLabels") or spec.get("labelSelector") or \
+            spec.get("labels") or {}
+        if isinstance(labels, Mapping) and "matchLabels" in labels:
+            labels = labels["matchLabels"] or {}
+        wanted = {str(k): _text(v, render, data) for k, v in dict(labels).items()}
+        match = next((other for other in crs if other.entry.katalog == cr.entry.katalog
+                      and other.entry.key == spec["crd"]
+                      and (not name or other.ref.name == name)
+                      and (not other.ref.namespace or other.ref.namespace == namespace)
+                      and all((other.body["metadata"].get("labels") or {}).get(k) == v
+                              for k, v in wanted.items())
+                      and other.ref != cr.ref), None)
+        if match is None:
+            out[str(spec["as"])] = {"found": "false", "name": name, "namespace": namespace,
+                                    "spec": {}, "status": {}}
+        else:
+            found = copy.deepcopy(match.body)
+            found.setdefault("spec", {})
+            found["status"] = {}
+            found["found"] = "true"
+            out[str(spec["as"])] = found
+    return out, problems
+
+
+def _text(value: Any, render: Callable[[str, Mapping[str, Any]], str],
+          data: Mapping[str, Any]) -> str:
+    if value is None:
+        return ""
+    text = str(value)
+    return render(text, data).strip() if "{{" in text else text.strip()
