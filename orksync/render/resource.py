@@ -111,6 +111,10 @@ class CrRenderer:
                 self.warnings.append(f"{self.cr.entry.source.file}: {self.cr.ref}: "
                                      f"{name}.{key} is declared by Orkestra but not "
                                      "implemented there or here; ignored")
+            elif key == "external" and block[key]:
+                self.warnings.append(f"{self.cr.entry.source.file}: {self.cr.ref}: "
+                                     f"{name}.external: HTTP calls are not made by orksync "
+                                     "(a render is offline); .external.<name> is empty")
             elif key not in BY_KEY and key not in BLOCK_CONTROL_KEYS:
                 raise self.fail(f"{name}.{key}", "unknown resource key")
         out: list[RenderedObject] = []
