@@ -13,11 +13,15 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from orksync import __version__
 from orksync.agent.command import add_agent_parser, cmd_agent
 from orksync.errors import OrksyncError, UsageError
 from orksync.katalog.model import Catalog
+
+if TYPE_CHECKING:
+    from orksync.apply.kube import Kube
 from orksync.logs import log_change, setup_logging, summary_line
 from orksync.model import ChangeSet, RenderedSet
 
@@ -197,7 +201,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return 1 if rendered.errors else 0
 
 
-def _kube(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+def _kube(args: argparse.Namespace) -> Kube:
     from orksync.apply.kube import Kube
 
     if args.kubeconfig or os.environ.get("KUBECONFIG") or \

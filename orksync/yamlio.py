@@ -108,16 +108,17 @@ def locate(path: Path, doc_index: int, field_path: Sequence[str | int]) -> int |
     try:
         rt = YAML(typ="rt")
         docs = list(rt.load_all(path.read_text(encoding="utf-8")))
-        node = docs[doc_index]
+        node: Any = docs[doc_index]
         line: int | None = node.lc.line + 1 if hasattr(node, "lc") else None
         for key in field_path:
+            marks: Any = getattr(node, "lc", None)  # ruamel's line/column records
             if isinstance(node, Mapping) and key in node:
-                line = node.lc.key(key)[0] + 1
+                line = marks.key(key)[0] + 1
             elif isinstance(node, list) and isinstance(key, int) and 0 <= key < len(node):
-                line = node.lc.item(key)[0] + 1
+                line = marks.item(key)[0] + 1
             else:
                 break
-            node = node[key]  # type: ignore[index]
+            node = node[key]
         return line
     except Exception:
         return None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -15,3 +16,15 @@ def test_only_the_narrow_modules_import_kubernetes_cryptography_and_git() -> Non
     result = subprocess.run([exe], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stdout[-3000:]
     assert "0 broken" in result.stdout
+
+
+def test_the_package_type_checks_with_mypy() -> None:
+    result = subprocess.run([sys.executable, "-m", "mypy", "orksync"], cwd=ROOT,
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout[-3000:]
+
+
+def test_the_code_is_clean_under_ruff() -> None:
+    result = subprocess.run([sys.executable, "-m", "ruff", "check", "orksync", "tests"], cwd=ROOT,
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout[-3000:]

@@ -250,7 +250,7 @@ class Agent:
         server = serve(self.config.listen, self.metrics.registry, self.ready)
         log.info("agent %s: %s@%s every %.0fs; listening on %s", self.config.identity,
                  self.config.repo_url, self.config.ref, self.config.interval,
-                 f"{server.server_address[0]}:{server.server_address[1]}")
+                 f"{server.server_address[0]!s}:{server.server_address[1]}")
         scheduler = BackgroundScheduler(timezone="UTC")
         jitter = max(int(self.config.interval * self.config.jitter), 0) or None
         common: dict[str, Any] = {"max_instances": 1, "coalesce": True}

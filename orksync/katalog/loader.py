@@ -332,7 +332,7 @@ class _Loader:
         else:
             clean["metadata"].pop("namespace", None)
         ref = ObjRef(api_version=entry.api_version, kind=entry.kind, namespace=namespace,
-                     name=name)
+                     name=str(name))
         return CustomResource(ref=ref, body=clean, source=self.source(doc), entry=entry)
 
 

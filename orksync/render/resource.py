@@ -208,8 +208,8 @@ class CrRenderer:
         namespaced = spec.namespaced
         name = _str(rendered.get("name")) or spec.default_name(self.cr_name)
         if spec.key == "custom":
-            meta = rendered.get("metadata") if isinstance(rendered.get("metadata"), Mapping) \
-                else {}
+            raw_meta = rendered.get("metadata")
+            meta: Mapping[str, Any] = raw_meta if isinstance(raw_meta, Mapping) else {}
             name = _str(meta.get("name")) or name
             namespaced = _str(meta.get("namespaced")).lower() not in ("false", "0", "no")
         problem = subdomain_problem(name)
@@ -273,7 +273,8 @@ class CrRenderer:
         api_version, kind, namespaced = spec.api_version, spec.kind, spec.namespaced
         name = text("name") or spec.default_name(self.cr_name)
         if spec.key == "custom":
-            meta = entry.get("metadata") if isinstance(entry.get("metadata"), Mapping) else {}
+            raw_meta = entry.get("metadata")
+            meta: Mapping[str, Any] = raw_meta if isinstance(raw_meta, Mapping) else {}
             api_version, kind = text("apiVersion"), text("kind")
             name = text("name", meta) or name
             namespaced = text("namespaced", meta).lower() not in ("false", "0", "no")
