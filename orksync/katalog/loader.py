@@ -278,7 +278,8 @@ class _Loader:
                 by_type[(e.api_version, e.kind)] = e
         crs: dict[ObjRef, CustomResource] = {}
         # documents loaded late (crFiles outside the walk) are in self.documents too
-        extra = [d for d in self.documents if d not in docs
+        seen = {id(d) for d in docs}
+        extra = [d for d in self.documents if id(d) not in seen
                  and isinstance(d.content, dict)
                  and (d.content.get("apiVersion"), d.content.get("kind")) in by_type]
         for doc in [*docs, *extra]:

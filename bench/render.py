@@ -1,0 +1,184 @@
+"""Render benchmark (issue: performance, benchmark 1).
+
+Repositories of N custom resources whose Katalog produces 8 objects each (Deployment,
+Service, ConfigMap, once-Secret, ServiceAccount, Role, RoleBinding, PDB). For N = 1,000 and
+10,000: load + render + write the rendered directory (objects per second, peak RSS), and
+the floor: writing the same final objects as YAML files with no loading or templating.
+Each measurement runs in a fresh subprocess so peak RSS is its own.
+
+    python bench/render.py [--sizes 1000,10000] [--no-record]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+KATALOG = """apiVersion: orkestra.orkspace.io/v1
+kind: Katalog
+metadata: {name: bench}
+spec:
+  crds:
+    app:
+      crdFile: ./crd.yaml
+      operatorBox:
+        onCreate:
+          secrets:
+            - name: "{{ .metadata.name }}-creds"
+              once: true
+              data: {password: "{{ randomAlphanumeric 32 }}", user: "{{ .metadata.name }}"}
+          configMaps:
+            - name: "{{ .metadata.name }}-config"
+              data: {tier: "{{ .spec.tier }}", replicas: "{{ .spec.replicas }}"}
+              reconcile: true
+          serviceAccounts:
+            - name: "{{ .metadata.name }}"
+          roles:
+            - name: "{{ .metadata.name }}-reader"
+              rules: [{apiGroups: [""], resources: [configmaps], verbs: [get, list]}]
+          roleBindings:
+            - name: "{{ .metadata.name }}-reader"
+              roleRef: {name: "{{ .metadata.name }}-reader"}
+              subjects: [{name: "{{ .metadata.name }}"}]
+          deployments:
+            - name: "{{ .metadata.name }}"
+              image: "{{ .spec.image }}"
+              replicas: "{{ .spec.replicas }}"
+              port: "8080"
+              reconcile: true
+          services:
+            - name: "{{ .metadata.name }}"
+              port: "80"
+              targetPort: "8080"
+              reconcile: true
+          pdb:
+            - name: "{{ .metadata.name }}"
+              minAvailable: "1"
+"""
+
+CRD = """apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: apps.bench.orksync.io}
+spec:
+  group: bench.orksync.io
+  scope: Namespaced
+  names: {kind: App, plural: apps, singular: app}
+  versions:
+    - name: v1
+      served: true
+      storage: true
+      schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}
+"""
+
+
+def make_repo(root: Path, n: int) -> None:
+    (root / "crs").mkdir(parents=True)
+    (root / "katalog.yaml").write_text(KATALOG)
+    (root / "crd.yaml").write_text(CRD)
+    for i in range(n):
+        (root / "crs" / f"app-{i:05d}.yaml").write_text(
+            f"apiVersion: bench.orksync.io/v1\nkind: App\nmetadata:\n  name: app-{i:05d}\n"
+            f"  namespace: ns-{i % 20:02d}\nspec:\n  image: nginx:1.{i % 30}\n"
+            f"  replicas: {i % 3}\n  tier: {'prod' if i % 2 else 'dev'}\n")
+
+
+def child(mode: str, repo: Path, out: Path) -> dict[str, float]:
+    """Runs inside the measuring subprocess."""
+    from orksync.katalog.loader import load_repository
+    from orksync.render.engine import render_catalog
+    from orksync.render.output import write_rendered
+    from orksync.yamlio import dump_yaml
+
+    if mode == "floor":
+        # the same final objects, prepared beforehand (not timed), written as YAML files
+        objects = [dict(o.body) for o in render_catalog(load_repository(repo)).objects]
+        start = time.perf_counter()
+        out.mkdir()
+        for i, body in enumerate(objects):
+            (out / f"{i:06d}.yaml").write_text(dump_yaml(body))
+        seconds = time.perf_counter() - start
+        count = len(objects)
+    else:
+        start = time.perf_counter()
+        rendered = render_catalog(load_repository(repo))
+        write_rendered(rendered, out)
+        seconds = time.perf_counter() - start
+        count = len(rendered.objects)
+        assert rendered.ok, rendered.errors[:3]
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return {"seconds": seconds, "objects": count, "peak_mib": peak}
+
+
+def measure(mode: str, repo: Path, workdir: Path) -> dict[str, float]:
+    out = workdir / f"out-{mode}-{time.monotonic_ns()}"
+    proc = subprocess.run([sys.executable, __file__, "--child", mode, str(repo), str(out)],
+                          capture_output=True, text=True, check=True)
+    return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--sizes", default="1000,10000")
+    parser.add_argument("--no-record", action="store_true")
+    parser.add_argument("--child", nargs=3, metavar=("MODE", "REPO", "OUT"))
+    args = parser.parse_args()
+    if args.child:
+        mode, repo, out = args.child
+        print(json.dumps(child(mode, Path(repo), Path(out))))
+        return 0
+    sizes = [int(s) for s in args.sizes.split(",")]
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for n in sizes:
+            repo = Path(tmp) / f"repo-{n}"
+            make_repo(repo, n)
+            render = measure("render", repo, Path(tmp))
+            floor = measure("floor", repo, Path(tmp))
+            rows.append((n, render, floor))
+    lines = ["| custom resources | objects | render+write s | objects/s | peak MiB | "
+             "floor s (YAML only) | floor objects/s | speed vs floor |",
+             "|---|---|---|---|---|---|---|---|"]
+    for n, r, f in rows:
+        lines.append(f"| {n:,} | {int(r['objects']):,} | {r['seconds']:.2f} | "
+                     f"{r['objects'] / r['seconds']:,.0f} | {r['peak_mib']:.0f} | "
+                     f"{f['seconds']:.2f} | {f['objects'] / f['seconds']:,.0f} | "
+                     f"{f['seconds'] / r['seconds']:.2f} |")
+    if len(rows) >= 2:
+        ratio = rows[-1][1]["seconds"] / rows[0][1]["seconds"]
+        lines.append("")
+        lines.append(f"{rows[-1][0]:,} custom resources cost {ratio:.2f} times "
+                     f"{rows[0][0]:,} (target: at most 11); speed vs floor target: at least 0.5.")
+    table = "\n".join(lines)
+    print(table)
+    if not args.no_record:
+        version = subprocess.run([sys.executable, "-m", "orksync", "version"],
+                                 capture_output=True, text=True, cwd=ROOT).stdout.strip()
+        section = (f"\n## Render ({datetime.now(UTC):%Y-%m-%d %H:%M} UTC)\n\n"
+                   f"`python bench/render.py --sizes {args.sizes}` on {platform.node()}, "
+                   f"{os.cpu_count()} cores, Python {platform.python_version()}, {version}. "
+                   "Each row runs in its own process; the floor writes the same final objects "
+                   "with `orksync.yamlio.dump_yaml`, no loading or templating.\n\n"
+                   f"{table}\n")
+        perf = ROOT / "docs" / "performance.md"
+        if not perf.exists():
+            perf.write_text("# Performance\n\nResults appended by the scripts in bench/, one "
+                            "section per run, newest last.\n")
+        with perf.open("a") as fh:
+            fh.write(section)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
