@@ -32,4 +32,5 @@ def shard_filter(rendered: RenderedSet, shard: int, shards: int) -> RenderedSet:
         rendered,
         objects=tuple(o for o in rendered.objects if mine(o.ref, o.owner)),
         skipped=tuple(s for s in rendered.skipped if mine(s[0], None)),
-        absent=tuple(a for a in rendered.absent if mine(a[0], a[1])))
+        absent=tuple(a for a in rendered.absent if mine(a[0], a[1])),
+        retained=tuple(r for r in rendered.retained if mine(r[0], r[1])))

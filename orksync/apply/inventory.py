@@ -273,10 +273,11 @@ def plan_prune(old: Inventory, rendered: RenderedSet, changes: ChangeSet, *,
 
     new_refs = {o.ref for o in rendered.objects}
     guarded = dict(rendered.skipped)
-    candidates = [e for e in old if e.ref not in new_refs]
+    retained = {ref for ref, _ in rendered.retained}  # Jobs whose condition turned false
+    candidates = [e for e in old if e.ref not in new_refs and e.ref not in retained]
     leaving = {e.ref for e in candidates if e.is_custom_resource}
     orphaning = _orphaning(old, rendered) if not allow_orphaning_children else set()
-    kept: list[InventoryEntry] = []
+    kept: list[InventoryEntry] = [e for e in old if e.ref in retained and e.ref not in new_refs]
     delete: list[InventoryEntry] = []
     owned: dict[ObjRef, list[InventoryEntry]] = {}
     refused: list[str] = []

@@ -40,6 +40,7 @@ def render_catalog(catalog: Catalog, *, clock: Clock = utc_now) -> RenderedSet:
     claimed: dict[ObjRef, ObjRef] = {}  # child -> the custom resource that rendered it
     skipped: list[tuple[ObjRef, str]] = []
     absent: list[tuple[ObjRef, ObjRef]] = []
+    retained: list[tuple[ObjRef, ObjRef]] = []
     for cr in catalog.crs:
         guard = NamespaceGuard.of(cr.entry.raw.get("allowedNamespaces"),
                                   cr.entry.raw.get("restrictedNamespaces"))
@@ -71,9 +72,11 @@ def render_catalog(catalog: Catalog, *, clock: Clock = utc_now) -> RenderedSet:
         warnings.extend(result.warnings)
         skipped.extend(result.skipped)
         absent.extend((ref, cr.ref) for ref in result.absent)
+        retained.extend((ref, cr.ref) for ref in result.retained)
     objects.sort(key=lambda o: (o.stage, o.ref))
     return RenderedSet(objects=tuple(objects), errors=tuple(errors), warnings=tuple(warnings),
-                       skipped=tuple(skipped), absent=tuple(absent))
+                       skipped=tuple(skipped), absent=tuple(absent),
+                       retained=tuple(retained))
 
 
 def _crd_object(m: CrdManifest) -> RenderedObject:
@@ -91,6 +94,7 @@ class CrResult:
     warnings: list[str] = field(default_factory=list)
     skipped: list[tuple[ObjRef, str]] = field(default_factory=list)
     absent: list[ObjRef] = field(default_factory=list)  # condition false: clean up if owned
+    retained: list[ObjRef] = field(default_factory=list)  # condition false, never cleaned up
 
 
 def render_custom_resource(cr: CustomResource, templates: Templates,
@@ -115,4 +119,5 @@ def render_custom_resource(cr: CustomResource, templates: Templates,
     result.warnings.extend(renderer.warnings)
     result.skipped.extend(renderer.skipped)
     result.absent = sorted({ref for ref in renderer.absent if ref not in by_ref})
+    result.retained = sorted({ref for ref in renderer.retained if ref not in by_ref})
     return result

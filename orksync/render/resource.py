@@ -85,6 +85,7 @@ class CrRenderer:
                               path=f"{cr.entry.path}.validation")
         self.skipped: list[tuple[ObjRef, str]] = []
         self.absent: list[ObjRef] = []
+        self.retained: list[ObjRef] = []
         raw = cr.entry.raw
         self.guard = NamespaceGuard.of(raw.get("allowedNamespaces"),
                                        raw.get("restrictedNamespaces"))
@@ -194,7 +195,9 @@ class CrRenderer:
     def entry(self, spec: KindSpec, entry: Mapping[str, Any], data: Mapping[str, Any],
               block: str, path: str) -> list[RenderedObject]:
         if not self.conditions(entry, data, path):
-            if spec.key != "jobs" and (block == "onReconcile" or entry.get("reconcile") is True):
+            if spec.key == "jobs":
+                self.retained.extend(self.absent_refs(spec, entry, data))
+            elif block == "onReconcile" or entry.get("reconcile") is True:
                 self.absent.extend(self.absent_refs(spec, entry, data))
             return []
         if spec.builder is None:
