@@ -1,0 +1,80 @@
+"""Fresh apply of 1,000 objects across 20 namespaces: `orksync apply DIR` against
+`kubectl apply --server-side` of the same files, alternating A and B, fresh namespaces per
+run. Issue target: median orksync/kubectl wall-time ratio at most 0.5.
+
+    python bench/apply_fresh.py [--runs 3] [--objects 1000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import common
+
+TARGET = 0.5
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--objects", type=int, default=1000)
+    parser.add_argument("--no-doc", action="store_true", help="do not append to the doc")
+    args = parser.parse_args()
+
+    rows, ratios = [], []
+    with common.environment() as env:
+        for run in range(1, args.runs + 1):
+            # alternate which client goes first, so neither always meets a warmer server
+            order = ("orksync", "kubectl") if run % 2 else ("kubectl", "orksync")
+            times: dict[str, float] = {}
+            for client in order:
+                prefix = f"f{run}{client[0]}"
+                names = common.namespaces(prefix)
+                objs = common.make_objects(prefix, args.objects)
+                rendered = common.render(objs, env.work / prefix)
+                common.create_namespaces(env, names)  # untimed, for both clients
+                if client == "orksync":
+                    timed = common.run_orksync(env, rendered, f"bench-{prefix}")
+                    print(f"run {run} orksync {timed.seconds:.2f}s "
+                          f"{common.summary_line(timed.output)}", file=sys.stderr)
+                else:
+                    timed = common.run_kubectl(env, rendered)
+                    applied = sum(1 for ln in timed.output.splitlines()
+                                  if ln.rstrip().endswith("serverside-applied"))
+                    if applied != args.objects:
+                        raise RuntimeError(f"kubectl applied {applied} of {args.objects}")
+                    print(f"run {run} kubectl {timed.seconds:.2f}s applied={applied}",
+                          file=sys.stderr)
+                times[client] = timed.seconds
+                # keep the cluster the same size for every run (untimed)
+                common.clear_namespaces(env, names)
+                common.delete_inventory(env, f"bench-{prefix}")
+            r = common.ratio(times["orksync"], times["kubectl"])
+            ratios.append(r)
+            rows.append((run, " then ".join(order), times["orksync"], times["kubectl"], r))
+
+        med = common.median(ratios)
+        verdict = "met" if med <= TARGET else \
+            f"MISSED by {med - TARGET:.3f} ({med / TARGET:.2f}x the target)"
+        text = common.table(("run", "order", "orksync s", "kubectl s", "orksync/kubectl"), rows)
+        text += (f"\n\nmedian ratio orksync/kubectl: **{med:.3f}** "
+                 f"(target <= {TARGET}: {verdict})\n\n"
+                 f"{args.objects} objects (ConfigMap, ServiceAccount, Deployment replicas=0, "
+                 "headless "
+                 f"Service in rotation) over 20 fresh namespaces per run; namespaces created "
+                 f"and objects deleted outside the timing. orksync: `{common.ORKSYNC_CMD}` "
+                 f"(includes reading/verifying the rendered directory and writing its "
+                 f"inventory); kubectl: `{common.KUBECTL_CMD}`.")
+        print(text)
+        if not args.no_doc:
+            common.append_doc("Fresh apply, 1,000 objects", "python bench/apply_fresh.py",
+                              env, text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,288 @@
+"""Shared helpers for the benchmarks in bench/: object generation, the control plane,
+timing of the two CLIs, API server request counts and the docs/performance.md appender.
+
+Every benchmark starts its own ControlPlane (no controller manager), so nothing here
+depends on a running cluster. Numbers are reported as ratios measured in one run: the
+machine is small and the control plane shares its cores with the clients.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import os
+import re
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from orksync.apply.kube import Kube
+from orksync.model import ObjRef, Origin, RenderedObject, RenderedSet, WritePolicy
+from orksync.render.kinds import ORDER
+from orksync.render.output import write_rendered
+from orksync.render.resource import STAGE_CHILDREN
+from orksync.testing.controlplane import ControlPlane
+
+ROOT = Path(__file__).resolve().parent.parent
+PERF_DOC = ROOT / "docs" / "performance.md"
+MANAGED = {"app.kubernetes.io/managed-by": "orksync"}
+EDIT_LABEL = "bench.orksync.io/tier"
+KUBECTL_MANAGER = "kubectl-bench"
+# kind -> (apiVersion, REST plural, Orkestra order key)
+KINDS = {
+    "ConfigMap": ("v1", "configmaps", "configMaps"),
+    "ServiceAccount": ("v1", "serviceaccounts", "serviceAccounts"),
+    "Deployment": ("apps/v1", "deployments", "deployments"),
+    "Service": ("v1", "services", "services"),
+}
+
+
+# --- objects -----------------------------------------------------------------------------
+
+
+def namespaces(prefix: str, count: int = 20) -> list[str]:
+    return [f"{prefix}-ns{i:02d}" for i in range(count)]
+
+
+def _body(kind: str, namespace: str, name: str, i: int) -> dict[str, Any]:
+    api_version = KINDS[kind][0]
+    labels = {**MANAGED, EDIT_LABEL: "gold", "app": name}
+    body: dict[str, Any] = {"apiVersion": api_version, "kind": kind,
+                            "metadata": {"name": name, "namespace": namespace, "labels": labels}}
+    if kind == "ConfigMap":
+        body["data"] = {"key0": f"value-{i}", "key1": "x" * 64, "settings.yaml": "a: 1\nb: 2\n"}
+    elif kind == "Service":
+        # headless: the local API server's service IP range is too small for 500 Services
+        body["spec"] = {"clusterIP": "None", "selector": {"app": name},
+                        "ports": [{"name": "http", "port": 80, "targetPort": 8080}]}
+    elif kind == "Deployment":
+        body["spec"] = {"replicas": 0, "selector": {"matchLabels": {"app": name}},
+                        "template": {"metadata": {"labels": {"app": name}}, "spec": {
+                            "containers": [{"name": "app", "image": "nginx:1.27",
+                                            "ports": [{"containerPort": 8080}]}]}}}
+    return body
+
+
+def make_objects(prefix: str, total: int = 1000, ns_count: int = 20) -> list[RenderedObject]:
+    """`total` plain objects (no owner) spread evenly over `ns_count` namespaces, the four
+    kinds in rotation, each labelled managed-by orksync."""
+    names = namespaces(prefix, ns_count)
+    kinds = list(KINDS)
+    out = []
+    for i in range(total):
+        kind = kinds[i % len(kinds)]
+        ns = names[i % ns_count]
+        body = _body(kind, ns, f"{kind.lower()}-{i:04d}", i)
+        out.append(RenderedObject(ref=ObjRef.of(body), body=body, policy=WritePolicy.APPLY,
+                                  origin=Origin(file="bench"),
+                                  stage=STAGE_CHILDREN + ORDER[KINDS[kind][2]], owner=None))
+    return out
+
+
+def render(objs: Sequence[RenderedObject], out_dir: Path) -> Path:
+    """The rendered directory (`orksync apply DIR`); kubectl gets DIR/resources."""
+    return write_rendered(RenderedSet(objects=tuple(objs)), out_dir)
+
+
+# --- the cluster -------------------------------------------------------------------------
+
+
+@dataclass
+class Env:
+    cp: ControlPlane
+    kube: Kube
+    work: Path
+
+    @property
+    def kubectl(self) -> str:
+        return str(self.cp.bin_dir / "kubectl")
+
+    @property
+    def kubeconfig(self) -> str:
+        return str(self.cp.kubeconfig)
+
+
+@contextlib.contextmanager
+def environment() -> Iterator[Env]:
+    work = Path(tempfile.mkdtemp(prefix="orksync-bench-"))
+    try:
+        print("starting control plane ...", file=sys.stderr, flush=True)
+        with ControlPlane(controller_manager=False) as cp:
+            kube = Kube.from_kubeconfig(cp.kubeconfig, pool_size=32)
+            try:
+                yield Env(cp=cp, kube=kube, work=work)
+            finally:
+                kube.close()
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def create_namespaces(env: Env, names: Sequence[str]) -> None:
+    res = env.kube.resource("v1", "Namespace")
+    for name in names:
+        env.kube.create(res, {"apiVersion": "v1", "kind": "Namespace",
+                              "metadata": {"name": name}}, field_manager="bench")
+
+
+def clear_namespaces(env: Env, names: Sequence[str]) -> None:
+    """Delete every benchmark object in `names` (one deletecollection per kind and namespace;
+    there is no namespace controller, so the namespaces themselves stay, empty)."""
+    for ns in names:
+        for kind, (api_version, _, _) in KINDS.items():
+            res = env.kube.resource(api_version, kind)
+            env.kube.request("DELETE", res.path(ns), body={
+                "apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": "Background"})
+
+
+def delete_inventory(env: Env, name: str) -> None:
+    res = env.kube.resource("v1", "ConfigMap")
+    with contextlib.suppress(Exception):
+        env.kube.delete(res, "orksync-system", f"orksync-inventory-{name}")
+
+
+# --- the two clients ---------------------------------------------------------------------
+
+
+@dataclass
+class Timed:
+    seconds: float
+    output: str
+    cpu: float = 0.0  # user + system CPU seconds of the client process
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _run(argv: Sequence[str], env: Env) -> Timed:
+    environ = {**os.environ, "KUBECONFIG": env.kubeconfig}
+    cpu = _children_cpu()
+    start = time.perf_counter()
+    proc = subprocess.run(argv, capture_output=True, text=True, env=environ, check=False)
+    seconds = time.perf_counter() - start
+    cpu = _children_cpu() - cpu
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv)} exited {proc.returncode}:\n"
+                           f"{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
+    return Timed(seconds, proc.stdout + proc.stderr, cpu)
+
+
+def orksync_argv(env: Env, rendered_dir: Path, name: str) -> list[str]:
+    return [shutil.which("orksync") or "orksync", "apply", str(rendered_dir),
+            "--kubeconfig", env.kubeconfig, "--name", name]
+
+
+def kubectl_argv(env: Env, rendered_dir: Path) -> list[str]:
+    return [env.kubectl, "--kubeconfig", env.kubeconfig, "apply", "--server-side",
+            "--force-conflicts", f"--field-manager={KUBECTL_MANAGER}", "-R",
+            "-f", str(rendered_dir / "resources")]
+
+
+def run_orksync(env: Env, rendered_dir: Path, name: str) -> Timed:
+    return _run(orksync_argv(env, rendered_dir, name), env)
+
+
+def run_kubectl(env: Env, rendered_dir: Path) -> Timed:
+    return _run(kubectl_argv(env, rendered_dir), env)
+
+
+ORKSYNC_CMD = "orksync apply DIR --kubeconfig K --name NAME"
+KUBECTL_CMD = (f"kubectl apply --server-side --force-conflicts "
+               f"--field-manager={KUBECTL_MANAGER} -R -f DIR/resources")
+
+
+def summary_line(output: str) -> str:
+    lines = [ln for ln in output.splitlines() if " created=" in ln and " unchanged=" in ln]
+    return lines[-1].strip() if lines else "<no summary line>"
+
+
+# --- API server request counts -----------------------------------------------------------
+
+_METRIC = re.compile(r'^apiserver_request_total\{([^}]*)\}\s+([0-9.e+]+)$')
+_LABEL = re.compile(r'(\w+)="([^"]*)"')
+
+
+def server_requests(env: Env) -> dict[tuple[str, str], float]:
+    """apiserver_request_total summed by (verb, resource), via `kubectl get --raw /metrics`."""
+    text = _run([env.kubectl, "--kubeconfig", env.kubeconfig, "get", "--raw", "/metrics"],
+                env).output
+    out: dict[tuple[str, str], float] = {}
+    for line in text.splitlines():
+        m = _METRIC.match(line)
+        if m:
+            labels = dict(_LABEL.findall(m.group(1)))
+            key = (labels.get("verb", ""), labels.get("resource", ""))
+            out[key] = out.get(key, 0.0) + float(m.group(2))
+    return out
+
+
+def request_delta(before: dict[tuple[str, str], float],
+                  after: dict[tuple[str, str], float]) -> tuple[int, dict[str, int]]:
+    """Requests between two scrapes, leaving out the API server's own lease renewals and
+    the scrapes themselves (non-resource GETs): (total, by 'VERB resource')."""
+    by: dict[str, int] = {}
+    for key, value in after.items():
+        verb, resource = key
+        if resource in ("leases", "") or verb == "WATCH":
+            continue
+        n = round(value - before.get(key, 0.0))
+        if n:
+            by[f"{verb} {resource}"] = n
+    return sum(by.values()), by
+
+
+# --- reporting ---------------------------------------------------------------------------
+
+
+def ratio(a: float, b: float) -> float:
+    return a / b if b else float("inf")
+
+
+def median(values: Sequence[float]) -> float:
+    return statistics.median(values)
+
+
+def table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    def cell(v: Any) -> str:
+        return f"{v:.3f}" if isinstance(v, float) else str(v)
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def versions(env: Env) -> dict[str, str]:
+    def out(argv: Sequence[str]) -> str:
+        proc = subprocess.run(argv, capture_output=True, text=True, check=False)
+        return (proc.stdout or proc.stderr).strip().replace("\n", "; ")
+    return {
+        "orksync version": out([shutil.which("orksync") or "orksync", "version"]),
+        "kubectl version": out([env.kubectl, "--kubeconfig", env.kubeconfig, "version"]),
+        "nproc": out(["nproc"]),
+        "python": sys.version.split()[0],
+    }
+
+
+def append_doc(title: str, command: str, env: Env, body: str) -> None:
+    """Append one dated section to docs/performance.md (created with a header if missing)."""
+    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    if not PERF_DOC.exists():
+        PERF_DOC.write_text(
+            "# Performance\n\nMeasured by the scripts in `bench/` (each starts its own local "
+            "control plane: etcd + kube-apiserver, no controller manager, on the same cores "
+            "as the clients). Compare ratios within one section, not absolute times across "
+            "sections.\n", encoding="utf-8")
+    facts = "\n".join(f"- {k}: `{v}`" for k, v in versions(env).items())
+    section = (f"\n## {title} ({now})\n\n- command: `{command}`\n- date: {now}\n{facts}\n\n"
+               f"{body.rstrip()}\n")
+    with PERF_DOC.open("a", encoding="utf-8") as f:
+        f.write(section)
+    print(f"appended to {PERF_DOC}", file=sys.stderr)
