@@ -90,19 +90,7 @@ class Runtime:
 
     def fl(self, recv: Any, keys: tuple[str, ...]) -> Any:
         """Lenient field chain: on a pipeline result (or nil data), nil yields nil."""
-        if recv is None:
-            return None
-        value = recv
-        for key in keys:
-            if type(value) is dict:
-                value = value.get(key)
-            elif value is None:
-                raise _nil_field(key)
-            elif isinstance(value, Mapping):
-                value = value.get(key)
-            else:
-                raise _bad_field(key, value)
-        return value
+        return None if recv is None else self.f(recv, keys)
 
     def fc(self, cell: list[Any], keys: tuple[str, ...]) -> Any:
         """Field chain on a variable held in a cell."""
