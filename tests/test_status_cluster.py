@@ -166,3 +166,31 @@ def test_no_status_subresource_writes_nothing(control_plane: ControlPlane,
     res = kube.resource("test.orksync.io/v1", "Gadget")
     assert "status" not in kube.get(res, ns, "w")
     kube.close()
+
+
+def test_reporting_on_many_custom_resources_costs_one_list_per_kind_once_settled(
+        control_plane: ControlPlane, tmp_path: Path) -> None:
+    from orksync.apply.events import report_sync
+    from orksync.apply.sync import sync_once
+    from orksync.katalog.loader import load_repository
+    from orksync.render.engine import render_catalog
+    from tests.helpers import CRD as WIDGET_CRD
+    from tests.helpers import KATALOG as WIDGET_KATALOG
+    from tests.helpers import widget, write_repo
+
+    ns = f"t-{uuid.uuid4().hex[:8]}"
+    files = {"katalog.yaml": WIDGET_KATALOG, "crd.yaml": WIDGET_CRD}
+    files.update({f"w{i}.yaml": widget(f"w{i}", ns, image="nginx") for i in range(30)})
+    repo = write_repo(tmp_path, files)
+    catalog = load_repository(repo)
+    rendered = render_catalog(catalog)
+    kube = Kube.from_kubeconfig(control_plane.kubeconfig)
+    inventory = f"report-{uuid.uuid4().hex[:6]}"
+    for _ in range(3):  # the status settles after the second sync
+        result = sync_once(kube, rendered, inventory_name=inventory)
+        report_sync(kube, catalog, rendered, result.changes, revision="r1")
+    kube.requests = 0
+    written = report_sync(kube, catalog, rendered, result.changes, revision="r1")
+    assert written == []  # nothing changed: no status write
+    assert kube.requests <= 3  # one LIST each for Widget, Deployment and Service
+    kube.close()

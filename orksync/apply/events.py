@@ -21,6 +21,7 @@ from typing import Any
 
 from orksync.apply.kube import Kube
 from orksync.apply.status import (
+    LiveIndex,
     child_secret_values,
     desired_status,
     first_error,
@@ -121,28 +122,30 @@ def report_sync(kube: Kube, catalog: Catalog, rendered: RenderedSet, changes: Ch
     for c in changes.changes:
         by_ref.setdefault(c.ref, []).append(c)
     written: list[ObjRef] = []
+    index = LiveIndex(kube)  # one LIST per kind for all custom resources and children
     for cr in catalog.crs:
         try:
-            if _report_one(kube, cr, templates[cr.entry.katalog], by_owner.get(cr.ref, []),
-                           by_ref, render_errors.get(str(cr.ref)), revision, now):
+            if _report_one(kube, index, cr, templates[cr.entry.katalog],
+                           by_owner.get(cr.ref, []), by_ref, render_errors.get(str(cr.ref)),
+                           revision, now):
                 written.append(cr.ref)
         except ClusterError as err:
             log.warning("%s: status not written: %s", cr.ref, err)
     return written
 
 
-def _report_one(kube: Kube, cr: CustomResource, templates: Any,
+def _report_one(kube: Kube, index: LiveIndex, cr: CustomResource, templates: Any,
                 children: list[RenderedObject], by_ref: dict[ObjRef, list[Change]],
                 render_error: str | None, revision: str, now: datetime) -> bool:
-    res = kube.resource(cr.ref.api_version, cr.ref.kind)
-    live = kube.get_or_none(res, cr.ref.namespace, cr.ref.name)
+    live = index.get(cr.ref)
     if live is None:
         return False
     mine = [c for ref in (cr.ref, *(o.ref for o in children)) for c in by_ref.get(ref, [])]
     secrets = child_secret_values(children)
     status = desired_status(live, cr.entry, templates, mine, revision=revision,
                             render_error=render_error, now=now,
-                            children=read_children(kube, cr.ref, children), secrets=secrets)
+                            children=read_children(kube, cr.ref, children, index),
+                            secrets=secrets)
     written = write_status(kube, cr.ref, status, live=live)
     event = sync_event(cr.ref, mine, render_error)
     if event is not None:

@@ -53,6 +53,8 @@ __all__ = ["FIELD_MANAGER", "MAX_CONDITION_MESSAGE", "OWNER_LABEL", "child_secre
 
 log = logging.getLogger(__name__)
 
+MANAGED_BY_SELECTOR = "app.kubernetes.io/managed-by=orksync"
+
 FIELD_MANAGER = "orksync-status"
 MAX_CONDITION_MESSAGE = 256
 OWNER_LABEL = "orkestra-owner"
@@ -282,14 +284,54 @@ def write_status(kube: Kube, cr_ref: ObjRef, status: Mapping[str, Any], *,
     return True
 
 
+class LiveIndex:
+    """Live objects listed once per kind (cluster-wide, optionally by label) and looked up
+    by identity, so reporting on N custom resources costs one LIST per kind, not N."""
+
+    def __init__(self, kube: Kube) -> None:
+        self.kube = kube
+        self._lists: dict[tuple[str, str, str], dict[ObjRef, dict[str, Any]]] = {}
+
+    def get(self, ref: ObjRef, selector: str = "") -> dict[str, Any] | None:
+        key = (ref.api_version, ref.kind, selector)
+        if key not in self._lists:
+            items: dict[ObjRef, dict[str, Any]] = {}
+            try:
+                res = self.kube.resource(ref.api_version, ref.kind)
+                for item in self.kube.list(res, label_selector=selector or None):
+                    items[ObjRef.of(item)] = item
+            except ClusterError as err:
+                log.debug("cannot list %s %s: %s", ref.api_version, ref.kind, err)
+            self._lists[key] = items
+        return self._lists[key].get(ref)
+
+    def plural(self, ref: ObjRef) -> str | None:
+        try:
+            return self.kube.resource(ref.api_version, ref.kind).plural
+        except ClusterError:
+            return None
+
+
 def read_children(kube: Kube, cr_ref: ObjRef,
-                  rendered_children: Sequence[RenderedObject]) -> dict[str, Any]:
+                  rendered_children: Sequence[RenderedObject],
+                  index: LiveIndex | None = None) -> dict[str, Any]:
     """`.children` from the live objects: `<kind>` (lowercase) = the first child of that
     kind (render order) and `<plural>` = {name: object}; kinds not served and children
-    not found are left out."""
+    not found are left out. With an `index`, children come from its per-kind lists of
+    orksync-managed objects (no request per custom resource)."""
     wanted = [o.ref for o in rendered_children]
     found: dict[ObjRef, dict[str, Any]] = {}
     plural: dict[tuple[str, str], str] = {}
+    if index is not None:
+        for ref in wanted:
+            name = index.plural(ref)
+            if name is None:
+                continue
+            plural[(ref.api_version, ref.kind)] = name
+            item = index.get(ref, MANAGED_BY_SELECTOR)
+            if item is not None:
+                found[ref] = item
+        return _children_map(wanted, found, plural)
     groups = sorted({(r.api_version, r.kind, r.namespace) for r in wanted})
     selector = f"{OWNER_LABEL}={cr_ref.name}"
     refs = set(wanted)
@@ -316,6 +358,11 @@ def read_children(kube: Kube, cr_ref: ObjRef,
             continue
         if item is not None:
             found[ref] = item
+    return _children_map(wanted, found, plural)
+
+
+def _children_map(wanted: Sequence[ObjRef], found: Mapping[ObjRef, dict[str, Any]],
+                  plural: Mapping[tuple[str, str], str]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for ref in wanted:
         child = found.get(ref)
