@@ -57,6 +57,12 @@ def _is_builtin_group(group: str) -> bool:
     return group in _BUILTIN_GROUPS
 
 
+# The label every object orksync writes carries; children are listed and pruned by it.
+MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+MANAGED_BY = "orksync"
+MANAGED_SELECTOR = f"{MANAGED_BY_LABEL}={MANAGED_BY}"
+
+
 class WritePolicy(StrEnum):
     """How the applier writes one object. Travels with the rendered object."""
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -122,6 +122,25 @@ def locate(path: Path, doc_index: int, field_path: Sequence[str | int]) -> int |
         return line
     except Exception:
         return None
+
+
+def dotted(fields: Iterable[str | int]) -> str:
+    """["spec", "crds", 0, "name"] -> `spec.crds[0].name` (the field path in messages)."""
+    out = ""
+    for f in fields:
+        out += f"[{f}]" if isinstance(f, int) else (f".{f}" if out else str(f))
+    return out
+
+
+def split_path(path: str) -> list[str | int]:
+    """`a.b[0].c` -> ["a", "b", 0, "c"] (for locating a field's line in its file)."""
+    parts: list[str | int] = []
+    for piece in path.split("."):
+        name, *indexes = piece.split("[")
+        if name:
+            parts.append(name)
+        parts.extend(int(i.rstrip("]")) for i in indexes if i.rstrip("]").isdigit())
+    return parts
 
 
 # --- dumping -------------------------------------------------------------------------------

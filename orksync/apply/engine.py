@@ -25,6 +25,9 @@ from orksync.apply.rollout import add_rollout_annotation
 from orksync.apply.secrets import write_secret
 from orksync.errors import ClusterError
 from orksync.model import (
+    MANAGED_BY,
+    MANAGED_BY_LABEL,
+    MANAGED_SELECTOR,
     Action,
     Change,
     ChangeSet,
@@ -38,7 +41,6 @@ from orksync.render.notes.random import CryptoRandom
 log = logging.getLogger(__name__)
 
 FIELD_MANAGER = "orksync"
-MANAGED_SELECTOR = "app.kubernetes.io/managed-by=orksync"
 CRD_API = "apiextensions.k8s.io/v1"
 
 
@@ -289,23 +291,19 @@ class Applier:
         names = sorted({o.ref.namespace for o in batch if o.ref.namespace})
         if not names:
             return []
-        res = self.kube.resource("v1", "Namespace")
-        existing = {ObjRef.of(i).name for i in self.kube.list(res)}
+        existing = {ObjRef.of(i).name for i in self.kube.list(
+            self.kube.resource("v1", "Namespace"))}
         changes = []
         for name in names:
             if name in existing:
                 continue
             ref = ObjRef(api_version="v1", kind="Namespace", name=name)
-            body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {
-                "name": name, "labels": {"app.kubernetes.io/managed-by": "orksync"}}}
             try:
-                if not self.options.dry_run:
-                    self.kube.create(res, body, field_manager=self.options.field_manager,
-                                     subject=str(ref))
-                changes.append(Change(ref=ref, action=Action.CREATED))
+                if self.options.dry_run or create_namespace(
+                        self.kube, name, field_manager=self.options.field_manager):
+                    changes.append(Change(ref=ref, action=Action.CREATED))
             except ClusterError as err:
-                if err.status != 409:
-                    changes.append(Change(ref=ref, action=Action.FAILED, message=err.detail))
+                changes.append(Change(ref=ref, action=Action.FAILED, message=err.detail))
         return changes
 
     def _wait_established(self, crds: list[RenderedObject],
@@ -335,6 +333,20 @@ class Applier:
         return [Change(ref=c.ref, action=Action.FAILED,
                        message=f"not Established within {self.options.crd_timeout:.0f}s")
                 if c.ref in late else c for c in results]
+
+
+def create_namespace(kube: Kube, name: str, *, field_manager: str) -> bool:
+    """Create a Namespace labelled as orksync's; False when it already exists."""
+    body = {"apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": name, "labels": {MANAGED_BY_LABEL: MANAGED_BY}}}
+    try:
+        kube.create(kube.resource("v1", "Namespace"), body, field_manager=field_manager,
+                    subject=f"Namespace/{name}")
+    except ClusterError as err:
+        if err.status == 409:
+            return False
+        raise
+    return True
 
 
 RECREATE_KINDS = frozenset({("v1", "Pod"),

@@ -46,16 +46,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from orksync.errors import OrksyncError
-from orksync.model import ChangeSet, ObjRef, RenderedSet
+from orksync.model import MANAGED_BY, MANAGED_BY_LABEL, ChangeSet, ObjRef, RenderedSet
 from orksync.render.kinds import KINDS, ORDER
-from orksync.render.resource import MANAGED_BY_LABEL, OWNER_ANNOTATION, OWNER_LABEL
+from orksync.render.resource import OWNER_ANNOTATION, OWNER_LABEL
 
 DEFAULT_NAMESPACE = "orksync-system"
 CONFIGMAP_PREFIX = "orksync-inventory-"
 FORMAT = "v1"
 DATA_KEY = "entries"
 MAX_COMPRESSED = 900 * 1024  # under the 1 MiB ConfigMap limit, with room for metadata
-MANAGED_BY = "orksync"
 PRUNE_ANNOTATION = "orksync.io/prune"
 PRUNE_DISABLED = "disabled"
 CRD_KIND = "CustomResourceDefinition"

@@ -30,7 +30,15 @@ from typing import Any
 from orksync.apply.compare import is_subset
 from orksync.apply.kube import Kube, Resource
 from orksync.errors import ClusterError
-from orksync.model import Action, Change, ChangeSet, ObjRef, RenderedObject, WritePolicy
+from orksync.model import (
+    MANAGED_SELECTOR,
+    Action,
+    Change,
+    ChangeSet,
+    ObjRef,
+    RenderedObject,
+    WritePolicy,
+)
 from orksync.render.notes.random import RandomSource
 from orksync.secrets.mask import scrub, secret_values
 from orksync.secrets.plan import (
@@ -48,7 +56,6 @@ __all__ = ["MANAGED_SELECTOR", "rotate_due", "write_secret"]
 
 log = logging.getLogger(__name__)
 
-MANAGED_SELECTOR = "app.kubernetes.io/managed-by=orksync"
 CONFLICT_MESSAGE = ("conflict: the Secret changed since it was read (resourceVersion "
                     "precondition); nothing was written, retried on the next run")
 

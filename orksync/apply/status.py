@@ -42,7 +42,7 @@ from typing import Any
 from orksync.apply.kube import Kube
 from orksync.errors import ClusterError
 from orksync.katalog.model import CrdEntry
-from orksync.model import Action, Change, ObjRef, RenderedObject
+from orksync.model import MANAGED_SELECTOR, Action, Change, ObjRef, RenderedObject
 from orksync.render.coercion import coerce_status
 from orksync.render.conditions import evaluate_conditions
 from orksync.render.gotemplate import GoTemplateError
@@ -53,7 +53,7 @@ __all__ = ["FIELD_MANAGER", "MAX_CONDITION_MESSAGE", "OWNER_LABEL", "child_secre
 
 log = logging.getLogger(__name__)
 
-MANAGED_BY_SELECTOR = "app.kubernetes.io/managed-by=orksync"
+
 
 FIELD_MANAGER = "orksync-status"
 MAX_CONDITION_MESSAGE = 256
@@ -328,7 +328,7 @@ def read_children(kube: Kube, cr_ref: ObjRef,
             if name is None:
                 continue
             plural[(ref.api_version, ref.kind)] = name
-            item = index.get(ref, MANAGED_BY_SELECTOR)
+            item = index.get(ref, MANAGED_SELECTOR)
             if item is not None:
                 found[ref] = item
         return _children_map(wanted, found, plural)

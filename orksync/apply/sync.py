@@ -39,10 +39,9 @@ from orksync.apply.deletion import (
     finalize_custom_resource,
     find_hooks,
 )
-from orksync.apply.engine import Applier, ApplyOptions
+from orksync.apply.engine import FIELD_MANAGER, Applier, ApplyOptions, create_namespace
 from orksync.apply.inventory import (
     DEFAULT_NAMESPACE,
-    MANAGED_BY,
     Inventory,
     PrunePlan,
     configmap_name,
@@ -53,12 +52,21 @@ from orksync.apply.kube import Kube
 from orksync.apply.prune import cleanup_absent, prune
 from orksync.errors import ClusterError, InputError
 from orksync.katalog.model import Catalog, CrdEntry, CustomResource
-from orksync.model import Action, Change, ChangeSet, ObjRef, RenderedObject, RenderedSet
+from orksync.model import (
+    MANAGED_BY,
+    MANAGED_BY_LABEL,
+    Action,
+    Change,
+    ChangeSet,
+    ObjRef,
+    RenderedObject,
+    RenderedSet,
+)
 from orksync.render.conditions import evaluate_conditions
 from orksync.render.engine import render_custom_resource
 from orksync.render.guard import NamespaceGuard
 from orksync.render.kinds import KINDS
-from orksync.render.resource import MANAGED_BY_LABEL, cr_data
+from orksync.render.resource import cr_data
 from orksync.render.templates import Clock, Templates, templates_for, utc_now
 
 log = logging.getLogger(__name__)
@@ -129,16 +137,16 @@ class HookRenderer:
                 if not isinstance(item, Mapping) or not self.active(live, item):
                     continue
                 api_version, kind, namespaced = spec.api_version, spec.kind, spec.namespaced
-                name = self._text(item.get("name"), data)
-                namespace = self._text(item.get("namespace"), data)
+                name = self.templates.text(item.get("name"), data)
+                namespace = self.templates.text(item.get("namespace"), data)
                 if spec.key == "custom":
                     raw_meta = item.get("metadata")
                     meta: Mapping[str, Any] = raw_meta if isinstance(raw_meta, Mapping) else {}
-                    api_version = self._text(item.get("apiVersion"), data)
-                    kind = self._text(item.get("kind"), data)
-                    name = self._text(meta.get("name"), data) or name
-                    namespace = self._text(meta.get("namespace"), data) or namespace
-                    namespaced = self._text(meta.get("namespaced"), data).lower() not in (
+                    api_version = self.templates.text(item.get("apiVersion"), data)
+                    kind = self.templates.text(item.get("kind"), data)
+                    name = self.templates.text(meta.get("name"), data) or name
+                    namespace = self.templates.text(meta.get("namespace"), data) or namespace
+                    namespaced = self.templates.text(meta.get("namespaced"), data).lower() not in (
                         "false", "0", "no")
                 name = name or spec.default_name(cr.ref.name)
                 if not (name and kind and api_version):
@@ -149,9 +157,6 @@ class HookRenderer:
                 out.append((ref, self.guard.refusal(namespace) if namespace else None))
         return out
 
-    def _text(self, value: Any, data: Mapping[str, Any]) -> str:
-        text = "" if value is None else str(value)
-        return (self.templates.render(text, data) if "{{" in text else text).strip()
 
 
 def hook_renderers(catalog: Catalog, *, clock: Clock = utc_now
@@ -283,14 +288,5 @@ def write_inventory(kube: Kube, inventory: Inventory, name: str,
 
 
 def ensure_namespace(kube: Kube, namespace: str) -> None:
-    res = kube.resource("v1", "Namespace")
-    if kube.get_or_none(res, "", namespace) is not None:
-        return
-    try:
-        kube.create(res, {"apiVersion": "v1", "kind": "Namespace",
-                          "metadata": {"name": namespace,
-                                       "labels": {MANAGED_BY_LABEL: MANAGED_BY}}},
-                    field_manager="orksync", subject=f"Namespace/{namespace}")
-    except ClusterError as err:
-        if err.status != 409:
-            raise
+    if kube.get_or_none(kube.resource("v1", "Namespace"), "", namespace) is None:
+        create_namespace(kube, namespace, field_manager=FIELD_MANAGER)

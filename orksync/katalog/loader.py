@@ -26,7 +26,7 @@ from orksync.katalog.model import (
 from orksync.katalog.motifs import expand_entry, katalog_notes
 from orksync.model import ObjRef
 from orksync.names import subdomain_problem
-from orksync.yamlio import Document, iter_yaml_files, load_documents, locate
+from orksync.yamlio import Document, dotted, iter_yaml_files, load_documents, locate
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +78,7 @@ class _Loader:
         fields = list(field)
         line = locate(doc.file, doc.index, fields)
         return InputError(message, file=self.rel(doc.file), line=line,
-                          path=_dotted(fields), obj=obj)
+                          path=dotted(fields), obj=obj)
 
     def finish(self) -> Catalog:
         katalog_docs, crd_docs, other = [], [], []
@@ -243,7 +243,7 @@ class _Loader:
         if not target.is_file():
             if required:
                 raise self.error(doc, f"file {rel!r} does not exist", fpath, obj)
-            self.warnings.append(f"{self.rel(doc.file)}: {obj}: {_dotted(fpath)}: "
+            self.warnings.append(f"{self.rel(doc.file)}: {obj}: {dotted(fpath)}: "
                                  f"file {rel!r} does not exist (ignored)")
             return None
         self.add_file(target)
@@ -338,10 +338,3 @@ class _Loader:
 
 
 _CR_META_KEPT = ("name", "namespace", "labels", "annotations")
-
-
-def _dotted(fields: Iterable[str | int]) -> str:
-    out = ""
-    for f in fields:
-        out += f"[{f}]" if isinstance(f, int) else (f".{f}" if out else str(f))
-    return out

@@ -244,9 +244,11 @@ def coerce_status(value: Any, type: str) -> Any:
     return f
 
 
-def _walk(data: Any, path: str) -> Any:
+def lookup(data: Any, path: str) -> Any:
+    """A bare dot path (`spec.regions`; a leading dot is tolerated) into nested maps;
+    None when a segment is missing."""
     current = data
-    for part in path.strip(".").split("."):
+    for part in path.strip().lstrip(".").split("."):
         if not isinstance(current, Mapping) or part not in current:
             return None
         current = current[part]
@@ -270,7 +272,7 @@ def to_namespaces(entries: Iterable[Any], data: Mapping[str, Any],
         text = entry if isinstance(entry, str) else format_value(entry)
         names: list[str]
         match = _PLAIN_PATH.fullmatch(text.strip())
-        value = _walk(data, match.group(1)) if match else None
+        value = lookup(data, match.group(1)) if match else None
         if isinstance(value, list):
             names = [v for v in value if isinstance(v, str)]
         elif "{{" in text:

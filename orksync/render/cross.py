@@ -14,8 +14,9 @@ from orksync.katalog.model import CustomResource
 
 
 def cross_data(cr: CustomResource, specs: Any, crs: Sequence[CustomResource],
-               render: Callable[[str, Mapping[str, Any]], str],
+               text: Callable[[Any, Mapping[str, Any]], str],
                data: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """`text(value, data)` renders a field that may be a template (Templates.text)."""
     """`.cross` for one custom resource, and problems (path, message) found on the way."""
     out: dict[str, Any] = {}
     problems: list[str] = []
@@ -31,13 +32,13 @@ def cross_data(cr: CustomResource, specs: Any, crs: Sequence[CustomResource],
         if not isinstance(selector, Mapping):
             problems.append(f"cross[{i}].selector: must be a map")
             continue
-        name = _text(selector.get("name"), render, data)
-        namespace = _text(selector.get("namespace"), render, data) or cr.ref.namespace
+        name = text(selector.get("name"), data)
+        namespace = text(selector.get("namespace"), data) or cr.ref.namespace
         labels = selector.get("matchLabels") or spec.get("labelSelector") or \
             spec.get("labels") or {}
         if isinstance(labels, Mapping) and "matchLabels" in labels:
             labels = labels["matchLabels"] or {}
-        wanted = {str(k): _text(v, render, data) for k, v in dict(labels).items()}
+        wanted = {str(k): text(v, data) for k, v in dict(labels).items()}
         match = next((other for other in crs if other.entry.katalog == cr.entry.katalog
                       and other.entry.key == spec["crd"]
                       and (not name or other.ref.name == name)
@@ -55,11 +56,3 @@ def cross_data(cr: CustomResource, specs: Any, crs: Sequence[CustomResource],
             found["found"] = "true"
             out[str(spec["as"])] = found
     return out, problems
-
-
-def _text(value: Any, render: Callable[[str, Mapping[str, Any]], str],
-          data: Mapping[str, Any]) -> str:
-    if value is None:
-        return ""
-    text = str(value)
-    return render(text, data).strip() if "{{" in text else text.strip()

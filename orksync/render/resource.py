@@ -11,10 +11,17 @@ from typing import Any
 from orksync.errors import RenderError
 from orksync.katalog.model import CustomResource
 from orksync.katalog.motifs import MOTIF_KEY, motif_inputs
-from orksync.model import ObjRef, Origin, RenderedObject, WritePolicy
+from orksync.model import (
+    MANAGED_BY,
+    MANAGED_BY_LABEL,
+    ObjRef,
+    Origin,
+    RenderedObject,
+    WritePolicy,
+)
 from orksync.names import label_key_problem, label_value_problem, subdomain_problem
 from orksync.render.builders import BuildContext, BuildError, Built
-from orksync.render.coercion import to_namespaces
+from orksync.render.coercion import lookup, to_namespaces
 from orksync.render.conditions import evaluate_conditions
 from orksync.render.cross import cross_data
 from orksync.render.gotemplate import GoTemplateError
@@ -30,7 +37,7 @@ from orksync.render.kinds import (
 )
 from orksync.render.prepare import PrepareError, prepare
 from orksync.render.templates import Templates
-from orksync.yamlio import locate
+from orksync.yamlio import locate, split_path
 
 STAGE_CRD = 0
 STAGE_CR = 5
@@ -38,7 +45,6 @@ STAGE_CHILDREN = 10  # + Orkestra's group order
 
 MANAGED_LABEL = "orkestra.orkspace.io/managed"
 OWNER_LABEL = "orkestra-owner"
-MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 OWNER_ANNOTATION = "orksync.io/owner"
 ENTRY_KEYS_NOT_RENDERED = frozenset({"when", "or", "anyOf", "forEach", "toNamespaces"})
 # Kinds whose entries may copy a live object: the key naming the source, and the kind.
@@ -70,7 +76,7 @@ class CrRenderer:
         try:
             data = cr_data(cr)
             data["cross"], problems = cross_data(cr, cr.entry.operator_box.get("cross"), others,
-                                                 templates.render, data)
+                                                 templates.text, data)
             if problems:
                 raise PrepareError("; ".join(problems))
             self.data, verdict, notes = prepare(data, cr.entry.raw, templates.render,
@@ -267,10 +273,8 @@ class CrRenderer:
         """The objects an entry whose condition is false would have written: candidates for
         Orkestra's cleanup (deleted when owned and claimed by no active entry)."""
         def text(key: str, node: Mapping[str, Any] = entry) -> str:
-            value = node.get(key)
             try:
-                return _str(self.templates.render(value, data)) if isinstance(value, str) \
-                    else _str(value)
+                return self.templates.text(node.get(key), data)
             except GoTemplateError:
                 return ""
         api_version, kind, namespaced = spec.api_version, spec.kind, spec.namespaced
@@ -345,7 +349,7 @@ class CrRenderer:
         elif raw is not None:
             raise self.fail(path, "must be a map")
         labels.update({MANAGED_LABEL: "true", OWNER_LABEL: self.cr_name,
-                       MANAGED_BY_LABEL: "orksync"})
+                       MANAGED_BY_LABEL: MANAGED_BY})
         for key, value in labels.items():
             problem = label_key_problem(key) or label_value_problem(value)
             if problem:
@@ -377,27 +381,6 @@ def policy_for(spec: KindSpec, block: str, entry: Mapping[str, Any]) -> WritePol
     if block == "onReconcile" or entry.get("reconcile") is True:
         return WritePolicy.APPLY
     return WritePolicy.CREATE
-
-
-def lookup(data: Mapping[str, Any], path: str) -> Any:
-    """A bare dot path (`spec.regions`; a leading dot is tolerated) into nested maps."""
-    node: Any = data
-    for part in path.strip().lstrip(".").split("."):
-        if not isinstance(node, Mapping) or part not in node:
-            return None
-        node = node[part]
-    return node
-
-
-def split_path(path: str) -> list[str | int]:
-    """`a.b[0].c` -> ["a", "b", 0, "c"] (for locating a field's line in its file)."""
-    parts: list[str | int] = []
-    for piece in path.split("."):
-        name, *indexes = piece.split("[")
-        if name:
-            parts.append(name)
-        parts.extend(int(i.rstrip("]")) for i in indexes if i.rstrip("]").isdigit())
-    return parts
 
 
 def _str(value: Any) -> str:

@@ -43,6 +43,11 @@ class Templates:
         finally:
             _SCOPE.reset(token)
 
+    def text(self, value: Any, data: Mapping[str, Any]) -> str:
+        """A field that may be a template, as stripped text (absent is "")."""
+        text = "" if value is None else str(value)
+        return (self.render(text, data) if "{{" in text else text).strip()
+
 
 def templates_for(katalog: Katalog, clock: Clock) -> Templates:
     functions = builtin_functions(clock=clock, random=PlaceholderRandom())

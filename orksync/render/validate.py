@@ -14,7 +14,7 @@ from orksync.render.conditions import validate_condition
 from orksync.render.gotemplate import GoTemplateError
 from orksync.render.prepare import rule_problems
 from orksync.render.templates import TemplateEngine
-from orksync.yamlio import locate
+from orksync.yamlio import dotted, locate
 
 CONDITION_KEYS = ("when", "or", "anyOf")
 
@@ -35,7 +35,7 @@ def entry_problems(katalog: Katalog, entry: CrdEntry,
         return RenderError(message, file=entry.source.file,
                            line=locate(entry.source.path, entry.source.index,
                                        ["spec", "crds", entry.key, *path]),
-                           path=_dotted([*entry.path.split("."), *path]),
+                           path=dotted([*entry.path.split("."), *path]),
                            obj=f"Katalog/{katalog.name}")
 
     for rule_path, message in rule_problems(entry.raw, check=engine.check):
@@ -62,10 +62,3 @@ def _walk(value: Any, path: list[str | int]) -> Iterator[tuple[list[str | int], 
     elif isinstance(value, list):
         for i, item in enumerate(value):
             yield from _walk(item, [*path, i])
-
-
-def _dotted(parts: list[str | int]) -> str:
-    out = ""
-    for p in parts:
-        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else p)
-    return out

@@ -43,7 +43,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 from orksync.durations import parse_duration
-from orksync.model import WritePolicy
+from orksync.model import MANAGED_BY, MANAGED_BY_LABEL, WritePolicy
 from orksync.render.notes.random import RandomSource, fill_generated
 from orksync.secrets.tls import TLS_KEYS, TlsSpec, plan_tls
 
@@ -51,7 +51,6 @@ __all__ = ["GENERATED_AT", "GENERATORS", "MANAGED_BY_LABEL", "ROTATE_AFTER", "TL
            "UNMANAGED", "SecretPlan", "data_hash", "directives_from_annotations",
            "format_time", "is_managed", "owned_desired", "plan_secret", "rotation_due"]
 
-MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 GENERATED_AT = "orkestra.orkspace.io/generated-at"
 ROTATE_AFTER = "orkestra.orkspace.io/rotate-after"
 GENERATORS = "orksync.io/generators"
@@ -281,7 +280,7 @@ def owned_desired(live: Mapping[str, Any], field_manager: str) -> dict[str, Any]
 
 def is_managed(obj: Mapping[str, Any]) -> bool:
     labels = (obj.get("metadata") or {}).get("labels") or {}
-    return labels.get(MANAGED_BY_LABEL) == "orksync"
+    return labels.get(MANAGED_BY_LABEL) == MANAGED_BY
 
 
 def data_hash(data: Mapping[str, str]) -> str:
