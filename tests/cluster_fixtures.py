@@ -34,8 +34,9 @@ FIELD_MANAGER = "orksync-tests"
 
 
 @pytest.fixture(scope="session")
-def control_plane() -> Iterator[ControlPlane]:
-    """The session's control plane, with kube-controller-manager (garbage collector, namespaces)."""
+def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
+    """The session's control plane, with kube-controller-manager (garbage collector, namespaces)
+    and an audit log of every write, which the last test scans for leaked secret values."""
     try:
         bin_dir = find_binaries()
     except ControlPlaneError as exc:
@@ -43,7 +44,8 @@ def control_plane() -> Iterator[ControlPlane]:
         if os.environ.get("CI") == "true":
             pytest.fail(reason, pytrace=False)
         pytest.skip(reason)
-    with ControlPlane(bin_dir=bin_dir, controller_manager=True) as cp:
+    audit_log = tmp_path_factory.getbasetemp() / "control-plane-audit.log"
+    with ControlPlane(bin_dir=bin_dir, controller_manager=True, audit_log=audit_log) as cp:
         yield cp
 
 

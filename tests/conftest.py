@@ -13,13 +13,25 @@ from pathlib import Path
 
 import pytest
 
+from tests import leakscan
 from tests.cluster_fixtures import *  # noqa: F403
 
 _cluster_passed = 0
+LEAK_SCAN = "test_zz_leak_scan.py"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    leakscan.install()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The suite-wide leak scan runs after every other test."""
+    items.sort(key=lambda item: item.path.name == LEAK_SCAN)
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     global _cluster_passed
+    leakscan.record_sections(report.sections)
     if report.when == "call" and report.passed and "cluster" in report.keywords:
         _cluster_passed += 1
 

@@ -313,6 +313,22 @@ def _free_ports(count: int) -> list[int]:
 # --- files -----------------------------------------------------------------------------------
 
 
+AUDIT_POLICY = """\
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+  # Secret writes with their responses: where generated values are allowed to be.
+  - level: RequestResponse
+    verbs: [create, update, patch]
+    resources: [{group: "", resources: [secrets]}]
+  # Every other write with its body (objects, status subresources, Events).
+  - level: Request
+    verbs: [create, update, patch]
+  - level: None
+"""
+
+
 @dataclass(frozen=True)
 class _Paths:
     root: Path
@@ -463,6 +479,9 @@ class ControlPlane:
     ``work_dir``: directory for certificates, etcd data and logs; must be absent or empty
     (default: a new temporary directory). It is removed by :meth:`stop` unless ``keep``.
     ``ready_timeout``: seconds each component may take to become ready.
+    ``audit_log``: write kube-apiserver's audit log there (JSON lines, see
+    :data:`AUDIT_POLICY`): the bodies of every write, and the responses of Secret writes.
+    The test suite scans it for leaked secret values (tests/leakscan.py).
     """
 
     def __init__(
@@ -473,8 +492,10 @@ class ControlPlane:
         keep: bool = False,
         work_dir: Path | None = None,
         ready_timeout: float = 90.0,
+        audit_log: Path | None = None,
     ) -> None:
         self._bin_dir = bin_dir
+        self.audit_log = audit_log
         self._want_controller_manager = controller_manager
         self._keep = keep
         self.detached = False  # True: processes outlive this Python process (`up`)
@@ -755,7 +776,16 @@ class ControlPlane:
             "--allow-privileged=true",
             # Without a bound, SIGTERM waits for kube-controller-manager's watches to end (minutes).
             "--shutdown-watch-termination-grace-period=1s",
+            *self._audit_argv(paths),
         ]
+
+    def _audit_argv(self, paths: _Paths) -> list[str]:
+        if self.audit_log is None:
+            return []
+        policy = paths.root / "audit-policy.yaml"
+        policy.write_text(AUDIT_POLICY)
+        return [f"--audit-policy-file={policy}", f"--audit-log-path={self.audit_log}",
+                "--audit-log-format=json", "--audit-log-maxsize=0", "--audit-log-mode=blocking"]
 
     def _controller_manager_argv(self) -> list[str]:
         ports, paths = self._started_ports(), self._started_paths()
