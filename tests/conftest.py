@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.cluster_fixtures import *  # noqa: F403
+from tests.kind_cases import cluster, kube  # noqa: F401  (Widget Katalog cluster tests)
 
 _cluster_passed = 0
 
