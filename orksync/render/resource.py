@@ -247,7 +247,7 @@ class CrRenderer:
                              owner=self.cr.ref, directives=directives)
         out = [*self.ingress_tls_secret(spec, rendered, ctx, obj, path)]
         targets = [obj.ref.namespace] if obj.ref.namespace else [""]
-        if entry.get("toNamespaces"):
+        if namespaced and entry.get("toNamespaces"):
             raw = entry["toNamespaces"]
             if not isinstance(raw, list):
                 raise self.fail(f"{path}.toNamespaces", "must be a list")
