@@ -216,14 +216,20 @@ class CrRenderer:
                     for k, v in entry.items()}
         namespaced = spec.namespaced
         name = _str(rendered.get("name")) or spec.default_name(self.cr_name)
+        name_field = "name"
         if spec.key == "custom":
             raw_meta = rendered.get("metadata")
             meta: Mapping[str, Any] = raw_meta if isinstance(raw_meta, Mapping) else {}
+            if _str(meta.get("name")) or not name:
+                name_field = "metadata.name"
             name = _str(meta.get("name")) or name
             namespaced = _str(meta.get("namespaced")).lower() not in ("false", "0", "no")
+        if not name:
+            raise self.fail(f"{path}.{name_field}",
+                            f"is required ({spec.key} entries have no default name)")
         problem = subdomain_problem(name)
         if problem:
-            raise self.fail(f"{path}.name", problem)
+            raise self.fail(f"{path}.{name_field}", problem)
         namespace = ""
         if namespaced:
             namespace = _str(rendered.get("namespace")) or self.cr_namespace or "default"
