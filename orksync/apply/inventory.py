@@ -272,7 +272,7 @@ def plan_prune(old: Inventory, rendered: RenderedSet, changes: ChangeSet, *,
 
     new_refs = {o.ref for o in rendered.objects}
     guarded = dict(rendered.skipped)
-    retained = {ref for ref, _ in rendered.retained}  # Jobs whose condition turned false
+    retained = {ref for ref, _ in rendered.retained}  # condition false, never cleaned up
     candidates = [e for e in old if e.ref not in new_refs and e.ref not in retained]
     leaving = {e.ref for e in candidates if e.is_custom_resource}
     orphaning = _orphaning(old, rendered) if not allow_orphaning_children else set()
@@ -308,5 +308,6 @@ def _orphaning(old: Inventory, rendered: RenderedSet) -> set[ObjRef]:
     """Custom resources still rendered, with children in the inventory and none now."""
     rendered_crs = {o.ref for o in rendered.objects if o.owner is None and not is_crd(o.ref)}
     now = Counter(o.owner for o in rendered.objects if o.owner is not None)
+    now.update(owner for _, owner in rendered.retained)  # still wanted, only not written
     before = {e.owner for e in old if e.owner is not None}
     return {cr for cr in rendered_crs if cr in before and not now[cr]}

@@ -201,10 +201,13 @@ class CrRenderer:
     def entry(self, spec: KindSpec, entry: Mapping[str, Any], data: Mapping[str, Any],
               block: str, path: str) -> list[RenderedObject]:
         if not self.conditions(entry, data, path):
-            if spec.key == "jobs":
-                self.retained.extend(self.absent_refs(spec, entry, data))
-            elif block == "onReconcile" or entry.get("reconcile") is True:
+            # Cleaned up only when reconciled (onReconcile, `reconcile: true`); Jobs and
+            # plain onCreate entries are never cleaned up (semantics §2.1), so the prune
+            # must not delete them either.
+            if policy_for(spec, block, entry) is WritePolicy.APPLY:
                 self.absent.extend(self.absent_refs(spec, entry, data))
+            else:
+                self.retained.extend(self.absent_refs(spec, entry, data))
             return []
         if spec.builder is None:
             raise self.fail(path, f"{spec.key} is not supported by this version of orksync")
