@@ -93,13 +93,21 @@ def cluster(kube: Kube) -> Iterator[Cluster]:
     c.cleanup()
 
 
+class _NoAliases(yaml.SafeDumper):
+    """Entries that share a dict are written out in full: the loader refuses YAML aliases
+    beyond a few dozen (alias bombs)."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
 def katalog(box: dict[str, Any], **entry: Any) -> str:
     """A Widget Katalog with operatorBox `box` (extra CRD-entry keys in `entry`)."""
     doc = {"apiVersion": "orkestra.orkspace.io/v1", "kind": "Katalog",
            "metadata": {"name": "widgets"},
            "spec": {"crds": {"widget": {"crdFile": "./crd.yaml", **entry,
                                         "operatorBox": box}}}}
-    return yaml.safe_dump(doc, sort_keys=False)
+    return yaml.dump(doc, Dumper=_NoAliases, sort_keys=False)
 
 
 def sync(kube: Kube, root: Path, inventory: str) -> SyncResult:
