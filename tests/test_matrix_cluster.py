@@ -202,6 +202,32 @@ def test_an_entry_whose_condition_turns_false_is_cleaned_up_only_when_reconciled
                 assert lone[key] in second.inventory, key
 
 
+def test_a_block_whose_condition_turns_false_is_skipped_and_nothing_of_it_is_deleted(
+        kube: Kube, cluster: Cluster, tmp_path: Path) -> None:
+    """A block's own `when` false: Orkestra skips the whole block, so nothing it wrote is
+    cleaned up, under onCreate as under onReconcile; the inventory keeps it all. The
+    onCreate block turns false first (while onReconcile still renders), then both."""
+    ns = cluster.namespace()
+    keys = {"onCreate": ["configMaps", "clusterRoles"], "onReconcile": ["deployments"]}
+    prepare(kube, cluster, ns, [k for ks in keys.values() for k in ks])
+    box = {block: {"when": [{"field": f"spec.{block}", "equals": "on"}],
+                   **{key: [CASES[key][0]] for key in ks}}
+           for block, ks in keys.items()}
+    objs = [case_ref(key, ns) for ks in keys.values() for key in ks]
+    inv = inventory_name()
+    first = sync(kube, repo(tmp_path, ns, box, onCreate="on", onReconcile="on"), inv)
+    assert {action(first, obj) for obj in objs} == {Action.CREATED}
+    for flags in ({"onCreate": "off", "onReconcile": "on"},
+                  {"onCreate": "off", "onReconcile": "off"}):
+        result = sync(kube, repo(tmp_path, ns, box, **flags), inv)
+        assert not result.changes.failed and result.refused == [], result.refused
+        assert [c for c in result.changes.changes if c.action is Action.DELETED] == []
+        for obj in objs:
+            live = get(kube, obj)
+            assert live is not None and not live["metadata"].get("deletionTimestamp"), obj
+            assert obj in result.inventory, obj
+
+
 # --- toNamespaces and the namespace guard (every namespaced key) -------------------------------
 
 

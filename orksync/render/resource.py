@@ -5,7 +5,7 @@ clock reaches conditions only through the Katalog's Templates."""
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from orksync.errors import RenderError
@@ -112,6 +112,10 @@ class CrRenderer:
         if not isinstance(block, Mapping):
             raise self.fail(name, "must be a map of resource lists")
         if not self.conditions(block, self.data, name):
+            # Orkestra skips the whole block: nothing written, nothing cleaned up, so the
+            # prune must keep what the block wrote while its condition held.
+            for spec, entry, data, _ in self.entries(block, name):
+                self.retained.extend(self.absent_refs(spec, entry, data))
             return []
         for key in block:
             if key in PLACEHOLDER_KEYS:
@@ -125,6 +129,14 @@ class CrRenderer:
             elif key not in BY_KEY and key not in BLOCK_CONTROL_KEYS:
                 raise self.fail(f"{name}.{key}", "unknown resource key")
         out: list[RenderedObject] = []
+        for spec, entry, data, path in self.entries(block, name):
+            out.extend(self.entry(spec, entry, data, name, path))
+        return out
+
+    def entries(self, block: Mapping[str, Any], name: str
+                ) -> Iterator[tuple[KindSpec, Mapping[str, Any], dict[str, Any], str]]:
+        """Every entry of a block in Orkestra's group order, once per forEach element, with
+        its data scope (motif inputs included) and its path."""
         for spec in KINDS:
             entries = block.get(spec.key)
             if entries is None:
@@ -146,8 +158,7 @@ class CrRenderer:
                         raise self.fail(path, f"{marker['import']}.with ({marker['file']}): "
                                         f"template error: {err}") from err
                 for data in self.expand(entry, path, base):
-                    out.extend(self.entry(spec, entry, data, name, path))
-        return out
+                    yield spec, entry, data, path
 
     def expand(self, entry: Mapping[str, Any], path: str,
                base: dict[str, Any]) -> list[dict[str, Any]]:
