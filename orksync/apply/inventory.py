@@ -29,6 +29,9 @@ Plan rules (`plan_prune`), each a lesson from prior art:
   that enabling `prune_crds` later still finds it;
 * objects refused by the namespace guard (and the children of a refused custom resource)
   are neither written nor deleted;
+* objects Orkestra never cleans up when their condition turns false (Jobs, onCreate
+  entries without `reconcile: true`, every entry of a block whose own condition is false:
+  `RenderedSet.retained`) are kept, not written, and stay in the inventory;
 * the children of a custom resource that is itself being deleted are left to its deletion
   path (orksync.apply.deletion): onDelete first, then garbage collection.
 """
