@@ -121,8 +121,9 @@ class RenderedSet:
     skipped: tuple[tuple[ObjRef, str], ...] = ()  # refused objects (guard) with the reason
     # (object, owner) whose entry condition is false under apply mode: Orkestra's cleanup
     absent: tuple[tuple[ObjRef, ObjRef], ...] = ()
-    # (object, owner) of entries whose condition is false but whose kind is never cleaned
-    # up (Jobs, Orkestra's rule): neither applied nor pruned, kept in the inventory
+    # (object, owner) of entries whose condition (or whose block's) is false but that are
+    # never cleaned up (Jobs, onCreate entries without `reconcile: true`, a skipped block:
+    # Orkestra's rule): neither applied nor pruned, kept in the inventory
     retained: tuple[tuple[ObjRef, ObjRef], ...] = ()
 
     @property

@@ -15,6 +15,7 @@ import pytest
 
 from tests import leakscan
 from tests.cluster_fixtures import *  # noqa: F403
+from tests.kind_cases import cluster, kube  # noqa: F401  (Widget Katalog cluster tests)
 
 _cluster_passed = 0
 LEAK_SCAN = "test_zz_leak_scan.py"

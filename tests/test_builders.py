@@ -709,6 +709,8 @@ def test_unknown_fields_accepts_the_common_and_copy_keys() -> None:
     assert unknown_fields("resourceQuotas", {"fromResourceQuota": "q"}) == []
     assert unknown_fields("limitRanges", {"fromLimitRange": "l"}) == []
     assert unknown_fields("deployments", {"fromConfigMap": "y"}) == ["fromConfigMap"]
+    assert unknown_fields("deployments", {"toNamespaces": ["a"]}) == []
+    assert unknown_fields("clusterRoles", {"toNamespaces": ["a"]}) == ["toNamespaces"]
 
 
 def test_unknown_fields_reports_a_namespace_on_a_cluster_scoped_kind() -> None:

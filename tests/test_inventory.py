@@ -216,6 +216,16 @@ def test_a_custom_resource_that_renders_no_children_keeps_the_ones_it_had() -> N
     assert {e.ref for e in allowed.delete} == {DEPLOY, SVC, CM}
 
 
+def test_children_kept_because_their_condition_turned_false_are_not_an_orphaning() -> None:
+    """Entries never cleaned up (Jobs, onCreate without reconcile) whose condition is false:
+    kept in the inventory, and the custom resource does not count as rendering nothing."""
+    rs = RenderedSet(objects=(obj(CRD), obj(W)),
+                     retained=tuple((c, W) for c in (DEPLOY, SVC, CM)))
+    plan = plan_prune(OLD, rs, applied(rs))
+    assert (plan.delete, plan.refused) == ([], [])
+    assert plan.keep.refs() == OLD.refs()
+
+
 def test_crds_are_kept_unless_crd_pruning_is_enabled() -> None:
     rs = rendered(obj(W), *(obj(c, W) for c in (DEPLOY, SVC, CM)))
     plan = plan_prune(OLD, rs, applied(rs))

@@ -10,8 +10,10 @@ from orksync.errors import RenderError
 from orksync.katalog.loader import load_repository
 from orksync.model import ObjRef, RenderedSet, WritePolicy
 from orksync.render.engine import render_catalog
+from orksync.render.kinds import BY_KEY, KINDS
 from orksync.render.output import read_rendered, write_rendered
 from tests.helpers import CRD, KATALOG, REPO_EXAMPLE, widget, write_repo
+from tests.kind_cases import CASES, katalog
 
 
 def render(root: Path) -> RenderedSet:
@@ -96,6 +98,40 @@ def test_write_policies_follow_the_block_and_reconcile(tmp_path: Path) -> None:
     assert policies["w"] is WritePolicy.APPLY  # deployment, reconcile: true (and the CR)
     assert policies["w-svc"] is WritePolicy.CREATE  # onCreate without reconcile
     assert policies["w-live"] is WritePolicy.APPLY  # onReconcile
+
+
+@pytest.mark.parametrize("key", [k.key for k in KINDS])
+def test_an_entry_without_a_name_takes_its_kinds_default_or_is_an_error_naming_the_field(
+        tmp_path: Path, key: str) -> None:
+    entry = {k: v for k, v in CASES[key][0].items() if k != "name"}
+    if key == "custom":
+        entry["metadata"] = {k: v for k, v in entry["metadata"].items() if k != "name"}
+    write_repo(tmp_path, {"katalog.yaml": katalog({"onReconcile": {key: [entry]}}),
+                          "crd.yaml": CRD, "w.yaml": widget("w", "shop")})
+    rendered = render(tmp_path)
+    suffix = BY_KEY[key].default_suffix
+    if suffix is not None:
+        assert rendered.ok, rendered.errors
+        assert [o.ref.name for o in rendered.objects if o.owner] == [f"w{suffix}"]
+        return
+    (err,) = rendered.errors
+    assert isinstance(err, RenderError)
+    field = "metadata.name" if key == "custom" else "name"
+    assert (err.file, err.obj) == ("katalog.yaml", "Widget.test.orksync.io/shop/w")
+    assert err.path == f"spec.crds.widget.operatorBox.onReconcile.{key}[0].{field}"
+    assert f"is required ({key} entries have no default name)" in str(err)
+
+
+def test_to_namespaces_on_a_cluster_scoped_key_is_ignored_with_a_warning(
+        tmp_path: Path) -> None:
+    entry = {"name": "reader", "toNamespaces": ["a", "b"],
+             "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}]}
+    write_repo(tmp_path, {"katalog.yaml": katalog({"onReconcile": {"clusterRoles": [entry]}}),
+                          "crd.yaml": CRD, "w.yaml": widget("w", "shop")})
+    rendered = render(tmp_path)
+    assert [str(o.ref) for o in rendered.objects if o.owner] == ["ClusterRole/reader"]
+    assert any("clusterRoles[0].toNamespaces is not a field orksync knows" in w
+               for w in rendered.warnings), rendered.warnings
 
 
 def test_an_unknown_function_is_an_error_when_the_katalog_loads(tmp_path: Path) -> None:

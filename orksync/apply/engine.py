@@ -166,8 +166,14 @@ class Applier:
                                               subject=str(obj.ref),
                                               dry_run=self.options.dry_run)
         except ClusterError as err:
-            if err.status != 422 or current is None or not recreate_allowed(obj):
+            if err.status != 422 or current is None:
                 raise
+            if not recreate_allowed(obj):
+                raise ClusterError(f"{err.detail} (if a field that cannot change was changed, "
+                                   f"the annotation {RECREATE_ANNOTATION}: \"true\" lets "
+                                   "orksync delete and recreate the object)",
+                                   subject=err.subject, status=err.status,
+                                   reason=err.reason) from err
             self._recreate(res, obj, body, current)
             return Change(ref=obj.ref, action=Action.CONFIGURED,
                           message="recreated: the change touches an immutable field")

@@ -29,6 +29,9 @@ Plan rules (`plan_prune`), each a lesson from prior art:
   that enabling `prune_crds` later still finds it;
 * objects refused by the namespace guard (and the children of a refused custom resource)
   are neither written nor deleted;
+* objects Orkestra never cleans up when their condition turns false (Jobs, onCreate
+  entries without `reconcile: true`, every entry of a block whose own condition is false:
+  `RenderedSet.retained`) are kept, not written, and stay in the inventory;
 * the children of a custom resource that is itself being deleted are left to its deletion
   path (orksync.apply.deletion): onDelete first, then garbage collection.
 """
@@ -272,7 +275,7 @@ def plan_prune(old: Inventory, rendered: RenderedSet, changes: ChangeSet, *,
 
     new_refs = {o.ref for o in rendered.objects}
     guarded = dict(rendered.skipped)
-    retained = {ref for ref, _ in rendered.retained}  # Jobs whose condition turned false
+    retained = {ref for ref, _ in rendered.retained}  # condition false, never cleaned up
     candidates = [e for e in old if e.ref not in new_refs and e.ref not in retained]
     leaving = {e.ref for e in candidates if e.is_custom_resource}
     orphaning = _orphaning(old, rendered) if not allow_orphaning_children else set()
@@ -308,5 +311,6 @@ def _orphaning(old: Inventory, rendered: RenderedSet) -> set[ObjRef]:
     """Custom resources still rendered, with children in the inventory and none now."""
     rendered_crs = {o.ref for o in rendered.objects if o.owner is None and not is_crd(o.ref)}
     now = Counter(o.owner for o in rendered.objects if o.owner is not None)
+    now.update(owner for _, owner in rendered.retained)  # still wanted, only not written
     before = {e.owner for e in old if e.owner is not None}
     return {cr for cr in rendered_crs if cr in before and not now[cr]}

@@ -5,7 +5,7 @@ clock reaches conditions only through the Katalog's Templates."""
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from orksync.errors import RenderError
@@ -112,6 +112,10 @@ class CrRenderer:
         if not isinstance(block, Mapping):
             raise self.fail(name, "must be a map of resource lists")
         if not self.conditions(block, self.data, name):
+            # Orkestra skips the whole block: nothing written, nothing cleaned up, so the
+            # prune must keep what the block wrote while its condition held.
+            for spec, entry, data, _ in self.entries(block, name):
+                self.retained.extend(self.absent_refs(spec, entry, data))
             return []
         for key in block:
             if key in PLACEHOLDER_KEYS:
@@ -125,6 +129,14 @@ class CrRenderer:
             elif key not in BY_KEY and key not in BLOCK_CONTROL_KEYS:
                 raise self.fail(f"{name}.{key}", "unknown resource key")
         out: list[RenderedObject] = []
+        for spec, entry, data, path in self.entries(block, name):
+            out.extend(self.entry(spec, entry, data, name, path))
+        return out
+
+    def entries(self, block: Mapping[str, Any], name: str
+                ) -> Iterator[tuple[KindSpec, Mapping[str, Any], dict[str, Any], str]]:
+        """Every entry of a block in Orkestra's group order, once per forEach element, with
+        its data scope (motif inputs included) and its path."""
         for spec in KINDS:
             entries = block.get(spec.key)
             if entries is None:
@@ -146,8 +158,7 @@ class CrRenderer:
                         raise self.fail(path, f"{marker['import']}.with ({marker['file']}): "
                                         f"template error: {err}") from err
                 for data in self.expand(entry, path, base):
-                    out.extend(self.entry(spec, entry, data, name, path))
-        return out
+                    yield spec, entry, data, path
 
     def expand(self, entry: Mapping[str, Any], path: str,
                base: dict[str, Any]) -> list[dict[str, Any]]:
@@ -201,10 +212,13 @@ class CrRenderer:
     def entry(self, spec: KindSpec, entry: Mapping[str, Any], data: Mapping[str, Any],
               block: str, path: str) -> list[RenderedObject]:
         if not self.conditions(entry, data, path):
-            if spec.key == "jobs":
-                self.retained.extend(self.absent_refs(spec, entry, data))
-            elif block == "onReconcile" or entry.get("reconcile") is True:
+            # Cleaned up only when reconciled (onReconcile, `reconcile: true`); Jobs and
+            # plain onCreate entries are never cleaned up (semantics §2.1), so the prune
+            # must not delete them either.
+            if policy_for(spec, block, entry) is WritePolicy.APPLY:
                 self.absent.extend(self.absent_refs(spec, entry, data))
+            else:
+                self.retained.extend(self.absent_refs(spec, entry, data))
             return []
         if spec.builder is None:
             raise self.fail(path, f"{spec.key} is not supported by this version of orksync")
@@ -216,14 +230,20 @@ class CrRenderer:
                     for k, v in entry.items()}
         namespaced = spec.namespaced
         name = _str(rendered.get("name")) or spec.default_name(self.cr_name)
+        name_field = "name"
         if spec.key == "custom":
             raw_meta = rendered.get("metadata")
             meta: Mapping[str, Any] = raw_meta if isinstance(raw_meta, Mapping) else {}
+            if _str(meta.get("name")) or not name:
+                name_field = "metadata.name"
             name = _str(meta.get("name")) or name
             namespaced = _str(meta.get("namespaced")).lower() not in ("false", "0", "no")
+        if not name:
+            raise self.fail(f"{path}.{name_field}",
+                            f"is required ({spec.key} entries have no default name)")
         problem = subdomain_problem(name)
         if problem:
-            raise self.fail(f"{path}.name", problem)
+            raise self.fail(f"{path}.{name_field}", problem)
         namespace = ""
         if namespaced:
             namespace = _str(rendered.get("namespace")) or self.cr_namespace or "default"
@@ -247,7 +267,7 @@ class CrRenderer:
                              owner=self.cr.ref, directives=directives)
         out = [*self.ingress_tls_secret(spec, rendered, ctx, obj, path)]
         targets = [obj.ref.namespace] if obj.ref.namespace else [""]
-        if entry.get("toNamespaces"):
+        if namespaced and entry.get("toNamespaces"):
             raw = entry["toNamespaces"]
             if not isinstance(raw, list):
                 raise self.fail(f"{path}.toNamespaces", "must be a list")

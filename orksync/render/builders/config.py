@@ -32,7 +32,7 @@ from orksync.render.coercion import try_coerce
 CUSTOM_CONTROL_KEYS = frozenset({
     "apiVersion", "kind", "metadata", "spec", "status", "hasStatus", "name", "namespace",
     "labels", "annotations", "when", "or", "anyOf", "reconcile", "forEach", "sleep",
-    "forceConflict",
+    "forceConflict", "toNamespaces",
 })
 CUSTOM_METADATA_KEYS = ("name", "namespace", "namespaced", "labels", "annotations")
 

@@ -10,9 +10,11 @@ the API server. A value of the
 wrong shape is not reported here: the builder raises BuildError for it.
 
 Accepted everywhere: the common keys name, labels, when, or, anyOf, reconcile, forEach,
-sleep, forceConflict; `namespace` only for namespaced kinds (it means nothing on a
-cluster-scoped one); `toNamespaces`, `fromNamespace` and `from<Kind>` on the copyable
-kinds. Declared by Orkestra but not acted on by orksync, hence reported: `autoscale` on
+sleep, forceConflict; `namespace` and `toNamespaces` only for namespaced kinds (they mean
+nothing on a cluster-scoped one; orksync copies every namespaced kind, Orkestra only
+Secrets, ConfigMaps, NetworkPolicies, ResourceQuotas and LimitRanges); `fromNamespace` and
+`from<Kind>` on the copyable kinds.
+Declared by Orkestra but not acted on by orksync, hence reported: `autoscale` on
 workloads. `secrets` entries are validated by the Secret builder: no schema here.
 """
 
@@ -38,7 +40,7 @@ ANY: Schema = None  # any value, not inspected
 COMMON: dict[str, Schema] = dict.fromkeys(
     ("name", "labels", "when", "or", "anyOf", "reconcile", "forEach", "sleep", "forceConflict"),
     ANY)
-NAMESPACED = {**COMMON, "namespace": ANY}
+NAMESPACED = {**COMMON, "namespace": ANY, "toNamespaces": ANY}
 
 
 def _keys(*names: str) -> dict[str, Schema]:
@@ -46,7 +48,7 @@ def _keys(*names: str) -> dict[str, Schema]:
 
 
 def _copyable(source_key: str) -> dict[str, Schema]:
-    return _keys("toNamespaces", "fromNamespace", source_key)
+    return _keys("fromNamespace", source_key)
 
 
 _PROBE = _keys("type", "path", "port", "command", "service", "profile", "initialDelaySeconds",
