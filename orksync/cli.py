@@ -53,6 +53,14 @@ def _add_sync_flags(p: argparse.ArgumentParser) -> None:
                         "them); off by default")
 
 
+def _add_render_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--strict-cluster-scope", action="store_true",
+                   default=os.environ.get("ORKSYNC_STRICT_CLUSTER_SCOPE") == "true",
+                   help="a CRD entry without allowedClusterScopedKinds may create no "
+                        "cluster-scoped object (default: the kinds it names itself) "
+                        "[ORKSYNC_STRICT_CLUSTER_SCOPE=true]")
+
+
 def _seconds(text: str) -> float:
     """A number of seconds or a duration (`90s`, `3m`, `1h`) for argparse."""
     from orksync.durations import parse_duration
@@ -95,10 +103,12 @@ def build_parser() -> argparse.ArgumentParser:
                        "cluster is contacted; generated secret values appear as placeholders.")
     p.add_argument("repo", type=Path, help="repository directory")
     p.add_argument("-o", "--output", type=Path, required=True, help="output directory")
+    _add_render_flags(p)
 
     p = sub.add_parser("validate", help="load and render a repository, report every error",
                        description="Like render, but writes nothing.")
     p.add_argument("repo", type=Path)
+    _add_render_flags(p)
 
     p = sub.add_parser("apply", help="apply a rendered directory to the cluster",
                        description="Apply exactly what `orksync render` wrote in DIR (every "
@@ -116,6 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="sync once and exit (the long-running agent is `orksync agent`)")
     p.add_argument("-o", "--output", type=Path, default=None,
                    help="also write the rendered manifests to this directory")
+    _add_render_flags(p)
     _add_cluster_flags(p)
     _add_sync_flags(p)
 
@@ -126,6 +137,7 @@ def build_parser() -> argparse.ArgumentParser:
                        "1: differences, 2: errors.")
     p.add_argument("source", type=Path,
                    help="a repository, or a directory written by `orksync render`")
+    _add_render_flags(p)
     _add_cluster_flags(p)
 
     p = sub.add_parser("rotate", help="rotate the managed Secrets and certificates that are due",
@@ -138,7 +150,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--namespace", default="", help="only Secrets in this namespace")
     _add_cluster_flags(p)
 
-    add_agent_parser(sub, common_flags=(_add_cluster_flags, _add_sync_flags),
+    add_agent_parser(sub, common_flags=(_add_cluster_flags, _add_sync_flags, _add_render_flags),
                      seconds=_seconds)
 
     sub.add_parser("version", help="print the version")
@@ -166,7 +178,7 @@ def cmd_version(args: argparse.Namespace) -> int:
     return 0
 
 
-def _render(repo: Path) -> tuple[RenderedSet, str, Catalog]:
+def _render(repo: Path, args: argparse.Namespace) -> tuple[RenderedSet, str, Catalog]:
     from orksync.katalog.loader import load_repository
     from orksync.render.engine import render_catalog
     from orksync.source import local_revision
@@ -174,7 +186,7 @@ def _render(repo: Path) -> tuple[RenderedSet, str, Catalog]:
     if not repo.is_dir():
         raise UsageError(f"{repo}: not a directory")
     catalog = load_repository(repo)
-    rendered = render_catalog(catalog)
+    rendered = render_catalog(catalog, strict_cluster_scope=args.strict_cluster_scope)
     for warning in rendered.warnings:
         log.warning("warning: %s", warning)
     for err in rendered.errors:
@@ -186,7 +198,7 @@ def cmd_render(args: argparse.Namespace) -> int:
     from orksync.render.output import write_rendered
 
     start = time.monotonic()
-    rendered, revision, _ = _render(args.repo)
+    rendered, revision, _ = _render(args.repo, args)
     out = write_rendered(rendered, args.output, revision=revision)
     log.info("render%s objects=%d errors=%d into %s in %.1fs",
              f" rev={revision[:7]}" if revision else "", len(rendered.objects),
@@ -195,7 +207,7 @@ def cmd_render(args: argparse.Namespace) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    rendered, _, _ = _render(args.repo)
+    rendered, _, _ = _render(args.repo, args)
     log.info("validate objects=%d errors=%d warnings=%d", len(rendered.objects),
              len(rendered.errors), len(rendered.warnings))
     return 1 if rendered.errors else 0
@@ -252,7 +264,7 @@ def cmd_sync(args: argparse.Namespace) -> int:
     from orksync.render.output import write_rendered
 
     start = time.monotonic()
-    rendered, revision, catalog = _render(args.repo)
+    rendered, revision, catalog = _render(args.repo, args)
     if args.output is not None:
         write_rendered(rendered, args.output, revision=revision)
     changes = _sync(args, rendered, catalog, revision)
@@ -293,7 +305,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
         if (args.source / "index.yaml").is_file():
             rendered = read_rendered(args.source)
         else:
-            rendered, _, _ = _render(args.source)
+            rendered, _, _ = _render(args.source, args)
         kube = _kube(args)
         try:
             result = diff_objects(kube, mark_for_cleanup(rendered))

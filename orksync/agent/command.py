@@ -107,5 +107,6 @@ def cmd_agent(args: argparse.Namespace, kube: Kube) -> int:
                          lease_duration=args.lease_duration, name=f"{args.name}{suffix}",
                          inventory_namespace=args.inventory_namespace, workers=args.workers,
                          auth=auth, shard=args.shard, shards=args.shards, verify=verify,
+                         strict_cluster_scope=args.strict_cluster_scope,
                          **identity)
     return Agent(config, kube).run()

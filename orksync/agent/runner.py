@@ -72,6 +72,7 @@ class AgentConfig:
     shard: int = 0
     shards: int = 1
     verify: GitVerify | None = None  # refuse revisions not signed by an allowed key
+    strict_cluster_scope: bool = False  # no cluster-scoped kind without an allow-list
 
 
 @dataclass(slots=True)
@@ -176,7 +177,8 @@ class Agent:
         if self.state.rendered is None or self.state.revision is None or \
                 revision.sha != self.state.revision.sha:
             catalog = load_repository(revision.path)
-            rendered = render_catalog(catalog)
+            rendered = render_catalog(
+                catalog, strict_cluster_scope=self.config.strict_cluster_scope)
             for warning in rendered.warnings:
                 log.warning("warning: %s", warning)
             for err in rendered.errors:

@@ -10,6 +10,7 @@ since only the cluster knows its UID. Every object yields exactly one Change.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import logging
 import time
 from collections import defaultdict
@@ -36,7 +37,9 @@ from orksync.model import (
     RenderedSet,
     WritePolicy,
 )
+from orksync.render.guard import SCOPE_DIRECTIVE
 from orksync.render.notes.random import CryptoRandom
+from orksync.render.resource import OWNER_ANNOTATION
 
 log = logging.getLogger(__name__)
 
@@ -147,6 +150,9 @@ class Applier:
             return Change(ref=obj.ref, action=Action.FAILED,
                           message=f"not applied: its owner {obj.owner} failed")
         res = self.kube.resource(obj.ref.api_version, obj.ref.kind)
+        refused = self._tenancy_refusal(obj, res, live)
+        if refused:
+            return Change(ref=obj.ref, action=Action.SKIPPED, message=refused)
         body = self._desired(obj, res, run)
         if obj.directives.get("copyFrom"):
             body = self._copy_from(obj, res, body)
@@ -186,6 +192,27 @@ class Applier:
         else:
             action = Action.CONFIGURED
         return Change(ref=obj.ref, action=action)
+
+    def _tenancy_refusal(self, obj: RenderedObject, res: Resource,
+                         live: Mapping[ObjRef, dict[str, Any]]) -> str | None:
+        """The tenancy rules only the cluster can decide (docs/multi-tenancy.md), for a
+        child that discovery says is cluster-scoped: the render's refusal for a kind whose
+        scope it did not know, and an existing object owned by something else (server-side
+        apply would take it over, and the next prune would then delete it)."""
+        if obj.owner is None or res.namespaced:
+            return None
+        if obj.directives.get(SCOPE_DIRECTIVE):
+            return str(obj.directives[SCOPE_DIRECTIVE])
+        if obj.policy is not WritePolicy.APPLY:
+            return None  # written only when missing
+        ref = dataclasses.replace(obj.ref, namespace="")
+        current = live.get(ref) or self.kube.get_or_none(res, "", ref.name)
+        annotations = ((current or {}).get("metadata") or {}).get("annotations") or {}
+        owner = annotations.get(OWNER_ANNOTATION)
+        if current is None or owner == str(obj.owner):
+            return None
+        return (f"{ref} exists and belongs to {owner or 'no custom resource'}, not "
+                f"{obj.owner}: a custom resource does not take over a cluster-scoped object")
 
     def _recreate(self, res: Resource, obj: RenderedObject, body: dict[str, Any],
                   current: Mapping[str, Any]) -> None:

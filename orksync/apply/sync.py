@@ -99,8 +99,7 @@ class HookRenderer:
     def __init__(self, entry: CrdEntry, templates: Templates) -> None:
         self.entry = entry
         self.templates = templates
-        self.guard = NamespaceGuard.of(entry.raw.get("allowedNamespaces"),
-                                       entry.raw.get("restrictedNamespaces"))
+        self.guard = NamespaceGuard.for_entry(entry)
 
     def _cr(self, live: Mapping[str, Any], block: Mapping[str, Any]) -> CustomResource:
         entry = dataclasses.replace(self.entry, operator_box={"onCreate": dict(block)})

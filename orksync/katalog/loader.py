@@ -24,6 +24,7 @@ from orksync.katalog.model import (
     Source,
 )
 from orksync.katalog.motifs import expand_entry, katalog_notes
+from orksync.katalog.tenancy import tenancy_of
 from orksync.model import ObjRef
 from orksync.names import subdomain_problem
 from orksync.yamlio import Document, dotted, iter_yaml_files, load_documents, locate
@@ -230,10 +231,16 @@ class _Loader:
             box = raw.get("operatorBox") or raw.get("reconciler") or {}
         if not isinstance(box, dict):
             raise self.error(doc, "operatorBox must be a map", [*fpath, "operatorBox"], obj)
+        tenancy, problems = tenancy_of(doc.content, raw, fpath)
+        if problems:  # a guard that does not read as written must not render anything
+            *rest, last = [self.error(doc, message, path, obj) for path, message in problems]
+            self.errors.extend(rest)
+            raise last
         return CrdEntry(key=key, katalog=katalog, source=self.source(doc), group=group,
                         version=version, kind=kind, plural=plural, namespaced=namespaced,
                         operator_box=box, raw=raw,
-                        crd_name=manifest.name if manifest else f"{plural}.{group}")
+                        crd_name=manifest.name if manifest else f"{plural}.{group}",
+                        tenancy=tenancy)
 
     def linked_file(self, doc: Document, rel: str, fpath: list[str | int], obj: str, *,
                     required: bool) -> Path | None:

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from orksync.katalog.tenancy import Tenancy
 from orksync.model import ObjRef
 
 KATALOG_API_VERSIONS = ("orkestra.orkspace.io/v1", "orkestra.konductor.io/v1Alpha")
@@ -38,6 +39,8 @@ class CrdEntry:
     operator_box: dict[str, Any]
     raw: dict[str, Any]
     crd_name: str = ""  # the CustomResourceDefinition's metadata.name, when known
+    # the namespace guard (both levels merged) and the cluster-scoped kinds allowed
+    tenancy: Tenancy = field(default_factory=Tenancy)
 
     @property
     def api_version(self) -> str:

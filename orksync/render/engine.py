@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from orksync.errors import InputError, RenderError
 from orksync.katalog.model import Catalog, CrdManifest, CustomResource
 from orksync.model import ObjRef, Origin, RenderedObject, RenderedSet, WritePolicy
-from orksync.render.guard import NamespaceGuard
+from orksync.render.guard import ClusterScope, NamespaceGuard
 from orksync.render.resource import BLOCKS, STAGE_CR, STAGE_CRD, CrRenderer
 from orksync.render.templates import Clock, Templates, templates_for, utc_now
 from orksync.render.validate import katalog_problems
@@ -27,7 +27,10 @@ __all__ = ["CrResult", "Templates", "render_catalog", "render_custom_resource",
 log = logging.getLogger(__name__)
 
 
-def render_catalog(catalog: Catalog, *, clock: Clock = utc_now) -> RenderedSet:
+def render_catalog(catalog: Catalog, *, clock: Clock = utc_now,
+                   strict_cluster_scope: bool = False) -> RenderedSet:
+    """`strict_cluster_scope`: a CRD entry without `allowedClusterScopedKinds` may create
+    no cluster-scoped object (docs/multi-tenancy.md)."""
     objects: list[RenderedObject] = [_crd_object(m) for m in catalog.crds]
     errors: list[Exception] = list(catalog.errors)
     warnings: list[str] = list(catalog.warnings)
@@ -41,9 +44,9 @@ def render_catalog(catalog: Catalog, *, clock: Clock = utc_now) -> RenderedSet:
     skipped: list[tuple[ObjRef, str]] = []
     absent: list[tuple[ObjRef, ObjRef]] = []
     retained: list[tuple[ObjRef, ObjRef]] = []
+    scope = ClusterScope.of(catalog.crds, strict=strict_cluster_scope)
     for cr in catalog.crs:
-        guard = NamespaceGuard.of(cr.entry.raw.get("allowedNamespaces"),
-                                  cr.entry.raw.get("restrictedNamespaces"))
+        guard = NamespaceGuard.for_entry(cr.entry)
         refusal = guard.refusal(cr.ref.namespace) if cr.ref.namespace else None
         if refusal:
             skipped.append((cr.ref, refusal))
@@ -55,7 +58,8 @@ def render_catalog(catalog: Catalog, *, clock: Clock = utc_now) -> RenderedSet:
                 f"{count} error(s), reported above", file=cr.source.file, obj=str(cr.ref)))
             continue
         try:
-            result = render_custom_resource(cr, templates[cr.entry.katalog], catalog.crs)
+            result = render_custom_resource(cr, templates[cr.entry.katalog], catalog.crs,
+                                            scope=scope)
         except InputError as err:
             errors.append(err)
             continue
@@ -98,14 +102,16 @@ class CrResult:
 
 
 def render_custom_resource(cr: CustomResource, templates: Templates,
-                           others: Sequence[CustomResource] = ()) -> CrResult:
-    """`others`: the repository's custom resources, for `cross` reads."""
+                           others: Sequence[CustomResource] = (), *,
+                           scope: ClusterScope | None = None) -> CrResult:
+    """`others`: the repository's custom resources, for `cross` reads; `scope`: what is
+    known about the scope of kinds, and the strict switch (default: built-ins only)."""
     origin = Origin(file=cr.source.file, katalog=cr.entry.katalog, crd=cr.entry.key,
                     cr=str(cr.ref))
     result = CrResult(resource=RenderedObject(ref=cr.ref, body=cr.body,
                                               policy=WritePolicy.APPLY, origin=origin,
                                               stage=STAGE_CR))
-    renderer = CrRenderer(cr, templates, origin, others)
+    renderer = CrRenderer(cr, templates, origin, others, scope)
     by_ref: dict[ObjRef, RenderedObject] = {}
     for block_name in BLOCKS:
         for obj in renderer.block(block_name):

@@ -25,7 +25,14 @@ from orksync.render.coercion import lookup, to_namespaces
 from orksync.render.conditions import evaluate_conditions
 from orksync.render.cross import cross_data
 from orksync.render.gotemplate import GoTemplateError
-from orksync.render.guard import NamespaceGuard
+from orksync.render.guard import (
+    SCOPE_DIRECTIVE,
+    ClusterScope,
+    ClusterScopePolicy,
+    NamespaceGuard,
+    identity_problem,
+    kind_label,
+)
 from orksync.render.kinds import (
     BLOCK_CONTROL_KEYS,
     BY_KEY,
@@ -67,12 +74,19 @@ def cr_data(cr: CustomResource) -> dict[str, Any]:
 
 class CrRenderer:
     def __init__(self, cr: CustomResource, templates: Templates, origin: Origin,
-                 others: Sequence[CustomResource] = ()) -> None:
+                 others: Sequence[CustomResource] = (),
+                 scope: ClusterScope | None = None) -> None:
         self.cr = cr
         self.templates = templates
         self.origin = origin
         self.box = cr.entry.operator_box
         self.warnings: list[str] = []
+        self.guard = NamespaceGuard.for_entry(cr.entry)
+        self.scope = scope or ClusterScope()
+        self.cluster_policy = ClusterScopePolicy.for_entry(cr.entry, strict=self.scope.strict)
+        # `cross` sees no custom resource in a namespace the guard refuses
+        others = [o for o in others if not o.ref.namespace
+                  or self.guard.refusal(o.ref.namespace) is None]
         try:
             data = cr_data(cr)
             data["cross"], problems = cross_data(cr, cr.entry.operator_box.get("cross"), others,
@@ -92,9 +106,6 @@ class CrRenderer:
         self.skipped: list[tuple[ObjRef, str]] = []
         self.absent: list[ObjRef] = []
         self.retained: list[ObjRef] = []
-        raw = cr.entry.raw
-        self.guard = NamespaceGuard.of(raw.get("allowedNamespaces"),
-                                       raw.get("restrictedNamespaces"))
         meta = cr.body["metadata"]
         self.cr_name = str(meta["name"])
         self.cr_namespace = str(meta.get("namespace") or "")
@@ -257,6 +268,9 @@ class CrRenderer:
         copy_from = copy_directive(spec.key, rendered, self.cr_namespace)
         if copy_from:
             directives = {**directives, "copyFrom": copy_from}
+        cluster, refused, directives = self.cluster_scope(spec, body, directives, path)
+        refused = refused or self.namespace_refusal(body) or \
+            self.copy_source_refusal(entry, directives)
         force = entry.get("forceConflict", self.cr.entry.raw.get("forceConflict", True))
         if str(force).lower() in ("false", "0", "no"):
             directives = {**directives, "forceConflict": False}
@@ -265,9 +279,13 @@ class CrRenderer:
                              policy=policy_for(spec, block, entry),
                              origin=_replace_entry(self.origin, path), stage=stage,
                              owner=self.cr.ref, directives=directives)
-        out = [*self.ingress_tls_secret(spec, rendered, ctx, obj, path)]
+        produced = [*self.ingress_tls_secret(spec, rendered, ctx, obj, path)]
         targets = [obj.ref.namespace] if obj.ref.namespace else [""]
-        if namespaced and entry.get("toNamespaces"):
+        if entry.get("toNamespaces") and cluster:
+            if spec.namespaced:  # a cluster-scoped key: the load-time warning says it
+                self.warnings.append(f"{self.cr.entry.source.file}: {self.cr.ref}: "
+                                     f"{path}.toNamespaces is ignored: {obj.ref} is cluster-scoped")
+        elif entry.get("toNamespaces"):
             raw = entry["toNamespaces"]
             if not isinstance(raw, list):
                 raise self.fail(f"{path}.toNamespaces", "must be a list")
@@ -280,13 +298,70 @@ class CrRenderer:
                 if problem:
                     raise self.fail(f"{path}.toNamespaces", problem)
         for target in targets:
-            copy = obj if target == obj.ref.namespace else _in_namespace(obj, target)
-            refusal = self.guard.refusal(target) if target else None
+            produced.append(obj if target == obj.ref.namespace else _in_namespace(obj, target))
+        out = []
+        for one in produced:
+            problem = identity_problem(one.ref)
+            if problem:
+                raise self.fail(one.origin.entry, problem)
+            refusal = refused or (self.guard.refusal(one.ref.namespace)
+                                  if one.ref.namespace else None)
             if refusal:
-                self.skipped.append((copy.ref, refusal))
+                self.skipped.append((one.ref, f"{self.cr.ref} {one.origin.entry}: {refusal}"))
                 continue
-            out.append(copy)
+            out.append(one)
         return out
+
+    def cluster_scope(self, spec: KindSpec, body: dict[str, Any], directives: dict[str, Any],
+                      path: str) -> tuple[bool, str | None, dict[str, Any]]:
+        """Whether the object is cluster-scoped, the cluster-scope policy's refusal if it
+        is, and its directives. A `custom` entry's kind has the scope Kubernetes gives it,
+        whatever the entry says (a ClusterRoleBinding is cluster-scoped with or without
+        `metadata.namespaced: false`); a kind unknown here gets the refusal as a directive
+        for the applier, which learns the scope from discovery."""
+        api_version, kind = str(body["apiVersion"]), str(body["kind"])
+        meta = body["metadata"]
+        namespaced = spec.namespaced
+        if spec.key == "custom":
+            known = self.scope.namespaced_kind(api_version, kind)
+            namespaced = "namespace" in meta if known is None else known
+            if known is False:
+                meta.pop("namespace", None)
+            elif known and "namespace" not in meta:
+                raise self.fail(f"{path}.metadata.namespaced", f"{kind_label(api_version, kind)}"
+                                " is a namespaced kind; it cannot be written cluster-scoped")
+            elif known is None and namespaced:
+                refusal = self.cluster_policy.refusal(api_version, kind)
+                if refusal:
+                    directives = {**directives,
+                                  SCOPE_DIRECTIVE: f"{self.cr.ref} {path}: {refusal}"}
+        if namespaced:
+            return False, None, directives
+        return True, self.cluster_policy.refusal(api_version, kind), directives
+
+    def namespace_refusal(self, body: Mapping[str, Any]) -> str | None:
+        """A Namespace is a namespace: its name passes the guard like a target does."""
+        if body["kind"] != "Namespace" or body["apiVersion"] != "v1":
+            return None
+        return self.guard.refusal(str(body["metadata"]["name"]))
+
+    def copy_source_refusal(self, entry: Mapping[str, Any],
+                            directives: Mapping[str, Any]) -> str | None:
+        """The guard on what a copy reads: a source namespace chosen by a template must
+        pass it (else a custom resource could copy any Secret of the cluster into its own
+        namespace). A source namespace written in the Katalog is the platform's choice,
+        and the default, the custom resource's namespace, has passed the guard already."""
+        raw = entry.get("fromNamespace")
+        if not (isinstance(raw, str) and "{{" in raw):
+            return None
+        for key, kind in (("copyFrom", ""), ("fromSecret", "Secret")):
+            source = directives.get(key)
+            if isinstance(source, Mapping):
+                refusal = self.guard.refusal(str(source["namespace"]))
+                if refusal:
+                    return (f"copy source {source.get('kind') or kind}/{source['namespace']}/"
+                            f"{source['name']}: {refusal}")
+        return None
 
     def absent_refs(self, spec: KindSpec, entry: Mapping[str, Any],
                     data: Mapping[str, Any]) -> list[ObjRef]:
@@ -317,7 +392,8 @@ class CrRenderer:
                 except GoTemplateError:
                     return []
         return [ObjRef(api_version=api_version, kind=kind, namespace=ns, name=name)
-                for ns in namespaces if not ns or not subdomain_problem(ns)]
+                for ns in namespaces if not ns or not (subdomain_problem(ns)
+                                                       or self.guard.refusal(ns))]
 
     def build(self, spec: KindSpec, rendered: Mapping[str, Any], ctx: BuildContext,
               path: str) -> tuple[dict[str, Any], dict[str, Any]]:

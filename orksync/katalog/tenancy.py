@@ -1,0 +1,111 @@
+"""The platform's limits on a CRD entry (docs/multi-tenancy.md): the namespace guard and
+the cluster-scoped kinds its custom resources may create. Pure: read and validated at
+load time, enforced by orksync.render.guard.
+
+Where they are written:
+
+* `spec.crds.<key>.allowedNamespaces` / `restrictedNamespaces` (Orkestra's CRD level);
+* `security.namespaceProtection.allowedNamespaces` / `restrictedNamespaces` (Orkestra's
+  Katalog level), merged additively with the CRD level as Orkestra merges them: a
+  namespace allowed at either level is allowed, one restricted at either is restricted;
+* `spec.crds.<key>.allowedClusterScopedKinds` (orksync's; Orkestra has no such limit):
+  the cluster-scoped kinds the entry's custom resources may create, as `Kind` (any API
+  group) or `Kind.group` (that group only; `Kind.core` is the core group). Absent: see
+  orksync.render.guard.ClusterScopePolicy for the default.
+
+A pattern is `*`, a namespace name, `prefix*` or `*suffix` (Orkestra's syntax). Anything
+else is refused here: Orkestra reads a misspelled list (`restrictedNamespaces: kube-system`,
+a string) as no restriction at all, which is the wrong way to fail.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from orksync.names import subdomain_problem
+
+__all__ = ["CLUSTER_KINDS_FIELD", "GUARD_FIELDS", "Tenancy", "tenancy_of"]
+
+GUARD_FIELDS = ("allowedNamespaces", "restrictedNamespaces")
+CLUSTER_KINDS_FIELD = "allowedClusterScopedKinds"
+KATALOG_GUARD_PATH = ("security", "namespaceProtection")
+
+_PATTERN = re.compile(r"^(\*|[a-z0-9]([-a-z0-9]*[a-z0-9])?"  # *, exact name
+                      r"|[a-z0-9][-a-z0-9]*\*|\*[-a-z0-9]*[a-z0-9])$")  # prefix*, *suffix
+_KIND = re.compile(r"^[A-Za-z][A-Za-z0-9]{0,62}$")
+
+Problem = tuple[list[str | int], str]  # (field path from the document root, message)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Tenancy:
+    """One CRD entry's effective limits (both levels merged)."""
+
+    allowed_namespaces: tuple[str, ...] = ()  # empty: every namespace
+    restricted_namespaces: tuple[str, ...] = ()
+    # None: the field is absent (the default applies); () : none allowed
+    cluster_scoped_kinds: tuple[str, ...] | None = None
+
+
+def tenancy_of(katalog: Mapping[str, Any], entry: Mapping[str, Any],
+               entry_path: list[str | int]) -> tuple[Tenancy, list[Problem]]:
+    """The limits of one CRD entry of the Katalog document `katalog`, and every problem
+    found (each names its field; an entry with problems must not be rendered)."""
+    problems: list[Problem] = []
+    levels: list[tuple[Mapping[str, Any], list[str | int]]] = [(entry, entry_path)]
+    security = katalog.get(KATALOG_GUARD_PATH[0])
+    protection = security.get(KATALOG_GUARD_PATH[1]) if isinstance(security, Mapping) else None
+    if protection is not None:
+        if isinstance(protection, Mapping):
+            levels.append((protection, list(KATALOG_GUARD_PATH)))
+        else:
+            problems.append((list(KATALOG_GUARD_PATH), "must be a map"))
+    merged: dict[str, list[str]] = {name: [] for name in GUARD_FIELDS}
+    for node, path in levels:
+        for name in GUARD_FIELDS:
+            for pattern in _strings(node.get(name), [*path, name], problems, _pattern_problem):
+                if pattern not in merged[name]:
+                    merged[name].append(pattern)
+    kinds: tuple[str, ...] | None = None
+    if entry.get(CLUSTER_KINDS_FIELD) is not None:
+        kinds = tuple(_strings(entry[CLUSTER_KINDS_FIELD], [*entry_path, CLUSTER_KINDS_FIELD],
+                               problems, _kind_problem))
+    return (Tenancy(allowed_namespaces=tuple(merged["allowedNamespaces"]),
+                    restricted_namespaces=tuple(merged["restrictedNamespaces"]),
+                    cluster_scoped_kinds=kinds), problems)
+
+
+def _strings(value: Any, path: list[str | int], problems: list[Problem],
+             check: Callable[[str], str | None]) -> list[str]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        problems.append((path, f"must be a list, got {type(value).__name__} {value!r}"))
+        return []
+    out = []
+    for i, item in enumerate(value):
+        problem = check(item) if isinstance(item, str) else \
+            f"must be text, got {type(item).__name__} {item!r}"
+        if problem:
+            problems.append(([*path, i], problem))
+        else:
+            out.append(item)
+    return out
+
+
+def _pattern_problem(pattern: str) -> str | None:
+    if _PATTERN.match(pattern) and len(pattern.strip("*")) <= 63:
+        return None
+    return (f"{pattern!r} is not a namespace pattern: use a namespace name, `prefix*`, "
+            "`*suffix` or `*`")
+
+
+def _kind_problem(text: str) -> str | None:
+    kind, _, group = text.partition(".")
+    if not _KIND.match(kind) or (group and group != "core" and subdomain_problem(group)):
+        return (f"{text!r} is not a kind: use `Kind` (any API group) or `Kind.group`, such "
+                "as Namespace or Tenant.example.io")
+    return None
