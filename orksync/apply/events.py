@@ -27,6 +27,7 @@ from orksync.apply.status import (
     first_error,
     read_children,
     rfc3339,
+    status_cross,
     write_status,
 )
 from orksync.errors import ClusterError
@@ -127,7 +128,7 @@ def report_sync(kube: Kube, catalog: Catalog, rendered: RenderedSet, changes: Ch
         try:
             if _report_one(kube, index, cr, templates[cr.entry.katalog],
                            by_owner.get(cr.ref, []), by_ref, render_errors.get(str(cr.ref)),
-                           revision, now):
+                           revision, now, catalog.crs):
                 written.append(cr.ref)
         except ClusterError as err:
             log.warning("%s: status not written: %s", cr.ref, err)
@@ -136,7 +137,8 @@ def report_sync(kube: Kube, catalog: Catalog, rendered: RenderedSet, changes: Ch
 
 def _report_one(kube: Kube, index: LiveIndex, cr: CustomResource, templates: Any,
                 children: list[RenderedObject], by_ref: dict[ObjRef, list[Change]],
-                render_error: str | None, revision: str, now: datetime) -> bool:
+                render_error: str | None, revision: str, now: datetime,
+                others: Sequence[CustomResource] = ()) -> bool:
     live = index.get(cr.ref)
     if live is None:
         return False
@@ -145,6 +147,7 @@ def _report_one(kube: Kube, index: LiveIndex, cr: CustomResource, templates: Any
     status = desired_status(live, cr.entry, templates, mine, revision=revision,
                             render_error=render_error, now=now,
                             children=read_children(kube, cr.ref, children, index),
+                            cross=status_cross(cr, live, templates, others, index),
                             secrets=secrets)
     written = write_status(kube, cr.ref, status, live=live)
     event = sync_event(cr.ref, mine, render_error)

@@ -1,10 +1,12 @@
 """Render a loaded Catalog into a RenderedSet: every CRD, every custom resource and the
 children its Katalog declares under onCreate / onReconcile.
 
-Pure and deterministic: no cluster, no randomness (random functions render placeholders
-that the secrets layer resolves against the live cluster), the clock only through the
-injected `clock` (time-window conditions). One broken custom resource becomes one error in
-the set; the others still render.
+Pure and deterministic: no randomness (random functions render placeholders that the
+secrets layer resolves against the live cluster), the clock only through the injected
+`clock` (time-window conditions), the cluster only through the optional injected `live`
+view (`.children`, the custom resources' own `.status`, `.cross.<as>.status`; see
+orksync.render.resource): the same repository and the same cluster state give the same
+render. One broken custom resource becomes one error in the set; the others still render.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from dataclasses import dataclass, field
 from orksync.errors import InputError, RenderError
 from orksync.katalog.model import Catalog, CrdManifest, CustomResource
 from orksync.model import ObjRef, Origin, RenderedObject, RenderedSet, WritePolicy
+from orksync.render.children import LiveView
 from orksync.render.guard import NamespaceGuard
 from orksync.render.resource import BLOCKS, STAGE_CR, STAGE_CRD, CrRenderer
 from orksync.render.templates import Clock, Templates, templates_for, utc_now
@@ -27,7 +30,8 @@ __all__ = ["CrResult", "Templates", "render_catalog", "render_custom_resource",
 log = logging.getLogger(__name__)
 
 
-def render_catalog(catalog: Catalog, *, clock: Clock = utc_now) -> RenderedSet:
+def render_catalog(catalog: Catalog, *, clock: Clock = utc_now,
+                   live: LiveView | None = None) -> RenderedSet:
     objects: list[RenderedObject] = [_crd_object(m) for m in catalog.crds]
     errors: list[Exception] = list(catalog.errors)
     warnings: list[str] = list(catalog.warnings)
@@ -55,7 +59,8 @@ def render_catalog(catalog: Catalog, *, clock: Clock = utc_now) -> RenderedSet:
                 f"{count} error(s), reported above", file=cr.source.file, obj=str(cr.ref)))
             continue
         try:
-            result = render_custom_resource(cr, templates[cr.entry.katalog], catalog.crs)
+            result = render_custom_resource(cr, templates[cr.entry.katalog], catalog.crs,
+                                            live=live)
         except InputError as err:
             errors.append(err)
             continue
@@ -98,14 +103,16 @@ class CrResult:
 
 
 def render_custom_resource(cr: CustomResource, templates: Templates,
-                           others: Sequence[CustomResource] = ()) -> CrResult:
-    """`others`: the repository's custom resources, for `cross` reads."""
+                           others: Sequence[CustomResource] = (), *,
+                           live: LiveView | None = None) -> CrResult:
+    """`others`: the repository's custom resources, for `cross` reads; `live`: the
+    cluster, for `.children`, `.status` and `.cross.<as>.status` (None: offline)."""
     origin = Origin(file=cr.source.file, katalog=cr.entry.katalog, crd=cr.entry.key,
                     cr=str(cr.ref))
     result = CrResult(resource=RenderedObject(ref=cr.ref, body=cr.body,
                                               policy=WritePolicy.APPLY, origin=origin,
                                               stage=STAGE_CR))
-    renderer = CrRenderer(cr, templates, origin, others)
+    renderer = CrRenderer(cr, templates, origin, others, live)
     by_ref: dict[ObjRef, RenderedObject] = {}
     for block_name in BLOCKS:
         for obj in renderer.block(block_name):
