@@ -124,6 +124,9 @@ class RenderedSet:
     # (object, owner) of entries whose condition is false but whose kind is never cleaned
     # up (Jobs, Orkestra's rule): neither applied nor pruned, kept in the inventory
     retained: tuple[tuple[ObjRef, ObjRef], ...] = ()
+    # (object, owner, template key): every object the owner's blocks declare, whatever the
+    # conditions, in declaration order — its `.children` (computed by a live render only)
+    declared: tuple[tuple[ObjRef, ObjRef, str], ...] = ()
 
     @property
     def ok(self) -> bool:

@@ -131,6 +131,11 @@ def test_a_live_render_sees_the_declared_children_found_live(repo: Path) -> None
     # children are looked up among orksync's objects, one list per kind (the view's job)
     job_lookups = {(r.name, s) for r, s in live.lookups if r.kind == "Job"}
     assert ("app-build", MANAGED_SELECTOR) in job_lookups
+    # what .children covered, in declaration order, whatever the conditions (for status)
+    assert [(key, child.name) for child, owner, key in rendered.declared
+            if owner.name == "app"] == [("jobs", "app-build"), ("jobs", "app-test"),
+                                        ("configMaps", "app-report"),
+                                        ("deployments", "app-web")]
 
 
 def test_the_singular_child_is_the_first_declared_one_that_exists(repo: Path) -> None:

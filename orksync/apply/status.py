@@ -349,13 +349,24 @@ def status_cross(cr: CustomResource, cr_live: Mapping[str, Any], templates: Any,
 
 def read_children(kube: Kube, cr_ref: ObjRef,
                   rendered_children: Sequence[RenderedObject],
-                  index: LiveIndex | None = None) -> dict[str, Any]:
-    """`.children` for status fields (orksync.render.children): the rendered children
-    found live, under Orkestra's keys (`deployment` / `deployments`, `pvc` /
-    `persistentvolumeclaims`, `custom` / `customs`, ...); kinds with none found get the
-    placeholder. With an `index`, children come from its per-kind lists of
-    orksync-managed objects (no request per custom resource)."""
-    declared = [(kind_key_of(o.ref), o.ref) for o in rendered_children]
+                  index: LiveIndex | None = None, *,
+                  declared: Sequence[tuple[str, ObjRef]] = ()) -> dict[str, Any]:
+    """`.children` for status fields (orksync.render.children): the objects the custom
+    resource declares (`declared`: (template key, object) from a live render, whatever
+    their conditions, as the render saw them), then the rendered children not among them,
+    found live, under
+    Orkestra's keys (`deployment` / `deployments`, `pvc` / `persistentvolumeclaims`,
+    `custom` / `customs`, ...); kinds with none found get the placeholder. With an
+    `index`, children come from its per-kind lists of orksync-managed objects (no request
+    per custom resource)."""
+    known = {ref for _, ref in declared}
+    keyed = [*declared, *((kind_key_of(o.ref), o.ref) for o in rendered_children
+                          if o.ref not in known)]
+    return _read_children(kube, cr_ref, keyed, index)
+
+
+def _read_children(kube: Kube, cr_ref: ObjRef, declared: list[tuple[str, ObjRef]],
+                   index: LiveIndex | None) -> dict[str, Any]:
     wanted = [ref for _, ref in declared]
     found: dict[ObjRef, dict[str, Any]] = {}
     if index is not None:

@@ -45,6 +45,7 @@ def render_catalog(catalog: Catalog, *, clock: Clock = utc_now,
     skipped: list[tuple[ObjRef, str]] = []
     absent: list[tuple[ObjRef, ObjRef]] = []
     retained: list[tuple[ObjRef, ObjRef]] = []
+    declared: list[tuple[ObjRef, ObjRef, str]] = []
     for cr in catalog.crs:
         guard = NamespaceGuard.of(cr.entry.raw.get("allowedNamespaces"),
                                   cr.entry.raw.get("restrictedNamespaces"))
@@ -78,10 +79,11 @@ def render_catalog(catalog: Catalog, *, clock: Clock = utc_now,
         skipped.extend(result.skipped)
         absent.extend((ref, cr.ref) for ref in result.absent)
         retained.extend((ref, cr.ref) for ref in result.retained)
+        declared.extend((ref, cr.ref, key) for key, ref in result.declared)
     objects.sort(key=lambda o: (o.stage, o.ref))
     return RenderedSet(objects=tuple(objects), errors=tuple(errors), warnings=tuple(warnings),
                        skipped=tuple(skipped), absent=tuple(absent),
-                       retained=tuple(retained))
+                       retained=tuple(retained), declared=tuple(declared))
 
 
 def _crd_object(m: CrdManifest) -> RenderedObject:
@@ -100,6 +102,8 @@ class CrResult:
     skipped: list[tuple[ObjRef, str]] = field(default_factory=list)
     absent: list[ObjRef] = field(default_factory=list)  # condition false: clean up if owned
     retained: list[ObjRef] = field(default_factory=list)  # condition false, never cleaned up
+    # (template key, object): its .children, in declaration order (live render only)
+    declared: list[tuple[str, ObjRef]] = field(default_factory=list)
 
 
 def render_custom_resource(cr: CustomResource, templates: Templates,
@@ -127,4 +131,5 @@ def render_custom_resource(cr: CustomResource, templates: Templates,
     result.skipped.extend(renderer.skipped)
     result.absent = sorted({ref for ref in renderer.absent if ref not in by_ref})
     result.retained = sorted({ref for ref in renderer.retained if ref not in by_ref})
+    result.declared = list(dict.fromkeys(renderer.declared))
     return result

@@ -110,6 +110,8 @@ class CrRenderer:
                               file=cr.source.file, obj=str(cr.ref),
                               path=f"{cr.entry.path}.validation")
         self.skipped: list[tuple[ObjRef, str]] = []
+        # with a LiveView: (template key, object) .children looked up
+        self.declared: list[tuple[str, ObjRef]] = []
         self.absent: list[ObjRef] = []
         self.retained: list[ObjRef] = []
         raw = cr.entry.raw
@@ -125,7 +127,7 @@ class CrRenderer:
         only). One LIST per kind, shared by every custom resource of the render."""
         if live is None:
             return children_map([(key, _NO_REF) for key in self.declared_keys()], {})
-        declared = self.declared_children()
+        declared = self.declared = self.declared_children()
         try:
             found = {ref: obj for _, ref in declared
                      if (obj := live.get(ref, MANAGED_SELECTOR)) is not None}
