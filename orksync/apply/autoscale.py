@@ -6,7 +6,9 @@ Who owns the replica count. A workload with `autoscale` is rendered and applied 
 `spec.replicas`; the count is written here, by server-side apply under its own field
 manager `orksync-autoscale`. So the next apply of the workload (manager `orksync`) never
 resets it (Orkestra's Update writes the template's count back at every reconcile, and the
-two fight), and a human's `kubectl scale` is taken back at the next sync, like any drift.
+two fight). A count set by someone else (`kubectl scale`) takes the field from the
+autoscaler; the next sync takes it back over at that count (clamped to [min, max]) and
+scales on from there.
 
 One sync (`Autoscaler`, called by orksync.apply.sync):
 
