@@ -436,3 +436,27 @@ def test_a_hand_scaled_workload_is_taken_over_at_its_new_count(
     patch(kube, deploy, {"spec": {"replicas": 9}}, manager="kubectl")
     repo.sync(T0 + timedelta(minutes=2))
     assert replicas(kube, deploy) == 4  # clamped to max
+
+
+def test_a_live_render_costs_the_same_requests_for_many_custom_resources_as_for_one(
+        kube: Kube, repo: Repo, ns: str) -> None:
+    repo.write({"katalog.yaml": CROSS.replace("        onReconcile:\n", """\
+        onCreate:
+          jobs: [{name: "{{ .metadata.name }}-build", image: busybox}]
+        onReconcile:
+"""), "crd.yaml": CRD, "db.yaml": widget("db", ns, engine="postgres"),
+                "app0.yaml": widget("app0", ns, database="db")})
+    repo.sync()
+
+    def requests_of_a_render() -> int:
+        catalog = load_repository(repo.root)
+        kube.requests = 0  # discovery is cached by the syncs before
+        rendered = render_live(kube, catalog)
+        assert rendered.ok, rendered.errors
+        return kube.requests
+
+    # one LIST each: Widgets (own status and cross), Jobs and ConfigMaps (children)
+    assert requests_of_a_render() == 3
+    repo.write({f"app{i}.yaml": widget(f"app{i}", ns, database="db") for i in range(1, 8)})
+    repo.sync()
+    assert requests_of_a_render() == 3  # the same for 9 custom resources as for 2
