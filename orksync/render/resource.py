@@ -362,8 +362,9 @@ class CrRenderer:
 
     def absent_refs(self, spec: KindSpec, entry: Mapping[str, Any],
                     data: Mapping[str, Any]) -> list[ObjRef]:
-        """The objects an entry whose condition is false would have written: candidates for
-        Orkestra's cleanup (deleted when owned and claimed by no active entry)."""
+        """The objects an entry writes when its condition holds (names only, conditions not
+        evaluated): when it is false, candidates for Orkestra's cleanup (deleted when owned
+        and claimed by no active entry); in a live render, the names `.children` reads."""
         def text(key: str, node: Mapping[str, Any] = entry) -> str:
             try:
                 return self.templates.text(node.get(key), data)
