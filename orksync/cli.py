@@ -100,10 +100,19 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("render", help="render a repository into manifests on disk",
                        description="Load the Katalogs, CRDs and custom resources of REPO and "
                        "write one manifest per object plus index.yaml into DIR. Offline: no "
-                       "cluster is contacted; generated secret values appear as placeholders.")
+                       "cluster is contacted (.children, .status and .cross status are empty) "
+                       "unless --live; generated secret values appear as placeholders.")
     p.add_argument("repo", type=Path, help="repository directory")
     p.add_argument("-o", "--output", type=Path, required=True, help="output directory")
     _add_render_flags(p)
+    p.add_argument("--live", action="store_true",
+                   help="read the cluster (read only) for .children, the custom resources' "
+                        "own .status and .cross status, as `orksync sync` does")
+    p.add_argument("--kubeconfig", default=os.environ.get("ORKSYNC_KUBECONFIG"),
+                   help="kubeconfig file for --live (default: $KUBECONFIG, then "
+                        "~/.kube/config)")
+    p.add_argument("--context", default=None, help="kubeconfig context for --live")
+    p.set_defaults(workers=8)
 
     p = sub.add_parser("validate", help="load and render a repository, report every error",
                        description="Like render, but writes nothing.")
@@ -178,7 +187,10 @@ def cmd_version(args: argparse.Namespace) -> int:
     return 0
 
 
-def _render(repo: Path, args: argparse.Namespace) -> tuple[RenderedSet, str, Catalog]:
+def _render(repo: Path, args: argparse.Namespace,
+            kube: Kube | None = None) -> tuple[RenderedSet, str, Catalog]:
+    """Load and render REPO; with `kube`, against the live cluster (orksync.render.children)."""
+    from orksync.apply.sync import render_live
     from orksync.katalog.loader import load_repository
     from orksync.render.engine import render_catalog
     from orksync.source import local_revision
@@ -186,7 +198,9 @@ def _render(repo: Path, args: argparse.Namespace) -> tuple[RenderedSet, str, Cat
     if not repo.is_dir():
         raise UsageError(f"{repo}: not a directory")
     catalog = load_repository(repo)
-    rendered = render_catalog(catalog, strict_cluster_scope=args.strict_cluster_scope)
+    strict = args.strict_cluster_scope
+    rendered = render_catalog(catalog, strict_cluster_scope=strict) if kube is None else \
+        render_live(kube, catalog, strict_cluster_scope=strict)
     for warning in rendered.warnings:
         log.warning("warning: %s", warning)
     for err in rendered.errors:
@@ -198,7 +212,12 @@ def cmd_render(args: argparse.Namespace) -> int:
     from orksync.render.output import write_rendered
 
     start = time.monotonic()
-    rendered, revision, _ = _render(args.repo, args)
+    kube = _kube(args) if args.live else None
+    try:
+        rendered, revision, _ = _render(args.repo, args, kube)
+    finally:
+        if kube is not None:
+            kube.close()
     out = write_rendered(rendered, args.output, revision=revision)
     log.info("render%s objects=%d errors=%d into %s in %.1fs",
              f" rev={revision[:7]}" if revision else "", len(rendered.objects),
@@ -225,14 +244,14 @@ def _kube(args: argparse.Namespace) -> Kube:
 
 
 def _sync(args: argparse.Namespace, rendered: RenderedSet, catalog: Catalog | None,
-          revision: str = "") -> ChangeSet:
+          revision: str = "", kube: Kube | None = None) -> ChangeSet:
     """Apply, tear down what left Git, prune from the inventory, record the inventory,
-    then write each custom resource's status and an Event for its changes."""
+    then write each custom resource's status and an Event for its changes. Closes `kube`."""
     from orksync.apply.engine import ApplyOptions
     from orksync.apply.events import report_sync
     from orksync.apply.sync import SyncOptions, hook_renderers, sync_once
 
-    kube = _kube(args)
+    kube = kube or _kube(args)
     try:
         result = sync_once(
             kube, rendered, inventory_name=args.name,
@@ -264,10 +283,15 @@ def cmd_sync(args: argparse.Namespace) -> int:
     from orksync.render.output import write_rendered
 
     start = time.monotonic()
-    rendered, revision, catalog = _render(args.repo, args)
-    if args.output is not None:
-        write_rendered(rendered, args.output, revision=revision)
-    changes = _sync(args, rendered, catalog, revision)
+    kube = _kube(args)
+    try:
+        rendered, revision, catalog = _render(args.repo, args, kube)
+        if args.output is not None:
+            write_rendered(rendered, args.output, revision=revision)
+    except BaseException:
+        kube.close()
+        raise
+    changes = _sync(args, rendered, catalog, revision, kube)
     log.info(summary_line("sync", changes, revision=revision, seconds=time.monotonic() - start,
                           errors=len(rendered.errors)))
     return 1 if changes.failed or rendered.errors else 0
@@ -302,12 +326,12 @@ def cmd_diff(args: argparse.Namespace) -> int:
     from orksync.render.output import read_rendered
 
     try:
-        if (args.source / "index.yaml").is_file():
-            rendered = read_rendered(args.source)
-        else:
-            rendered, _, _ = _render(args.source, args)
         kube = _kube(args)
         try:
+            if (args.source / "index.yaml").is_file():
+                rendered = read_rendered(args.source)
+            else:
+                rendered, _, _ = _render(args.source, args, kube)
             result = diff_objects(kube, mark_for_cleanup(rendered))
         finally:
             kube.close()

@@ -125,6 +125,9 @@ class RenderedSet:
     # never cleaned up (Jobs, onCreate entries without `reconcile: true`, a skipped block:
     # Orkestra's rule): neither applied nor pruned, kept in the inventory
     retained: tuple[tuple[ObjRef, ObjRef], ...] = ()
+    # (object, owner, template key): every object the owner's blocks declare, whatever the
+    # conditions, in declaration order — its `.children` (computed by a live render only)
+    declared: tuple[tuple[ObjRef, ObjRef, str], ...] = ()
 
     @property
     def ok(self) -> bool:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 import textwrap
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -79,3 +81,21 @@ def widget(name: str, namespace: str = "default", **spec: object) -> str:
     lines = [f"  {k}: {v}" for k, v in spec.items()]
     return (f"apiVersion: test.orksync.io/v1\nkind: Widget\nmetadata:\n  name: {name}\n"
             f"  namespace: {namespace}\nspec:\n" + ("\n".join(lines) or "  {}") + "\n")
+
+
+def finished_job_status(*, ok: bool) -> dict[str, Any]:
+    """The status a job controller writes when a Job ends (no kubelet runs in the test
+    control plane): succeeded with SuccessCriteriaMet + Complete, or failed."""
+    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    def cond(kind: str) -> dict[str, str]:
+        return {"type": kind, "status": "True", "reason": "Test", "message": "by the test",
+                "lastProbeTime": now, "lastTransitionTime": now}
+
+    status: dict[str, Any] = {"startTime": now}
+    if ok:
+        status.update(completionTime=now, succeeded=1,
+                      conditions=[cond("SuccessCriteriaMet"), cond("Complete")])
+    else:
+        status.update(failed=1, conditions=[cond("FailureTarget"), cond("Failed")])
+    return status

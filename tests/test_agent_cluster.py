@@ -18,7 +18,7 @@ import pytest
 
 from orksync.apply.kube import Kube
 from orksync.testing.controlplane import ControlPlane
-from tests.helpers import CRD, KATALOG, widget, write_repo
+from tests.helpers import CRD, KATALOG, finished_job_status, widget, write_repo
 
 pytestmark = pytest.mark.cluster
 
@@ -179,4 +179,50 @@ def test_only_the_leader_writes_and_a_standby_takes_over_when_it_dies(
     finally:
         first.stop(signal.SIGKILL)
         second.stop(signal.SIGKILL)
+        kube.close()
+
+
+CHILD_GATED = """
+apiVersion: orkestra.orkspace.io/v1
+kind: Katalog
+metadata: {name: widgets}
+spec:
+  crds:
+    widget:
+      crdFile: ./crd.yaml
+      operatorBox:
+        onCreate:
+          jobs:
+            - {name: "{{ .metadata.name }}-build", image: busybox}
+        onReconcile:
+          configMaps:
+            - name: "{{ .metadata.name }}-done"
+              when:
+                - field: children.job.status.succeeded
+                  greaterThan: "0"
+"""
+
+
+def test_the_agent_renders_every_sync_so_a_condition_on_a_child_converges_without_a_commit(
+        control_plane: ControlPlane, git_daemon: tuple[Path, str, subprocess.Popen[bytes]],
+        tmp_path: Path) -> None:
+    repo, url, _ = git_daemon
+    ns = f"t-{uuid.uuid4().hex[:8]}"
+    write_repo(repo, {"katalog.yaml": CHILD_GATED, "crd.yaml": CRD, "a.yaml": widget("a", ns)})
+    commit(repo, "first")
+    kube = Kube.from_kubeconfig(control_plane.kubeconfig)
+    jobs, maps = kube.resource("batch/v1", "Job"), kube.resource("v1", "ConfigMap")
+    agent = AgentProcess(control_plane, url, tmp_path / "state",
+                         name=f"live-{uuid.uuid4().hex[:6]}")
+    try:
+        wait_for("the Job", lambda: kube.get_or_none(jobs, ns, "a-build") is not None)
+        wait_for("a second sync", lambda: agent.text().count("sync rev=") >= 2)
+        assert kube.get_or_none(maps, ns, "a-done") is None
+        kube.request("PATCH", jobs.path(ns, "a-build", "status"),
+                     body={"status": finished_job_status(ok=True)},
+                     content_type="application/merge-patch+json")
+        wait_for("the gated ConfigMap", lambda: kube.get_or_none(maps, ns, "a-done")
+                 is not None)
+    finally:
+        agent.stop(signal.SIGKILL)
         kube.close()

@@ -682,14 +682,15 @@ def test_a_custom_resource_falls_back_to_the_engine_name_and_namespace() -> None
 
 
 def test_unknown_fields_reports_top_level_and_nested_keys_no_builder_reads() -> None:
-    entry = {"name": "x", "image": "y", "replicaCount": 3, "autoscale": {"min": 1},
+    entry = {"name": "x", "image": "y", "replicaCount": 3,
+             "autoscale": {"min": 1, "maxReplicas": 3, "scaleUp": {"step": 1}},
              "probes": {"liveness": {"path": "/", "intialDelaySeconds": 1}},
              "volumes": [{"name": "a", "emptyDir": {}}, {"name": "b", "nfs": {}}],
              "labels": {"anything": "goes"}, "envFrom": {"secretRef": [{"name": "s",
                                                                        "prefixx": "A"}]}}
     assert unknown_fields("deployments", entry) == [
-        "replicaCount", "autoscale", "probes.liveness.intialDelaySeconds", "volumes[1].nfs",
-        "envFrom.secretRef[0].prefixx"]
+        "replicaCount", "autoscale.maxReplicas", "autoscale.scaleUp.step",
+        "probes.liveness.intialDelaySeconds", "volumes[1].nfs", "envFrom.secretRef[0].prefixx"]
 
 
 def test_unknown_fields_reports_misspelled_security_fields() -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +28,7 @@ from orksync.katalog.loader import load_repository
 from orksync.model import Action, Change, ObjRef
 from orksync.render.engine import render_catalog
 from orksync.testing.controlplane import ControlPlane
-from tests.helpers import CRD, KATALOG, widget, write_repo
+from tests.helpers import CRD, KATALOG, finished_job_status, widget, write_repo
 
 pytestmark = pytest.mark.cluster
 
@@ -185,18 +184,7 @@ def action(result: SyncResult, r: ObjRef) -> Action:
 
 def finish_job(kube: Kube, r: ObjRef, *, ok: bool) -> None:
     """No kubelet runs here: write the status a job controller would."""
-    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-    def cond(kind: str) -> dict[str, str]:
-        return {"type": kind, "status": "True", "reason": "Test", "message": "by the test",
-                "lastProbeTime": now, "lastTransitionTime": now}
-    status: dict[str, Any] = {"startTime": now}
-    if ok:
-        status.update(completionTime=now, succeeded=1,
-                      conditions=[cond("SuccessCriteriaMet"), cond("Complete")])
-    else:
-        status.update(failed=1, conditions=[cond("FailureTarget"), cond("Failed")])
-    patch(kube, r, {"status": status}, subresource="status")
+    patch(kube, r, {"status": finished_job_status(ok=ok)}, subresource="status")
 
 
 def gone(kube: Kube, *refs: ObjRef) -> Callable[[], bool]:

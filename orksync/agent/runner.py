@@ -1,5 +1,7 @@
-"""The agent loop: every interval (with jitter), as the leader, fetch the repository, render
-it when the revision moved, and sync it; rotate due Secrets on a schedule of its own.
+"""The agent loop: every interval (with jitter), as the leader, fetch the repository (loaded
+again when the revision moved), render it against the live cluster (`.children`, own
+`.status`, `.cross` status: a render per sync, so conditions on them converge) and sync
+it; rotate due Secrets on a schedule of its own.
 
 APScheduler runs the two jobs, never overlapping (one instance each); a failed sync backs
 off exponentially (interval x 2^failures, at most 15 minutes). SIGTERM lets the current
@@ -33,13 +35,18 @@ from orksync.apply.engine import ApplyOptions
 from orksync.apply.events import report_sync
 from orksync.apply.kube import Kube
 from orksync.apply.secrets import rotate_due
-from orksync.apply.sync import SyncOptions, ensure_namespace, hook_renderers, sync_once
+from orksync.apply.sync import (
+    SyncOptions,
+    ensure_namespace,
+    hook_renderers,
+    render_live,
+    sync_once,
+)
 from orksync.errors import OrksyncError, SourceError
 from orksync.katalog.loader import load_repository
 from orksync.katalog.model import Catalog
 from orksync.logs import log_change, summary_line
 from orksync.model import Action, RenderedSet
-from orksync.render.engine import render_catalog
 from orksync.render.notes.random import CryptoRandom
 from orksync.render.output import write_rendered
 from orksync.source.git import GitAuth, GitSource, GitSourceSpec, GitVerify, Revision
@@ -80,6 +87,7 @@ class _State:
     revision: Revision | None = None
     catalog: Catalog | None = None
     rendered: RenderedSet | None = None
+    said: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())  # last warnings and errors logged
     failures: int = 0
     next_attempt: float = 0.0
     synced_once: bool = False
@@ -174,20 +182,25 @@ class Agent:
         if revision is None:
             self.state.last_error = self.state.source_error
             return False
-        if self.state.rendered is None or self.state.revision is None or \
-                revision.sha != self.state.revision.sha:
-            catalog = load_repository(revision.path)
-            rendered = render_catalog(
-                catalog, strict_cluster_scope=self.config.strict_cluster_scope)
+        moved = self.state.catalog is None or self.state.revision is None or \
+            revision.sha != self.state.revision.sha
+        if moved:
+            self.state.catalog = load_repository(revision.path)
+            self.state.revision = revision
+        assert self.state.catalog is not None
+        rendered = render_live(self.kube, self.state.catalog,
+                               strict_cluster_scope=self.config.strict_cluster_scope)
+        said = (rendered.warnings, tuple(map(str, rendered.errors)))
+        if moved or said != self.state.said:  # once per revision, and when they change
             for warning in rendered.warnings:
                 log.warning("warning: %s", warning)
             for err in rendered.errors:
                 log.error("error: %s", err)
+            self.state.said = said
+        if moved:  # the render of the revision's first sync, for review
             self.write_revision(rendered, revision.sha)
-            rendered = shard_filter(rendered, self.config.shard, self.config.shards)
-            self.state.revision, self.state.catalog, self.state.rendered = \
-                revision, catalog, rendered
-        rendered = self.state.rendered
+        rendered = shard_filter(rendered, self.config.shard, self.config.shards)
+        self.state.rendered = rendered
         start = time.monotonic()
         result = sync_once(
             self.kube, rendered, inventory_name=self.config.name,

@@ -27,6 +27,7 @@ from orksync.apply.status import (
     first_error,
     read_children,
     rfc3339,
+    status_cross,
     write_status,
 )
 from orksync.errors import ClusterError
@@ -118,6 +119,9 @@ def report_sync(kube: Kube, catalog: Catalog, rendered: RenderedSet, changes: Ch
     for o in rendered.objects:
         if o.owner is not None:
             by_owner.setdefault(o.owner, []).append(o)
+    declared: dict[ObjRef, list[tuple[str, ObjRef]]] = {}
+    for child, owner, key in rendered.declared:
+        declared.setdefault(owner, []).append((key, child))
     by_ref: dict[ObjRef, list[Change]] = {}
     for c in changes.changes:
         by_ref.setdefault(c.ref, []).append(c)
@@ -127,7 +131,7 @@ def report_sync(kube: Kube, catalog: Catalog, rendered: RenderedSet, changes: Ch
         try:
             if _report_one(kube, index, cr, templates[cr.entry.katalog],
                            by_owner.get(cr.ref, []), by_ref, render_errors.get(str(cr.ref)),
-                           revision, now):
+                           revision, now, catalog.crs, declared.get(cr.ref, [])):
                 written.append(cr.ref)
         except ClusterError as err:
             log.warning("%s: status not written: %s", cr.ref, err)
@@ -136,7 +140,9 @@ def report_sync(kube: Kube, catalog: Catalog, rendered: RenderedSet, changes: Ch
 
 def _report_one(kube: Kube, index: LiveIndex, cr: CustomResource, templates: Any,
                 children: list[RenderedObject], by_ref: dict[ObjRef, list[Change]],
-                render_error: str | None, revision: str, now: datetime) -> bool:
+                render_error: str | None, revision: str, now: datetime,
+                others: Sequence[CustomResource] = (),
+                declared: Sequence[tuple[str, ObjRef]] = ()) -> bool:
     live = index.get(cr.ref)
     if live is None:
         return False
@@ -144,7 +150,9 @@ def _report_one(kube: Kube, index: LiveIndex, cr: CustomResource, templates: Any
     secrets = child_secret_values(children)
     status = desired_status(live, cr.entry, templates, mine, revision=revision,
                             render_error=render_error, now=now,
-                            children=read_children(kube, cr.ref, children, index),
+                            children=read_children(kube, cr.ref, children, index,
+                                                   declared=declared),
+                            cross=status_cross(cr, live, templates, others, index),
                             secrets=secrets)
     written = write_status(kube, cr.ref, status, live=live)
     event = sync_event(cr.ref, mine, render_error)

@@ -14,7 +14,8 @@
   - Orkestra's `status.fields[]`, in declaration order, later entries overwriting earlier
     ones for the same path. Every entry is evaluated against the same data: the custom
     resource as read before this status write (its *old* status, as Orkestra) plus
-    `.children`, `.inputs`, `.cross`, `.external`, `.ork`. `when` gates an entry;
+    `.children`, `.inputs`, `.cross` (repository spec, live status), `.external`, `.ork`.
+    `when` gates an entry;
     **`or:` (and the legacy `anyOf:`) is honoured too** — orksync fix of Orkestra's bug
     §7.2 #1, where the status resolver only checked `when`. `clearOnFalse: true` removes
     the path when the conditions fail; otherwise a failing entry keeps the live value.
@@ -25,15 +26,17 @@
   its own field manager (`orksync-status`), with no request at all when the live status
   already equals the desired one (ignoring `lastTransitionTime`). A CRD without the status
   subresource answers 404: nothing is written, False is returned (debug log).
-* `read_children` (I/O) builds the `.children` map from the live objects: one LIST per
-  kind and namespace by the label `orkestra-owner=<cr name>`, then a GET for a rendered
-  child the LIST did not find (an object without the label).
+* `read_children` (I/O) builds the `.children` map (orksync.render.children) from the
+  live objects: with a LiveIndex, from its one LIST per kind for every custom resource;
+  without, one LIST per kind and namespace by the label `orkestra-owner=<cr name>`, then a
+  GET for a rendered child the LIST did not find (an object without the label).
 """
 
 from __future__ import annotations
 
 import copy
 import logging
+import threading
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
@@ -41,15 +44,18 @@ from typing import Any
 
 from orksync.apply.kube import Kube
 from orksync.errors import ClusterError
-from orksync.katalog.model import CrdEntry
+from orksync.katalog.model import CrdEntry, CustomResource
 from orksync.model import MANAGED_SELECTOR, Action, Change, ObjRef, RenderedObject
+from orksync.render.children import children_map, kind_key_of
 from orksync.render.coercion import coerce_status
 from orksync.render.conditions import evaluate_conditions
+from orksync.render.cross import cross_data
 from orksync.render.gotemplate import GoTemplateError
 from orksync.secrets.mask import scrub, secret_values
 
 __all__ = ["FIELD_MANAGER", "MAX_CONDITION_MESSAGE", "OWNER_LABEL", "child_secret_values",
-           "desired_status", "first_error", "read_children", "status_equal", "write_status"]
+           "desired_status", "first_error", "read_children", "status_cross", "status_equal",
+           "write_status"]
 
 log = logging.getLogger(__name__)
 
@@ -92,11 +98,13 @@ def desired_status(cr_live: Mapping[str, Any], entry: CrdEntry, templates: Any,
                    changes_for_cr: Sequence[Change], *, revision: str,
                    render_error: str | None, now: datetime,
                    children: Mapping[str, Any] | None = None,
+                   cross: Mapping[str, Any] | None = None,
                    secrets: Iterable[str] = ()) -> dict[str, Any]:
     """The `status` orksync writes for one custom resource (see the module doc).
 
     `templates` is the Katalog's `Templates` (its `render` and `clock` are used);
-    `children` is `read_children`'s map; `secrets` are values to scrub from messages."""
+    `children` is `read_children`'s map; `cross` the `.cross` map (`status_cross`);
+    `secrets` are values to scrub from messages."""
     meta = cr_live.get("metadata") or {}
     generation = meta.get("generation")
     raw_status = cr_live.get("status")
@@ -107,7 +115,7 @@ def desired_status(cr_live: Mapping[str, Any], entry: CrdEntry, templates: Any,
 
     # Orkestra's status.fields, on top of the live values of the declared paths.
     fields = ((entry.operator_box.get("status") or {}).get("fields")) or []
-    data = _data(cr_live, entry, children)
+    data = _data(cr_live, entry, children, cross)
     for spec in fields:
         if not isinstance(spec, Mapping):
             continue
@@ -188,11 +196,12 @@ def desired_status(cr_live: Mapping[str, Any], entry: CrdEntry, templates: Any,
 
 
 def _data(cr_live: Mapping[str, Any], entry: CrdEntry,
-          children: Mapping[str, Any] | None) -> dict[str, Any]:
+          children: Mapping[str, Any] | None,
+          cross: Mapping[str, Any] | None = None) -> dict[str, Any]:
     data = copy.deepcopy(dict(cr_live))
     data.setdefault("spec", {})
     data.setdefault("status", {})
-    data.update({"inputs": {}, "cross": {}, "external": {},
+    data.update({"inputs": {}, "cross": dict(cross or {}), "external": {},
                  "children": dict(children or {}),
                  "ork": {"katalog": entry.katalog, "crd": entry.key}})
     return data
@@ -286,59 +295,94 @@ def write_status(kube: Kube, cr_ref: ObjRef, status: Mapping[str, Any], *,
 
 class LiveIndex:
     """Live objects listed once per kind (cluster-wide, optionally by label) and looked up
-    by identity, so reporting on N custom resources costs one LIST per kind, not N."""
+    by identity, so reporting on (or rendering) N custom resources costs one LIST per kind,
+    not N. A kind the API server does not serve has no objects. Any other failed LIST is
+    logged and treated as empty, or, with `strict` (the render's view: a missing child must
+    never be mistaken for an absent one), raised again as ClusterError on every lookup of
+    that kind. The orksync.render.children.LiveView of a live render."""
 
-    def __init__(self, kube: Kube) -> None:
+    def __init__(self, kube: Kube, *, strict: bool = False) -> None:
         self.kube = kube
+        self.strict = strict
         self._lists: dict[tuple[str, str, str], dict[ObjRef, dict[str, Any]]] = {}
+        self._errors: dict[tuple[str, str, str], ClusterError] = {}
+        self._lock = threading.Lock()
 
     def get(self, ref: ObjRef, selector: str = "") -> dict[str, Any] | None:
         key = (ref.api_version, ref.kind, selector)
-        if key not in self._lists:
-            items: dict[ObjRef, dict[str, Any]] = {}
-            try:
-                res = self.kube.resource(ref.api_version, ref.kind)
-                for item in self.kube.list(res, label_selector=selector or None):
-                    items[ObjRef.of(item)] = item
-            except ClusterError as err:
-                log.debug("cannot list %s %s: %s", ref.api_version, ref.kind, err)
-            self._lists[key] = items
-        return self._lists[key].get(ref)
+        with self._lock:
+            if key not in self._lists:
+                self._lists[key] = self._list(ref, selector, key)
+            if key in self._errors:
+                raise self._errors[key]
+            return self._lists[key].get(ref)
 
-    def plural(self, ref: ObjRef) -> str | None:
+    def _list(self, ref: ObjRef, selector: str,
+              key: tuple[str, str, str]) -> dict[ObjRef, dict[str, Any]]:
+        items: dict[ObjRef, dict[str, Any]] = {}
         try:
-            return self.kube.resource(ref.api_version, ref.kind).plural
-        except ClusterError:
-            return None
+            res = self.kube.resource(ref.api_version, ref.kind)
+            for item in self.kube.list(res, label_selector=selector or None):
+                items[ObjRef.of(item)] = item
+        except ClusterError as err:
+            if self.strict and err.status != 404:
+                self._errors[key] = err
+            log.debug("cannot list %s %s: %s", ref.api_version, ref.kind, err)
+            return {}
+        return items
+
+
+def status_cross(cr: CustomResource, cr_live: Mapping[str, Any], templates: Any,
+                 others: Sequence[CustomResource], index: LiveIndex) -> dict[str, Any]:
+    """`.cross` for status fields: as in templates (orksync.render.cross), the other
+    custom resource from the repository with its live status from `index`; a malformed
+    `cross` block gives an empty map (the render reported it)."""
+    data = _data(cr_live, cr.entry, None)
+    try:
+        found, problems = cross_data(cr, cr.entry.operator_box.get("cross"), others,
+                                     templates.text, data, index)
+    except GoTemplateError as err:
+        log.debug("%s: cross for status: %s", cr.ref, err)
+        return {}
+    return {} if problems else found
 
 
 def read_children(kube: Kube, cr_ref: ObjRef,
                   rendered_children: Sequence[RenderedObject],
-                  index: LiveIndex | None = None) -> dict[str, Any]:
-    """`.children` from the live objects: `<kind>` (lowercase) = the first child of that
-    kind (render order) and `<plural>` = {name: object}; kinds not served and children
-    not found are left out. With an `index`, children come from its per-kind lists of
-    orksync-managed objects (no request per custom resource)."""
-    wanted = [o.ref for o in rendered_children]
+                  index: LiveIndex | None = None, *,
+                  declared: Sequence[tuple[str, ObjRef]] = ()) -> dict[str, Any]:
+    """`.children` for status fields (orksync.render.children): the objects the custom
+    resource declares (`declared`: (template key, object) from a live render, whatever
+    their conditions, as the render saw them), then the rendered children not among them,
+    found live, under
+    Orkestra's keys (`deployment` / `deployments`, `pvc` / `persistentvolumeclaims`,
+    `custom` / `customs`, ...); kinds with none found get the placeholder. With an
+    `index`, children come from its per-kind lists of orksync-managed objects (no request
+    per custom resource)."""
+    known = {ref for _, ref in declared}
+    keyed = [*declared, *((kind_key_of(o.ref), o.ref) for o in rendered_children
+                          if o.ref not in known)]
+    return _read_children(kube, cr_ref, keyed, index)
+
+
+def _read_children(kube: Kube, cr_ref: ObjRef, declared: list[tuple[str, ObjRef]],
+                   index: LiveIndex | None) -> dict[str, Any]:
+    wanted = [ref for _, ref in declared]
     found: dict[ObjRef, dict[str, Any]] = {}
-    plural: dict[tuple[str, str], str] = {}
     if index is not None:
         for ref in wanted:
-            name = index.plural(ref)
-            if name is None:
-                continue
-            plural[(ref.api_version, ref.kind)] = name
             item = index.get(ref, MANAGED_SELECTOR)
             if item is not None:
                 found[ref] = item
-        return _children_map(wanted, found, plural)
+        return children_map(declared, found)
     groups = sorted({(r.api_version, r.kind, r.namespace) for r in wanted})
     selector = f"{OWNER_LABEL}={cr_ref.name}"
     refs = set(wanted)
+    served: set[tuple[str, str]] = set()
     for api_version, kind, namespace in groups:
         try:
             res = kube.resource(api_version, kind)
-            plural[(api_version, kind)] = res.plural
+            served.add((api_version, kind))
             for item in kube.list(res, namespace=namespace if res.namespaced else "",
                                   label_selector=selector):
                 ref = ObjRef.of(item)
@@ -348,7 +392,7 @@ def read_children(kube: Kube, cr_ref: ObjRef,
             log.debug("%s: cannot list %s %s for .children: %s", cr_ref, api_version, kind,
                       err)
     for ref in wanted:
-        if ref in found or (ref.api_version, ref.kind) not in plural:
+        if ref in found or (ref.api_version, ref.kind) not in served:
             continue
         try:
             item = kube.get_or_none(kube.resource(ref.api_version, ref.kind), ref.namespace,
@@ -358,16 +402,4 @@ def read_children(kube: Kube, cr_ref: ObjRef,
             continue
         if item is not None:
             found[ref] = item
-    return _children_map(wanted, found, plural)
-
-
-def _children_map(wanted: Sequence[ObjRef], found: Mapping[ObjRef, dict[str, Any]],
-                  plural: Mapping[tuple[str, str], str]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for ref in wanted:
-        child = found.get(ref)
-        if child is None:
-            continue
-        out.setdefault(ref.kind.lower(), child)
-        out.setdefault(plural[(ref.api_version, ref.kind)], {})[ref.name] = child
-    return out
+    return children_map(declared, found)

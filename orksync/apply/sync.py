@@ -8,7 +8,9 @@ Order of one run:
    `orksync-system`, is created when missing);
 2. stamp the custom resources with the finalizer `orksync.io/cleanup` and every CRD and
    custom resource with `app.kubernetes.io/managed-by: orksync` (the ownership marker the
-   prune checks), then apply (orksync.apply.engine);
+   prune checks), then apply (orksync.apply.engine); workloads with `autoscale` get their
+   replica count from orksync.apply.autoscale, before the apply for those that exist,
+   after it for those it created;
 3. plan the prune (nothing at all when the render had errors or an apply failed);
 4. finish the teardown of custom resources deleted out of band (deletionTimestamp and
    our finalizer while still in Git or in the inventory): onDelete, then the finalizer;
@@ -21,6 +23,11 @@ Order of one run:
 7. write the inventory (server-side apply, field manager `orksync`), failed deletes kept.
 
 A dry run applies with dryRun=All, deletes nothing, and writes no inventory.
+
+`render_live` is the render of a sync: the repository rendered against the cluster's live
+state (`.children`, the custom resources' own `.status`, `.cross.<as>.status`), one LIST
+per kind for all custom resources (orksync.apply.status.LiveIndex, strict: a failed read
+fails the custom resources that needed it, never hides a child).
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from orksync.apply.autoscale import Autoscaler, merge_changes
 from orksync.apply.deletion import (
     FINALIZER,
     DeletionOptions,
@@ -50,6 +58,7 @@ from orksync.apply.inventory import (
 )
 from orksync.apply.kube import Kube
 from orksync.apply.prune import cleanup_absent, prune
+from orksync.apply.status import LiveIndex
 from orksync.errors import ClusterError, InputError
 from orksync.katalog.model import Catalog, CrdEntry, CustomResource
 from orksync.model import (
@@ -63,7 +72,7 @@ from orksync.model import (
     RenderedSet,
 )
 from orksync.render.conditions import evaluate_conditions
-from orksync.render.engine import render_custom_resource
+from orksync.render.engine import render_catalog, render_custom_resource
 from orksync.render.guard import NamespaceGuard
 from orksync.render.kinds import KINDS
 from orksync.render.resource import cr_data
@@ -172,6 +181,13 @@ def hook_renderers(catalog: Catalog, *, clock: Clock = utc_now
 # --- one sync ----------------------------------------------------------------------------
 
 
+def render_live(kube: Kube, catalog: Catalog, *, clock: Clock = utc_now,
+                strict_cluster_scope: bool = False) -> RenderedSet:
+    """The render of a sync: `catalog` against the live cluster (see the module doc)."""
+    return render_catalog(catalog, clock=clock, live=LiveIndex(kube, strict=True),
+                          strict_cluster_scope=strict_cluster_scope)
+
+
 def sync_once(kube: Kube, rendered: RenderedSet, *, inventory_name: str,
               inventory_namespace: str = DEFAULT_NAMESPACE,
               hooks: Mapping[tuple[str, str], OnDeleteRenderer] | None = None,
@@ -189,7 +205,11 @@ def sync_once(kube: Kube, rendered: RenderedSet, *, inventory_name: str,
     old = read_inventory(kube, inventory_name, inventory_namespace,
                          create_namespace=not dry_run)
     prepared = mark_for_cleanup(rendered)
+    scaler = Autoscaler(kube, prepared.objects, now=options.apply.clock, dry_run=dry_run,
+                        on_change=on_change)
+    scaled = scaler.before_apply()
     applied = Applier(kube, options.apply, on_change=on_change).apply(prepared)
+    applied = merge_changes(applied, [*scaled, *scaler.after_apply(applied)])
     plan = plan_prune(old, prepared, applied, allow_empty=options.allow_empty,
                       allow_orphaning_children=options.allow_orphaning_children,
                       prune_crds=options.prune_crds)

@@ -1,8 +1,11 @@
 """`cross` (semantics §1.7): a Katalog entry reads other custom resources into
-`.cross.<as>`. orksync reads them from the repository being rendered, so a render stays
-pure and offline; their `status` is therefore empty (the live status of another custom
-resource is not part of a render). Not found gives Orkestra's placeholder
-`{found: "false", name, namespace, spec: {}, status: {}}`. Pure."""
+`.cross.<as>`. Which custom resource matches, and its `metadata` and `spec`, come from the
+repository being rendered (Git is the source of truth for them); its `status` comes from
+the live cluster when the render has a LiveView (`orksync sync`, the agent,
+`orksync render --live`: one LIST per cross kind, shared by every custom resource), and is
+empty otherwise (an offline render, or a custom resource not created yet). Not found gives
+Orkestra's placeholder `{found: "false", name, namespace, spec: {}, status: {}}`. Pure
+(the cluster only through the injected LiveView)."""
 
 from __future__ import annotations
 
@@ -11,13 +14,16 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from orksync.katalog.model import CustomResource
+from orksync.render.children import LiveView
 
 
 def cross_data(cr: CustomResource, specs: Any, crs: Sequence[CustomResource],
                text: Callable[[Any, Mapping[str, Any]], str],
-               data: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
-    """`text(value, data)` renders a field that may be a template (Templates.text)."""
-    """`.cross` for one custom resource, and problems (path, message) found on the way."""
+               data: Mapping[str, Any], live: LiveView | None = None
+               ) -> tuple[dict[str, Any], list[str]]:
+    """`.cross` for one custom resource, and problems (path, message) found on the way.
+    `text(value, data)` renders a field that may be a template (Templates.text); `live`
+    gives the matched custom resource's status (ClusterError when it cannot be read)."""
     out: dict[str, Any] = {}
     problems: list[str] = []
     if specs is None:
@@ -52,7 +58,8 @@ def cross_data(cr: CustomResource, specs: Any, crs: Sequence[CustomResource],
         else:
             found = copy.deepcopy(match.body)
             found.setdefault("spec", {})
-            found["status"] = {}
+            current = live.get(match.ref) if live is not None else None
+            found["status"] = copy.deepcopy((current or {}).get("status") or {})
             found["found"] = "true"
             out[str(spec["as"])] = found
     return out, problems

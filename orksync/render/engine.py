@@ -1,10 +1,12 @@
 """Render a loaded Catalog into a RenderedSet: every CRD, every custom resource and the
 children its Katalog declares under onCreate / onReconcile.
 
-Pure and deterministic: no cluster, no randomness (random functions render placeholders
-that the secrets layer resolves against the live cluster), the clock only through the
-injected `clock` (time-window conditions). One broken custom resource becomes one error in
-the set; the others still render.
+Pure and deterministic: no randomness (random functions render placeholders that the
+secrets layer resolves against the live cluster), the clock only through the injected
+`clock` (time-window conditions), the cluster only through the optional injected `live`
+view (`.children`, the custom resources' own `.status`, `.cross.<as>.status`; see
+orksync.render.resource): the same repository and the same cluster state give the same
+render. One broken custom resource becomes one error in the set; the others still render.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from dataclasses import dataclass, field
 from orksync.errors import InputError, RenderError
 from orksync.katalog.model import Catalog, CrdManifest, CustomResource
 from orksync.model import ObjRef, Origin, RenderedObject, RenderedSet, WritePolicy
+from orksync.render.children import LiveView
 from orksync.render.guard import ClusterScope, NamespaceGuard
 from orksync.render.resource import BLOCKS, STAGE_CR, STAGE_CRD, CrRenderer
 from orksync.render.templates import Clock, Templates, templates_for, utc_now
@@ -28,9 +31,11 @@ log = logging.getLogger(__name__)
 
 
 def render_catalog(catalog: Catalog, *, clock: Clock = utc_now,
-                   strict_cluster_scope: bool = False) -> RenderedSet:
+                   strict_cluster_scope: bool = False,
+                   live: LiveView | None = None) -> RenderedSet:
     """`strict_cluster_scope`: a CRD entry without `allowedClusterScopedKinds` may create
-    no cluster-scoped object (docs/multi-tenancy.md)."""
+    no cluster-scoped object (docs/multi-tenancy.md); `live`: the cluster, for `.children`,
+    `.status` and `.cross.<as>.status` (None: offline)."""
     objects: list[RenderedObject] = [_crd_object(m) for m in catalog.crds]
     errors: list[Exception] = list(catalog.errors)
     warnings: list[str] = list(catalog.warnings)
@@ -45,6 +50,7 @@ def render_catalog(catalog: Catalog, *, clock: Clock = utc_now,
     absent: list[tuple[ObjRef, ObjRef]] = []
     retained: list[tuple[ObjRef, ObjRef]] = []
     scope = ClusterScope.of(catalog.crds, strict=strict_cluster_scope)
+    declared: list[tuple[ObjRef, ObjRef, str]] = []
     for cr in catalog.crs:
         guard = NamespaceGuard.for_entry(cr.entry)
         refusal = guard.refusal(cr.ref.namespace) if cr.ref.namespace else None
@@ -59,7 +65,7 @@ def render_catalog(catalog: Catalog, *, clock: Clock = utc_now,
             continue
         try:
             result = render_custom_resource(cr, templates[cr.entry.katalog], catalog.crs,
-                                            scope=scope)
+                                            scope=scope, live=live)
         except InputError as err:
             errors.append(err)
             continue
@@ -77,10 +83,11 @@ def render_catalog(catalog: Catalog, *, clock: Clock = utc_now,
         skipped.extend(result.skipped)
         absent.extend((ref, cr.ref) for ref in result.absent)
         retained.extend((ref, cr.ref) for ref in result.retained)
+        declared.extend((ref, cr.ref, key) for key, ref in result.declared)
     objects.sort(key=lambda o: (o.stage, o.ref))
     return RenderedSet(objects=tuple(objects), errors=tuple(errors), warnings=tuple(warnings),
                        skipped=tuple(skipped), absent=tuple(absent),
-                       retained=tuple(retained))
+                       retained=tuple(retained), declared=tuple(declared))
 
 
 def _crd_object(m: CrdManifest) -> RenderedObject:
@@ -99,19 +106,24 @@ class CrResult:
     skipped: list[tuple[ObjRef, str]] = field(default_factory=list)
     absent: list[ObjRef] = field(default_factory=list)  # condition false: clean up if owned
     retained: list[ObjRef] = field(default_factory=list)  # condition false, never cleaned up
+    # (template key, object): its .children, in declaration order (live render only)
+    declared: list[tuple[str, ObjRef]] = field(default_factory=list)
 
 
 def render_custom_resource(cr: CustomResource, templates: Templates,
                            others: Sequence[CustomResource] = (), *,
-                           scope: ClusterScope | None = None) -> CrResult:
+                           scope: ClusterScope | None = None,
+                           live: LiveView | None = None) -> CrResult:
     """`others`: the repository's custom resources, for `cross` reads; `scope`: what is
-    known about the scope of kinds, and the strict switch (default: built-ins only)."""
+    known about the scope of kinds, and the strict switch (default: built-ins only);
+    `live`: the cluster, for `.children`, `.status` and `.cross.<as>.status` (None:
+    offline)."""
     origin = Origin(file=cr.source.file, katalog=cr.entry.katalog, crd=cr.entry.key,
                     cr=str(cr.ref))
     result = CrResult(resource=RenderedObject(ref=cr.ref, body=cr.body,
                                               policy=WritePolicy.APPLY, origin=origin,
                                               stage=STAGE_CR))
-    renderer = CrRenderer(cr, templates, origin, others, scope)
+    renderer = CrRenderer(cr, templates, origin, others, scope, live)
     by_ref: dict[ObjRef, RenderedObject] = {}
     for block_name in BLOCKS:
         for obj in renderer.block(block_name):
@@ -126,4 +138,5 @@ def render_custom_resource(cr: CustomResource, templates: Templates,
     result.skipped.extend(renderer.skipped)
     result.absent = sorted({ref for ref in renderer.absent if ref not in by_ref})
     result.retained = sorted({ref for ref in renderer.retained if ref not in by_ref})
+    result.declared = list(dict.fromkeys(renderer.declared))
     return result

@@ -1,6 +1,16 @@
 """Rendering one custom resource's onCreate / onReconcile blocks into child objects:
 conditions, forEach, templates, builders, labels, copies, the namespace guard. Pure: the
-clock reaches conditions only through the Katalog's Templates."""
+clock reaches conditions only through the Katalog's Templates, the cluster only through
+an optional LiveView (orksync.render.children).
+
+The data templates see: the custom resource from the repository, plus `.cross`, `.ork`,
+`.inputs`, `.external` (always empty) and `.children` (orksync.render.children). With a
+LiveView (`orksync sync`, the agent, `orksync render --live`), `.status` is the custom
+resource's live status, `.cross.<as>.status` the live status of the other custom resource
+and `.children` holds the live objects; without one (an offline render) all three are
+empty, as on Orkestra's first reconcile. Spec and metadata always come from the
+repository. A failed read of the cluster is a RenderError for the custom resources that
+needed it: nothing of them is applied, and nothing is cleaned up on a guess."""
 
 from __future__ import annotations
 
@@ -8,12 +18,13 @@ import copy
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from orksync.errors import RenderError
+from orksync.errors import ClusterError, RenderError
 from orksync.katalog.model import CustomResource
 from orksync.katalog.motifs import MOTIF_KEY, motif_inputs
 from orksync.model import (
     MANAGED_BY,
     MANAGED_BY_LABEL,
+    MANAGED_SELECTOR,
     ObjRef,
     Origin,
     RenderedObject,
@@ -21,6 +32,7 @@ from orksync.model import (
 )
 from orksync.names import label_key_problem, label_value_problem, subdomain_problem
 from orksync.render.builders import BuildContext, BuildError, Built
+from orksync.render.children import LiveView, children_map
 from orksync.render.coercion import lookup, to_namespaces
 from orksync.render.conditions import evaluate_conditions
 from orksync.render.cross import cross_data
@@ -53,7 +65,10 @@ STAGE_CHILDREN = 10  # + Orkestra's group order
 MANAGED_LABEL = "orkestra.orkspace.io/managed"
 OWNER_LABEL = "orkestra-owner"
 OWNER_ANNOTATION = "orksync.io/owner"
-ENTRY_KEYS_NOT_RENDERED = frozenset({"when", "or", "anyOf", "forEach", "toNamespaces"})
+ENTRY_KEYS_NOT_RENDERED = frozenset({"when", "or", "anyOf", "forEach", "toNamespaces",
+                                     "autoscale"})
+# Kinds whose entries take `autoscale:` (its conditions are evaluated here, see autoscale()).
+AUTOSCALED = frozenset({"deployments", "statefulSets", "replicaSets"})
 # Kinds whose entries may copy a live object: the key naming the source, and the kind.
 COPY_FROM = {"configMaps": ("fromConfigMap", "ConfigMap"),
              "networkPolicies": ("fromNetworkPolicy", "NetworkPolicy"),
@@ -75,7 +90,7 @@ def cr_data(cr: CustomResource) -> dict[str, Any]:
 class CrRenderer:
     def __init__(self, cr: CustomResource, templates: Templates, origin: Origin,
                  others: Sequence[CustomResource] = (),
-                 scope: ClusterScope | None = None) -> None:
+                 scope: ClusterScope | None = None, live: LiveView | None = None) -> None:
         self.cr = cr
         self.templates = templates
         self.origin = origin
@@ -89,8 +104,10 @@ class CrRenderer:
                   or self.guard.refusal(o.ref.namespace) is None]
         try:
             data = cr_data(cr)
+            if live is not None:
+                data["status"] = copy.deepcopy((live.get(cr.ref) or {}).get("status") or {})
             data["cross"], problems = cross_data(cr, cr.entry.operator_box.get("cross"), others,
-                                                 templates.text, data)
+                                                 templates.text, data, live)
             if problems:
                 raise PrepareError("; ".join(problems))
             self.data, verdict, notes = prepare(data, cr.entry.raw, templates.render,
@@ -98,17 +115,77 @@ class CrRenderer:
         except (PrepareError, GoTemplateError) as err:
             raise RenderError(str(err), file=cr.source.file, obj=str(cr.ref),
                               path=cr.entry.path) from err
+        except ClusterError as err:
+            raise RenderError(f"cannot read the live cluster: {err}", file=cr.source.file,
+                              obj=str(cr.ref)) from err
         self.warnings.extend(f"{cr.source.file}: {cr.ref}: {w}" for w in [*notes, *verdict.warned])
         if verdict.denied:
             raise RenderError("validation denied: " + "; ".join(verdict.denied),
                               file=cr.source.file, obj=str(cr.ref),
                               path=f"{cr.entry.path}.validation")
         self.skipped: list[tuple[ObjRef, str]] = []
+        # with a LiveView: (template key, object) .children looked up
+        self.declared: list[tuple[str, ObjRef]] = []
         self.absent: list[ObjRef] = []
         self.retained: list[ObjRef] = []
         meta = cr.body["metadata"]
         self.cr_name = str(meta["name"])
         self.cr_namespace = str(meta.get("namespace") or "")
+        self.data["children"] = self.children(live)
+
+    def children(self, live: LiveView | None) -> dict[str, Any]:
+        """`.children`: the declared objects found live (offline: none, placeholders
+        only). One LIST per kind, shared by every custom resource of the render."""
+        if live is None:
+            return children_map([(key, _NO_REF) for key in self.declared_keys()], {})
+        declared = self.declared = self.declared_children()
+        try:
+            found = {ref: obj for _, ref in declared
+                     if (obj := live.get(ref, MANAGED_SELECTOR)) is not None}
+        except ClusterError as err:
+            raise RenderError(f"cannot read its children from the cluster: {err}",
+                              file=self.cr.source.file, obj=str(self.cr.ref)) from err
+        return children_map(declared, found)
+
+    def declared_keys(self) -> list[str]:
+        return [spec.key for name in BLOCKS if isinstance(self.box.get(name), Mapping)
+                for spec in KINDS if self.box[name].get(spec.key)]
+
+    def declared_children(self) -> list[tuple[str, ObjRef]]:
+        """Every object the blocks declare, whatever the conditions (Orkestra reads back
+        the names of both blocks), in declaration order: (template key, identity)."""
+        out: list[tuple[str, ObjRef]] = []
+        for block_name in BLOCKS:
+            block = self.box.get(block_name)
+            if not isinstance(block, Mapping):
+                continue
+            for spec in KINDS:
+                entries = block.get(spec.key)
+                if not isinstance(entries, list):
+                    continue
+                for i, raw in enumerate(entries):
+                    if not isinstance(raw, Mapping):
+                        continue
+                    path = f"{block_name}.{spec.key}[{i}]"
+                    entry, base = self.scoped(raw, path)
+                    for data in self.expand(entry, path, base):
+                        out.extend((spec.key, ref)
+                                   for ref in self.absent_refs(spec, entry, data))
+        return out
+
+    def scoped(self, entry: Mapping[str, Any], path: str
+               ) -> tuple[Mapping[str, Any], dict[str, Any]]:
+        """An entry imported from a motif sees `.inputs` = that motif's inputs."""
+        marker = entry.get(MOTIF_KEY)
+        if not isinstance(marker, Mapping):
+            return entry, self.data
+        entry = {k: v for k, v in entry.items() if k != MOTIF_KEY}
+        try:
+            return entry, {**self.data, "inputs": motif_inputs(marker, self.data,
+                                                               self.templates.render)}
+        except GoTemplateError as err:
+            raise self.fail(path, f"{marker['import']}.with ({marker['file']}): "
+                            f"template error: {err}") from err
 
     def fail(self, path: str, message: str) -> RenderError:
         full = f"{self.cr.entry.path}.operatorBox.{path}"
@@ -158,16 +235,7 @@ class CrRenderer:
                 path = f"{name}.{spec.key}[{i}]"
                 if not isinstance(entry, Mapping):
                     raise self.fail(path, "must be a map")
-                base = self.data
-                marker = entry.get(MOTIF_KEY)
-                if isinstance(marker, Mapping):
-                    entry = {k: v for k, v in entry.items() if k != MOTIF_KEY}
-                    try:
-                        base = {**self.data, "inputs": motif_inputs(marker, self.data,
-                                                                    self.templates.render)}
-                    except GoTemplateError as err:
-                        raise self.fail(path, f"{marker['import']}.with ({marker['file']}): "
-                                        f"template error: {err}") from err
+                entry, base = self.scoped(entry, path)
                 for data in self.expand(entry, path, base):
                     yield spec, entry, data, path
 
@@ -206,6 +274,27 @@ class CrRenderer:
         return evaluate_conditions(data, when, or_, self.templates.render,
                                    clock=self.templates.clock)
 
+    def autoscale(self, raw: Any, data: Mapping[str, Any], path: str) -> Any:
+        """`autoscale:` with its templates rendered and each direction's `conditions`
+        (`when` / `or` / `anyOf`) evaluated now, against the same data as the entry (live
+        children included), into `active: true|false`. The builder validates the rest and
+        the applier (orksync.apply.autoscale) turns it into a replica count."""
+        if not isinstance(raw, Mapping):
+            return raw
+        out: dict[str, Any] = {}
+        for key, value in raw.items():
+            if key in ("scaleUp", "scaleDown") and isinstance(value, Mapping):
+                conditions = value.get("conditions")
+                if conditions is not None and not isinstance(conditions, Mapping):
+                    raise self.fail(f"{path}.{key}.conditions", "must be a map with when / or")
+                rest = {k: v for k, v in value.items() if k != "conditions"}
+                out[key] = {**self.render_leaves(rest, data, f"{path}.{key}"),
+                            "active": self.conditions(conditions or {}, data,
+                                                      f"{path}.{key}.conditions")}
+            else:
+                out[key] = self.render_leaves(value, data, f"{path}.{key}")
+        return out
+
     def render_leaves(self, value: Any, data: Mapping[str, Any], path: str) -> Any:
         if isinstance(value, str):
             if "{{" not in value:
@@ -239,6 +328,9 @@ class CrRenderer:
         rendered = {k: (v if k in ENTRY_KEYS_NOT_RENDERED else
                         self.render_leaves(v, data, f"{path}.{k}"))
                     for k, v in entry.items()}
+        if spec.key in AUTOSCALED and entry.get("autoscale") is not None:
+            rendered["autoscale"] = self.autoscale(entry["autoscale"], data,
+                                                   f"{path}.autoscale")
         namespaced = spec.namespaced
         name = _str(rendered.get("name")) or spec.default_name(self.cr_name)
         name_field = "name"
@@ -365,8 +457,9 @@ class CrRenderer:
 
     def absent_refs(self, spec: KindSpec, entry: Mapping[str, Any],
                     data: Mapping[str, Any]) -> list[ObjRef]:
-        """The objects an entry whose condition is false would have written: candidates for
-        Orkestra's cleanup (deleted when owned and claimed by no active entry)."""
+        """The objects an entry writes when its condition holds (names only, conditions not
+        evaluated): when it is false, candidates for Orkestra's cleanup (deleted when owned
+        and claimed by no active entry); in a live render, the names `.children` reads."""
         def text(key: str, node: Mapping[str, Any] = entry) -> str:
             try:
                 return self.templates.text(node.get(key), data)
@@ -477,6 +570,9 @@ def policy_for(spec: KindSpec, block: str, entry: Mapping[str, Any]) -> WritePol
     if block == "onReconcile" or entry.get("reconcile") is True:
         return WritePolicy.APPLY
     return WritePolicy.CREATE
+
+
+_NO_REF = ObjRef(api_version="", kind="", name="")  # a declared kind, names not needed
 
 
 def _str(value: Any) -> str:

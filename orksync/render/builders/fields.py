@@ -13,9 +13,8 @@ Accepted everywhere: the common keys name, labels, when, or, anyOf, reconcile, f
 sleep, forceConflict; `namespace` and `toNamespaces` only for namespaced kinds (they mean
 nothing on a cluster-scoped one; orksync copies every namespaced kind, Orkestra only
 Secrets, ConfigMaps, NetworkPolicies, ResourceQuotas and LimitRanges); `fromNamespace` and
-`from<Kind>` on the copyable kinds.
-Declared by Orkestra but not acted on by orksync, hence reported: `autoscale` on
-workloads. `secrets` entries are validated by the Secret builder: no schema here.
+`from<Kind>` on the copyable kinds; `autoscale` on workloads (orksync.apply.autoscale).
+`secrets` entries are validated by the Secret builder: no schema here.
 """
 
 from __future__ import annotations
@@ -91,6 +90,11 @@ _BINDING: dict[str, Schema] = {"roleRef": _keys("name", "kind"),
 _PEER: dict[str, Schema] = {"podSelector": ANY, "namespaceSelector": ANY,
                             "ipBlock": _keys("cidr", "except")}
 _PORTS = ListOf(_keys("protocol", "port", "endPort"))
+_CONDITIONS = _keys("when", "or", "anyOf")
+_AUTOSCALE: dict[str, Schema] = {
+    **_keys("min", "max", "cooldown"),
+    "scaleUp": {"conditions": _CONDITIONS, **_keys("target", "increment")},
+    "scaleDown": {"conditions": _CONDITIONS, **_keys("target", "decrement")}}
 _SCALING: dict[str, Schema] = {**_keys("stabilizationWindowSeconds", "selectPolicy"),
             "policies": ListOf(_keys("type", "value", "periodSeconds"))}
 
@@ -114,9 +118,10 @@ ACCEPTED: dict[str, dict[str, Schema]] = {
     "roles": {**NAMESPACED, "rules": _RULES},
     "roleBindings": {**NAMESPACED, **_BINDING},
     "custom": {},  # every top-level key is accepted (passed through); see unknown_fields
-    "replicaSets": {**NAMESPACED, **POD, **_keys("replicas", "annotations")},
+    "replicaSets": {**NAMESPACED, **POD, **_keys("replicas", "annotations"),
+                    "autoscale": _AUTOSCALE},
     "deployments": {**NAMESPACED, **POD, **_keys("replicas", "annotations"),
-                    "rollingUpdate": _ROLLING},
+                    "rollingUpdate": _ROLLING, "autoscale": _AUTOSCALE},
     "services": {**NAMESPACED, **_keys("type", "headless", "protocol", "port", "targetPort",
                                        "nodePort", "selector")},
     "jobs": {**NAMESPACED, **POD, **_keys("backoffLimit")},
@@ -125,7 +130,7 @@ ACCEPTED: dict[str, dict[str, Schema]] = {
         "concurrencyPolicy", "startingDeadlineSeconds")},
     "statefulSets": {**NAMESPACED, **POD, **_keys("replicas", "annotations", "tag",
                                                   "serviceName"),
-                     "rollingUpdate": _ROLLING,
+                     "rollingUpdate": _ROLLING, "autoscale": _AUTOSCALE,
                      "volumeClaimTemplates": ListOf(_keys("name", "storageClass",
                                                           "storageSize", "mountPath",
                                                           "accessModes"))},

@@ -17,6 +17,15 @@ and coercion (semantics §2.4, §4.5). Pure. The pod shape is orksync.render.bui
   (Orkestra always sets the pointer, so an empty class there means "no dynamic
   provisioning"; here it means the cluster's default class).
 * Pod: restartPolicy Always; its port is read with Sscanf("%d") like Orkestra's.
+* `autoscale` (Deployment, StatefulSet, ReplicaSet; semantics §2.4): the engine has already
+  evaluated each direction's conditions into `active`. The object is then built WITHOUT
+  `spec.replicas` — the replica count belongs to the autoscaler (orksync.apply.autoscale,
+  its own field manager), so no apply of the workload ever resets it — and the settings go
+  to the `autoscale` directive: `replicas` (the entry's count: the first count, and the
+  floor when `min` is absent), `min`, `max` (required, at least 1), `cooldownSeconds`
+  (`cooldown`, a duration, default 1m), `scaleUp` / `scaleDown` = {active, target |
+  increment / decrement}. `target` and a step are exclusive; neither means a step of 1;
+  `min` must be below `max` (Orkestra's validation).
 """
 
 from __future__ import annotations
@@ -24,10 +33,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from orksync.render.builders import BuildContext, BuildError, metadata
+from orksync.durations import parse_duration
+from orksync.render.builders import BuildContext, BuildError, Built, metadata
 from orksync.render.builders.common import (
     OWNER_LABEL,
     access_modes,
+    as_bool,
+    as_int,
     as_text,
     exclusive,
     int_or_percent,
@@ -43,8 +55,11 @@ from orksync.render.builders.pod import container, env_vars, pod_spec
 from orksync.render.builders.profiles import ROLLING_UPDATE
 from orksync.render.coercion import parse_replicas
 
-__all__ = ["OWNER_LABEL", "build_deployment", "build_pod", "build_replica_set",
-           "build_stateful_set", "container", "env_vars"]
+__all__ = ["DEFAULT_COOLDOWN_SECONDS", "OWNER_LABEL", "autoscale_directive",
+           "build_deployment", "build_pod", "build_replica_set", "build_stateful_set",
+           "container", "env_vars"]
+
+DEFAULT_COOLDOWN_SECONDS = 60  # Orkestra's EffectiveCooldown
 
 
 def _template(entry: Mapping[str, Any], ctx: BuildContext, **kw: Any) -> dict[str, Any]:
@@ -55,7 +70,16 @@ def _annotations(entry: Mapping[str, Any]) -> dict[str, str]:
     return string_map(entry.get("annotations"), "annotations")
 
 
-def build_deployment(entry: Mapping[str, Any], ctx: BuildContext) -> dict[str, Any]:
+def _scaled(body: dict[str, Any], entry: Mapping[str, Any]) -> dict[str, Any] | Built:
+    """The workload as built, or without `spec.replicas` plus the autoscale directive."""
+    directive = autoscale_directive(entry.get("autoscale"), body["spec"]["replicas"])
+    if directive is None:
+        return body
+    del body["spec"]["replicas"]
+    return Built(body=body, directives={"autoscale": directive})
+
+
+def build_deployment(entry: Mapping[str, Any], ctx: BuildContext) -> dict[str, Any] | Built:
     spec: dict[str, Any] = {
         "replicas": parse_replicas(as_text(entry.get("replicas"), "replicas")),
         "selector": {"matchLabels": {OWNER_LABEL: ctx.owner_key}},
@@ -64,12 +88,12 @@ def build_deployment(entry: Mapping[str, Any], ctx: BuildContext) -> dict[str, A
     strategy = deployment_strategy(entry.get("rollingUpdate"))
     if strategy:
         spec["strategy"] = strategy
-    return {"apiVersion": "apps/v1", "kind": "Deployment",
-            "metadata": metadata(ctx, _annotations(entry)), "spec": spec}
+    return _scaled({"apiVersion": "apps/v1", "kind": "Deployment",
+                    "metadata": metadata(ctx, _annotations(entry)), "spec": spec}, entry)
 
 
-def build_replica_set(entry: Mapping[str, Any], ctx: BuildContext) -> dict[str, Any]:
-    return {
+def build_replica_set(entry: Mapping[str, Any], ctx: BuildContext) -> dict[str, Any] | Built:
+    return _scaled({
         "apiVersion": "apps/v1", "kind": "ReplicaSet",
         "metadata": metadata(ctx, _annotations(entry)),
         "spec": {
@@ -77,7 +101,54 @@ def build_replica_set(entry: Mapping[str, Any], ctx: BuildContext) -> dict[str, 
             "selector": {"matchLabels": {OWNER_LABEL: ctx.owner_key}},
             "template": _template(entry, ctx),
         },
+    }, entry)
+
+
+def autoscale_directive(raw: Any, replicas: int) -> dict[str, Any] | None:
+    """`autoscale:` (conditions already evaluated into `active`) as the applier's
+    directive; None when absent. BuildError names the field of a bad value."""
+    if raw is None:
+        return None
+    spec = node(raw, "autoscale")
+    high = as_int(spec.get("max"), "autoscale.max", minimum=1)
+    if high is None:
+        raise BuildError("autoscale.max", "is required (the most replicas the autoscaler "
+                         "may set)")
+    low = as_int(spec.get("min"), "autoscale.min", minimum=0)
+    if low is not None and low >= high:
+        raise BuildError("autoscale.min", f"must be below max ({high}), got {low}")
+    cooldown_text = as_text(spec.get("cooldown"), "autoscale.cooldown")
+    try:
+        cooldown = parse_duration(cooldown_text).total_seconds() if cooldown_text \
+            else DEFAULT_COOLDOWN_SECONDS
+    except ValueError as err:
+        raise BuildError("autoscale.cooldown", str(err)) from err
+    out: dict[str, Any] = {
+        "replicas": replicas,
+        "min": low if low is not None else min(replicas, high),
+        "max": high,
+        "cooldownSeconds": int(cooldown) if float(cooldown).is_integer() else cooldown,
     }
+    for key, step in (("scaleUp", "increment"), ("scaleDown", "decrement")):
+        direction = _direction(spec.get(key), f"autoscale.{key}", step)
+        if direction is not None:
+            out[key] = direction
+    return out
+
+
+def _direction(raw: Any, field: str, step: str) -> dict[str, Any] | None:
+    if raw is None:
+        return None
+    spec = node(raw, field)
+    active = as_bool(spec.get("active"), sub(field, "conditions"), default=True)
+    target = as_int(spec.get("target"), sub(field, "target"), minimum=0)
+    amount = as_int(spec.get(step), sub(field, step), minimum=1)
+    if target is not None and amount is not None:
+        raise BuildError(field, f"target and {step} cannot both be set: target jumps to a "
+                         f"count, {step} moves by a step")
+    if target is not None:
+        return {"active": active, "target": target}
+    return {"active": active, step: 1 if amount is None else amount}
 
 
 def build_pod(entry: Mapping[str, Any], ctx: BuildContext) -> dict[str, Any]:
@@ -85,7 +156,7 @@ def build_pod(entry: Mapping[str, Any], ctx: BuildContext) -> dict[str, Any]:
             "spec": pod_spec(entry, ctx.name, restart_policy="Always", scanf_port=True)}
 
 
-def build_stateful_set(entry: Mapping[str, Any], ctx: BuildContext) -> dict[str, Any]:
+def build_stateful_set(entry: Mapping[str, Any], ctx: BuildContext) -> dict[str, Any] | Built:
     image = required(entry.get("image"), "image")
     tag = as_text(entry.get("tag"), "tag")
     shaped = {**entry, "image": f"{image}:{tag}" if tag else image}
@@ -100,8 +171,8 @@ def build_stateful_set(entry: Mapping[str, Any], ctx: BuildContext) -> dict[str,
     }
     if claims:
         spec["volumeClaimTemplates"] = claims
-    return {"apiVersion": "apps/v1", "kind": "StatefulSet",
-            "metadata": metadata(ctx, _annotations(entry)), "spec": spec}
+    return _scaled({"apiVersion": "apps/v1", "kind": "StatefulSet",
+                    "metadata": metadata(ctx, _annotations(entry)), "spec": spec}, entry)
 
 
 def volume_claim_templates(raw: Any) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:

@@ -7,8 +7,9 @@ Pure. No I/O, clock and randomness injected. Every note is nil-safe: a missing o
 segment is missing (Orkestra returns nil, which renders as "" too). `resourceExists`
 returns the TEXT "true"/"false" (semantics §4.2) — compare it with `eq … "true"` or use
 it as a condition field; in `{{ if }}` any non-empty text is true. orksync treats an
-empty map as not existing (Orkestra: any non-nil map). Replica counts are ints, 0 when
-absent; `desiredReplicas` defaults to 1 like Kubernetes.
+empty map as not existing (Orkestra: any non-nil map), and, as Orkestra's noteExists, the
+`.children` placeholder of a kind with no live object (`{_placeholder: true, ...}`).
+Replica counts are ints, 0 when absent; `desiredReplicas` defaults to 1 like Kubernetes.
 
 | Function | Signature | Meaning |
 |---|---|---|
@@ -30,7 +31,7 @@ absent; `desiredReplicas` defaults to 1 like Kubernetes.
 | `conditionStatus` | `conditionStatus obj type` | that condition's status, "" when absent |
 | `conditionReason` | `conditionReason obj type` | that condition's reason, "" when absent |
 | `conditionMessage` | `conditionMessage obj type` | that condition's message, "" when absent |
-| `resourceExists` | `resourceExists obj` | "true" when obj is a non-empty map, else "false" |
+| `resourceExists` | `resourceExists obj` | "true" for a non-empty map (no placeholder) |
 | `readyReplicas` | `readyReplicas obj` | status.readyReplicas as an int, 0 when absent |
 | `availableReplicas` | `availableReplicas obj` | status.availableReplicas, 0 when absent |
 | `updatedReplicas` | `updatedReplicas obj` | status.updatedReplicas as an int, 0 when absent |
@@ -133,7 +134,8 @@ def notes() -> dict[str, Note]:
         "conditionStatus": _condition_field("status"),
         "conditionReason": _condition_field("reason"),
         "conditionMessage": _condition_field("message"),
-        "resourceExists": lambda obj: "true" if isinstance(obj, Mapping) and obj else "false",
+        "resourceExists": lambda obj: "true" if isinstance(obj, Mapping) and obj and
+        not obj.get("_placeholder") else "false",
         "readyReplicas": lambda obj: _count(obj, 0, "status", "readyReplicas"),
         "availableReplicas": lambda obj: _count(obj, 0, "status", "availableReplicas"),
         "updatedReplicas": lambda obj: _count(obj, 0, "status", "updatedReplicas"),
