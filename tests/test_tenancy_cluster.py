@@ -14,9 +14,12 @@ from typing import Any
 
 import pytest
 
+from orksync.apply.events import report_sync
 from orksync.apply.kube import Kube
-from orksync.apply.sync import SyncResult
+from orksync.apply.sync import SyncResult, sync_once
+from orksync.katalog.loader import load_repository
 from orksync.model import Action, ObjRef
+from orksync.render.engine import render_catalog
 from orksync.testing.controlplane import ControlPlane
 from tests.helpers import CRD, widget, write_repo
 from tests.kind_cases import (
@@ -284,3 +287,49 @@ def install_cluster_scoped_crd(kube: Kube) -> None:
             return
         time.sleep(0.2)
     raise AssertionError(f"{name} not Established")
+
+
+def test_a_refusal_reaches_the_tenant_in_status_and_one_warning_event(
+        kube: Kube, cluster: Cluster, tmp_path: Path) -> None:
+    """The hostile custom resource's status lists what was refused and why; a Warning
+    Event says so when the list changes, not again at every sync; it clears when fixed."""
+    ns = cluster.namespace("tn")
+    crb = ref(CRB_API, "ClusterRoleBinding", f"{ns}-admin")
+    cluster.cluster_scoped.append(crb)
+    box = {"onReconcile": {"custom": [{
+        "apiVersion": "{{ .spec.api }}", "kind": "{{ .spec.kind }}",
+        "metadata": {"name": f"{ns}-admin", "namespaced": "false"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                    "name": "cluster-admin"},
+        "subjects": [{"kind": "ServiceAccount", "name": "default", "namespace": ns}]}]}}
+    spec = {"api": CRB_API, "kind": "ClusterRoleBinding"}
+    hostile = hostile_repo(tmp_path / "a", ns, box, spec)
+
+    def report(root: Path) -> dict[str, Any]:
+        catalog = load_repository(root)
+        rendered = render_catalog(catalog)
+        result = sync_once(kube, rendered, inventory_name=inv)
+        report_sync(kube, catalog, rendered, result.changes, revision="r1")
+        return must(kube, ref(WIDGET_API, "Widget", "w", ns))
+
+    def refused_events(uid: str) -> list[dict[str, Any]]:
+        return [e for e in kube.list(kube.resource("v1", "Event"), namespace=ns)
+                if e["involvedObject"].get("uid") == uid and e["reason"] == "WidgetRefused"]
+
+    inv = inventory_name()
+    live = report(hostile)
+    (reason,) = live["status"]["orksync"]["refused"]
+    assert reason.startswith(f"{crb}: Widget.test.orksync.io/{ns}/w onReconcile.custom[0]: ")
+    assert "allowedClusterScopedKinds" in reason
+    (event,) = refused_events(live["metadata"]["uid"])
+    assert event["type"] == "Warning" and reason in event["message"]
+    good = must(kube, ref(WIDGET_API, "Widget", "good", ns))
+    assert "refused" not in good["status"]["orksync"]  # the sibling is not blamed
+
+    again = report(hostile)
+    assert again["status"]["orksync"]["refused"] == [reason]
+    assert len(refused_events(live["metadata"]["uid"])) == 1  # unchanged: no new Event
+
+    fixed = report(hostile_repo(tmp_path / "b", ns, {}, {}))
+    assert "refused" not in fixed["status"]["orksync"]
+    assert get(kube, crb) is None

@@ -8,7 +8,11 @@ resource when something changed or failed, never for an unchanged sync.
   for a cluster-scoped one). The message is scrubbed of the given secret values and cut
   to 1024 characters. Best effort: a refused Event is logged, never raised.
 * `report_sync` (I/O) is the one call a sync makes after applying: for every custom
-  resource that exists, read its children, write its status, emit its Event.
+  resource that exists, read its children, write its status, emit its Event. What the
+  guard or the cluster-scope policy refused for a custom resource is listed in its
+  `status.orksync.refused`, and a `Warning <Kind>Refused` Event is emitted when that list
+  changes (not at every sync while it stays the same), so a tenant sees why an object of
+  theirs was not written.
 """
 
 from __future__ import annotations
@@ -125,36 +129,59 @@ def report_sync(kube: Kube, catalog: Catalog, rendered: RenderedSet, changes: Ch
     by_ref: dict[ObjRef, list[Change]] = {}
     for c in changes.changes:
         by_ref.setdefault(c.ref, []).append(c)
+    refused = _refused_by_owner(catalog, rendered)
     written: list[ObjRef] = []
     index = LiveIndex(kube)  # one LIST per kind for all custom resources and children
     for cr in catalog.crs:
         try:
             if _report_one(kube, index, cr, templates[cr.entry.katalog],
                            by_owner.get(cr.ref, []), by_ref, render_errors.get(str(cr.ref)),
-                           revision, now, catalog.crs, declared.get(cr.ref, [])):
+                           revision, now, catalog.crs, declared.get(cr.ref, []),
+                           refused.get(cr.ref, [])):
                 written.append(cr.ref)
         except ClusterError as err:
             log.warning("%s: status not written: %s", cr.ref, err)
     return written
 
 
+def _refused_by_owner(catalog: Catalog, rendered: RenderedSet) -> dict[ObjRef, list[str]]:
+    """What the render refused, by custom resource: a refused custom resource itself, and
+    each child whose reason starts with its custom resource (`<cr> <entry>: <rule>`)."""
+    crs = {str(cr.ref): cr.ref for cr in catalog.crs}
+    out: dict[ObjRef, list[str]] = {}
+    for ref, reason in rendered.skipped:
+        owner = ref if str(ref) in crs else crs.get(reason.split(" ", 1)[0])
+        if owner is not None:
+            out.setdefault(owner, []).append(f"{ref}: {reason}")
+    return out
+
+
 def _report_one(kube: Kube, index: LiveIndex, cr: CustomResource, templates: Any,
                 children: list[RenderedObject], by_ref: dict[ObjRef, list[Change]],
                 render_error: str | None, revision: str, now: datetime,
                 others: Sequence[CustomResource] = (),
-                declared: Sequence[tuple[str, ObjRef]] = ()) -> bool:
+                declared: Sequence[tuple[str, ObjRef]] = (),
+                refused_at_render: Sequence[str] = ()) -> bool:
     live = index.get(cr.ref)
     if live is None:
         return False
     mine = [c for ref in (cr.ref, *(o.ref for o in children)) for c in by_ref.get(ref, [])]
+    refused = sorted({*refused_at_render,
+                      *(f"{c.ref}: {c.message}" for c in mine if c.action is Action.SKIPPED)})
     secrets = child_secret_values(children)
     status = desired_status(live, cr.entry, templates, mine, revision=revision,
                             render_error=render_error, now=now,
                             children=read_children(kube, cr.ref, children, index,
                                                    declared=declared),
                             cross=status_cross(cr, live, templates, others, index),
-                            secrets=secrets)
+                            secrets=secrets, refused=refused)
     written = write_status(kube, cr.ref, status, live=live)
+    before = ((live.get("status") or {}).get("orksync") or {}).get("refused") or []
+    reported = status["orksync"].get("refused") or []
+    if reported and reported != before:
+        emit(kube, cr.ref, str(live["metadata"].get("uid") or ""),
+             reason=f"{cr.ref.kind}Refused", type="Warning", secrets=secrets, now=now,
+             message=f"refused {len(reported)}: " + "; ".join(reported))
     event = sync_event(cr.ref, mine, render_error)
     if event is not None:
         kind, reason, message = event

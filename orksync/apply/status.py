@@ -10,7 +10,9 @@
   - `status.observedGeneration`;
   - `status.orksync`: `lastAppliedRevision` (the revision of the last fully successful
     sync), `lastAttemptedRevision`, `inventory` (the children, `str(ObjRef)`), `counts`
-    (changes of this sync by action);
+    (changes of this sync by action), and `refused` when the namespace guard or the
+    cluster-scope policy refused something of this custom resource (`<object>: <reason>`,
+    at most 20; docs/multi-tenancy.md);
   - Orkestra's `status.fields[]`, in declaration order, later entries overwriting earlier
     ones for the same path. Every entry is evaluated against the same data: the custom
     resource as read before this status write (its *old* status, as Orkestra) plus
@@ -62,6 +64,8 @@ log = logging.getLogger(__name__)
 
 
 FIELD_MANAGER = "orksync-status"
+MAX_REFUSED = 20  # reasons kept in status.orksync.refused, each cut to 512 characters
+MAX_REFUSED_MESSAGE = 512
 MAX_CONDITION_MESSAGE = 256
 OWNER_LABEL = "orkestra-owner"
 OWN_CONDITIONS = ("Ready", "Reconciling", "Stalled")
@@ -99,12 +103,14 @@ def desired_status(cr_live: Mapping[str, Any], entry: CrdEntry, templates: Any,
                    render_error: str | None, now: datetime,
                    children: Mapping[str, Any] | None = None,
                    cross: Mapping[str, Any] | None = None,
-                   secrets: Iterable[str] = ()) -> dict[str, Any]:
+                   secrets: Iterable[str] = (),
+                   refused: Sequence[str] = ()) -> dict[str, Any]:
     """The `status` orksync writes for one custom resource (see the module doc).
 
     `templates` is the Katalog's `Templates` (its `render` and `clock` are used);
     `children` is `read_children`'s map; `cross` the `.cross` map (`status_cross`);
-    `secrets` are values to scrub from messages."""
+    `secrets` are values to scrub from messages; `refused`: what the guard or the
+    cluster-scope policy refused for this custom resource (`status.orksync.refused`)."""
     meta = cr_live.get("metadata") or {}
     generation = meta.get("generation")
     raw_status = cr_live.get("status")
@@ -192,6 +198,9 @@ def desired_status(cr_live: Mapping[str, Any], entry: CrdEntry, templates: Any,
                              if c.ref != cr_ref and c.action in _LIVE_ACTIONS}),
         "counts": dict(sorted(counts.items())),
     }
+    if refused:
+        status["orksync"]["refused"] = [scrub(r, secrets)[:MAX_REFUSED_MESSAGE]
+                                        for r in refused[:MAX_REFUSED]]
     return status
 
 
