@@ -1,5 +1,6 @@
 """A narrow REST layer over the `kubernetes` client: JSON in, JSON out, discovery cached,
-every failure turned into a ClusterError naming the object. The only module importing
+failed requests retried where that is safe (orksync.apply.retry), every failure turned
+into a ClusterError naming the object. The only module importing
 `kubernetes` (besides the test control plane).
 
 It uses the client's connection pool, TLS and authentication (kubeconfig, in-cluster
@@ -237,7 +238,6 @@ class Kube:
         with self._lock:
             self._resources.pop(api_version, None)
 
-
     # --- the retry path (policy: orksync.apply.retry) -------------------------------------
 
     def _attempt(self, method: str, url: str, payload: str | None,
@@ -302,7 +302,7 @@ class _Outcome:
 
     def error(self, method: str, path: str, subject: str, attempts: int) -> ClusterError:
         """The ClusterError of the last attempt; it says how many were made."""
-        tried = f" (gave up after {attempts} attempts)" if attempts > 1 else ""
+        tried = f" (after {attempts} attempts)" if attempts > 1 else ""
         if self.transport is None:
             return _error(self.status, self.data, method, path, subject, suffix=tried)
         err = ClusterError(f"{method} {path}: {type(self.transport).__name__}: "
