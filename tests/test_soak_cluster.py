@@ -13,6 +13,7 @@ import os
 import random
 import statistics
 import time
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -144,7 +145,7 @@ def soak(kube: Kube, ns: str, upstream: Upstream, daemon: GitDaemon, tmp_path: P
               f"{median(second, 'rss_kb')}); threads {samples[0].threads}->"
               f"{samples[-1].threads} (max {max(s.threads for s in samples)}); fds "
               f"{samples[0].fds}->{samples[-1].fds} (max {max(s.fds for s in samples)}); "
-              f"changes: {' '.join(changes.log)}")
+              f"changes: {dict(Counter(c.split()[0] for c in changes.log))}")
     print(report)
     assert max(s.threads for s in second) <= max(s.threads for s in first), report
     assert max(s.fds for s in second) <= max(s.fds for s in first) + FD_SLACK, report
