@@ -14,8 +14,8 @@ Two proxies, both real sockets, both started by the test that uses them:
   either instead of forwarding them or after forwarding them (the request took effect,
   the answer was lost). Every request it saw is logged with a timestamp.
 
-Both write a kubeconfig that points at them (:meth:`kubeconfig`). Counters and logs are
-guarded by one condition variable each; :meth:`wait_until` waits on it (no polling).
+Both write a kubeconfig that points at them (:meth:`kubeconfig`); their counters
+(`TcpFaultProxy.stats`) and log (`HttpFaultProxy.seen()`) say which faults were used.
 
     with HttpFaultProxy.for_control_plane(cp) as proxy:
         proxy.inject(429, method="GET", path=r"/configmaps$", retry_after="1")
@@ -59,28 +59,6 @@ _HOP_BY_HOP = frozenset({"connection", "keep-alive", "transfer-encoding", "conte
                          "proxy-connection", "te", "trailer", "upgrade"})
 _REASONS = {429: "TooManyRequests", 500: "InternalError", 502: "", 503: "ServiceUnavailable",
             504: "Timeout"}
-
-
-class _Waitable:
-    """A condition variable around the proxy's counters, with a bounded wait."""
-
-    def __init__(self) -> None:
-        self._cond = threading.Condition()
-
-    def _notify(self) -> None:
-        with self._cond:
-            self._cond.notify_all()
-
-    def wait_until(self, what: str, check: Callable[[], bool], timeout: float = 30.0) -> None:
-        """Block until `check()` holds (re-checked whenever the proxy's state changes);
-        AssertionError naming `what` after `timeout` seconds."""
-        deadline = time.monotonic() + timeout
-        with self._cond:
-            while not check():
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise AssertionError(f"timed out after {timeout:.0f}s waiting until {what}")
-                self._cond.wait(min(left, 0.5))
 
 
 def _abort(sock: socket.socket) -> None:
@@ -158,11 +136,10 @@ class _Pair:
             _abort(self.upstream)
 
 
-class TcpFaultProxy(_Waitable):
+class TcpFaultProxy:
     """A byte relay 127.0.0.1:port → upstream with transport faults on command."""
 
     def __init__(self, upstream_host: str, upstream_port: int, *, port: int = 0) -> None:
-        super().__init__()
         self.upstream = (upstream_host, upstream_port)
         self._port = port
         self._listener: socket.socket | None = None
@@ -311,7 +288,6 @@ class TcpFaultProxy(_Waitable):
     def _count(self, name: str, delta: int = 1) -> None:
         with self._lock:
             setattr(self.stats, name, getattr(self.stats, name) + delta)
-        self._notify()
 
     def _serve(self, pair: _Pair) -> None:
         with self._lock:
@@ -338,7 +314,6 @@ class TcpFaultProxy(_Waitable):
             with self._lock:
                 self._pairs.discard(pair)
                 self.stats.open -= 1
-            self._notify()
 
     def _pump(self, pair: _Pair, direction: Direction) -> None:
         src, dst = (pair.client, pair.upstream) if direction is Direction.UP else \
@@ -440,12 +415,11 @@ class _Tls:
     client_key_pem: bytes = b""
 
 
-class HttpFaultProxy(_Waitable):
+class HttpFaultProxy:
     """TLS-terminating HTTP proxy 127.0.0.1:port → the apiserver, injecting answers."""
 
     def __init__(self, upstream: str, *, upstream_ca_pem: bytes, client_cert_pem: bytes,
                  client_key_pem: bytes) -> None:
-        super().__init__()
         parts = urlsplit(upstream)
         self.upstream = (parts.hostname or "127.0.0.1", parts.port or 443)
         self._tls = _make_tls(upstream_ca_pem, client_cert_pem, client_key_pem)
@@ -546,7 +520,6 @@ class HttpFaultProxy(_Waitable):
     def _record(self, seen: Seen) -> None:
         with self._lock:
             self._seen.append(seen)
-        self._notify()
 
     def _forward(self, method: str, target: str, headers: dict[str, str],
                  body: bytes) -> tuple[int, list[tuple[str, str]], bytes]:
