@@ -1,5 +1,6 @@
 """A narrow REST layer over the `kubernetes` client: JSON in, JSON out, discovery cached,
-every failure turned into a ClusterError naming the object. The only module importing
+failed requests retried where that is safe (orksync.apply.retry), every failure turned
+into a ClusterError naming the object. The only module importing
 `kubernetes` (besides the test control plane).
 
 It uses the client's connection pool, TLS and authentication (kubeconfig, in-cluster
@@ -12,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,12 +24,20 @@ import urllib3
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 
+from orksync.apply.retry import (
+    APPLY_PATCH,
+    MERGE_PATCH,
+    RetryPolicy,
+    parse_retry_after,
+    replay_safe,
+    retryable_status,
+)
 from orksync.errors import ClusterError
+
+__all__ = ["APPLY_PATCH", "MERGE_PATCH", "Kube", "Resource", "RetryPolicy"]
 
 log = logging.getLogger(__name__)
 
-APPLY_PATCH = "application/apply-patch+yaml"
-MERGE_PATCH = "application/merge-patch+json"
 MAX_MESSAGE = 300
 
 
@@ -60,13 +70,18 @@ class Resource:
 class Kube:
     """One cluster connection. Thread-safe: requests go through urllib3's pool."""
 
-    def __init__(self, api_client: k8s_client.ApiClient, *, timeout: float = 30.0) -> None:
+    def __init__(self, api_client: k8s_client.ApiClient, *, timeout: float = 30.0,
+                 retry: RetryPolicy | None = None) -> None:
         self.api = api_client
         self.host = api_client.configuration.host.rstrip("/")
         self.timeout = timeout
         self._resources: dict[str, dict[str, Resource]] = {}
         self._lock = threading.Lock()
         self.requests = 0  # every request sent, for benchmarks and tests
+        self.retry = retry or RetryPolicy()
+        self.retries = 0  # requests sent again (see the retry path below)
+        # start of the first attempt of the current run of server failures (None: healthy)
+        self._failing_since: float | None = None
 
     @classmethod
     def from_kubeconfig(cls, path: str | Path | None = None, context: str | None = None,
@@ -108,25 +123,28 @@ class Kube:
                             query: Mapping[str, Any] | None = None, body: Any = None,
                             content_type: str = "application/json",
                             subject: str = "") -> tuple[int, Any]:
-        headers = {"Accept": "application/json", "Content-Type": content_type}
-        queries: list[tuple[str, Any]] = []
-        self.api.update_params_for_auth(headers, queries, ["BearerToken"])
+        """Send one request, retried as orksync.apply.retry allows; (status, decoded body).
+        Raises ClusterError with the last failure."""
         url = self.host + path
         params = [(k, v) for k, v in (query or {}).items() if v is not None]
         if params:
             url += "?" + urlencode(params)
         payload = None if body is None else json.dumps(body, separators=(",", ":"))
-        self.requests += 1
-        try:
-            resp = self.api.rest_client.pool_manager.request(
-                method, url, body=payload, headers=headers, preload_content=True,
-                timeout=urllib3.Timeout(total=self.timeout))
-        except urllib3.exceptions.HTTPError as err:
-            raise ClusterError(f"{method} {path}: {type(err).__name__}: {err}",
-                               subject=subject or path) from err
-        if resp.status >= 300:
-            raise _error(resp.status, resp.data, method, path, subject)
-        return resp.status, (json.loads(resp.data) if resp.data else None)
+        replayable = replay_safe(method, content_type, body)
+        first = time.monotonic()
+        retry = 0
+        while True:
+            outcome = self._attempt(method, url, payload, content_type)
+            if outcome.status and outcome.status < 300:
+                return outcome.status, (json.loads(outcome.data) if outcome.data else None)
+            delay = self._retry_delay(outcome, retry + 1, first, replayable)
+            if delay is None:
+                raise outcome.error(method, path, subject, retry + 1)
+            log.info("%s %s: %s; retry %d/%d in %.2fs", method, path, outcome.summary(),
+                     retry + 1, self.retry.attempts - 1, delay)
+            time.sleep(delay)
+            retry += 1
+            self.retries += 1
 
     def get(self, res: Resource, namespace: str, name: str, *, subject: str = "") -> Any:
         return self.request("GET", res.path(namespace, name), subject=subject)
@@ -220,8 +238,81 @@ class Kube:
         with self._lock:
             self._resources.pop(api_version, None)
 
+    # --- the retry path (policy: orksync.apply.retry) -------------------------------------
 
-def _error(status: int, data: bytes, method: str, path: str, subject: str) -> ClusterError:
+    def _attempt(self, method: str, url: str, payload: str | None,
+                 content_type: str) -> _Outcome:
+        headers = {"Accept": "application/json", "Content-Type": content_type}
+        queries: list[tuple[str, Any]] = []
+        self.api.update_params_for_auth(headers, queries, ["BearerToken"])
+        self.requests += 1
+        started = time.monotonic()
+        try:
+            # retries=False: this loop is the only one (urllib3's own resends idempotent
+            # requests at once, without backoff, each after a full timeout)
+            resp = self.api.rest_client.pool_manager.request(
+                method, url, body=payload, headers=headers, preload_content=True,
+                timeout=urllib3.Timeout(total=self.timeout), retries=False)
+        except urllib3.exceptions.HTTPError as err:
+            self._note_health(started, failed=True)
+            return _Outcome(transport=err)
+        self._note_health(started, failed=resp.status >= 500)
+        return _Outcome(status=resp.status, data=resp.data,
+                        retry_after=parse_retry_after(resp.headers.get("Retry-After")))
+
+    def _note_health(self, started: float, *, failed: bool) -> None:
+        """Track since when every request failed (benign races: a flag, not a count)."""
+        if not failed:
+            self._failing_since = None
+        elif self._failing_since is None:
+            self._failing_since = started
+
+    def _retry_delay(self, outcome: _Outcome, retry: int, first: float,
+                     replayable: bool) -> float | None:
+        """Seconds to wait before retry number `retry`, or None to give up."""
+        if outcome.transport is not None:
+            # a connection that was never established carried no request
+            never_sent = isinstance(outcome.transport, urllib3.exceptions.ConnectTimeoutError)
+            allowed = never_sent or replayable
+        else:
+            allowed = retryable_status(outcome.status, replayable=replayable)
+        if not allowed or retry >= self.retry.attempts:
+            return None
+        delay = self.retry.delay(retry, outcome.retry_after)
+        now = time.monotonic()
+        failing = self._failing_since
+        if now + delay - first > self.retry.deadline or \
+                (failing is not None and now - failing > self.retry.deadline):
+            return None
+        return delay
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Outcome:
+    """One attempt: an answer (`status`, `data`) or a transport failure."""
+
+    status: int = 0
+    data: bytes = b""
+    transport: urllib3.exceptions.HTTPError | None = None
+    retry_after: float | None = None
+
+    def summary(self) -> str:
+        """For the retry log line: no message text (it could echo a request body)."""
+        return f"{self.status}" if self.status else type(self.transport).__name__
+
+    def error(self, method: str, path: str, subject: str, attempts: int) -> ClusterError:
+        """The ClusterError of the last attempt; it says how many were made."""
+        tried = f" (after {attempts} attempts)" if attempts > 1 else ""
+        if self.transport is None:
+            return _error(self.status, self.data, method, path, subject, suffix=tried)
+        err = ClusterError(f"{method} {path}: {type(self.transport).__name__}: "
+                           f"{self.transport}{tried}", subject=subject or path)
+        err.__cause__ = self.transport
+        return err
+
+
+def _error(status: int, data: bytes, method: str, path: str, subject: str, *,
+           suffix: str = "") -> ClusterError:
     reason, message = "", ""
     try:
         doc = json.loads(data)
@@ -231,6 +322,6 @@ def _error(status: int, data: bytes, method: str, path: str, subject: str) -> Cl
         message = data[:MAX_MESSAGE].decode("utf-8", "replace")
     if len(message) > MAX_MESSAGE:
         message = message[:MAX_MESSAGE] + "..."
-    text = f"{method} failed: {status} {reason}: {message}".replace(": :", ":")
+    text = f"{method} failed: {status} {reason}: {message}".replace(": :", ":") + suffix
     return ClusterError(text, subject=subject or path, status=status, reason=reason)
 

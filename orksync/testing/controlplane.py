@@ -566,6 +566,35 @@ class ControlPlane:
 
         self._guarded("restart etcd", lambda: self._restart("etcd", graceful, wait))
 
+    def kill(self, component: str) -> None:
+        """SIGKILL one component (``etcd``, ``kube-apiserver``, ...) and leave it down, as
+        a crash would; :meth:`revive` starts it again. For fault-injection tests."""
+        known = self._components.get(component)
+        if known is None:
+            raise ControlPlaneError(f"{component} is not part of this control plane")
+        known.stop(graceful=False)
+
+    def revive(self, component: str) -> None:
+        """Start a component stopped by :meth:`kill` again, on the same ports and data, and
+        wait until it (and the API) is ready.
+
+        Call it (like every start and restart) from a thread that outlives the control
+        plane: a child started with ``die_with_parent`` gets SIGKILL when the *thread* that
+        started it ends (``PR_SET_PDEATHSIG`` follows the thread, not the process)."""
+        known = self._components.get(component)
+        if known is None:
+            raise ControlPlaneError(f"{component} is not part of this control plane")
+        def start() -> None:
+            known.start()
+            if component == "etcd":
+                self._wait_etcd()
+            if component == "kube-controller-manager":
+                self._wait_controller_manager()
+            else:
+                self._wait_apiserver()
+
+        self._guarded(f"revive {component}", start)
+
     # accessors ---------------------------------------------------------------------------
 
     @property

@@ -1,0 +1,100 @@
+"""When a failed API request is sent again, and after how long. Pure (the randomness of
+the jitter is passed in); the loop that uses it is `Kube.request_with_status`.
+
+A request is sent again only when that cannot do harm:
+
+* the server refused it before doing anything: 429 Too Many Requests (priority and
+  fairness, `--max-requests-inflight`), or the connection was never established;
+* the outcome is unknown (a 500/502/503/504, a connection cut or timed out after the
+  request went out) and sending it twice has the effect of sending it once. That holds for
+  GET, HEAD, PUT, DELETE, server-side apply and JSON merge patches, a JSON patch that
+  carries a `test` operation (a repeat fails the test instead of applying twice), and a
+  POST of an object with a fixed `metadata.name` (a repeat answers 409 AlreadyExists,
+  which every create in orksync treats as "it exists": no second Job, no regenerated
+  Secret). A JSON patch without `test` (appending a finalizer) or a POST with
+  `generateName` is sent once.
+
+Delays grow exponentially with jitter (half fixed, half random, so that the workers of
+one sync do not retry in lockstep); a `Retry-After` answer is honoured instead, up to
+`max_retry_after`. Attempts are bounded, and so is time: no retry starts later than
+`deadline` seconds after the request's first attempt, and once the server has failed
+every request for `deadline` seconds new requests are not retried at all, so a sync
+during a long outage fails in about `deadline` seconds instead of once per object.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+from typing import Any
+
+APPLY_PATCH = "application/apply-patch+yaml"
+MERGE_PATCH = "application/merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
+
+BUSY = 429
+UNKNOWN_OUTCOME = frozenset({500, 502, 503, 504})
+_IDEMPOTENT = frozenset({"GET", "HEAD", "PUT", "DELETE", "OPTIONS"})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RetryPolicy:
+    """How often and how long a failed request is retried (see the module docstring)."""
+
+    attempts: int = 6  # tries per request, the first included
+    backoff: float = 0.25  # the first delay; doubled for every further retry
+    max_delay: float = 4.0  # cap on one backoff delay
+    max_retry_after: float = 30.0  # a longer Retry-After is cut to this
+    deadline: float = 60.0  # bound on retrying one request, and on an outage
+
+    def delay(self, retry: int, retry_after: float | None,
+              rng: random.Random | None = None) -> float:
+        """Seconds to wait before retry number `retry` (1 for the first retry)."""
+        if retry_after is not None:
+            return min(max(retry_after, 0.0), self.max_retry_after)
+        base = min(self.backoff * 2 ** (retry - 1), self.max_delay)
+        return base / 2 + (rng or random).uniform(0, base / 2)
+
+
+NO_RETRY = RetryPolicy(attempts=1)
+
+
+def replay_safe(method: str, content_type: str, body: Any) -> bool:
+    """Whether sending this request twice has the effect of sending it once."""
+    method = method.upper()
+    if method in _IDEMPOTENT:
+        return True
+    if method == "PATCH":
+        if content_type in (APPLY_PATCH, MERGE_PATCH):
+            return True
+        return content_type == JSON_PATCH and isinstance(body, list) and any(
+            isinstance(op, Mapping) and op.get("op") == "test" for op in body)
+    if method == "POST":
+        meta = body.get("metadata") if isinstance(body, Mapping) else None
+        return isinstance(meta, Mapping) and bool(meta.get("name"))
+    return False
+
+
+def retryable_status(status: int, *, replayable: bool) -> bool:
+    """A status that may succeed when sent again (429 always, 5xx only when replayable)."""
+    return status == BUSY or (status in UNKNOWN_OUTCOME and replayable)
+
+
+def parse_retry_after(value: str | None, now: datetime | None = None) -> float | None:
+    """Seconds from a Retry-After header (delta-seconds or an HTTP date); None if absent
+    or unreadable."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max((when - (now or datetime.now(UTC))).total_seconds(), 0.0)
