@@ -8,6 +8,7 @@ import os
 import ssl
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -140,8 +141,14 @@ def test_restart_apiserver_keeps_data(control_plane: ControlPlane, namespace: st
     with control_plane.api_client() as before:
         _config_map(CoreV1Api(before), namespace, "survivor")
 
-    control_plane.restart_apiserver()
+    # From a thread that then ends: the new kube-apiserver must outlive it (children are
+    # forked from one long-lived thread; PR_SET_PDEATHSIG follows the forking thread).
+    restarter = threading.Thread(target=control_plane.restart_apiserver)
+    restarter.start()
+    restarter.join()
+    time.sleep(1.0)
 
+    assert "kube-apiserver" in {info.component for info in control_plane.processes()}
     with control_plane.api_client() as after:
         assert CoreV1Api(after).read_namespaced_config_map("survivor", namespace).data == {"k": "v"}
 

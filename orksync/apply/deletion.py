@@ -43,6 +43,7 @@ from typing import Any, Protocol
 from orksync.apply.engine import FIELD_MANAGER, owner_reference_allowed
 from orksync.apply.inventory import InventoryEntry, ownership_problem
 from orksync.apply.kube import Kube, Resource
+from orksync.apply.retry import JSON_PATCH
 from orksync.durations import parse_duration
 from orksync.errors import ClusterError, InputError
 from orksync.katalog.model import CrdEntry
@@ -51,7 +52,6 @@ from orksync.render.gotemplate import GoTemplateError
 
 FINALIZER = "orksync.io/cleanup"
 OWNER_UID_ANNOTATION = "orksync.io/owner-uid"
-JSON_PATCH = "application/json-patch+json"
 DEFAULT_TIMEOUT = 300.0
 _RENDER_ERRORS = (InputError, GoTemplateError, ValueError, KeyError, TypeError)
 

@@ -141,7 +141,9 @@ class Applier:
                 for item in items:
                     live[ObjRef.of(item)] = item
             except ClusterError as err:
-                log.debug("prefetch of %s %s failed: %s", api_version, kind, err)
+                log.warning("prefetch of %s %s failed; its objects are written as if absent "
+                            "(a create that finds one changes nothing): %s",
+                            api_version, kind, err)
         return live
 
     def _apply_one(self, obj: RenderedObject, live: Mapping[ObjRef, dict[str, Any]],
@@ -283,7 +285,8 @@ class Applier:
         except ClusterError as err:
             if err.status == 409 and err.reason == "AlreadyExists":
                 return Change(ref=obj.ref, action=Action.UNCHANGED,
-                              message="exists (not labelled as managed by orksync)")
+                              message="exists already (made outside orksync, or by an "
+                                      "earlier attempt whose answer was lost)")
             raise
         return Change(ref=obj.ref, action=Action.CREATED)
 

@@ -39,8 +39,10 @@ import ssl
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -198,6 +200,21 @@ def _terminate_with_parent() -> None:
     ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
 
 
+_spawner: ThreadPoolExecutor | None = None
+_spawner_lock = threading.Lock()
+
+
+def _from_spawner_thread(start: Callable[[], subprocess.Popen[bytes]]) -> subprocess.Popen[bytes]:
+    """Run `start` on one thread that lives as long as the process: ``PR_SET_PDEATHSIG``
+    fires when the *thread* that forked the child ends, so a component started from a
+    short-lived thread (a test's worker thread) would be killed with it."""
+    global _spawner
+    with _spawner_lock:
+        if _spawner is None:
+            _spawner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="control-plane")
+    return _spawner.submit(start).result()
+
+
 class _Component:
     """One child process: started in its own session, output appended to its log file."""
 
@@ -215,8 +232,8 @@ class _Component:
             stamp = datetime.now(UTC).isoformat(timespec="seconds")
             log.write(f"\n=== orksync: starting {self.name} at {stamp}\n".encode())
             log.flush()
-            try:
-                self.popen = subprocess.Popen(
+            def popen() -> subprocess.Popen[bytes]:
+                return subprocess.Popen(
                     self.argv,
                     stdin=subprocess.DEVNULL,
                     stdout=log,
@@ -225,6 +242,9 @@ class _Component:
                     start_new_session=True,
                     preexec_fn=_terminate_with_parent if self.die_with_parent else None,
                 )
+
+            try:
+                self.popen = _from_spawner_thread(popen) if self.die_with_parent else popen()
             except OSError as exc:
                 raise ControlPlaneError(
                     f"cannot start {self.name} ({self.argv[0]}): {exc}"
@@ -576,11 +596,8 @@ class ControlPlane:
 
     def revive(self, component: str) -> None:
         """Start a component stopped by :meth:`kill` again, on the same ports and data, and
-        wait until it (and the API) is ready.
-
-        Call it (like every start and restart) from a thread that outlives the control
-        plane: a child started with ``die_with_parent`` gets SIGKILL when the *thread* that
-        started it ends (``PR_SET_PDEATHSIG`` follows the thread, not the process)."""
+        wait until it (and the API) is ready. Any thread may call it: children are forked
+        from one long-lived thread (``PR_SET_PDEATHSIG`` follows the forking thread)."""
         known = self._components.get(component)
         if known is None:
             raise ControlPlaneError(f"{component} is not part of this control plane")
