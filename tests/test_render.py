@@ -47,6 +47,22 @@ def test_an_edited_rendered_file_is_refused_by_apply(tmp_path: Path) -> None:
         read_rendered(out)
 
 
+def test_a_rendered_file_rewritten_by_hand_with_its_hash_is_read_by_the_safe_loader(
+        tmp_path: Path) -> None:
+    import hashlib
+    rendered = render(REPO_EXAMPLE)
+    out = write_rendered(rendered, tmp_path / "out")
+    victim = next(out.glob("children/*/team-a/shop/Deployment*"))
+    old = victim.read_bytes()
+    victim.write_text("# edited, same content\n" + victim.read_text().replace(
+        "replicas: 2", "replicas: 0x2"))
+    index = out / "index.yaml"
+    index.write_text(index.read_text().replace(
+        hashlib.sha256(old).hexdigest(), hashlib.sha256(victim.read_bytes()).hexdigest()))
+    back = {str(o.ref): dict(o.body) for o in read_rendered(out).objects}
+    assert back == by_name(rendered)  # 0x2 is 2 to YAML 1.2, the comment is nothing
+
+
 def test_a_directory_that_is_not_a_render_is_never_replaced(tmp_path: Path) -> None:
     (tmp_path / "precious").mkdir()
     (tmp_path / "precious" / "notes.txt").write_text("keep me")

@@ -17,7 +17,7 @@ from typing import Any
 
 from orksync.errors import LoadError
 from orksync.model import ObjRef, Origin, RenderedObject, RenderedSet, WritePolicy
-from orksync.yamlio import dump_yaml, load_documents
+from orksync.yamlio import dump_yaml, load_document
 
 INDEX = "index.yaml"
 INDEX_KIND = "RenderedIndex"
@@ -103,34 +103,41 @@ def _swap_into_place(tmp: Path, out_dir: Path) -> None:
 
 
 def read_rendered(out_dir: Path) -> RenderedSet:
-    """Read a rendered directory back, verifying every file against the index."""
+    """Read a rendered directory back, verifying every file against the index.
+
+    Files are read with `load_document`, whose exact reader takes the files as orksync
+    wrote them; a file whose sha256 differs from the index is refused before parsing."""
     index_path = out_dir / INDEX
-    docs = load_documents(index_path, display=str(index_path))
-    if not docs or not isinstance(docs[0].content, dict) or \
-            docs[0].content.get("kind") != INDEX_KIND:
+    index = load_document(_read(index_path), path=index_path, display=str(index_path))
+    if not isinstance(index, dict) or index.get("kind") != INDEX_KIND:
         raise LoadError(f"not an orksync {INDEX_KIND}", file=str(index_path))
+    root = out_dir.resolve()
     objects = []
-    for i, entry in enumerate(docs[0].content.get("objects") or []):
+    for i, entry in enumerate(index.get("objects") or []):
         rel = str(entry.get("file", ""))
-        path = (out_dir / rel).resolve()
-        if not rel or not path.is_relative_to(out_dir.resolve()):
+        path = (root / rel).resolve()
+        if not rel or not path.is_relative_to(root):
             raise LoadError(f"objects[{i}].file {rel!r} is outside the directory",
                             file=str(index_path))
-        try:
-            data = path.read_bytes()
-        except OSError as err:
-            raise LoadError(f"cannot read ({err.strerror})", file=str(path)) from err
+        data = _read(path)
         if hashlib.sha256(data).hexdigest() != entry.get("sha256"):
             raise LoadError("changed since it was rendered (sha256 differs from index.yaml); "
                             "render again", file=str(path))
-        body = load_documents(path, display=str(path))[0].content
+        body = load_document(data, path=path, display=str(path))
         origin = entry.get("origin") or {}
+        owner = _ref_from(entry["owner"]) if entry.get("owner") else None
         objects.append(RenderedObject(
             ref=_ref_from(entry["object"]), body=body, policy=WritePolicy(entry["policy"]),
             origin=Origin(file=origin.get("file", ""), katalog=origin.get("katalog", ""),
                           crd=origin.get("crd", ""), entry=origin.get("entry", ""),
-                          cr=str(_ref_from(entry["owner"])) if entry.get("owner") else ""),
-            stage=int(entry["stage"]),
-            owner=_ref_from(entry["owner"]) if entry.get("owner") else None,
+                          cr=str(owner) if owner else ""),
+            stage=int(entry["stage"]), owner=owner,
             directives=dict(entry.get("directives") or {})))
     return RenderedSet(objects=tuple(objects))
+
+
+def _read(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as err:
+        raise LoadError(f"cannot read ({err.strerror})", file=str(path)) from err
