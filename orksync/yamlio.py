@@ -15,6 +15,7 @@ import json
 import json.decoder
 import math
 import re
+import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -75,12 +76,25 @@ def _text(raw: bytes, display: str) -> str:
         raise LoadError(f"not UTF-8 text (byte {err.start})", file=display) from err
 
 
+_LOADERS = threading.local()
+
+
+def _safe_loader() -> YAML:
+    """One safe loader per thread, reused: building one costs more than reading a small
+    manifest (ruamel's loader is not thread-safe, hence one per thread)."""
+    yaml: YAML | None = getattr(_LOADERS, "yaml", None)
+    if yaml is None:
+        yaml = _LOADERS.yaml = YAML(typ="safe")
+    return yaml
+
+
 def parse_documents(text: str, *, path: Path, display: str) -> list[Document]:
     _refuse_alias_bombs(text, display)
-    yaml = YAML(typ="safe")
+    yaml = _safe_loader()
     docs: list[Document] = []
+    stream = yaml.load_all(text)
     try:
-        for i, content in enumerate(yaml.load_all(text)):
+        for i, content in enumerate(stream):
             if content is None:
                 continue
             _check_depth(content, display)
@@ -94,6 +108,9 @@ def parse_documents(text: str, *, path: Path, display: str) -> list[Document]:
         raise LoadError(f"invalid YAML: {str(err).splitlines()[0]}", file=display) from err
     except RecursionError as err:
         raise LoadError("YAML nested too deeply", file=display) from err
+    finally:
+        stream.close()  # resets the reused loader even when a document was refused
+        yaml.doc_infos.clear()  # one record per document read, kept by ruamel otherwise
     return docs
 
 

@@ -59,34 +59,46 @@ def write_rendered(rendered: RenderedSet, out_dir: Path, *, revision: str = "") 
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-", dir=out_dir.parent))
     try:
+        made: set[str] = set()
         entries = []
         for obj in rendered.objects:
             rel = object_path(obj)
             data = dump_yaml(obj.body).encode("utf-8")
-            target = tmp / rel
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(data)
-            entry: dict[str, Any] = {"file": rel, "object": _ref_dict(obj.ref),
-                                     "policy": obj.policy.value, "stage": obj.stage}
-            if obj.owner is not None:
-                entry["owner"] = _ref_dict(obj.owner)
-            if obj.directives:
-                entry["directives"] = dict(obj.directives)
-            entry["origin"] = {k: v for k, v in (
-                ("file", obj.origin.file), ("katalog", obj.origin.katalog),
-                ("crd", obj.origin.crd), ("entry", obj.origin.entry)) if v}
-            entry["sha256"] = hashlib.sha256(data).hexdigest()
-            entries.append(entry)
+            parent = rel.rpartition("/")[0]
+            if parent not in made:  # one mkdir per directory, not one per file
+                os.makedirs(tmp / parent, exist_ok=True)
+                made.add(parent)
+            _write_file(f"{tmp}/{rel}", data)
+            entries.append(_entry(obj, rel, data))
         index: dict[str, Any] = {"apiVersion": INDEX_API, "kind": INDEX_KIND}
         if revision:
             index["revision"] = revision
         index["objects"] = entries
-        (tmp / INDEX).write_bytes(dump_yaml(index).encode("utf-8"))
+        _write_file(f"{tmp}/{INDEX}", dump_yaml(index).encode("utf-8"))
         _swap_into_place(tmp, out_dir)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return out_dir
+
+
+def _entry(obj: RenderedObject, rel: str, data: bytes) -> dict[str, Any]:
+    entry: dict[str, Any] = {"file": rel, "object": _ref_dict(obj.ref),
+                             "policy": obj.policy.value, "stage": obj.stage}
+    if obj.owner is not None:
+        entry["owner"] = _ref_dict(obj.owner)
+    if obj.directives:
+        entry["directives"] = dict(obj.directives)
+    entry["origin"] = {k: v for k, v in (
+        ("file", obj.origin.file), ("katalog", obj.origin.katalog),
+        ("crd", obj.origin.crd), ("entry", obj.origin.entry)) if v}
+    entry["sha256"] = hashlib.sha256(data).hexdigest()
+    return entry
+
+
+def _write_file(path: str, data: bytes) -> None:
+    with open(path, "wb") as f:
+        f.write(data)
 
 
 def _swap_into_place(tmp: Path, out_dir: Path) -> None:
