@@ -456,6 +456,8 @@ def versions(env: Env) -> dict[str, str]:
         "kubectl version": out([env.kubectl, "--kubeconfig", env.kubeconfig, "version"]),
         "nproc": out(["nproc"]),
         "python": sys.version.split()[0],
+        "load average (1, 5, 15 min) at the end": " ".join(f"{x:.2f}"
+                                                           for x in os.getloadavg()),
     }
 
 
