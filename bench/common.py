@@ -375,6 +375,17 @@ def kubectl_argv(env: Env, rendered_dir: Path) -> list[str]:
             "-f", str(rendered_dir / "resources")]
 
 
+STARTUP_IMPORTS = ("import orksync.cli, orksync.apply.sync, orksync.apply.kube, "
+                   "orksync.render.output")
+
+
+def startup_seconds() -> float:
+    """Wall time of a Python process importing what `orksync apply` imports."""
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-c", STARTUP_IMPORTS], check=True)
+    return time.perf_counter() - start
+
+
 def run_orksync(env: Env, rendered_dir: Path, name: str) -> Timed:
     return _run(orksync_argv(env, rendered_dir, name), env)
 
