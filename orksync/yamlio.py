@@ -49,11 +49,14 @@ def load_documents(path: Path, *, display: str | None = None) -> list[Document]:
     return parse_documents(_text(raw, name), path=path, display=name)
 
 
-def load_document(raw: bytes, *, path: Path, display: str) -> Any:
+def load_document(raw: bytes, *, path: Path, display: str,
+                  max_bytes: int = MAX_FILE_BYTES) -> Any:
     """The first document of a file already read. Files orksync wrote itself (the rendered
     directory) take the exact reader, `load_emitted`, about ten times faster than the
-    safe loader; anything else goes through the safe loader and its checks."""
-    text = _text(raw, display)
+    safe loader; anything else goes through the safe loader and its checks. `max_bytes`:
+    a larger bound for a file orksync writes and that grows with the repository (the
+    index of a rendered directory)."""
+    text = _text(raw, display, max_bytes)
     try:
         return load_emitted(text)
     except NotEmitted:
@@ -64,9 +67,9 @@ def load_document(raw: bytes, *, path: Path, display: str) -> Any:
     return docs[0].content
 
 
-def _text(raw: bytes, display: str) -> str:
-    if len(raw) > MAX_FILE_BYTES:
-        raise LoadError(f"file is {len(raw)} bytes, above the {MAX_FILE_BYTES} limit",
+def _text(raw: bytes, display: str, max_bytes: int = MAX_FILE_BYTES) -> str:
+    if len(raw) > max_bytes:
+        raise LoadError(f"file is {len(raw)} bytes, above the {max_bytes} limit",
                         file=display)
     if b"\x00" in raw:
         raise LoadError("binary file (contains NUL bytes), not YAML", file=display)

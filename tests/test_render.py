@@ -8,9 +8,10 @@ import pytest
 
 from orksync.errors import RenderError
 from orksync.katalog.loader import load_repository
-from orksync.model import ObjRef, RenderedSet, WritePolicy
+from orksync.model import ObjRef, Origin, RenderedObject, RenderedSet, WritePolicy
 from orksync.render.engine import render_catalog
 from orksync.render.output import read_rendered, write_rendered
+from orksync.yamlio import MAX_FILE_BYTES
 from tests.helpers import CRD, KATALOG, REPO_EXAMPLE, widget, write_repo
 
 
@@ -61,6 +62,21 @@ def test_a_rendered_file_rewritten_by_hand_with_its_hash_is_read_by_the_safe_loa
         hashlib.sha256(old).hexdigest(), hashlib.sha256(victim.read_bytes()).hexdigest()))
     back = {str(o.ref): dict(o.body) for o in read_rendered(out).objects}
     assert back == by_name(rendered)  # 0x2 is 2 to YAML 1.2, the comment is nothing
+
+
+def test_an_index_above_the_yaml_file_size_bound_reads_back(tmp_path: Path) -> None:
+    # 1,000 custom resources of 8 children: an index of 4.5 MB, above MAX_FILE_BYTES
+    body = {"apiVersion": "v1", "kind": "ConfigMap", "data": {"k": "v"}}
+    names = [f"configmap-with-a-long-name-{i:05d}-{'x' * 40}" for i in range(10000)]
+    objects = tuple(RenderedObject(
+        ref=ObjRef(api_version="v1", kind="ConfigMap", namespace="ns", name=name),
+        body={**body, "metadata": {"name": name, "namespace": "ns"}},
+        policy=WritePolicy.APPLY, origin=Origin(file=f"crs/{name}.yaml", katalog="k",
+                                                crd="c", entry="configMaps[0]"),
+        stage=5) for name in names)
+    out = write_rendered(RenderedSet(objects=objects), tmp_path / "out")
+    assert (out / "index.yaml").stat().st_size > MAX_FILE_BYTES
+    assert [o.ref for o in read_rendered(out).objects] == [o.ref for o in objects]
 
 
 def test_a_directory_that_is_not_a_render_is_never_replaced(tmp_path: Path) -> None:

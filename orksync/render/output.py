@@ -20,6 +20,8 @@ from orksync.model import ObjRef, Origin, RenderedObject, RenderedSet, WritePoli
 from orksync.yamlio import dump_yaml, load_document
 
 INDEX = "index.yaml"
+# about 500 bytes per object: 4 MiB (the bound for other YAML files) is 9,000 objects
+INDEX_MAX_BYTES = 1024 * 1024 * 1024
 INDEX_KIND = "RenderedIndex"
 INDEX_API = "orksync.io/v1"
 
@@ -120,7 +122,8 @@ def read_rendered(out_dir: Path) -> RenderedSet:
     Files are read with `load_document`, whose exact reader takes the files as orksync
     wrote them; a file whose sha256 differs from the index is refused before parsing."""
     index_path = out_dir / INDEX
-    index = load_document(_read(index_path), path=index_path, display=str(index_path))
+    index = load_document(_read(index_path), path=index_path, display=str(index_path),
+                          max_bytes=INDEX_MAX_BYTES)
     if not isinstance(index, dict) or index.get("kind") != INDEX_KIND:
         raise LoadError(f"not an orksync {INDEX_KIND}", file=str(index_path))
     root = out_dir.resolve()

@@ -1,0 +1,89 @@
+"""In-process timings of the pieces the benchmarks are made of, no cluster: loading a
+repository, rendering it, emitting YAML, writing and reading the rendered directory.
+Best of N runs each, so a busy machine disturbs them less than the end-to-end benches.
+
+    python bench/micro.py [--crs 1000] [--repeat 5] [--code DIR]
+
+`--code DIR` imports orksync from another checkout (e.g. the commit before a change), so
+one command gives the before and after of a change on the same machine:
+
+    mkdir /tmp/before && git archive COMMIT | tar -x -C /tmp/before
+    python bench/micro.py --code /tmp/before
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+BENCH = Path(__file__).resolve().parent
+
+
+def best(repeat: int, fn: Callable[[], Any]) -> float:
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--crs", type=int, default=1000,
+                        help="custom resources of bench/render.py's repository (8 objects each)")
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--code", type=Path, default=BENCH.parent,
+                        help="the orksync checkout to measure (default: this one)")
+    args = parser.parse_args()
+    sys.path.insert(0, str(args.code.resolve()))
+    # orksync first, from --code; bench/render.py would put this checkout first on the path
+    from orksync.katalog.loader import load_repository
+    from orksync.render.engine import render_catalog
+    from orksync.render.output import read_rendered, write_rendered
+    from orksync.yamlio import dump_yaml
+
+    sys.path.insert(1, str(BENCH))
+    from render import make_repo
+
+    import orksync
+
+    with tempfile.TemporaryDirectory() as tmp:
+        repo = Path(tmp) / "repo"
+        make_repo(repo, args.crs)
+        catalog = load_repository(repo)
+        rendered = render_catalog(catalog)
+        bodies = [o.body for o in rendered.objects]
+        out = Path(tmp) / "out"
+
+        def write() -> None:
+            shutil.rmtree(out, ignore_errors=True)
+            write_rendered(rendered, out)
+
+        rows = [
+            ("load_repository (parse the repository)", best(args.repeat,
+                                                           lambda: load_repository(repo))),
+            ("render_catalog (templates, builders)", best(args.repeat,
+                                                         lambda: render_catalog(catalog))),
+            ("dump_yaml of every object", best(args.repeat,
+                                               lambda: [dump_yaml(b) for b in bodies])),
+            ("write_rendered (files, index, sha256)", best(args.repeat, write)),
+            ("read_rendered (verify and parse it back)", best(args.repeat,
+                                                             lambda: read_rendered(out))),
+        ]
+    print(f"orksync from {Path(orksync.__file__).parent.parent}, {args.crs:,} custom resources "
+          f"= {len(bodies):,} objects, best of {args.repeat}\n")
+    print("| step | s |\n|---|---|")
+    for name, seconds in rows:
+        print(f"| {name} | {seconds:.3f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
