@@ -336,22 +336,21 @@ _WORDS: dict[str, Any] = {"null": None, "true": True, "false": False, ".nan": ma
 def load_emitted(text: str) -> Any:
     """The value `dump_yaml` wrote as `text`, or NotEmitted.
 
-    A line reader for the emitter's own shapes, then proof: the value is dumped again and
-    must give back exactly `text`. Since the safe loader reads `dump_yaml(v)` as `v` (the
-    round-trip property tests/test_yamlio.py checks), the result is what the safe loader
-    would return for `text`; any other input (a hand edit, another emitter) raises
-    NotEmitted and goes to the safe loader."""
+    A strict reader of the emitter's own form: the emitter's line shapes and indentation
+    only, every key and scalar in the one spelling the emitter gives its value (checked
+    token by token), no blank line, a final line break. So `text` is exactly
+    `dump_yaml(value)` (tests/test_yamlio.py checks this on edited texts too), and since
+    the safe loader reads `dump_yaml(v)` as `v` (the round-trip property tested there),
+    the result is what the safe loader would return. Any other text (a hand edit, another
+    emitter) raises NotEmitted, and goes to the safe loader."""
     if not text.endswith("\n"):
         raise NotEmitted("no final line break")
     lines = text.split("\n")
     lines.pop()
     try:
-        value = _Reader(lines).document()
+        return _Reader(lines).document()
     except IndexError:  # a line cut short where the emitter would have written more
         raise NotEmitted("truncated line") from None
-    if dump_yaml(value) != text:
-        raise NotEmitted("not in dump_yaml's form")
-    return value
 
 
 class _Reader:
@@ -389,7 +388,8 @@ class _Reader:
             else:
                 end = line.find(":", indent)
                 key = line[indent:end]
-            if end < 0 or line[end:end + 1] != ":" or key in out:
+            if end < 0 or line[end:end + 1] != ":" or key in out or \
+                    _str_scalar(key) != line[indent:end]:
                 raise NotEmitted(f"line {self.pos + 1}")
             rest = line[end + 1:]
             self.pos += 1
@@ -414,9 +414,12 @@ class _Reader:
                 lines[self.pos][indent] == "-":
             line = lines[self.pos]
             rest = line[indent + 1:]
-            if not rest:  # `-` alone: a list inside the list
+            if not rest:  # `-` alone: a list inside the list, never an empty one
                 self.pos += 1
-                out.append(self.seq(indent + 2, depth + 1))
+                inner = self.seq(indent + 2, depth + 1)
+                if not inner:
+                    raise NotEmitted(f"line {self.pos}")
+                out.append(inner)
                 continue
             if rest[0] != " " or rest[1:2] in ("", " "):
                 raise NotEmitted(f"line {self.pos + 1}")
@@ -450,10 +453,11 @@ def _scan(text: str, start: int) -> tuple[str, int]:
 
 
 def _token(text: str) -> Any:
+    """One scalar (or `{}`, `[]`), accepted only in the spelling the emitter gives it."""
     first = text[:1]
     if first == '"':
         value, end = _scan(text, 1)
-        if end != len(text):
+        if end != len(text) or _str_scalar(value) != text:
             raise NotEmitted(text)
         return value
     if text == "{}":
@@ -463,12 +467,19 @@ def _token(text: str) -> Any:
     if text in _WORDS:
         return _WORDS[text]
     if first and first in "-0123456789":
+        number: int | float
         if _INT.fullmatch(text):
-            return int(text)
-        try:
-            return float(text)
-        except ValueError:
-            raise NotEmitted(text) from None
+            number = int(text)
+        else:
+            try:
+                number = float(text)
+            except ValueError:
+                raise NotEmitted(text) from None
+        if _scalar(number) != text:
+            raise NotEmitted(text)
+        return number
+    if _str_scalar(text) != text:
+        raise NotEmitted(text)
     return text
 
 

@@ -48,6 +48,18 @@ def test_an_edited_rendered_file_is_refused_by_apply(tmp_path: Path) -> None:
         read_rendered(out)
 
 
+@pytest.mark.parametrize("evil", ["../outside.yaml", "/etc/hostname", "resources/../../x"])
+def test_an_index_entry_pointing_outside_the_directory_is_refused(tmp_path: Path,
+                                                                   evil: str) -> None:
+    out = write_rendered(render(REPO_EXAMPLE), tmp_path / "out")
+    (tmp_path / "outside.yaml").write_text("apiVersion: v1\nkind: ConfigMap\n")
+    index = out / "index.yaml"
+    first = next(line for line in index.read_text().splitlines() if "file: " in line)
+    index.write_text(index.read_text().replace(first, f"{first.split('file:')[0]}file: {evil}"))
+    with pytest.raises(Exception, match="is outside the directory"):
+        read_rendered(out)
+
+
 def test_a_rendered_file_rewritten_by_hand_with_its_hash_is_read_by_the_safe_loader(
         tmp_path: Path) -> None:
     import hashlib
