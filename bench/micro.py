@@ -1,6 +1,7 @@
 """In-process timings of the pieces the benchmarks are made of, no cluster: loading a
 repository, rendering it, emitting YAML, writing and reading the rendered directory.
-Best of N runs each, so a busy machine disturbs them less than the end-to-end benches.
+Best of N runs each (wall, and user CPU apart), so a busy machine disturbs them less
+than the end-to-end benches.
 
     python bench/micro.py [--crs 1000] [--repeat 5] [--code DIR]
 
@@ -14,6 +15,7 @@ one command gives the before and after of a change on the same machine:
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 import time
@@ -24,16 +26,21 @@ from typing import Any
 BENCH = Path(__file__).resolve().parent
 
 
-def best(repeat: int, fn: Callable[[], Any]) -> str:
-    times = []
+def best(repeat: int, fn: Callable[[], Any]) -> tuple[str, str]:
+    """(best wall seconds, best user-CPU seconds) over `repeat` runs. User CPU leaves out
+    the kernel's file-system work and time lost to other processes, both of which vary a
+    lot on a shared machine."""
+    walls, users = [], []
     for _ in range(repeat):
+        before = os.times()
         start = time.perf_counter()
         try:
             fn()
         except Exception as err:  # an older checkout may fail where this one does not
-            return f"fails: {str(err)[:120]}"
-        times.append(time.perf_counter() - start)
-    return f"{min(times):.3f}"
+            return f"fails: {str(err)[:120]}", ""
+        walls.append(time.perf_counter() - start)
+        users.append(os.times().user - before.user)
+    return f"{min(walls):.3f}", f"{min(users):.3f}"
 
 
 def main() -> int:
@@ -68,7 +75,25 @@ def main() -> int:
         def write() -> None:  # a new directory each time: no old one to remove
             write_rendered(rendered, Path(tmp) / f"out-{next(written)}")
 
+        from orksync.render.output import object_path
+
+        files = [(object_path(o), dump_yaml(o.body).encode()) for o in rendered.objects]
+
+        def files_only(layout: bool) -> None:  # the bytes ready, only the file system left
+            base = Path(tempfile.mkdtemp(dir=tmp))
+            made: set[Path] = set()
+            for i, (rel, data) in enumerate(files):
+                path = base / rel if layout else base / f"{i:06d}.yaml"
+                if path.parent not in made:
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    made.add(path.parent)
+                path.write_bytes(data)
+
         rows = [
+            ("files only: every object's bytes, one directory (the floor's layout)",
+             best(args.repeat, lambda: files_only(False))),
+            ("files only: every object's bytes, the rendered directory's layout",
+             best(args.repeat, lambda: files_only(True))),
             ("load_repository (parse the repository)", best(args.repeat,
                                                            lambda: load_repository(repo))),
             ("render_catalog (templates, builders)", best(args.repeat,
@@ -81,9 +106,9 @@ def main() -> int:
         ]
     print(f"orksync from {Path(orksync.__file__).parent.parent}, {args.crs:,} custom resources "
           f"= {len(bodies):,} objects, best of {args.repeat}\n")
-    print("| step | s |\n|---|---|")
-    for name, seconds in rows:
-        print(f"| {name} | {seconds} |")
+    print("| step | wall s | user CPU s |\n|---|---|---|")
+    for name, (wall, user) in rows:
+        print(f"| {name} | {wall} | {user} |")
     return 0
 
 
