@@ -28,12 +28,6 @@ from orksync.model import Action
 MODES = ("Warn", "Ignore")
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU of a process (clock ticks of /proc/PID/stat, 100 per second)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / 100
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=6, help="runs per mode (default 6)")
@@ -53,11 +47,11 @@ def main() -> int:
                     common.create_namespaces(env, common.namespaces(prefix))
                     objs = mark_for_cleanup(common.RenderedSet(objects=tuple(
                         common.make_objects(prefix, args.objects)))).objects
-                    before = {k: cpu_seconds(p) for k, p in pids.items()}
+                    before = {k: common.cpu_seconds(p) for k, p in pids.items()}
                     start = time.perf_counter()
                     changes = Applier(env.kube, ApplyOptions(workers=8)).apply(objs)
                     wall = time.perf_counter() - start
-                    after = {k: cpu_seconds(p) for k, p in pids.items()}
+                    after = {k: common.cpu_seconds(p) for k, p in pids.items()}
                     if changes.counts()[Action.CREATED] != args.objects:
                         raise RuntimeError(f"{mode}: {changes.summary()}")
                     api = after["kube-apiserver"] - before["kube-apiserver"]

@@ -399,6 +399,18 @@ KUBECTL_CMD = (f"kubectl apply --server-side --force-conflicts "
                f"--field-manager={KUBECTL_MANAGER} -R -f DIR/resources")
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU of a process (clock ticks of /proc/PID/stat, 100 per second)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / 100
+
+
+def control_plane_cpu(env: Env) -> float:
+    """CPU seconds used so far by etcd and kube-apiserver together."""
+    return sum(cpu_seconds(c.popen.pid) for name, c in env.cp._components.items()
+               if c.popen is not None and name in ("etcd", "kube-apiserver"))
+
+
 def summary_line(output: str) -> str:
     lines = [ln for ln in output.splitlines() if " created=" in ln and " unchanged=" in ln]
     return lines[-1].strip() if lines else "<no summary line>"
