@@ -208,10 +208,12 @@ def _escape_char(match: re.Match[str]) -> str:
     return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
 
 
-# Strings repeat across objects (keys, kinds, labels): their YAML form is cached. Bounded;
-# a race between threads at worst computes one twice.
+# Short strings repeat across objects (keys, kinds, labels): their YAML form is cached.
+# Bounded in entries and in length (long values rarely repeat); a race between threads at
+# worst computes one twice.
 _STR_CACHE: dict[str, str] = {}
 _STR_CACHE_MAX = 65536
+_STR_CACHE_LEN = 128
 
 
 def _str_scalar(text: str) -> str:
@@ -219,9 +221,10 @@ def _str_scalar(text: str) -> str:
     if out is None:
         out = text if _PLAIN_SAFE.fullmatch(text) and not _RESERVED.fullmatch(text) else \
             _quoted(text)
-        if len(_STR_CACHE) >= _STR_CACHE_MAX:
-            _STR_CACHE.clear()
-        _STR_CACHE[text] = out
+        if len(text) <= _STR_CACHE_LEN:
+            if len(_STR_CACHE) >= _STR_CACHE_MAX:
+                _STR_CACHE.clear()
+            _STR_CACHE[text] = out
     return out
 
 
