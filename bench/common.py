@@ -14,11 +14,14 @@ import os
 import re
 import resource
 import shutil
+import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -92,6 +95,191 @@ def render(objs: Sequence[RenderedObject], out_dir: Path) -> Path:
     return write_rendered(RenderedSet(objects=tuple(objs)), out_dir)
 
 
+# --- a repository of custom resources: Flux's benchmark shape ------------------------------
+
+SITE_GROUP = "bench.orksync.io"
+SITE_API = f"{SITE_GROUP}/v1"
+SITE_KIND = "Site"
+# the four children of every Site, (apiVersion, kind); Deployment scaled to 0
+SITE_CHILDREN = (("v1", "ServiceAccount"), ("apps/v1", "Deployment"), ("v1", "Service"),
+                 ("networking.k8s.io/v1", "Ingress"))
+
+SITE_KATALOG = """apiVersion: orkestra.orkspace.io/v1
+kind: Katalog
+metadata: {name: bench-sites}
+spec:
+  crds:
+    site:
+      crdFile: ./crd.yaml
+      operatorBox:
+        onCreate:
+          serviceAccounts:
+            - name: "{{ .metadata.name }}"
+          deployments:
+            - name: "{{ .metadata.name }}"
+              image: "{{ .spec.image }}"
+              replicas: "0"
+              port: "8080"
+              reconcile: true
+          services:
+            - name: "{{ .metadata.name }}"
+              port: "80"
+              targetPort: "8080"
+              headless: true
+              reconcile: true
+          ingresses:
+            - name: "{{ .metadata.name }}"
+              host: "{{ .metadata.name }}.example.com"
+              serviceName: "{{ .metadata.name }}"
+              servicePort: "80"
+              reconcile: true
+"""
+
+SITE_CRD = f"""apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {{name: sites.{SITE_GROUP}}}
+spec:
+  group: {SITE_GROUP}
+  scope: Namespaced
+  names: {{kind: {SITE_KIND}, plural: sites, singular: site}}
+  versions:
+    - name: v1
+      served: true
+      storage: true
+      schema: {{openAPIV3Schema: {{type: object, x-kubernetes-preserve-unknown-fields: true}}}}
+"""
+
+
+def write_sites(repo: Path, count: int, *, ns_count: int = 20) -> None:
+    """The Katalog, its CRD and `count` Site custom resources over `ns_count` namespaces
+    (one file each), in a repository directory."""
+    (repo / "sites").mkdir(parents=True, exist_ok=True)
+    (repo / "katalog.yaml").write_text(SITE_KATALOG)
+    (repo / "crd.yaml").write_text(SITE_CRD)
+    for i in range(count):
+        (repo / "sites" / f"site-{i:05d}.yaml").write_text(
+            f"apiVersion: {SITE_API}\nkind: {SITE_KIND}\nmetadata:\n  name: site-{i:05d}\n"
+            f"  namespace: bench-ns{i % ns_count:02d}\nspec:\n  image: nginx:1.{i % 30}\n")
+
+
+# --- git served on 127.0.0.1 -----------------------------------------------------------------
+
+GIT = ["git", "-c", "user.name=bench", "-c", "user.email=bench@example.com"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_until(what: str, check: Any, timeout: float, interval: float = 0.2) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(interval)
+
+
+@contextlib.contextmanager
+def git_daemon(base: Path) -> Iterator[tuple[Path, str]]:
+    """An empty repository `base/bench` (branch main) served by `git daemon` on 127.0.0.1:
+    (its working directory, its git:// URL)."""
+    repo = base / "bench"
+    repo.mkdir(parents=True)
+    subprocess.run(["git", "init", "-q", "-b", "main"], cwd=repo, check=True)
+    port = free_port()
+    daemon = subprocess.Popen(["git", "daemon", f"--base-path={base}", "--export-all",
+                               "--reuseaddr", "--listen=127.0.0.1", f"--port={port}", str(base)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        def listening() -> bool:
+            with socket.socket() as s:
+                return s.connect_ex(("127.0.0.1", port)) == 0
+        wait_until("git daemon", listening, 20)
+        yield repo, f"git://127.0.0.1:{port}/bench"
+    finally:
+        daemon.terminate()
+        daemon.wait(10)
+
+
+def commit(repo: Path, message: str) -> None:
+    subprocess.run(["git", "add", "-A"], cwd=repo, check=True)
+    subprocess.run([*GIT, "commit", "-qm", message, "--allow-empty"], cwd=repo, check=True)
+
+
+def head(repo: Path) -> str:
+    return subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, check=True,
+                          capture_output=True, text=True).stdout.strip()
+
+
+# --- the agent as a process ------------------------------------------------------------------
+
+
+class Agent:
+    """`orksync agent` in a process of its own (stderr to a log file), leader election off."""
+
+    def __init__(self, env: Env, url: str, state: Path, *, name: str = "bench",
+                 interval: float = 2.0) -> None:
+        self.port = free_port()
+        state.mkdir(parents=True, exist_ok=True)
+        self.log = state / "agent.log"
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "orksync", "agent", "--repo-url", url, "--interval",
+             str(interval), "--state-dir", str(state), "--listen", f"127.0.0.1:{self.port}",
+             "--kubeconfig", env.kubeconfig, "--name", name, "--no-leader-elect"],
+            stdout=subprocess.DEVNULL, stderr=self.log.open("w"), start_new_session=True)
+
+    def metrics(self) -> str:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics",
+                                        timeout=5) as resp:
+                return str(resp.read().decode())
+        except (urllib.error.URLError, OSError):
+            return ""
+
+    def syncs(self, result: str = "success") -> int:
+        pattern = r'^orksync_syncs_total\{result="' + result + r'"\} ([0-9.e+]+)$'
+        m = re.search(pattern, self.metrics(), re.M)
+        return int(float(m.group(1))) if m else 0
+
+    def memory(self) -> dict[str, float]:
+        """VmRSS and VmHWM (the peak) of the agent process, in MiB."""
+        return proc_memory(self.proc.pid)
+
+    def summaries(self) -> list[str]:
+        return [ln for ln in self.log.read_text().splitlines() if ln.startswith("sync ")]
+
+    def check_alive(self) -> None:
+        if self.proc.poll() is not None:
+            raise RuntimeError(f"the agent exited {self.proc.returncode}:\n"
+                               f"{self.log.read_text()[-3000:]}")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, 15)
+            try:
+                self.proc.wait(60)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, 9)
+                self.proc.wait(10)
+
+
+def proc_memory(pid: int) -> dict[str, float]:
+    out = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("VmRSS", "VmHWM"):
+            out[key] = int(value.split()[0]) / 1024
+    return out
+
+
+def count_objects(env: Env, api_version: str, kind: str, *, selector: str | None = None) -> int:
+    """Objects of a kind in all namespaces (one paginated LIST)."""
+    return sum(1 for _ in env.kube.list(env.kube.resource(api_version, kind),
+                                        label_selector=selector))
+
+
 # --- the cluster -------------------------------------------------------------------------
 
 
@@ -111,11 +299,11 @@ class Env:
 
 
 @contextlib.contextmanager
-def environment() -> Iterator[Env]:
+def environment(*, controller_manager: bool = False) -> Iterator[Env]:
     work = Path(tempfile.mkdtemp(prefix="orksync-bench-"))
     try:
         print("starting control plane ...", file=sys.stderr, flush=True)
-        with ControlPlane(controller_manager=False) as cp:
+        with ControlPlane(controller_manager=controller_manager) as cp:
             kube = Kube.from_kubeconfig(cp.kubeconfig, pool_size=32)
             try:
                 yield Env(cp=cp, kube=kube, work=work)
@@ -187,6 +375,17 @@ def kubectl_argv(env: Env, rendered_dir: Path) -> list[str]:
             "-f", str(rendered_dir / "resources")]
 
 
+STARTUP_IMPORTS = ("import orksync.cli, orksync.apply.sync, orksync.apply.kube, "
+                   "orksync.render.output")
+
+
+def startup_seconds() -> float:
+    """Wall time of a Python process importing what `orksync apply` imports."""
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-c", STARTUP_IMPORTS], check=True)
+    return time.perf_counter() - start
+
+
 def run_orksync(env: Env, rendered_dir: Path, name: str) -> Timed:
     return _run(orksync_argv(env, rendered_dir, name), env)
 
@@ -198,6 +397,18 @@ def run_kubectl(env: Env, rendered_dir: Path) -> Timed:
 ORKSYNC_CMD = "orksync apply DIR --kubeconfig K --name NAME"
 KUBECTL_CMD = (f"kubectl apply --server-side --force-conflicts "
                f"--field-manager={KUBECTL_MANAGER} -R -f DIR/resources")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU of a process (clock ticks of /proc/PID/stat, 100 per second)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / 100
+
+
+def control_plane_cpu(env: Env) -> float:
+    """CPU seconds used so far by etcd and kube-apiserver together."""
+    return sum(cpu_seconds(c.popen.pid) for name, c in env.cp._components.items()
+               if c.popen is not None and name in ("etcd", "kube-apiserver"))
 
 
 def summary_line(output: str) -> str:
@@ -268,6 +479,8 @@ def versions(env: Env) -> dict[str, str]:
         "kubectl version": out([env.kubectl, "--kubeconfig", env.kubeconfig, "version"]),
         "nproc": out(["nproc"]),
         "python": sys.version.split()[0],
+        "load average (1, 5, 15 min) at the end": " ".join(f"{x:.2f}"
+                                                           for x in os.getloadavg()),
     }
 
 

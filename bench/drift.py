@@ -47,7 +47,8 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--objects", type=int, default=1000)
     parser.add_argument("--percent", type=float, default=1.0)
-    parser.add_argument("--no-doc", action="store_true")
+    parser.add_argument("--no-record", "--no-doc", dest="no_doc", action="store_true",
+                        help="do not append to docs/performance.md")
     args = parser.parse_args()
     n = args.objects
 

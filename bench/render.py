@@ -6,7 +6,10 @@ Service, ConfigMap, once-Secret, ServiceAccount, Role, RoleBinding, PDB). For N 
 the floor: writing the same final objects as YAML files with no loading or templating.
 Each measurement runs in a fresh subprocess so peak RSS is its own.
 
-    python bench/render.py [--sizes 1000,10000] [--no-record]
+    python bench/render.py [--sizes 1000,10000] [--runs 3] [--no-record]
+
+Each size runs render and floor alternately `--runs` times; the table shows the median run
+of each (by total seconds).
 """
 
 from __future__ import annotations
@@ -110,15 +113,21 @@ def child(mode: str, repo: Path, out: Path) -> dict[str, float]:
             (out / f"{i:06d}.yaml").write_text(dump_yaml(body))
         seconds = time.perf_counter() - start
         count = len(objects)
+        parts = {}
     else:
         start = time.perf_counter()
-        rendered = render_catalog(load_repository(repo))
+        catalog = load_repository(repo)
+        loaded = time.perf_counter()
+        rendered = render_catalog(catalog)
+        templated = time.perf_counter()
         write_rendered(rendered, out)
         seconds = time.perf_counter() - start
+        parts = {"load": loaded - start, "render": templated - loaded,
+                 "write": seconds - (templated - start)}
         count = len(rendered.objects)
         assert rendered.ok, rendered.errors[:3]
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    return {"seconds": seconds, "objects": count, "peak_mib": peak}
+    return {"seconds": seconds, "objects": count, "peak_mib": peak, **parts}
 
 
 def measure(mode: str, repo: Path, workdir: Path) -> dict[str, float]:
@@ -128,9 +137,14 @@ def measure(mode: str, repo: Path, workdir: Path) -> dict[str, float]:
     return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
 
 
+def median_run(runs: list[dict[str, float]]) -> dict[str, float]:
+    return sorted(runs, key=lambda r: r["seconds"])[len(runs) // 2]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", default="1000,10000")
+    parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--no-record", action="store_true")
     parser.add_argument("--child", nargs=3, metavar=("MODE", "REPO", "OUT"))
     args = parser.parse_args()
@@ -144,14 +158,19 @@ def main() -> int:
         for n in sizes:
             repo = Path(tmp) / f"repo-{n}"
             make_repo(repo, n)
-            render = measure("render", repo, Path(tmp))
-            floor = measure("floor", repo, Path(tmp))
-            rows.append((n, render, floor))
-    lines = ["| custom resources | objects | render+write s | objects/s | peak MiB | "
-             "floor s (YAML only) | floor objects/s | speed vs floor |",
-             "|---|---|---|---|---|---|---|---|"]
+            renders, floors = [], []
+            for _ in range(args.runs):
+                renders.append(measure("render", repo, Path(tmp)))
+                floors.append(measure("floor", repo, Path(tmp)))
+                print(f"{n}: render {renders[-1]['seconds']:.2f}s floor "
+                      f"{floors[-1]['seconds']:.2f}s", file=sys.stderr, flush=True)
+            rows.append((n, median_run(renders), median_run(floors)))
+    lines = ["| custom resources | objects | render+write s | (load / render / write s) | "
+             "objects/s | peak MiB | floor s (YAML only) | floor objects/s | speed vs floor |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for n, r, f in rows:
         lines.append(f"| {n:,} | {int(r['objects']):,} | {r['seconds']:.2f} | "
+                     f"{r['load']:.2f} / {r['render']:.2f} / {r['write']:.2f} | "
                      f"{r['objects'] / r['seconds']:,.0f} | {r['peak_mib']:.0f} | "
                      f"{f['seconds']:.2f} | {f['objects'] / f['seconds']:,.0f} | "
                      f"{f['seconds'] / r['seconds']:.2f} |")
@@ -166,10 +185,13 @@ def main() -> int:
         version = subprocess.run([sys.executable, "-m", "orksync", "version"],
                                  capture_output=True, text=True, cwd=ROOT).stdout.strip()
         section = (f"\n## Render ({datetime.now(UTC):%Y-%m-%d %H:%M} UTC)\n\n"
-                   f"`python bench/render.py --sizes {args.sizes}` on {platform.node()}, "
-                   f"{os.cpu_count()} cores, Python {platform.python_version()}, {version}. "
-                   "Each row runs in its own process; the floor writes the same final objects "
-                   "with `orksync.yamlio.dump_yaml`, no loading or templating.\n\n"
+                   f"`python bench/render.py --sizes {args.sizes} --runs {args.runs}` on "
+                   f"{platform.node()}, {os.cpu_count()} cores, Python "
+                   f"{platform.python_version()}, {version}, load average "
+                   f"{' '.join(f'{x:.2f}' for x in os.getloadavg())} at the end. Each "
+                   "measurement runs in its own process (median of the runs shown); the floor "
+                   "writes the same final objects with `orksync.yamlio.dump_yaml`, one file "
+                   "each in one directory, no loading or templating.\n\n"
                    f"{table}\n")
         perf = ROOT / "docs" / "performance.md"
         if not perf.exists():

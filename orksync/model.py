@@ -61,6 +61,8 @@ def _is_builtin_group(group: str) -> bool:
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 MANAGED_BY = "orksync"
 MANAGED_SELECTOR = f"{MANAGED_BY_LABEL}={MANAGED_BY}"
+OWNER_ANNOTATION = "orksync.io/owner"  # the owning custom resource, `str(ObjRef)`
+OWNER_LABEL = "orkestra-owner"  # the owning custom resource's name (Orkestra's label)
 
 
 class WritePolicy(StrEnum):

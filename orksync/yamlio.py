@@ -12,8 +12,10 @@ scalar could be read back as something else. Same input, same bytes.
 from __future__ import annotations
 
 import json
+import json.decoder
 import math
 import re
+import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,23 +46,58 @@ def load_documents(path: Path, *, display: str | None = None) -> list[Document]:
         raw = path.read_bytes()
     except OSError as err:
         raise LoadError(f"cannot read: {err.strerror}", file=name) from err
-    if len(raw) > MAX_FILE_BYTES:
-        raise LoadError(f"file is {len(raw)} bytes, above the {MAX_FILE_BYTES} limit", file=name)
-    if b"\x00" in raw:
-        raise LoadError("binary file (contains NUL bytes), not YAML", file=name)
+    return parse_documents(_text(raw, name), path=path, display=name)
+
+
+def load_document(raw: bytes, *, path: Path, display: str,
+                  max_bytes: int = MAX_FILE_BYTES) -> Any:
+    """The first document of a file already read. Files orksync wrote itself (the rendered
+    directory) take the exact reader, `load_emitted`, about ten times faster than the
+    safe loader; anything else goes through the safe loader and its checks. `max_bytes`:
+    a larger bound for a file orksync writes and that grows with the repository (the
+    index of a rendered directory)."""
+    text = _text(raw, display, max_bytes)
     try:
-        text = raw.decode("utf-8")
+        return load_emitted(text)
+    except NotEmitted:
+        pass
+    docs = parse_documents(text, path=path, display=display)
+    if not docs:
+        raise LoadError("no YAML document", file=display)
+    return docs[0].content
+
+
+def _text(raw: bytes, display: str, max_bytes: int = MAX_FILE_BYTES) -> str:
+    if len(raw) > max_bytes:
+        raise LoadError(f"file is {len(raw)} bytes, above the {max_bytes} limit",
+                        file=display)
+    if b"\x00" in raw:
+        raise LoadError("binary file (contains NUL bytes), not YAML", file=display)
+    try:
+        return raw.decode("utf-8")
     except UnicodeDecodeError as err:
-        raise LoadError(f"not UTF-8 text (byte {err.start})", file=name) from err
-    return parse_documents(text, path=path, display=name)
+        raise LoadError(f"not UTF-8 text (byte {err.start})", file=display) from err
+
+
+_LOADERS = threading.local()
+
+
+def _safe_loader() -> YAML:
+    """One safe loader per thread, reused: building one costs more than reading a small
+    manifest (ruamel's loader is not thread-safe, hence one per thread)."""
+    yaml: YAML | None = getattr(_LOADERS, "yaml", None)
+    if yaml is None:
+        yaml = _LOADERS.yaml = YAML(typ="safe")
+    return yaml
 
 
 def parse_documents(text: str, *, path: Path, display: str) -> list[Document]:
     _refuse_alias_bombs(text, display)
-    yaml = YAML(typ="safe")
+    yaml = _safe_loader()
     docs: list[Document] = []
+    stream = yaml.load_all(text)
     try:
-        for i, content in enumerate(yaml.load_all(text)):
+        for i, content in enumerate(stream):
             if content is None:
                 continue
             _check_depth(content, display)
@@ -74,6 +111,9 @@ def parse_documents(text: str, *, path: Path, display: str) -> list[Document]:
         raise LoadError(f"invalid YAML: {str(err).splitlines()[0]}", file=display) from err
     except RecursionError as err:
         raise LoadError("YAML nested too deeply", file=display) from err
+    finally:
+        stream.close()  # resets the reused loader even when a document was refused
+        yaml.doc_infos.clear()  # one record per document read, kept by ruamel otherwise
     return docs
 
 
@@ -168,7 +208,29 @@ def _escape_char(match: re.Match[str]) -> str:
     return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
 
 
+# Short strings repeat across objects (keys, kinds, labels): their YAML form is cached.
+# Bounded in entries and in length (long values rarely repeat); a race between threads at
+# worst computes one twice.
+_STR_CACHE: dict[str, str] = {}
+_STR_CACHE_MAX = 65536
+_STR_CACHE_LEN = 128
+
+
+def _str_scalar(text: str) -> str:
+    out = _STR_CACHE.get(text)
+    if out is None:
+        out = text if _PLAIN_SAFE.fullmatch(text) and not _RESERVED.fullmatch(text) else \
+            _quoted(text)
+        if len(text) <= _STR_CACHE_LEN:
+            if len(_STR_CACHE) >= _STR_CACHE_MAX:
+                _STR_CACHE.clear()
+            _STR_CACHE[text] = out
+    return out
+
+
 def _scalar(value: Any) -> str:
+    if type(value) is str:
+        return _str_scalar(value)
     if value is None:
         return "null"
     if value is True:
@@ -184,64 +246,244 @@ def _scalar(value: Any) -> str:
             return ".inf" if value > 0 else "-.inf"
         text = repr(value)
         return text if ("." in text or "e" in text or "n" in text) else text + ".0"
-    text = str(value)
-    if _PLAIN_SAFE.fullmatch(text) and not _RESERVED.fullmatch(text):
-        return text
-    return _quoted(text)
+    return _str_scalar(str(value))
 
 
 def _key(key: Any) -> str:
-    return _scalar(key if isinstance(key, str) else str(key))
+    return _str_scalar(key if type(key) is str else str(key))
 
 
-def _emit(value: Any, indent: int, out: list[str]) -> None:
-    pad = " " * indent
-    if isinstance(value, Mapping):
-        for k, v in value.items():
-            if isinstance(v, Mapping) and v:
-                out.append(f"{pad}{_key(k)}:\n")
-                _emit(v, indent + 2, out)
-            elif isinstance(v, list) and v:
-                out.append(f"{pad}{_key(k)}:\n")
-                _emit(v, indent, out)
-            else:
-                out.append(f"{pad}{_key(k)}: {_inline(v)}\n")
+def _is_map(value: Any) -> bool:
+    kind = type(value)
+    return kind is dict or (kind is not str and kind is not list and isinstance(value, Mapping))
+
+
+def _emit(value: Any, pad: str, out: list[str]) -> None:
+    if _is_map(value):
+        _emit_map(value, pad, pad, out)
     elif isinstance(value, list):
-        for item in value:
-            if isinstance(item, Mapping) and item:
-                sub: list[str] = []
-                _emit(item, indent + 2, sub)
-                first = sub[0]
-                out.append(f"{pad}- {first[indent + 2:]}")
-                out.extend(sub[1:])
-            elif isinstance(item, list) and item:
-                out.append(f"{pad}-\n")
-                _emit(item, indent + 2, out)
-            else:
-                out.append(f"{pad}- {_inline(item)}\n")
+        _emit_list(value, pad, out)
     else:
         out.append(f"{pad}{_inline(value)}\n")
 
 
+def _emit_map(value: Mapping[Any, Any], pad: str, lead: str, out: list[str]) -> None:
+    """Block mapping at `pad`; its first line starts with `lead` instead (`- ` when the
+    mapping is a list item)."""
+    inner = pad + "  "
+    for k, v in value.items():
+        if type(v) is list or isinstance(v, list):
+            out.append(f"{lead}{_key(k)}:\n" if v else f"{lead}{_key(k)}: []\n")
+            if v:
+                _emit_list(v, pad, out)
+        elif _is_map(v):
+            out.append(f"{lead}{_key(k)}:\n" if v else f"{lead}{_key(k)}: {{}}\n")
+            if v:
+                _emit_map(v, inner, inner, out)
+        else:
+            out.append(f"{lead}{_key(k)}: {_scalar(v)}\n")
+        lead = pad
+
+
+def _emit_list(value: list[Any], pad: str, out: list[str]) -> None:
+    inner = pad + "  "
+    item_lead = pad + "- "
+    for item in value:
+        if type(item) is list or isinstance(item, list):
+            if item:
+                out.append(f"{pad}-\n")
+                _emit_list(item, inner, out)
+            else:
+                out.append(f"{item_lead}[]\n")
+        elif _is_map(item):
+            if item:
+                _emit_map(item, inner, item_lead, out)
+            else:
+                out.append(f"{item_lead}{{}}\n")
+        else:
+            out.append(f"{item_lead}{_scalar(item)}\n")
+
+
 def _inline(value: Any) -> str:
-    if isinstance(value, Mapping):
+    if _is_map(value):
         return "{}"
     if isinstance(value, list):
         return "[]"
-    if isinstance(value, str) and "\n" in value:
-        return _quoted(value)
     return _scalar(value)
 
 
 def dump_yaml(value: Any) -> str:
     """One YAML document (no leading `---`), deterministic for the same input."""
     out: list[str] = []
-    _emit(value, 0, out)
+    _emit(value, "", out)
     return "".join(out)
 
 
 def dump_all(values: Sequence[Any]) -> str:
     return "---\n".join(dump_yaml(v) for v in values)
+
+
+# --- reading back what dump_yaml wrote --------------------------------------------------
+
+
+class NotEmitted(ValueError):
+    """The text is not exactly what `dump_yaml` writes for any value."""
+
+
+_INT = re.compile(r"-?[0-9]+")
+_scanstring: Any = json.decoder.scanstring  # type: ignore[attr-defined]  # C, no stub
+_WORDS: dict[str, Any] = {"null": None, "true": True, "false": False, ".nan": math.nan,
+                          ".inf": math.inf, "-.inf": -math.inf}
+
+
+def load_emitted(text: str) -> Any:
+    """The value `dump_yaml` wrote as `text`, or NotEmitted.
+
+    A strict reader of the emitter's own form: the emitter's line shapes and indentation
+    only, every key and scalar in the one spelling the emitter gives its value (checked
+    token by token), no blank line, a final line break. So `text` is exactly
+    `dump_yaml(value)` (tests/test_yamlio.py checks this on edited texts too), and since
+    the safe loader reads `dump_yaml(v)` as `v` (the round-trip property tested there),
+    the result is what the safe loader would return. Any other text (a hand edit, another
+    emitter) raises NotEmitted, and goes to the safe loader."""
+    if not text.endswith("\n"):
+        raise NotEmitted("no final line break")
+    lines = text.split("\n")
+    lines.pop()
+    try:
+        return _Reader(lines).document()
+    except IndexError:  # a line cut short where the emitter would have written more
+        raise NotEmitted("truncated line") from None
+
+
+class _Reader:
+    __slots__ = ("indents", "lines", "pos")
+
+    def __init__(self, lines: list[str]) -> None:
+        self.lines = lines
+        self.indents = [len(line) - len(line.lstrip(" ")) for line in lines]
+        if any(i == len(line) for i, line in zip(self.indents, lines, strict=True)):
+            raise NotEmitted("blank line")  # the emitter writes none
+        self.pos = 0
+
+    def document(self) -> Any:
+        first = self.lines[0] if self.lines else ""
+        if first.startswith("-"):
+            value: Any = self.seq(0, 0)
+        elif ": " in first or first.endswith(":"):
+            value = self.map(0, 0)
+        else:
+            value = _token(first)
+            self.pos = 1
+        if self.pos != len(self.lines):
+            raise NotEmitted(f"line {self.pos + 1}")
+        return value
+
+    def map(self, indent: int, depth: int) -> dict[str, Any]:
+        if depth > MAX_DEPTH:
+            raise NotEmitted("too deep")
+        out: dict[str, Any] = {}
+        lines, indents = self.lines, self.indents
+        while self.pos < len(lines) and indents[self.pos] == indent:
+            line = lines[self.pos]
+            if line[indent] == '"':
+                key, end = _scan(line, indent + 1)
+            else:
+                end = line.find(":", indent)
+                key = line[indent:end]
+            if end < 0 or line[end:end + 1] != ":" or key in out or \
+                    _str_scalar(key) != line[indent:end]:
+                raise NotEmitted(f"line {self.pos + 1}")
+            rest = line[end + 1:]
+            self.pos += 1
+            if rest[:1] == " ":
+                out[key] = _token(rest[1:])
+            elif rest or self.pos >= len(lines):
+                raise NotEmitted(f"line {self.pos}")
+            elif indents[self.pos] == indent and lines[self.pos][indent] == "-":
+                out[key] = self.seq(indent, depth + 1)
+            elif indents[self.pos] == indent + 2:
+                out[key] = self.map(indent + 2, depth + 1)
+            else:
+                raise NotEmitted(f"line {self.pos + 1}")
+        return out
+
+    def seq(self, indent: int, depth: int) -> list[Any]:
+        if depth > MAX_DEPTH:
+            raise NotEmitted("too deep")
+        out: list[Any] = []
+        lines, indents = self.lines, self.indents
+        while self.pos < len(lines) and indents[self.pos] == indent and \
+                lines[self.pos][indent] == "-":
+            line = lines[self.pos]
+            rest = line[indent + 1:]
+            if not rest:  # `-` alone: a list inside the list, never an empty one
+                self.pos += 1
+                inner = self.seq(indent + 2, depth + 1)
+                if not inner:
+                    raise NotEmitted(f"line {self.pos}")
+                out.append(inner)
+                continue
+            if rest[0] != " " or rest[1:2] in ("", " "):
+                raise NotEmitted(f"line {self.pos + 1}")
+            item = rest[1:]
+            if _starts_key(item):  # `- key: ...`: a mapping whose first line is this one
+                lines[self.pos] = " " * (indent + 2) + item
+                indents[self.pos] = indent + 2
+                out.append(self.map(indent + 2, depth + 1))
+            else:
+                out.append(_token(item))
+                self.pos += 1
+        return out
+
+
+def _starts_key(text: str) -> bool:
+    if text[0] == '"':
+        _, end = _scan(text, 1)
+        return text[end:end + 1] == ":"
+    return ":" in text  # a plain scalar never holds a colon; a plain key ends at one
+
+
+def _scan(text: str, start: int) -> tuple[str, int]:
+    """A double-quoted scalar (JSON string syntax) from after its opening quote."""
+    try:
+        value, end = _scanstring(text, start)
+    except ValueError as err:
+        raise NotEmitted(str(err)) from None
+    if "\\u" in text and any("\ud800" <= ch <= "\udfff" for ch in value):
+        raise NotEmitted("lone surrogate")  # left to the safe loader
+    return value, end
+
+
+def _token(text: str) -> Any:
+    """One scalar (or `{}`, `[]`), accepted only in the spelling the emitter gives it."""
+    first = text[:1]
+    if first == '"':
+        value, end = _scan(text, 1)
+        if end != len(text) or _str_scalar(value) != text:
+            raise NotEmitted(text)
+        return value
+    if text == "{}":
+        return {}
+    if text == "[]":
+        return []
+    if text in _WORDS:
+        return _WORDS[text]
+    if first and first in "-0123456789":
+        number: int | float
+        if _INT.fullmatch(text):
+            number = int(text)
+        else:
+            try:
+                number = float(text)
+            except ValueError:
+                raise NotEmitted(text) from None
+        if _scalar(number) != text:
+            raise NotEmitted(text)
+        return number
+    if _str_scalar(text) != text:
+        raise NotEmitted(text)
+    return text
 
 
 def iter_yaml_files(root: Path) -> Iterator[Path]:

@@ -35,10 +35,9 @@ from orksync.apply.sync import SyncOptions, SyncResult, hook_renderers, read_inv
 from orksync.errors import ClusterError
 from orksync.katalog.loader import load_repository
 from orksync.katalog.model import Catalog
-from orksync.model import MANAGED_SELECTOR, Action, Change, ObjRef, RenderedSet
+from orksync.model import MANAGED_SELECTOR, OWNER_LABEL, Action, Change, ObjRef, RenderedSet
 from orksync.render.engine import render_catalog
 from orksync.render.output import read_rendered
-from orksync.render.resource import OWNER_LABEL
 from orksync.testing.controlplane import ControlPlane
 from orksync.testing.faultproxy import Direction, HttpFaultProxy, TcpFaultProxy
 from tests.helpers import CRD, widget, write_repo

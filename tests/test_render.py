@@ -8,10 +8,11 @@ import pytest
 
 from orksync.errors import RenderError
 from orksync.katalog.loader import load_repository
-from orksync.model import ObjRef, RenderedSet, WritePolicy
+from orksync.model import ObjRef, Origin, RenderedObject, RenderedSet, WritePolicy
 from orksync.render.engine import render_catalog
 from orksync.render.kinds import BY_KEY, KINDS
 from orksync.render.output import read_rendered, write_rendered
+from orksync.yamlio import MAX_FILE_BYTES
 from tests.helpers import CRD, KATALOG, REPO_EXAMPLE, widget, write_repo
 from tests.kind_cases import CASES, katalog
 
@@ -47,6 +48,49 @@ def test_an_edited_rendered_file_is_refused_by_apply(tmp_path: Path) -> None:
     victim.write_text(victim.read_text().replace("replicas: 2", "replicas: 9"))
     with pytest.raises(Exception, match="changed since it was rendered"):
         read_rendered(out)
+
+
+@pytest.mark.parametrize("evil", ["../outside.yaml", "/etc/hostname", "resources/../../x"])
+def test_an_index_entry_pointing_outside_the_directory_is_refused(tmp_path: Path,
+                                                                   evil: str) -> None:
+    out = write_rendered(render(REPO_EXAMPLE), tmp_path / "out")
+    (tmp_path / "outside.yaml").write_text("apiVersion: v1\nkind: ConfigMap\n")
+    index = out / "index.yaml"
+    first = next(line for line in index.read_text().splitlines() if "file: " in line)
+    index.write_text(index.read_text().replace(first, f"{first.split('file:')[0]}file: {evil}"))
+    with pytest.raises(Exception, match="is outside the directory"):
+        read_rendered(out)
+
+
+def test_a_rendered_file_rewritten_by_hand_with_its_hash_is_read_by_the_safe_loader(
+        tmp_path: Path) -> None:
+    import hashlib
+    rendered = render(REPO_EXAMPLE)
+    out = write_rendered(rendered, tmp_path / "out")
+    victim = next(out.glob("children/*/team-a/shop/Deployment*"))
+    old = victim.read_bytes()
+    victim.write_text("# edited, same content\n" + victim.read_text().replace(
+        "replicas: 2", "replicas: 0x2"))
+    index = out / "index.yaml"
+    index.write_text(index.read_text().replace(
+        hashlib.sha256(old).hexdigest(), hashlib.sha256(victim.read_bytes()).hexdigest()))
+    back = {str(o.ref): dict(o.body) for o in read_rendered(out).objects}
+    assert back == by_name(rendered)  # 0x2 is 2 to YAML 1.2, the comment is nothing
+
+
+def test_an_index_above_the_yaml_file_size_bound_reads_back(tmp_path: Path) -> None:
+    # 1,000 custom resources of 8 children: an index of 4.5 MB, above MAX_FILE_BYTES
+    body = {"apiVersion": "v1", "kind": "ConfigMap", "data": {"k": "v"}}
+    names = [f"configmap-with-a-long-name-{i:05d}-{'x' * 40}" for i in range(10000)]
+    objects = tuple(RenderedObject(
+        ref=ObjRef(api_version="v1", kind="ConfigMap", namespace="ns", name=name),
+        body={**body, "metadata": {"name": name, "namespace": "ns"}},
+        policy=WritePolicy.APPLY, origin=Origin(file=f"crs/{name}.yaml", katalog="k",
+                                                crd="c", entry="configMaps[0]"),
+        stage=5) for name in names)
+    out = write_rendered(RenderedSet(objects=objects), tmp_path / "out")
+    assert (out / "index.yaml").stat().st_size > MAX_FILE_BYTES
+    assert [o.ref for o in read_rendered(out).objects] == [o.ref for o in objects]
 
 
 def test_a_directory_that_is_not_a_render_is_never_replaced(tmp_path: Path) -> None:

@@ -1,17 +1,27 @@
-"""The YAML emitter: deterministic, and read back to the same value."""
+"""The YAML emitter: deterministic, and read back to the same value; the exact reader of
+the emitter's output agrees with the safe loader or steps aside."""
 
 from __future__ import annotations
 
+import math
+import random
+from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from ruamel.yaml import YAML
 
-from orksync.yamlio import dump_yaml
+from orksync.errors import LoadError
+from orksync.yamlio import NotEmitted, dump_yaml, load_document, load_emitted
 
+# strings that sit on the emitter's quoting and structure boundaries
+TRICKY = ["a: b", "- x", "-", ":", "x:", "yes", "1e3", "0x1", "1_0", "\u2028", "\x85", "a b",
+          " a", "a ", "\t", "#x", "{}", "[]", '"q"', ".nan", "null", "~", "'", "é", "😀"]
 scalars = st.one_of(st.none(), st.booleans(), st.integers(-10**12, 10**12),
-                    st.floats(allow_nan=False, allow_infinity=True), st.text(max_size=20))
+                    st.floats(allow_nan=False, allow_infinity=True), st.text(max_size=20),
+                    st.sampled_from(TRICKY))
 values: st.SearchStrategy[Any] = st.recursive(
     scalars,
     lambda inner: st.lists(inner, max_size=4)
@@ -34,3 +44,71 @@ def test_dumping_is_byte_for_byte_stable() -> None:
     value = {"metadata": {"name": "x", "labels": {"b": "2", "a": "1"}}, "spec": {"l": [1, {}]}}
     assert dump_yaml(value) == dump_yaml(value)
     assert dump_yaml(value).index("    b:") < dump_yaml(value).index("    a:")  # as inserted
+
+
+documents = st.one_of(
+    st.dictionaries(st.one_of(st.text(min_size=1, max_size=8), st.sampled_from(TRICKY)),
+                    values, min_size=1, max_size=5),
+    st.lists(values, min_size=1, max_size=4))
+
+
+def same(a: Any, b: Any) -> bool:
+    """Equal, with types, key order and NaN compared too."""
+    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+        return True
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return list(a) == list(b) and all(same(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=True))
+    return bool(a == b)
+
+
+@settings(max_examples=400, deadline=None)
+@given(documents)
+def test_the_exact_reader_reads_the_emitters_output_as_the_safe_loader_does(value: Any) -> None:
+    text = dump_yaml(value)
+    assert same(load_emitted(text), value)
+    assert same(load_emitted(text), YAML(typ="safe").load(text))
+
+
+@settings(max_examples=400, deadline=None)
+@given(documents, st.randoms(use_true_random=False))
+def test_an_edited_text_is_refused_by_the_exact_reader_or_read_as_the_safe_loader_does(
+        value: Any, rnd: random.Random) -> None:
+    text = dump_yaml(value)
+    i = rnd.randrange(len(text))
+    edited = text[:i] + rnd.choice([" ", "-", ":", '"', "\n", "x", "1", "", "  ", "#"]) + \
+        text[i + 1:]
+    try:
+        fast = load_emitted(edited)
+    except NotEmitted:
+        return
+    assert dump_yaml(fast) == edited  # only the emitter's own form is taken
+    assert same(fast, YAML(typ="safe").load(edited))
+
+
+@pytest.mark.parametrize("text", [
+    "a: 1  # a comment\n",  # comments
+    "a: {b: 1}\n",  # flow style
+    "a:\n    b: 1\n",  # another indentation
+    "a: 'single'\n",  # another quoting
+    "a: 1\n\nb: 2\n",  # a blank line
+    "a: 007\n",  # a number in another spelling
+    "a: 1\na: 2\n",  # a duplicate key
+    "a: 1",  # no final line break
+])
+def test_text_from_anywhere_else_is_not_taken_by_the_exact_reader(text: str) -> None:
+    with pytest.raises(NotEmitted):
+        load_emitted(text)
+
+
+def test_load_document_falls_back_to_the_safe_loader_and_its_errors(tmp_path: Path) -> None:
+    path = tmp_path / "x.yaml"
+    assert load_document(b"a: {b: [1, 2]}  # hand written\n", path=path, display="x.yaml") == \
+        {"a": {"b": [1, 2]}}
+    with pytest.raises(LoadError, match=r"x.yaml.*duplicate key"):
+        load_document(b"a: 1\na: 2\n", path=path, display="x.yaml")
+    with pytest.raises(LoadError, match="no YAML document"):
+        load_document(b"", path=path, display="x.yaml")

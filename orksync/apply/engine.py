@@ -23,12 +23,12 @@ from typing import Any
 from orksync.apply.compare import HASH_ANNOTATION, fingerprint, unchanged
 from orksync.apply.kube import Kube, Resource
 from orksync.apply.rollout import add_rollout_annotation
-from orksync.apply.secrets import write_secret
 from orksync.errors import ClusterError
 from orksync.model import (
     MANAGED_BY,
     MANAGED_BY_LABEL,
     MANAGED_SELECTOR,
+    OWNER_ANNOTATION,
     Action,
     Change,
     ChangeSet,
@@ -38,8 +38,6 @@ from orksync.model import (
     WritePolicy,
 )
 from orksync.render.guard import SCOPE_DIRECTIVE
-from orksync.render.notes.random import CryptoRandom
-from orksync.render.resource import OWNER_ANNOTATION
 
 log = logging.getLogger(__name__)
 
@@ -265,6 +263,11 @@ class Applier:
 
     def _write_secret(self, obj: RenderedObject, body: dict[str, Any],
                       current: dict[str, Any] | None, run: _Run) -> Change:
+        # imported here: the secrets stack (and cryptography) is a noticeable part of the
+        # start-up of an `orksync apply` that has no Secret to write
+        from orksync.apply.secrets import write_secret
+        from orksync.render.notes.random import CryptoRandom
+
         change, digest = write_secret(self.kube, obj, body, current,
                                       field_manager=self.options.field_manager,
                                       now=self.options.clock(), random=CryptoRandom(),

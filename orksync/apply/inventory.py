@@ -49,9 +49,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from orksync.errors import OrksyncError
-from orksync.model import MANAGED_BY, MANAGED_BY_LABEL, ChangeSet, ObjRef, RenderedSet
+from orksync.model import (
+    MANAGED_BY,
+    MANAGED_BY_LABEL,
+    OWNER_ANNOTATION,
+    OWNER_LABEL,
+    ChangeSet,
+    ObjRef,
+    RenderedSet,
+)
 from orksync.render.kinds import KINDS, ORDER
-from orksync.render.resource import OWNER_ANNOTATION, OWNER_LABEL
 
 DEFAULT_NAMESPACE = "orksync-system"
 CONFIGMAP_PREFIX = "orksync-inventory-"

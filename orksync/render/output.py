@@ -17,9 +17,11 @@ from typing import Any
 
 from orksync.errors import LoadError
 from orksync.model import ObjRef, Origin, RenderedObject, RenderedSet, WritePolicy
-from orksync.yamlio import dump_yaml, load_documents
+from orksync.yamlio import dump_yaml, load_document
 
 INDEX = "index.yaml"
+# about 500 bytes per object: 4 MiB (the bound for other YAML files) is 9,000 objects
+INDEX_MAX_BYTES = 1024 * 1024 * 1024
 INDEX_KIND = "RenderedIndex"
 INDEX_API = "orksync.io/v1"
 
@@ -59,34 +61,46 @@ def write_rendered(rendered: RenderedSet, out_dir: Path, *, revision: str = "") 
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-", dir=out_dir.parent))
     try:
+        made: set[str] = set()
         entries = []
         for obj in rendered.objects:
             rel = object_path(obj)
             data = dump_yaml(obj.body).encode("utf-8")
-            target = tmp / rel
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(data)
-            entry: dict[str, Any] = {"file": rel, "object": _ref_dict(obj.ref),
-                                     "policy": obj.policy.value, "stage": obj.stage}
-            if obj.owner is not None:
-                entry["owner"] = _ref_dict(obj.owner)
-            if obj.directives:
-                entry["directives"] = dict(obj.directives)
-            entry["origin"] = {k: v for k, v in (
-                ("file", obj.origin.file), ("katalog", obj.origin.katalog),
-                ("crd", obj.origin.crd), ("entry", obj.origin.entry)) if v}
-            entry["sha256"] = hashlib.sha256(data).hexdigest()
-            entries.append(entry)
+            parent = rel.rpartition("/")[0]
+            if parent not in made:  # one mkdir per directory, not one per file
+                os.makedirs(tmp / parent, exist_ok=True)
+                made.add(parent)
+            _write_file(f"{tmp}/{rel}", data)
+            entries.append(_entry(obj, rel, data))
         index: dict[str, Any] = {"apiVersion": INDEX_API, "kind": INDEX_KIND}
         if revision:
             index["revision"] = revision
         index["objects"] = entries
-        (tmp / INDEX).write_bytes(dump_yaml(index).encode("utf-8"))
+        _write_file(f"{tmp}/{INDEX}", dump_yaml(index).encode("utf-8"))
         _swap_into_place(tmp, out_dir)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return out_dir
+
+
+def _entry(obj: RenderedObject, rel: str, data: bytes) -> dict[str, Any]:
+    entry: dict[str, Any] = {"file": rel, "object": _ref_dict(obj.ref),
+                             "policy": obj.policy.value, "stage": obj.stage}
+    if obj.owner is not None:
+        entry["owner"] = _ref_dict(obj.owner)
+    if obj.directives:
+        entry["directives"] = dict(obj.directives)
+    entry["origin"] = {k: v for k, v in (
+        ("file", obj.origin.file), ("katalog", obj.origin.katalog),
+        ("crd", obj.origin.crd), ("entry", obj.origin.entry)) if v}
+    entry["sha256"] = hashlib.sha256(data).hexdigest()
+    return entry
+
+
+def _write_file(path: str, data: bytes) -> None:
+    with open(path, "wb") as f:
+        f.write(data)
 
 
 def _swap_into_place(tmp: Path, out_dir: Path) -> None:
@@ -103,34 +117,44 @@ def _swap_into_place(tmp: Path, out_dir: Path) -> None:
 
 
 def read_rendered(out_dir: Path) -> RenderedSet:
-    """Read a rendered directory back, verifying every file against the index."""
+    """Read a rendered directory back, verifying every file against the index.
+
+    Files are read with `load_document`, whose exact reader takes the files as orksync
+    wrote them; a file whose sha256 differs from the index is refused before parsing."""
     index_path = out_dir / INDEX
-    docs = load_documents(index_path, display=str(index_path))
-    if not docs or not isinstance(docs[0].content, dict) or \
-            docs[0].content.get("kind") != INDEX_KIND:
+    index = load_document(_read(index_path), path=index_path, display=str(index_path),
+                          max_bytes=INDEX_MAX_BYTES)
+    if not isinstance(index, dict) or index.get("kind") != INDEX_KIND:
         raise LoadError(f"not an orksync {INDEX_KIND}", file=str(index_path))
+    root = out_dir.resolve()
     objects = []
-    for i, entry in enumerate(docs[0].content.get("objects") or []):
+    for i, entry in enumerate(index.get("objects") or []):
         rel = str(entry.get("file", ""))
-        path = (out_dir / rel).resolve()
-        if not rel or not path.is_relative_to(out_dir.resolve()):
+        # checked on the text, not by resolving every file (a few system calls each); the
+        # bytes are checked against the index below whatever the path leads to
+        if not rel or rel.startswith("/") or ".." in rel.split("/"):
             raise LoadError(f"objects[{i}].file {rel!r} is outside the directory",
                             file=str(index_path))
-        try:
-            data = path.read_bytes()
-        except OSError as err:
-            raise LoadError(f"cannot read ({err.strerror})", file=str(path)) from err
+        path = root / rel
+        data = _read(path)
         if hashlib.sha256(data).hexdigest() != entry.get("sha256"):
             raise LoadError("changed since it was rendered (sha256 differs from index.yaml); "
                             "render again", file=str(path))
-        body = load_documents(path, display=str(path))[0].content
+        body = load_document(data, path=path, display=str(path))
         origin = entry.get("origin") or {}
+        owner = _ref_from(entry["owner"]) if entry.get("owner") else None
         objects.append(RenderedObject(
             ref=_ref_from(entry["object"]), body=body, policy=WritePolicy(entry["policy"]),
             origin=Origin(file=origin.get("file", ""), katalog=origin.get("katalog", ""),
                           crd=origin.get("crd", ""), entry=origin.get("entry", ""),
-                          cr=str(_ref_from(entry["owner"])) if entry.get("owner") else ""),
-            stage=int(entry["stage"]),
-            owner=_ref_from(entry["owner"]) if entry.get("owner") else None,
+                          cr=str(owner) if owner else ""),
+            stage=int(entry["stage"]), owner=owner,
             directives=dict(entry.get("directives") or {})))
     return RenderedSet(objects=tuple(objects))
+
+
+def _read(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as err:
+        raise LoadError(f"cannot read ({err.strerror})", file=str(path)) from err

@@ -25,6 +25,8 @@ from orksync.model import (
     MANAGED_BY,
     MANAGED_BY_LABEL,
     MANAGED_SELECTOR,
+    OWNER_ANNOTATION,
+    OWNER_LABEL,
     ObjRef,
     Origin,
     RenderedObject,
@@ -63,8 +65,6 @@ STAGE_CR = 5
 STAGE_CHILDREN = 10  # + Orkestra's group order
 
 MANAGED_LABEL = "orkestra.orkspace.io/managed"
-OWNER_LABEL = "orkestra-owner"
-OWNER_ANNOTATION = "orksync.io/owner"
 ENTRY_KEYS_NOT_RENDERED = frozenset({"when", "or", "anyOf", "forEach", "toNamespaces",
                                      "autoscale"})
 # Kinds whose entries take `autoscale:` (its conditions are evaluated here, see autoscale()).
