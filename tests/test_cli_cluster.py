@@ -106,3 +106,66 @@ def test_rotate_force_writes_new_values_in_place_and_rolls_the_workload(
         "annotations"]["orksync.io/secrets-hash"]
     assert hash_after != hash_before  # the Deployment rolls
     kube.close()
+
+
+PRUNE_KATALOG = """
+apiVersion: orkestra.orkspace.io/v1
+kind: Katalog
+metadata: {name: apps}
+spec:
+  crds:
+    widget:
+      crdFile: ./crd.yaml
+      operatorBox:
+        onReconcile:
+          configMaps:
+            - name: "{{ .metadata.name }}-cfg"
+              data: {first: "{{ index .spec.items 0 }}"}
+        onCreate:
+          jobs:
+            - name: "{{ .metadata.name }}-job"
+              image: busybox
+              when: [{field: spec.runJob, equals: "yes"}]
+"""
+
+
+def test_apply_of_a_directory_rendered_with_errors_prunes_nothing_and_keeps_retained_objects(
+        control_plane: ControlPlane, tmp_path: Path) -> None:
+    """`orksync apply DIR` prunes what `orksync sync` would: the index carries the render's
+    errors (then nothing is pruned) and the retained objects (a Job whose condition
+    turned false), so neither a broken custom resource nor a false condition deletes."""
+    ns = f"t-{uuid.uuid4().hex[:8]}"
+    kc, name = str(control_plane.kubeconfig), f"dir-{uuid.uuid4().hex[:8]}"
+
+    def widget(wname: str, items: str, run_job: str) -> str:
+        return (f"apiVersion: test.orksync.io/v1\nkind: Widget\nmetadata:\n  name: {wname}\n"
+                f"  namespace: {ns}\nspec: {{items: {items}, runJob: '{run_job}'}}\n")
+
+    def render_and_apply(step: str, a: str, b: str) -> subprocess.CompletedProcess[str]:
+        repo = write_repo(tmp_path / step, {"katalog.yaml": PRUNE_KATALOG, "crd.yaml": CRD,
+                                            "a.yaml": a, "b.yaml": b})
+        run("render", str(repo), "-o", str(tmp_path / f"{step}-out"))
+        return run("apply", str(tmp_path / f"{step}-out"), "--kubeconfig", kc, "--name", name)
+
+    first = render_and_apply("one", widget("a", "[x]", "yes"), widget("b", "[y]", "yes"))
+    assert first.returncode == 0, first.stderr
+    kube = Kube.from_kubeconfig(control_plane.kubeconfig)
+    cm, job = kube.resource("v1", "ConfigMap"), kube.resource("batch/v1", "Job")
+    widgets = kube.resource("test.orksync.io/v1", "Widget")
+    before = {n: kube.get(cm, ns, n)["metadata"]["uid"] for n in ("a-cfg", "b-cfg")}
+    job_uid = kube.get(job, ns, "a-job")["metadata"]["uid"]
+
+    # b no longer renders (index of an empty list); a's Job condition turns false
+    broken = render_and_apply("two", widget("a", "[x]", "no"), widget("b", "[]", "yes"))
+    assert "b" in broken.stderr and "nothing is pruned" in broken.stderr, broken.stderr
+    assert kube.get(widgets, ns, "b")["metadata"].get("deletionTimestamp") is None
+    assert {n: kube.get(cm, ns, n)["metadata"]["uid"] for n in before} == before
+    assert kube.get(job, ns, "a-job")["metadata"]["uid"] == job_uid
+
+    # b fixed, a's condition still false: the render is clean and the Job is retained
+    fixed = render_and_apply("three", widget("a", "[x]", "no"), widget("b", "[z]", "yes"))
+    assert fixed.returncode == 0, fixed.stderr
+    assert "deleted=0" in fixed.stderr.splitlines()[-1], fixed.stderr
+    assert kube.get(job, ns, "a-job")["metadata"]["uid"] == job_uid
+    assert kube.get(cm, ns, "b-cfg")["data"] == {"first": "z"}
+    kube.close()

@@ -2,8 +2,11 @@
 
 The directory is the reviewable contract between `orksync render` and `orksync apply`:
 `index.yaml` lists every object in apply order with its write policy, stage, owner, origin
-and the sha256 of its file. Writing goes to a temporary sibling directory that is renamed
-into place, so a reader never sees half a render. Same RenderedSet, same bytes.
+and the sha256 of its file, and what the prune needs besides: the render's errors (an
+apply of a render that had errors prunes nothing), the objects the guard refused
+(`skipped`), and those whose condition is false (`absent`: cleaned up; `retained`: kept).
+Writing goes to a temporary sibling directory that is renamed into place, so a reader never
+sees half a render. Same RenderedSet, same bytes.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from orksync.errors import LoadError
+from orksync.errors import InputError, LoadError, RenderError
 from orksync.model import ObjRef, Origin, RenderedObject, RenderedSet, WritePolicy
 from orksync.yamlio import dump_yaml, load_document
 
@@ -76,6 +79,7 @@ def write_rendered(rendered: RenderedSet, out_dir: Path, *, revision: str = "") 
         if revision:
             index["revision"] = revision
         index["objects"] = entries
+        index.update(_prune_facts(rendered))
         _write_file(f"{tmp}/{INDEX}", dump_yaml(index).encode("utf-8"))
         _swap_into_place(tmp, out_dir)
     except BaseException:
@@ -96,6 +100,40 @@ def _entry(obj: RenderedObject, rel: str, data: bytes) -> dict[str, Any]:
         ("crd", obj.origin.crd), ("entry", obj.origin.entry)) if v}
     entry["sha256"] = hashlib.sha256(data).hexdigest()
     return entry
+
+
+def _prune_facts(rendered: RenderedSet) -> dict[str, Any]:
+    """The parts of a RenderedSet besides its objects that decide what may be pruned."""
+    facts: dict[str, Any] = {}
+    if rendered.errors:
+        facts["errors"] = [_error_dict(err) for err in rendered.errors]
+    if rendered.skipped:
+        facts["skipped"] = [{"object": _ref_dict(ref), "reason": reason}
+                            for ref, reason in rendered.skipped]
+    for key in ("absent", "retained"):
+        pairs = getattr(rendered, key)
+        if pairs:
+            facts[key] = [{"object": _ref_dict(ref), "owner": _ref_dict(owner)}
+                          for ref, owner in pairs]
+    return facts
+
+
+def _error_dict(err: Exception) -> dict[str, Any]:
+    if isinstance(err, InputError):
+        out: dict[str, Any] = {k: v for k, v in (("file", err.file), ("object", err.obj),
+                                                 ("path", err.path)) if v}
+        if err.line:
+            out["line"] = err.line
+        out["message"] = err.detail
+        return out
+    return {"message": str(err)}
+
+
+def _error_from(raw: dict[str, Any]) -> RenderError:
+    line = raw.get("line")
+    return RenderError(str(raw.get("message", "")), file=str(raw.get("file", "")),
+                       line=line if isinstance(line, int) else None,
+                       path=str(raw.get("path", "")), obj=str(raw.get("object", "")))
 
 
 def _write_file(path: str, data: bytes) -> None:
@@ -150,7 +188,15 @@ def read_rendered(out_dir: Path) -> RenderedSet:
                           cr=str(owner) if owner else ""),
             stage=int(entry["stage"]), owner=owner,
             directives=dict(entry.get("directives") or {})))
-    return RenderedSet(objects=tuple(objects))
+    return RenderedSet(
+        objects=tuple(objects),
+        errors=tuple(_error_from(e) for e in index.get("errors") or []),
+        skipped=tuple((_ref_from(e["object"]), str(e["reason"]))
+                      for e in index.get("skipped") or []),
+        absent=tuple((_ref_from(e["object"]), _ref_from(e["owner"]))
+                     for e in index.get("absent") or []),
+        retained=tuple((_ref_from(e["object"]), _ref_from(e["owner"]))
+                       for e in index.get("retained") or []))
 
 
 def _read(path: Path) -> bytes:
