@@ -274,6 +274,8 @@ def cmd_apply(args: argparse.Namespace) -> int:
 
     start = time.monotonic()
     rendered = read_rendered(args.dir)
+    for err in rendered.errors:  # recorded by the render that wrote the directory
+        log.error("error (at render): %s", err)
     changes = _sync(args, rendered, None)
     log.info(summary_line("apply", changes, seconds=time.monotonic() - start))
     return 1 if changes.failed else 0

@@ -157,7 +157,9 @@ def test_apply_of_a_directory_rendered_with_errors_prunes_nothing_and_keeps_reta
 
     # b no longer renders (index of an empty list); a's Job condition turns false
     broken = render_and_apply("two", widget("a", "[x]", "no"), widget("b", "[]", "yes"))
-    assert "b" in broken.stderr and "nothing is pruned" in broken.stderr, broken.stderr
+    assert f"Widget.test.orksync.io/{ns}/b spec.crds.widget.operatorBox.onReconcile." \
+           "configMaps[0].data.first: template error" in broken.stderr, broken.stderr
+    assert "nothing is pruned" in broken.stderr, broken.stderr
     assert kube.get(widgets, ns, "b")["metadata"].get("deletionTimestamp") is None
     assert {n: kube.get(cm, ns, n)["metadata"]["uid"] for n in before} == before
     assert kube.get(job, ns, "a-job")["metadata"]["uid"] == job_uid
