@@ -3,6 +3,12 @@
 Loading: ruamel.yaml's safe loader (libyaml-backed when ruamel.yaml.clib is present), with
 duplicate keys refused and errors naming the file and line. Locating a field's line for an
 error message re-reads the file with the round-trip loader, only when an error happens.
+Only what JSON (and so the Kubernetes API) can hold is built: timestamps stay text, as
+Kubernetes' own YAML reader keeps them; `!!binary`, `!!set`, `!!omap`, `!!pairs`, map keys
+that are lists or maps, and integers longer than 100 digits are refused with their line.
+Bounds: 4 MiB and 250,000 YAML nodes per file, 64 levels of nesting (checked on the
+parser's events before libyaml's recursive composer runs), 2,000,000 nodes per document
+counted as expanded (an alias counts as everything it stands for), alias cycles refused.
 
 Dumping: a small deterministic emitter for the shapes manifests have (dict, list, str, int,
 float, bool, None): block style, insertion order, strings quoted as JSON whenever a plain
@@ -20,12 +26,52 @@ from pathlib import Path
 from typing import Any
 
 from ruamel.yaml import YAML
+from ruamel.yaml.constructor import ConstructorError, SafeConstructor
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
+from ruamel.yaml.events import CollectionEndEvent, CollectionStartEvent, NodeEvent
+from ruamel.yaml.nodes import MappingNode, ScalarNode
 
 from orksync.errors import LoadError
 
 MAX_FILE_BYTES = 4 * 1024 * 1024
 MAX_DEPTH = 64
+MAX_NODES = 2_000_000  # per document, aliases expanded
+MAX_FILE_NODES = 250_000  # per file, as written (parsing costs time and memory per node)
+PRESCAN_CHARS = 128 * 1024  # smaller texts cannot hold MAX_FILE_NODES nodes
+MAX_INT_CHARS = 100
+
+
+class _JsonConstructor(SafeConstructor):
+    """The safe constructor, limited to values JSON can carry."""
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+        if isinstance(node, MappingNode):
+            for key_node, _ in node.value:
+                if not isinstance(key_node, ScalarNode):
+                    raise ConstructorError("while constructing a mapping", node.start_mark,
+                                           "a map key must be a scalar, not a list or map",
+                                           key_node.start_mark)
+        return super().construct_mapping(node, deep=deep)
+
+    def construct_yaml_int(self, node: Any) -> int:
+        if len(str(node.value)) > MAX_INT_CHARS:
+            raise ConstructorError(None, None, f"integer longer than {MAX_INT_CHARS} "
+                                   "characters", node.start_mark)
+        return super().construct_yaml_int(node)
+
+    def construct_text(self, node: Any) -> str:
+        return str(self.construct_scalar(node))
+
+    def refuse(self, node: Any) -> Any:
+        raise ConstructorError(None, None, f"tag {node.tag} is not supported (only what "
+                               "JSON can hold)", node.start_mark)
+
+
+_JsonConstructor.add_constructor("tag:yaml.org,2002:int", _JsonConstructor.construct_yaml_int)
+_JsonConstructor.add_constructor("tag:yaml.org,2002:timestamp",
+                                 _JsonConstructor.construct_text)
+for _tag in ("binary", "set", "omap", "pairs"):
+    _JsonConstructor.add_constructor(f"tag:yaml.org,2002:{_tag}", _JsonConstructor.refuse)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -58,12 +104,15 @@ def load_documents(path: Path, *, display: str | None = None) -> list[Document]:
 def parse_documents(text: str, *, path: Path, display: str) -> list[Document]:
     _refuse_alias_bombs(text, display)
     yaml = YAML(typ="safe")
+    yaml.Constructor = _JsonConstructor
     docs: list[Document] = []
     try:
+        if len(text) > PRESCAN_CHARS or _could_be_deep(text):
+            _prescan(yaml, text, display)
         for i, content in enumerate(yaml.load_all(text)):
             if content is None:
                 continue
-            _check_depth(content, display)
+            _check_size(content, display, i)
             docs.append(Document(file=path, index=i, content=content))
     except MarkedYAMLError as err:
         line = err.problem_mark.line + 1 if err.problem_mark else None
@@ -85,20 +134,75 @@ def _refuse_alias_bombs(text: str, display: str) -> None:
                         file=display)
 
 
-def _check_depth(value: Any, display: str) -> None:
-    stack: list[tuple[Any, int]] = [(value, 0)]
-    seen = 0
+# Block nesting grows by at least one indentation column, indicator (`- `, `? `, `: `) or
+# node property (`&a `, `!t `) at the start of a line; flow nesting by a `[` or `{`.
+_DEEP_LINE = re.compile(r"^(?:[ \t]|[-?:][ \t]|[&!][^\s]*[ \t]){500,}", re.MULTILINE)
+
+
+def _could_be_deep(text: str) -> bool:
+    """Cheap and conservative: False guarantees nesting well under the depth at which
+    libyaml's recursive composer overflows the C stack (about 20,000 levels)."""
+    return text.count("[") + text.count("{") > 2000 or _DEEP_LINE.search(text) is not None
+
+
+def _prescan(yaml: YAML, text: str, display: str) -> None:
+    """Walk the parser's events (iterative, streaming) and refuse nesting deeper than
+    MAX_DEPTH or more than MAX_FILE_NODES nodes before the composer sees them: the C
+    composer recurses per level (a deep file would end the process with a segmentation
+    fault, not a Python error) and holds every node of a document in memory."""
+    depth = nodes = 0
+    for event in yaml.parse(text):
+        if isinstance(event, CollectionEndEvent):
+            depth -= 1
+            continue
+        if not isinstance(event, NodeEvent):
+            continue
+        nodes += 1
+        if isinstance(event, CollectionStartEvent):
+            depth += 1
+        if depth > MAX_DEPTH or nodes > MAX_FILE_NODES:
+            line = event.start_mark.line + 1 if event.start_mark else None
+            problem = f"nested deeper than {MAX_DEPTH} levels" if depth > MAX_DEPTH else \
+                f"more than {MAX_FILE_NODES:,} YAML nodes in one file"
+            raise LoadError(problem, file=display, line=line)
+
+
+def _check_size(value: Any, display: str, index: int) -> None:
+    """Refuse a document nested deeper than MAX_DEPTH or larger than MAX_NODES once its
+    aliases are expanded. Aliases share one Python object, so sizes and heights are
+    memoized by identity: the walk is linear in the text even for an expansion bomb."""
+    if not isinstance(value, dict | list):
+        return
+    where = f"document {index + 1}: " if index else ""
+    size: dict[int, int] = {}
+    height: dict[int, int] = {}
+    on_path: set[int] = set()
+    stack: list[tuple[Any, int, bool]] = [(value, 0, False)]
     while stack:
-        item, depth = stack.pop()
-        seen += 1
+        item, depth, done = stack.pop()
+        key = id(item)
+        children = [c for c in (item.values() if isinstance(item, dict) else item)
+                    if isinstance(c, dict | list)]
+        if done:
+            on_path.discard(key)
+            size[key] = 1 + len(item) + sum(size[id(c)] - 1 for c in children)
+            height[key] = 1 + max((height[id(c)] for c in children), default=0)
+            if size[key] > MAX_NODES:
+                raise LoadError(f"{where}more than {MAX_NODES:,} nodes once its aliases are "
+                                "expanded", file=display)
+            continue
+        if key in size:
+            if depth + height[key] > MAX_DEPTH + 1:
+                raise LoadError(f"{where}nested deeper than {MAX_DEPTH} levels", file=display)
+            continue
+        if key in on_path:
+            raise LoadError(f"{where}an alias refers to a node that contains it (a cycle)",
+                            file=display)
         if depth > MAX_DEPTH:
-            raise LoadError(f"nested deeper than {MAX_DEPTH} levels", file=display)
-        if seen > 2_000_000:
-            raise LoadError("document has more than 2,000,000 nodes", file=display)
-        if isinstance(item, dict):
-            stack.extend((v, depth + 1) for v in item.values())
-        elif isinstance(item, list):
-            stack.extend((v, depth + 1) for v in item)
+            raise LoadError(f"{where}nested deeper than {MAX_DEPTH} levels", file=display)
+        on_path.add(key)
+        stack.append((item, depth, True))
+        stack.extend((c, depth + 1, False) for c in children)
 
 
 def locate(path: Path, doc_index: int, field_path: Sequence[str | int]) -> int | None:

@@ -59,6 +59,7 @@ from jinja2.visitor import NodeTransformer
 
 from orksync.render.gotemplate import GoTemplateEngine, GoTemplateError
 from orksync.render.gotemplate.engine import GO_SPACE, orkestra_post
+from orksync.render.gotemplate.runtime import wrong_args
 
 __all__ = [
     "DIALECTS",
@@ -325,7 +326,8 @@ def _wrap(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
         except (GoTemplateError, _Limit, SecurityError, _CallError):
             raise
         except Exception as exc:
-            raise _CallError(f"error calling {name}: {exc}") from exc
+            wrong = wrong_args(name, fn, len(values)) if isinstance(exc, TypeError) else None
+            raise _CallError(wrong or f"error calling {name}: {exc}") from exc
 
     call.__name__ = name
     return call

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from orksync.errors import LoadError
+from orksync.errors import InputError, LoadError
 from orksync.model import ObjRef, Origin, RenderedObject, RenderedSet, WritePolicy
 from orksync.yamlio import dump_yaml, load_documents
 
@@ -25,19 +26,35 @@ INDEX_API = "orksync.io/v1"
 
 
 def object_path(obj: RenderedObject) -> str:
-    """The file of one object, relative to the output directory."""
+    """The file of one object, relative to the output directory.
+
+    Every piece of the path comes from the object's identity, which the loader and the
+    renderer validate; this is the last line of defence: a piece that could leave its
+    directory (`..`, `/`, NUL, a leading dot) is refused, never written."""
     ref = obj.ref
-    kind = f"{ref.kind}.{ref.group}" if ref.group else ref.kind
-    leaf = f"{kind}.{ref.namespace}.{ref.name}.yaml" if ref.namespace else \
-        f"{kind}.{ref.name}.yaml"
+    kind = _segment(f"{ref.kind}.{ref.group}" if ref.group else ref.kind, ref)
+    name = _segment(ref.name, ref)
+    leaf = f"{kind}.{_segment(ref.namespace, ref)}.{name}.yaml" if ref.namespace else \
+        f"{kind}.{name}.yaml"
     if obj.owner is None:
         if ref.kind == "CustomResourceDefinition":
-            return f"crds/{ref.name}.yaml"
+            return f"crds/{name}.yaml"
         return f"resources/{leaf}"
     owner = obj.owner
-    okind = f"{owner.kind}.{owner.group}" if owner.group else owner.kind
-    scope = owner.namespace or "_cluster"
-    return f"children/{okind}/{scope}/{owner.name}/{leaf}"
+    okind = _segment(f"{owner.kind}.{owner.group}" if owner.group else owner.kind, owner)
+    scope = _segment(owner.namespace, owner) if owner.namespace else "_cluster"
+    return f"children/{okind}/{scope}/{_segment(owner.name, owner)}/{leaf}"
+
+
+_SAFE_SEGMENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+def _segment(text: str, ref: ObjRef) -> str:
+    if len(text) > 255 or not _SAFE_SEGMENT.fullmatch(text) or ".." in text:
+        raise InputError(f"cannot be written to the rendered directory: {text[:80]!r} is not "
+                         "a safe file name (letters, digits, '.', '_', '-')",
+                         obj=repr(str(ref)))
+    return text
 
 
 def _ref_dict(ref: ObjRef) -> dict[str, str]:
