@@ -212,7 +212,7 @@ def test_mutated_templates_render_or_fail_cleanly(source: str) -> None:
     exercise(source)
 
 
-@fuzz_settings(300)
+@fuzz_settings(150)
 @given(template())
 def test_generated_templates_render_or_fail_cleanly(source: str) -> None:
     exercise(source)
