@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from ruamel.yaml import YAML
-from ruamel.yaml.constructor import ConstructorError, SafeConstructor
+from ruamel.yaml.constructor import ConstructorError, DuplicateKeyError, SafeConstructor
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 from ruamel.yaml.events import CollectionEndEvent, CollectionStartEvent, NodeEvent
 from ruamel.yaml.nodes import MappingNode, ScalarNode
@@ -117,13 +117,53 @@ def parse_documents(text: str, *, path: Path, display: str) -> list[Document]:
     except MarkedYAMLError as err:
         line = err.problem_mark.line + 1 if err.problem_mark else None
         problem = (err.problem or str(err)).split("\n")[0]
+        obj, field = _duplicate_key_place(text, err) if isinstance(err, DuplicateKeyError) \
+            else ("", "")
         raise LoadError(f"invalid YAML: {err.context + ', ' if err.context else ''}{problem}",
-                        file=display, line=line) from err
+                        file=display, line=line, obj=obj, path=field) from err
     except YAMLError as err:
         raise LoadError(f"invalid YAML: {str(err).splitlines()[0]}", file=display) from err
     except RecursionError as err:
         raise LoadError("YAML nested too deeply", file=display) from err
     return docs
+
+
+_DUPLICATE = re.compile(r'found duplicate key "(.*?)" with value')
+
+
+def _duplicate_key_place(text: str, err: MarkedYAMLError) -> tuple[str, str]:
+    """The object (`Kind/ns/name`) and field path of a duplicate key, found by reading the
+    text again with duplicates allowed; ("", "") when that does not work out."""
+    mark, key = err.context_mark, _DUPLICATE.search(err.problem or "")
+    if mark is None or key is None:
+        return "", ""
+    try:
+        loader = YAML(typ="rt")
+        loader.allow_duplicate_keys = True
+        for doc in loader.load_all(text):
+            stack: list[tuple[Any, list[str | int]]] = [(doc, [])]
+            while stack:
+                node, path = stack.pop()
+                lc = getattr(node, "lc", None)
+                if isinstance(node, Mapping) and lc is not None and \
+                        (lc.line, lc.col) == (mark.line, mark.column):
+                    return document_identity(doc), dotted([*path, key.group(1)])
+                items = node.items() if isinstance(node, Mapping) else \
+                    enumerate(node) if isinstance(node, list) else ()
+                stack.extend((v, [*path, k]) for k, v in items)
+    except Exception:  # only decorates the message
+        pass
+    return "", ""
+
+
+def document_identity(content: Any, kind: str = "") -> str:
+    """`Kind/ns/name` of a document for a message, `?` for what is missing or not text."""
+    meta = content.get("metadata") if isinstance(content, Mapping) else None
+    meta = meta if isinstance(meta, Mapping) else {}
+    found = content.get("kind") if isinstance(content, Mapping) else None
+    parts = [kind or found, meta.get("namespace"), meta.get("name")]
+    text = [p if isinstance(p, str) and p else "?" for p in parts]
+    return "/".join(text if text[1] != "?" else [text[0], text[2]])
 
 
 def _refuse_alias_bombs(text: str, display: str) -> None:

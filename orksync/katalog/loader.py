@@ -31,7 +31,14 @@ from orksync.names import (
     label_problem,
     subdomain_problem,
 )
-from orksync.yamlio import Document, dotted, iter_yaml_files, load_documents, locate
+from orksync.yamlio import (
+    Document,
+    document_identity,
+    dotted,
+    iter_yaml_files,
+    load_documents,
+    locate,
+)
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +70,8 @@ class _Loader:
         self.warnings: list[str] = []
         self.documents: list[Document] = []
         self.seen: set[Path] = set()
+        self.failed = 0  # Katalogs and Katalog entries that did not load
+        self.manifests: dict[int, CrdManifest | None] = {}  # by id(document): checked once
 
     def rel(self, path: Path) -> str:
         try:
@@ -120,6 +129,7 @@ class _Loader:
         crds = [m for m in (self.crd_manifest(d) for d in crd_docs) if m is not None]
         by_name = {m.name: m for m in crds}
         katalogs = [k for k in (self.katalog(d, by_name) for d in katalog_docs) if k]
+        self.failed += len(katalog_docs) - len(katalogs)
         # Files named by crdFile / crFiles outside the walked tree are loaded too.
         crs = self.custom_resources(other, katalogs, crds)
         return Catalog(root=self.root, katalogs=tuple(katalogs), crds=tuple(crds),
@@ -129,6 +139,12 @@ class _Loader:
     # --- CRDs ---------------------------------------------------------------------------
 
     def crd_manifest(self, doc: Document) -> CrdManifest | None:
+        """The CRD of a document, checked (and its problem reported) once."""
+        if id(doc) not in self.manifests:
+            self.manifests[id(doc)] = self.check_crd(doc)
+        return self.manifests[id(doc)]
+
+    def check_crd(self, doc: Document) -> CrdManifest | None:
         c = doc.content
         meta = c.get("metadata")
         name = meta.get("name") if isinstance(meta, dict) else None
@@ -214,7 +230,11 @@ class _Loader:
                 entries.append(self.crd_entry(doc, name, key, raw, fpath, crds))
             except InputError as err:
                 self.errors.append(err)
+                self.failed += 1
+        errors = len(self.errors)
         notes = self.notes(doc, obj)
+        if len(self.errors) > errors:
+            return None  # its templates would fail wherever they call a broken note
         if spec.get("imports"):
             imported = katalog_notes(spec["imports"], doc.file, self.root, local_notes=notes)
             self.errors.extend(self.error(doc, p, ["spec", "imports"], obj)
@@ -330,13 +350,19 @@ class _Loader:
                  obj: str) -> CrdManifest:
         target = self.linked_file(doc, rel, fpath, obj, required=True)
         assert target is not None
+        invalid = False
         for d in self.documents:
             if d.file == target and isinstance(d.content, dict) and \
                     d.content.get("kind") == "CustomResourceDefinition":
                 manifest = self.crd_manifest(d)
                 if manifest is not None:
                     return manifest
-        raise self.error(doc, f"{rel!r} holds no valid CustomResourceDefinition", fpath, obj)
+                invalid = True
+        if invalid or any(isinstance(e, LoadError) and e.file == self.rel(target)
+                          for e in self.errors):
+            raise self.error(doc, f"{rel!r} holds no valid CustomResourceDefinition (its "
+                             "problem is reported above)", fpath, obj)
+        raise self.error(doc, f"{rel!r} holds no CustomResourceDefinition", fpath, obj)
 
     # --- custom resources ---------------------------------------------------------------
 
@@ -394,17 +420,20 @@ class _Loader:
         if api.partition("/")[0] in ORKESTRA_GROUPS:
             message = (f"unknown Orkestra kind {kind!r} in {api} (orksync reads Katalog and "
                        "Motif; E2E, Simulate and Komposer are ignored)")
+        elif self.failed:
+            message = (f"not loaded: no Katalog entry handles {kind} ({api}), and "
+                       f"{self.failed} Katalog(s) or entries failed to load, reported above")
         else:
             message = (f"no Katalog entry handles {kind} ({api})" +
                        (f"; entries of that group: {', '.join(known)}" if known
                         else "; a CustomResourceDefinition defines the group, no Katalog "
                         "entry uses it"))
-        self.errors.append(self.error(doc, message, ["kind"], obj=_identity(doc.content)))
+        self.errors.append(self.error(doc, message, ["kind"], obj=document_identity(doc.content)))
 
     def custom_resource(self, doc: Document, entry: CrdEntry) -> CustomResource | None:
         body = doc.content
         meta = body.get("metadata")
-        obj = _identity(body, entry.kind)
+        obj = document_identity(body, entry.kind)
         if not isinstance(meta, dict):
             self.errors.append(self.error(doc, f"custom resource metadata must be a map, not "
                                           f"{_type(meta)}", ["metadata"], obj))
@@ -492,12 +521,3 @@ def _type_key(content: dict[str, Any]) -> tuple[str, str] | None:
     """(apiVersion, kind) of a document, None when either is not a string."""
     api, kind = content.get("apiVersion"), content.get("kind")
     return (api, kind) if isinstance(api, str) and isinstance(kind, str) else None
-
-
-def _identity(content: dict[str, Any], kind: str = "") -> str:
-    """`Kind/ns/name` of a document for a message, `?` for what is missing or not text."""
-    meta = content.get("metadata")
-    meta = meta if isinstance(meta, dict) else {}
-    parts = [kind or content.get("kind"), meta.get("namespace"), meta.get("name")]
-    text = [p if isinstance(p, str) and p else "?" for p in parts]
-    return "/".join(text if text[1] != "?" else [text[0], text[2]])
