@@ -19,11 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from orksync.errors import InputError
+from orksync.errors import InputError, LoadError
 from orksync.katalog.loader import load_repository
-from orksync.model import RenderedSet
+from orksync.model import ObjRef, Origin, RenderedObject, RenderedSet, WritePolicy
 from orksync.render.engine import render_catalog
-from orksync.render.output import write_rendered
+from orksync.render.output import read_rendered, write_rendered
 from tests.corpus import CORPUS, bounded, python_internals
 
 GOOD = CORPUS / "good"
@@ -283,3 +283,38 @@ def test_a_bad_input_gives_one_clear_error_and_the_rest_renders(
     for cr, children in baseline.items():
         if cr not in case.lost:
             assert cr in got and children <= got[cr], cr
+
+
+# -- the rendered directory: the last line of defence -------------------------------------
+
+
+def _rendered(kind: str, name: str = "x", namespace: str = "default") -> RenderedSet:
+    body = {"apiVersion": "v1", "kind": kind, "metadata": {"name": name, "namespace": namespace}}
+    obj = RenderedObject(ref=ObjRef.of(body), body=body, policy=WritePolicy.APPLY,
+                         origin=Origin(file="x.yaml"), stage=0)
+    return RenderedSet(objects=(obj,))
+
+
+@pytest.mark.parametrize(("kind", "name", "namespace"), [
+    ("../../../escaped", "x", "default"), ("ConfigMap", "../../x", "default"),
+    ("ConfigMap", "x", "/etc"), ("ConfigMap", "a\x00b", "default"), ("ConfigMap", ".x", "a"),
+    ("Config/Map", "x", "default"), ("ConfigMap", "x" * 300, "default"),
+])
+def test_the_rendered_directory_refuses_a_path_that_could_leave_it(
+        kind: str, name: str, namespace: str, tmp_path: Path) -> None:
+    out = tmp_path / "a" / "out"
+    with pytest.raises(InputError, match="is not a safe file name"):
+        write_rendered(_rendered(kind, name, namespace), out)
+    assert [p.name for p in tmp_path.rglob("*")] == ["a"]  # nothing written, no temp left
+
+
+def test_a_tampered_index_is_a_load_error_naming_the_entry(tmp_path: Path) -> None:
+    out = write_rendered(_rendered("ConfigMap"), tmp_path / "out")
+    index = out / "index.yaml"
+    good = index.read_text()
+    for broken in (good.replace("  policy: apply\n", ""), good.replace("stage: 0", "stage: x"),
+                   good.replace("objects:\n", "objects: 5\nx:\n")):
+        index.write_text(broken)
+        with pytest.raises(LoadError, match=r"index.yaml: (objects\[0\] is not a valid index "
+                                            r"entry|objects must be a list)"):
+            read_rendered(out)
