@@ -161,6 +161,14 @@ CASES = [
                                        "{{ toUpper(metadata.name }}"),
          "katalogs/gadgets.yaml", "Katalog/gadgets", "operatorBox.onReconcile.configMaps[0]"
          ".data.upper", "template", GADGETS),
+    Case("huge-template", edit(KATALOG, 'tier: "{{ .spec.tier }}"',
+                               'tier: "' + "{{ .spec.tier }}" * 6000 + '"'),
+         KATALOG, "Katalog/widgets", "onReconcile.configMaps[0].data.tier",
+         "template has more than 5000 actions", WIDGETS),
+    Case("too-many-template-actions", edit(KATALOG, "notes:\n", "notes:\n" + "".join(
+        f"  big{i}: '{{{{ .metadata.name }}}}{'{{ .metadata.name }}' * 4500}'\n"
+        for i in range(5))),
+         KATALOG, "Katalog/widgets", "spec.crds.widget", "more than 20000", WIDGETS),
     Case("template-fails-for-one-cr", {"apps/bad.yaml": widget("bad", "regions: 7")},
          KATALOG, "Widget.test.orksync.io/team-a/bad",
          "operatorBox.onReconcile.custom[0].spec.size", "len of type int64"),

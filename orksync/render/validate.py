@@ -26,8 +26,14 @@ from orksync.yamlio import dotted, locate
 CONDITION_KEYS = ("when", "or", "anyOf")
 
 
+MAX_KATALOG_ACTIONS = 20_000  # compiling costs about a quarter of a millisecond per action
+
+
 def katalog_problems(katalog: Katalog, engine: TemplateEngine) -> dict[str, list[RenderError]]:
     """Problems per CRD entry key (entries without problems are absent)."""
+    too_many = _too_many_actions(katalog)
+    if too_many is not None:
+        return too_many
     out: dict[str, list[RenderError]] = {}
     for entry in katalog.crds:
         problems = list(entry_problems(katalog, entry, engine))
@@ -59,6 +65,28 @@ def entry_problems(katalog: Katalog, entry: CrdEntry,
             for i, cond in enumerate(value):
                 for problem in validate_condition(cond):
                     yield fail([*path, i], problem)
+
+
+def _too_many_actions(katalog: Katalog) -> dict[str, list[RenderError]] | None:
+    """More template actions in the Katalog than MAX_KATALOG_ACTIONS: one error on the
+    first entry (the others are reported as not checked), before anything compiles."""
+    actions = sum(n.count("{{") + n.count("{%") for n in katalog.notes.values())
+    for entry in katalog.crds:
+        for _, value in _walk(entry.raw, []):
+            if isinstance(value, str):
+                actions += value.count("{{") + value.count("{%")
+    if actions <= MAX_KATALOG_ACTIONS or not katalog.crds:
+        return None
+    first, *rest = katalog.crds
+    out = {first.key: [RenderError(f"the Katalog has {actions} template actions, more than "
+                                   f"{MAX_KATALOG_ACTIONS}: not checked, not rendered",
+                                   file=first.source.file, obj=f"Katalog/{katalog.name}",
+                                   path=first.path)]}
+    for entry in rest:
+        out[entry.key] = [RenderError("not checked: too many template actions in the "
+                                      "Katalog, reported above", file=entry.source.file,
+                                      obj=f"Katalog/{katalog.name}", path=entry.path)]
+    return out
 
 
 def _walk(value: Any, path: list[str | int]) -> Iterator[tuple[list[str | int], Any]]:

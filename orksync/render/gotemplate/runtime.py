@@ -19,7 +19,7 @@ from typing import Any
 
 from ..govalues import format_value
 from . import builtins as b
-from .errors import GoExecError, LimitError
+from .errors import GoExecError, GoTemplateError, LimitError
 from .gosprintf import sprint, sprintf, sprintln
 from .gotypes import GoInt, go_type_name, is_int
 
@@ -206,6 +206,8 @@ class Runtime:
             result = fn(*args)
         except GoExecError:
             raise
+        except GoTemplateError as exc:  # a note's own template failed: its reason only
+            raise GoExecError(f"error calling {name}: {exc.message}") from exc
         except Exception as exc:
             wrong = wrong_args(name, fn, len(args)) if isinstance(exc, TypeError) else None
             raise GoExecError(wrong or f"error calling {name}: {exc}") from exc
