@@ -129,7 +129,7 @@ CASES = [
     Case("note-not-text", edit(KATALOG, "    expression: '{{ eq .spec.tier \"prod\" }}'",
                                "    expression: [1]"),
          KATALOG, "Katalog/widgets", "notes.isProd", "must be a template expression", WIDGETS),
-    Case("entry-field-wrong-type", edit(KATALOG, 'replicas: "{{ default 1 .spec.replicas }}"',
+    Case("entry-field-wrong-type", edit(KATALOG, 'replicas: "{{ default .spec.replicas 1 }}"',
                                         "replicas: {many: true}"),
          KATALOG, "Widget.test.orksync.io/team-a/shop",
          "spec.crds.widget.operatorBox.onReconcile.deployments[0].replicas", "", WIDGETS),
