@@ -2,8 +2,24 @@
 resources found anywhere by apiVersion/kind.
 
 Pure over the file system: reads files under the repository root, never writes, never
-talks to a cluster. A bad document is recorded as an error naming its file (and line) and
-loading goes on with the rest.
+talks to a cluster. A bad document is recorded as an error naming its file (and line), the
+object and the field, and loading goes on with the rest.
+
+Decisions (the Orkestra spec is silent on them):
+
+* A document whose apiVersion group is one the repository defines (a Katalog entry, a
+  CRD, or Orkestra's own group) but that no Katalog entry handles is an error: a typo in
+  kind or version must not go unnoticed. Documents of any other group, and YAML without
+  apiVersion/kind, are not orksync's and are ignored.
+* Types are checked where a wrong one would be misread: apiVersion, kind, metadata.name
+  and namespace are strings (namespaces DNS-1123 labels); `namespaced` a boolean;
+  `crFiles`, `allowedNamespaces` and `restrictedNamespaces` lists of strings (a lone
+  string would be read letter by letter, and a `*` among the letters opens the guard);
+  apiTypes values strings; group, version, kind and plural valid Kubernetes names, since
+  they name files of the rendered directory. A CRD must be named `<plural>.<group>`.
+* A Katalog whose own `notes` are broken is not loaded (its templates call them).
+* An error caused by another one (the custom resources of a Katalog entry that did not
+  load) says "reported above".
 """
 
 from __future__ import annotations
