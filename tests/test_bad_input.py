@@ -326,3 +326,23 @@ def test_a_tampered_index_is_a_load_error_naming_the_entry(tmp_path: Path) -> No
         with pytest.raises(LoadError, match=r"index.yaml: (objects\[0\] is not a valid index "
                                             r"entry|objects must be a list)"):
             read_rendered(out)
+
+
+def table() -> str:
+    """The corpus as a Markdown table (input, the error seen, peak traced memory, seconds):
+    `PYTHONPATH=. python -m tests.test_bad_input`."""
+    import tempfile
+
+    rows = ["| input | error seen (consequences left out) | peak MiB | s |", "|---|---|---|---|"]
+    for case in CASES:
+        with tempfile.TemporaryDirectory() as tmp:
+            rendered, seconds, peak = run(case.files, Path(tmp))
+        causes = [str(e) for e in rendered.errors if CONSEQUENCE not in str(e)]
+        message = causes[0] if len(causes) == 1 else f"{len(causes)} errors: {causes}"
+        message = (message if len(message) <= 200 else message[:197] + "...").replace("|", "\\|")
+        rows.append(f"| `{case.id}` | `{message}` | {peak / 2**20:.1f} | {seconds:.2f} |")
+    return "\n".join(rows)
+
+
+if __name__ == "__main__":
+    print(table())

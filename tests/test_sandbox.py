@@ -235,3 +235,25 @@ def test_jinja_payloads_are_refused_or_contained(payload: str,
 def test_go_template_payloads_are_refused_or_contained(payload: str,
                                                        expected: str | tuple[str, str]) -> None:
     contained(GO, payload, expected)
+
+
+def table() -> str:
+    """The payloads as a Markdown table (dialect, payload, outcome, seconds):
+    `PYTHONPATH=. python -m tests.test_sandbox`."""
+    rows = ["| dialect | payload | outcome | s |", "|---|---|---|---|"]
+    for dialect, templates, payloads in (("jinja2", JINJA, JINJA_PAYLOADS),
+                                         ("go", GO, GO_PAYLOADS)):
+        for payload, _ in payloads:
+            start = time.monotonic()
+            try:
+                outcome = f"rendered {templates.render(payload, DATA)[:40]!r}"
+            except GoTemplateError as err:
+                outcome = f"refused: {err.message[:120]}"
+            shown = payload if len(payload) <= 70 else payload[:67] + "..."
+            cells = [dialect, f"`{shown}`", outcome, f"{time.monotonic() - start:.2f}"]
+            rows.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    return "\n".join(rows)
+
+
+if __name__ == "__main__":
+    print(table())

@@ -465,7 +465,7 @@ class _Loader:
             namespace = namespace if namespace is not None else "default"
             problem = _text_problem(namespace, label_problem)
             if problem:
-                self.errors.append(self.error(doc, f"namespace: {problem}",
+                self.errors.append(self.error(doc, problem,
                                               ["metadata", "namespace"], obj))
                 return None
         else:
