@@ -18,8 +18,9 @@ Decisions (the Orkestra spec is silent on them):
   apiTypes values strings; group, version, kind and plural valid Kubernetes names, since
   they name files of the rendered directory. A CRD must be named `<plural>.<group>`.
 * A Katalog whose own `notes` are broken is not loaded (its templates call them).
-* An error caused by another one (the custom resources of a Katalog entry that did not
-  load) says "reported above".
+* A custom resource left out because of another error says "reported above": a warning
+  when its Katalog entry did not load, an error when the entry loaded but is broken
+  (orksync.render.engine), so that its status can say why.
 """
 
 from __future__ import annotations
@@ -436,9 +437,12 @@ class _Loader:
         if api.partition("/")[0] in ORKESTRA_GROUPS:
             message = (f"unknown Orkestra kind {kind!r} in {api} (orksync reads Katalog and "
                        "Motif; E2E, Simulate and Komposer are ignored)")
-        elif self.failed:
-            message = (f"not loaded: no Katalog entry handles {kind} ({api}), and "
-                       f"{self.failed} Katalog(s) or entries failed to load, reported above")
+        elif self.failed:  # most likely the entry that failed: a consequence, not a cause
+            self.warnings.append(
+                f"{self.rel(doc.file)}: {document_identity(doc.content)}: not loaded: no "
+                f"Katalog entry handles {kind} ({api}), and {self.failed} Katalog(s) or "
+                "entries failed to load, reported above")
+            return
         else:
             message = (f"no Katalog entry handles {kind} ({api})" +
                        (f"; entries of that group: {', '.join(known)}" if known
@@ -523,7 +527,7 @@ def _entry_type_problem(raw: dict[str, Any]) -> tuple[list[str | int], str] | No
             return [key], f"must be a list of strings, not {_type(value)}"
         for i, item in enumerate(value):
             if not isinstance(item, str):
-                return [key, i], f"must be a string, not {_type(item)}"
+                return [key, i], f"must be text, not {_type(item)}"
     api = raw.get("apiTypes")
     if api is not None and not isinstance(api, dict):
         return ["apiTypes"], f"must be a map, not {_type(api)}"
