@@ -108,7 +108,7 @@ def parse_documents(text: str, *, path: Path, display: str) -> list[Document]:
     docs: list[Document] = []
     try:
         if len(text) > PRESCAN_CHARS or _could_be_deep(text):
-            _prescan(yaml, text, display)
+            _prescan(text, display)
         for i, content in enumerate(yaml.load_all(text)):
             if content is None:
                 continue
@@ -185,13 +185,13 @@ def _could_be_deep(text: str) -> bool:
     return text.count("[") + text.count("{") > 2000 or _DEEP_LINE.search(text) is not None
 
 
-def _prescan(yaml: YAML, text: str, display: str) -> None:
+def _prescan(text: str, display: str) -> None:
     """Walk the parser's events (iterative, streaming) and refuse nesting deeper than
     MAX_DEPTH or more than MAX_FILE_NODES nodes before the composer sees them: the C
     composer recurses per level (a deep file would end the process with a segmentation
     fault, not a Python error) and holds every node of a document in memory."""
     depth = nodes = 0
-    for event in yaml.parse(text):
+    for event in YAML(typ="safe").parse(text):  # its own parser: nothing shared is left mid-way
         if isinstance(event, CollectionEndEvent):
             depth -= 1
             continue

@@ -323,8 +323,7 @@ def test_a_tampered_index_is_a_load_error_naming_the_entry(tmp_path: Path) -> No
     for broken in (good.replace("  policy: apply\n", ""), good.replace("stage: 0", "stage: x"),
                    good.replace("objects:\n", "objects: 5\nx:\n")):
         index.write_text(broken)
-        with pytest.raises(LoadError, match=r"index.yaml: (objects\[0\] is not a valid index "
-                                            r"entry|objects must be a list)"):
+        with pytest.raises(LoadError, match=r"index.yaml: an entry of objects is not valid"):
             read_rendered(out)
 
 

@@ -8,11 +8,13 @@ into place, so a reader never sees half a render. Same RenderedSet, same bytes.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import re
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -53,7 +55,7 @@ def _segment(text: str, ref: ObjRef) -> str:
     if len(text) > 255 or not _SAFE_SEGMENT.fullmatch(text) or ".." in text:
         raise InputError(f"cannot be written to the rendered directory: {text[:80]!r} is not "
                          "a safe file name (letters, digits, '.', '_', '-')",
-                         obj=repr(str(ref)))
+                         obj=str(ref))
     return text
 
 
@@ -106,6 +108,19 @@ def write_rendered(rendered: RenderedSet, out_dir: Path, *, revision: str = "") 
     return out_dir
 
 
+def _index_errors(read: Callable[[Path], RenderedSet]) -> Callable[[Path], RenderedSet]:
+    """A malformed index.yaml entry (a key missing, a value of the wrong type) is a
+    LoadError naming the index, never a KeyError or TypeError from deep inside."""
+    @functools.wraps(read)
+    def checked(out_dir: Path) -> RenderedSet:
+        try:
+            return read(out_dir)
+        except (KeyError, TypeError, ValueError, AttributeError) as err:
+            raise LoadError("an entry of objects is not valid (a field is missing or of the "
+                            "wrong type); render again", file=str(out_dir / INDEX)) from err
+    return checked
+
+
 def _swap_into_place(tmp: Path, out_dir: Path) -> None:
     if out_dir.exists() and not (out_dir / INDEX).exists() and any(out_dir.iterdir()):
         raise LoadError("exists and is not an orksync output directory (no index.yaml); "
@@ -119,51 +134,36 @@ def _swap_into_place(tmp: Path, out_dir: Path) -> None:
         shutil.rmtree(old, ignore_errors=True)
 
 
+@_index_errors
 def read_rendered(out_dir: Path) -> RenderedSet:
-    """Read a rendered directory back, verifying every file against the index. A malformed
-    index entry is a LoadError naming it, never a KeyError."""
+    """Read a rendered directory back, verifying every file against the index."""
     index_path = out_dir / INDEX
     docs = load_documents(index_path, display=str(index_path))
     if not docs or not isinstance(docs[0].content, dict) or \
             docs[0].content.get("kind") != INDEX_KIND:
         raise LoadError(f"not an orksync {INDEX_KIND}", file=str(index_path))
-    entries = docs[0].content.get("objects") or []
-    if not isinstance(entries, list):
-        raise LoadError("objects must be a list", file=str(index_path))
     objects = []
-    for i, entry in enumerate(entries):
+    for i, entry in enumerate(docs[0].content.get("objects") or []):
+        rel = str(entry.get("file", ""))
+        path = (out_dir / rel).resolve()
+        if not rel or not path.is_relative_to(out_dir.resolve()):
+            raise LoadError(f"objects[{i}].file {rel!r} is outside the directory",
+                            file=str(index_path))
         try:
-            objects.append(_read_entry(out_dir, index_path, i, entry))
-        except (KeyError, TypeError, ValueError, AttributeError) as err:
-            raise LoadError(f"objects[{i}] is not a valid index entry (a field is missing "
-                            "or of the wrong type); render again", file=str(index_path)) from err
+            data = path.read_bytes()
+        except OSError as err:
+            raise LoadError(f"cannot read ({err.strerror})", file=str(path)) from err
+        if hashlib.sha256(data).hexdigest() != entry.get("sha256"):
+            raise LoadError("changed since it was rendered (sha256 differs from index.yaml); "
+                            "render again", file=str(path))
+        body = load_documents(path, display=str(path))[0].content
+        origin = entry.get("origin") or {}
+        objects.append(RenderedObject(
+            ref=_ref_from(entry["object"]), body=body, policy=WritePolicy(entry["policy"]),
+            origin=Origin(file=origin.get("file", ""), katalog=origin.get("katalog", ""),
+                          crd=origin.get("crd", ""), entry=origin.get("entry", ""),
+                          cr=str(_ref_from(entry["owner"])) if entry.get("owner") else ""),
+            stage=int(entry["stage"]),
+            owner=_ref_from(entry["owner"]) if entry.get("owner") else None,
+            directives=dict(entry.get("directives") or {})))
     return RenderedSet(objects=tuple(objects))
-
-
-def _read_entry(out_dir: Path, index_path: Path, i: int, entry: dict[str, Any]
-                ) -> RenderedObject:
-    rel = str(entry.get("file", ""))
-    path = (out_dir / rel).resolve()
-    if not rel or not path.is_relative_to(out_dir.resolve()):
-        raise LoadError(f"objects[{i}].file {rel!r} is outside the directory",
-                        file=str(index_path))
-    try:
-        data = path.read_bytes()
-    except OSError as err:
-        raise LoadError(f"cannot read ({err.strerror})", file=str(path)) from err
-    if hashlib.sha256(data).hexdigest() != entry.get("sha256"):
-        raise LoadError("changed since it was rendered (sha256 differs from index.yaml); "
-                        "render again", file=str(path))
-    docs = load_documents(path, display=str(path))
-    if len(docs) != 1 or not isinstance(docs[0].content, dict):
-        raise LoadError("must hold exactly one object", file=str(path))
-    origin = entry.get("origin") or {}
-    owner = _ref_from(entry["owner"]) if entry.get("owner") else None
-    return RenderedObject(
-        ref=_ref_from(entry["object"]), body=docs[0].content,
-        policy=WritePolicy(entry["policy"]),
-        origin=Origin(file=origin.get("file", ""), katalog=origin.get("katalog", ""),
-                      crd=origin.get("crd", ""), entry=origin.get("entry", ""),
-                      cr=str(owner) if owner else ""),
-        stage=int(entry["stage"]), owner=owner,
-        directives=dict(entry.get("directives") or {}))
