@@ -6,6 +6,20 @@ and carries the cause with `raise ... from err`. A message never contains a secr
 
 from __future__ import annotations
 
+import re
+
+# C0/C1 controls, DEL, line and paragraph separators, lone surrogates (undecodable file
+# names): what must not reach a log line or terminal verbatim.
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
+
+
+def printable(text: str) -> str:
+    """`text` with control characters and undecodable bytes escaped (`\\x00`, `\\n`,
+    `\\udcff`), so that a name taken from a repository cannot forge or break a log line."""
+    return _UNPRINTABLE.sub(lambda m: m.group().encode("unicode_escape",
+                                                       "backslashreplace").decode("ascii"),
+                            text)
+
 
 class OrksyncError(Exception):
     """Base of every error orksync raises on purpose. `exit_code` is what the CLI returns."""
@@ -32,8 +46,8 @@ class InputError(OrksyncError):
         self.line = line
         self.path = path
         self.obj = obj
-        where = file + (f":{line}" if line else "")
-        parts = [p for p in (where, obj, path) if p]
+        where = printable(file) + (f":{line}" if line else "")
+        parts = [printable(p) for p in (where, obj, path) if p]
         super().__init__(message, subject=" ".join(parts))
 
 

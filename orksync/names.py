@@ -9,6 +9,7 @@ _DNS1123_SUBDOMAIN = re.compile(
 _DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 _QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+_KIND = re.compile(r"^[A-Za-z][A-Za-z0-9]*$")
 
 
 def subdomain_problem(name: str) -> str | None:
@@ -45,4 +46,24 @@ def label_key_problem(key: str) -> str | None:
         return f"label key {key!r} has an invalid prefix"
     if not name or len(name) > 63 or not _QUALIFIED_NAME.match(name):
         return f"label key {key!r} is not valid"
+    return None
+
+
+def kind_problem(kind: str) -> str | None:
+    """Why `kind` is not a usable Kubernetes kind (a letter, then letters and digits), or
+    None. Kinds name files in the rendered directory, so nothing else may pass."""
+    if not kind:
+        return "kind is empty"
+    if len(kind) > 63 or not _KIND.match(kind):
+        return f"kind {kind[:70]!r} is not valid (a letter, then at most 62 letters and digits)"
+    return None
+
+
+def api_version_problem(api_version: str) -> str | None:
+    """Why `api_version` is not `version` or `group/version` (group a DNS-1123 subdomain,
+    version a DNS-1123 label), or None."""
+    group, _, version = api_version.rpartition("/")
+    if not version or (group and subdomain_problem(group)) or label_problem(version):
+        return (f"apiVersion {api_version[:80]!r} is not valid (version or group/version: "
+                "a DNS subdomain, '/', a DNS label)")
     return None

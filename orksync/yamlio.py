@@ -3,6 +3,12 @@
 Loading: ruamel.yaml's safe loader (libyaml-backed when ruamel.yaml.clib is present), with
 duplicate keys refused and errors naming the file and line. Locating a field's line for an
 error message re-reads the file with the round-trip loader, only when an error happens.
+Only what JSON (and so the Kubernetes API) can hold is built: timestamps stay text, as
+Kubernetes' own YAML reader keeps them; `!!binary`, `!!set`, `!!omap`, `!!pairs`, map keys
+that are lists or maps, and integers longer than 100 digits are refused with their line.
+Bounds: 4 MiB and 250,000 YAML nodes per file, 64 levels of nesting (checked on the
+parser's events before libyaml's recursive composer runs), 2,000,000 nodes per document
+counted as expanded (an alias counts as everything it stands for), alias cycles refused.
 
 Dumping: a small deterministic emitter for the shapes manifests have (dict, list, str, int,
 float, bool, None): block style, insertion order, strings quoted as JSON whenever a plain
@@ -22,12 +28,52 @@ from pathlib import Path
 from typing import Any
 
 from ruamel.yaml import YAML
+from ruamel.yaml.constructor import ConstructorError, DuplicateKeyError, SafeConstructor
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
+from ruamel.yaml.events import CollectionEndEvent, CollectionStartEvent, NodeEvent
+from ruamel.yaml.nodes import MappingNode, ScalarNode
 
 from orksync.errors import LoadError
 
 MAX_FILE_BYTES = 4 * 1024 * 1024
 MAX_DEPTH = 64
+MAX_NODES = 2_000_000  # per document, aliases expanded
+MAX_FILE_NODES = 250_000  # per file, as written (parsing costs time and memory per node)
+PRESCAN_CHARS = 128 * 1024  # smaller texts cannot hold MAX_FILE_NODES nodes
+MAX_INT_CHARS = 100
+
+
+class _JsonConstructor(SafeConstructor):
+    """The safe constructor, limited to values JSON can carry."""
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+        if isinstance(node, MappingNode):
+            for key_node, _ in node.value:
+                if not isinstance(key_node, ScalarNode):
+                    raise ConstructorError("while constructing a mapping", node.start_mark,
+                                           "a map key must be a scalar, not a list or map",
+                                           key_node.start_mark)
+        return super().construct_mapping(node, deep=deep)
+
+    def construct_yaml_int(self, node: Any) -> int:
+        if len(str(node.value)) > MAX_INT_CHARS:
+            raise ConstructorError(None, None, f"integer longer than {MAX_INT_CHARS} "
+                                   "characters", node.start_mark)
+        return super().construct_yaml_int(node)
+
+    def construct_text(self, node: Any) -> str:
+        return str(self.construct_scalar(node))
+
+    def refuse(self, node: Any) -> Any:
+        raise ConstructorError(None, None, f"tag {node.tag} is not supported (only what "
+                               "JSON can hold)", node.start_mark)
+
+
+_JsonConstructor.add_constructor("tag:yaml.org,2002:int", _JsonConstructor.construct_yaml_int)
+_JsonConstructor.add_constructor("tag:yaml.org,2002:timestamp",
+                                 _JsonConstructor.construct_text)
+for _tag in ("binary", "set", "omap", "pairs"):
+    _JsonConstructor.add_constructor(f"tag:yaml.org,2002:{_tag}", _JsonConstructor.refuse)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -88,6 +134,7 @@ def _safe_loader() -> YAML:
     yaml: YAML | None = getattr(_LOADERS, "yaml", None)
     if yaml is None:
         yaml = _LOADERS.yaml = YAML(typ="safe")
+        yaml.Constructor = _JsonConstructor
     return yaml
 
 
@@ -97,16 +144,20 @@ def parse_documents(text: str, *, path: Path, display: str) -> list[Document]:
     docs: list[Document] = []
     stream = yaml.load_all(text)
     try:
+        if len(text) > PRESCAN_CHARS or _could_be_deep(text):
+            _prescan(text, display)
         for i, content in enumerate(stream):
             if content is None:
                 continue
-            _check_depth(content, display)
+            _check_size(content, display, i)
             docs.append(Document(file=path, index=i, content=content))
     except MarkedYAMLError as err:
         line = err.problem_mark.line + 1 if err.problem_mark else None
         problem = (err.problem or str(err)).split("\n")[0]
+        obj, field = _duplicate_key_place(text, err) if isinstance(err, DuplicateKeyError) \
+            else ("", "")
         raise LoadError(f"invalid YAML: {err.context + ', ' if err.context else ''}{problem}",
-                        file=display, line=line) from err
+                        file=display, line=line, obj=obj, path=field) from err
     except YAMLError as err:
         raise LoadError(f"invalid YAML: {str(err).splitlines()[0]}", file=display) from err
     except RecursionError as err:
@@ -117,6 +168,44 @@ def parse_documents(text: str, *, path: Path, display: str) -> list[Document]:
     return docs
 
 
+_DUPLICATE = re.compile(r'found duplicate key "(.*?)" with value')
+
+
+def _duplicate_key_place(text: str, err: MarkedYAMLError) -> tuple[str, str]:
+    """The object (`Kind/ns/name`) and field path of a duplicate key, found by reading the
+    text again with duplicates allowed; ("", "") when that does not work out."""
+    mark, key = err.context_mark, _DUPLICATE.search(err.problem or "")
+    if mark is None or key is None:
+        return "", ""
+    try:
+        loader = YAML(typ="rt")
+        loader.allow_duplicate_keys = True
+        for doc in loader.load_all(text):
+            stack: list[tuple[Any, list[str | int]]] = [(doc, [])]
+            while stack:
+                node, path = stack.pop()
+                lc = getattr(node, "lc", None)
+                if isinstance(node, Mapping) and lc is not None and \
+                        (lc.line, lc.col) == (mark.line, mark.column):
+                    return document_identity(doc), dotted([*path, key.group(1)])
+                items = node.items() if isinstance(node, Mapping) else \
+                    enumerate(node) if isinstance(node, list) else ()
+                stack.extend((v, [*path, k]) for k, v in items)
+    except Exception:  # only decorates the message
+        pass
+    return "", ""
+
+
+def document_identity(content: Any, kind: str = "") -> str:
+    """`Kind/ns/name` of a document for a message, `?` for what is missing or not text."""
+    meta = content.get("metadata") if isinstance(content, Mapping) else None
+    meta = meta if isinstance(meta, Mapping) else {}
+    found = content.get("kind") if isinstance(content, Mapping) else None
+    parts = [kind or found, meta.get("namespace"), meta.get("name")]
+    text = [p if isinstance(p, str) and p else "?" for p in parts]
+    return "/".join(text if text[1] != "?" else [text[0], text[2]])
+
+
 def _refuse_alias_bombs(text: str, display: str) -> None:
     # Manifests and Katalogs have no need for anchors en masse; a document with many
     # aliases is either a mistake or an expansion bomb. Refuse before decoding.
@@ -125,20 +214,75 @@ def _refuse_alias_bombs(text: str, display: str) -> None:
                         file=display)
 
 
-def _check_depth(value: Any, display: str) -> None:
-    stack: list[tuple[Any, int]] = [(value, 0)]
-    seen = 0
+# Block nesting grows by at least one indentation column, indicator (`- `, `? `, `: `) or
+# node property (`&a `, `!t `) at the start of a line; flow nesting by a `[` or `{`.
+_DEEP_LINE = re.compile(r"^(?:[ \t]|[-?:][ \t]|[&!][^\s]*[ \t]){500,}", re.MULTILINE)
+
+
+def _could_be_deep(text: str) -> bool:
+    """Cheap and conservative: False guarantees nesting well under the depth at which
+    libyaml's recursive composer overflows the C stack (about 20,000 levels)."""
+    return text.count("[") + text.count("{") > 2000 or _DEEP_LINE.search(text) is not None
+
+
+def _prescan(text: str, display: str) -> None:
+    """Walk the parser's events (iterative, streaming) and refuse nesting deeper than
+    MAX_DEPTH or more than MAX_FILE_NODES nodes before the composer sees them: the C
+    composer recurses per level (a deep file would end the process with a segmentation
+    fault, not a Python error) and holds every node of a document in memory."""
+    depth = nodes = 0
+    for event in YAML(typ="safe").parse(text):  # its own parser: nothing shared is left mid-way
+        if isinstance(event, CollectionEndEvent):
+            depth -= 1
+            continue
+        if not isinstance(event, NodeEvent):
+            continue
+        nodes += 1
+        if isinstance(event, CollectionStartEvent):
+            depth += 1
+        if depth > MAX_DEPTH or nodes > MAX_FILE_NODES:
+            line = event.start_mark.line + 1 if event.start_mark else None
+            problem = f"nested deeper than {MAX_DEPTH} levels" if depth > MAX_DEPTH else \
+                f"more than {MAX_FILE_NODES:,} YAML nodes in one file"
+            raise LoadError(problem, file=display, line=line)
+
+
+def _check_size(value: Any, display: str, index: int) -> None:
+    """Refuse a document nested deeper than MAX_DEPTH or larger than MAX_NODES once its
+    aliases are expanded. Aliases share one Python object, so sizes and heights are
+    memoized by identity: the walk is linear in the text even for an expansion bomb."""
+    if not isinstance(value, dict | list):
+        return
+    where = f"document {index + 1}: " if index else ""
+    size: dict[int, int] = {}
+    height: dict[int, int] = {}
+    on_path: set[int] = set()
+    stack: list[tuple[Any, int, bool]] = [(value, 0, False)]
     while stack:
-        item, depth = stack.pop()
-        seen += 1
+        item, depth, done = stack.pop()
+        key = id(item)
+        children = [c for c in (item.values() if isinstance(item, dict) else item)
+                    if isinstance(c, dict | list)]
+        if done:
+            on_path.discard(key)
+            size[key] = 1 + len(item) + sum(size[id(c)] - 1 for c in children)
+            height[key] = 1 + max((height[id(c)] for c in children), default=0)
+            if size[key] > MAX_NODES:
+                raise LoadError(f"{where}more than {MAX_NODES:,} nodes once its aliases are "
+                                "expanded", file=display)
+            continue
+        if key in size:
+            if depth + height[key] > MAX_DEPTH + 1:
+                raise LoadError(f"{where}nested deeper than {MAX_DEPTH} levels", file=display)
+            continue
+        if key in on_path:
+            raise LoadError(f"{where}an alias refers to a node that contains it (a cycle)",
+                            file=display)
         if depth > MAX_DEPTH:
-            raise LoadError(f"nested deeper than {MAX_DEPTH} levels", file=display)
-        if seen > 2_000_000:
-            raise LoadError("document has more than 2,000,000 nodes", file=display)
-        if isinstance(item, dict):
-            stack.extend((v, depth + 1) for v in item.values())
-        elif isinstance(item, list):
-            stack.extend((v, depth + 1) for v in item)
+            raise LoadError(f"{where}nested deeper than {MAX_DEPTH} levels", file=display)
+        on_path.add(key)
+        stack.append((item, depth, True))
+        stack.extend((c, depth + 1, False) for c in children)
 
 
 def locate(path: Path, doc_index: int, field_path: Sequence[str | int]) -> int | None:

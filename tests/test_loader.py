@@ -88,7 +88,7 @@ def test_a_custom_resource_with_an_invalid_name_names_the_field(tmp_path: Path) 
     (err,) = load_repository(tmp_path).errors
     assert isinstance(err, InputError)
     assert err.file == "w.yaml" and err.line == 4 and err.path == "metadata.name"
-    assert "Widget/Bad_Name" in str(err)
+    assert "Widget/default/Bad_Name" in str(err)
 
 
 def test_a_crd_file_outside_the_repository_is_refused(tmp_path: Path) -> None:

@@ -2,18 +2,36 @@
 resources found anywhere by apiVersion/kind.
 
 Pure over the file system: reads files under the repository root, never writes, never
-talks to a cluster. A bad document is recorded as an error naming its file (and line) and
-loading goes on with the rest.
+talks to a cluster. A bad document is recorded as an error naming its file (and line), the
+object and the field, and loading goes on with the rest.
+
+Decisions (the Orkestra spec is silent on them):
+
+* A document whose apiVersion group is one the repository defines (a Katalog entry, a
+  CRD, or Orkestra's own group) but that no Katalog entry handles is an error: a typo in
+  kind or version must not go unnoticed. Documents of any other group, and YAML without
+  apiVersion/kind, are not orksync's and are ignored.
+* Types are checked where a wrong one would be misread: apiVersion, kind, metadata.name
+  and namespace are strings (namespaces DNS-1123 labels); `namespaced` a boolean;
+  `crFiles`, `allowedNamespaces` and `restrictedNamespaces` lists of strings (a lone
+  string would be read letter by letter, and a `*` among the letters opens the guard);
+  apiTypes values strings; group, version, kind and plural valid Kubernetes names, since
+  they name files of the rendered directory. A CRD must be named `<plural>.<group>`.
+* A Katalog whose own `notes` are broken is not loaded (its templates call them).
+* A custom resource left out because of another error says "reported above": a warning
+  when its Katalog entry did not load, an error when the entry loaded but is broken
+  (orksync.render.engine), so that its status can say why.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+import re
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from orksync.errors import InputError, LoadError
+from orksync.errors import InputError, LoadError, printable
 from orksync.katalog.model import (
     KATALOG_API_VERSIONS,
     Catalog,
@@ -26,8 +44,19 @@ from orksync.katalog.model import (
 from orksync.katalog.motifs import expand_entry, katalog_notes
 from orksync.katalog.tenancy import tenancy_of
 from orksync.model import ObjRef
-from orksync.names import subdomain_problem
-from orksync.yamlio import Document, dotted, iter_yaml_files, load_documents, locate
+from orksync.names import (
+    kind_problem,
+    label_problem,
+    subdomain_problem,
+)
+from orksync.yamlio import (
+    Document,
+    document_identity,
+    dotted,
+    iter_yaml_files,
+    load_documents,
+    locate,
+)
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +65,11 @@ DIALECT_ANNOTATION = "orksync.io/template-dialect"
 DIALECTS = ("go", "jinja2")
 
 IGNORED_ORKESTRA_KINDS = ("E2E", "Simulate", "Komposer")
+ORKESTRA_GROUPS = frozenset(v.partition("/")[0] for v in KATALOG_API_VERSIONS)
+# Entry fields that must be lists of namespace patterns: a lone string would be read
+# character by character, and a `*` among them would open the guard to every namespace.
+NAMESPACE_LISTS = ("allowedNamespaces", "restrictedNamespaces")
+_NOTE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 def load_repository(root: Path) -> Catalog:
@@ -54,6 +88,8 @@ class _Loader:
         self.warnings: list[str] = []
         self.documents: list[Document] = []
         self.seen: set[Path] = set()
+        self.failed = 0  # Katalogs and Katalog entries that did not load
+        self.manifests: dict[int, CrdManifest | None] = {}  # by id(document): checked once
 
     def rel(self, path: Path) -> str:
         try:
@@ -66,8 +102,13 @@ class _Loader:
         if resolved in self.seen:
             return
         self.seen.add(resolved)
+        display = self.rel(resolved)
+        if printable(display) != display:
+            self.errors.append(LoadError("file name is not printable UTF-8 text: refused",
+                                         file=display))
+            return
         try:
-            self.documents.extend(load_documents(resolved, display=self.rel(resolved)))
+            self.documents.extend(load_documents(resolved, display=display))
         except LoadError as err:
             self.errors.append(err)
 
@@ -89,6 +130,12 @@ class _Loader:
                 self.errors.append(self.error(doc, "document is not a mapping"))
                 continue
             api, kind = c.get("apiVersion"), c.get("kind")
+            wrong = [f for f, v in (("apiVersion", api), ("kind", kind))
+                     if v is not None and not isinstance(v, str)]
+            if wrong:
+                self.errors.append(self.error(
+                    doc, f"{wrong[0]} must be a string, not {_type(c[wrong[0]])}", wrong[:1]))
+                continue
             if api in KATALOG_API_VERSIONS and kind == "Katalog":
                 katalog_docs.append(doc)
             elif api in KATALOG_API_VERSIONS and kind in (*IGNORED_ORKESTRA_KINDS, "Motif"):
@@ -100,8 +147,9 @@ class _Loader:
         crds = [m for m in (self.crd_manifest(d) for d in crd_docs) if m is not None]
         by_name = {m.name: m for m in crds}
         katalogs = [k for k in (self.katalog(d, by_name) for d in katalog_docs) if k]
+        self.failed += len(katalog_docs) - len(katalogs)
         # Files named by crdFile / crFiles outside the walked tree are loaded too.
-        crs = self.custom_resources(other, katalogs)
+        crs = self.custom_resources(other, katalogs, crds)
         return Catalog(root=self.root, katalogs=tuple(katalogs), crds=tuple(crds),
                        crs=tuple(crs), errors=tuple(self.errors),
                        warnings=tuple(self.warnings))
@@ -109,31 +157,58 @@ class _Loader:
     # --- CRDs ---------------------------------------------------------------------------
 
     def crd_manifest(self, doc: Document) -> CrdManifest | None:
+        """The CRD of a document, checked (and its problem reported) once."""
+        if id(doc) not in self.manifests:
+            self.manifests[id(doc)] = self.check_crd(doc)
+        return self.manifests[id(doc)]
+
+    def check_crd(self, doc: Document) -> CrdManifest | None:
         c = doc.content
-        name = (c.get("metadata") or {}).get("name")
+        meta = c.get("metadata")
+        name = meta.get("name") if isinstance(meta, dict) else None
+        obj = f"CustomResourceDefinition/{name if isinstance(name, str) else '?'}"
         spec = c.get("spec")
-        if not isinstance(spec, dict) or not name:
-            self.errors.append(self.error(doc, "CustomResourceDefinition needs metadata.name "
-                                          "and spec", ["spec"]))
+        if not isinstance(name, str) or not name:
+            self.errors.append(self.error(doc, "CustomResourceDefinition needs metadata.name",
+                                          ["metadata", "name"], obj=obj))
             return None
-        names = spec.get("names") or {}
-        versions = spec.get("versions") or []
+        if not isinstance(spec, dict):
+            self.errors.append(self.error(doc, "CustomResourceDefinition needs a spec map",
+                                          ["spec"], obj=obj))
+            return None
+        names = spec.get("names")
+        names = names if isinstance(names, dict) else {}
+        versions = spec.get("versions")
+        versions = versions if isinstance(versions, list) else []
         storage = [v.get("name") for v in versions if isinstance(v, dict) and v.get("storage")]
+        group, kind, plural = spec.get("group"), names.get("kind"), names.get("plural")
         problems = []
-        if not spec.get("group"):
+        if not group:
             problems.append("spec.group")
-        if not names.get("kind") or not names.get("plural"):
+        if not kind or not plural:
             problems.append("spec.names.kind/plural")
         if len(storage) != 1:
             problems.append("exactly one spec.versions[] entry with storage: true")
         if problems:
             self.errors.append(self.error(doc, "CustomResourceDefinition is missing "
-                                          + ", ".join(problems), ["spec"],
-                                          obj=f"CustomResourceDefinition/{name}"))
+                                          + ", ".join(problems), ["spec"], obj=obj))
             return None
-        return CrdManifest(name=str(name), body=c, source=self.source(doc),
-                           group=str(spec["group"]), kind=str(names["kind"]),
-                           plural=str(names["plural"]),
+        checks = ((["metadata", "name"], subdomain_problem(name)),
+                  (["spec", "group"], _text_problem(group, subdomain_problem)),
+                  (["spec", "names", "kind"], _text_problem(kind, kind_problem)),
+                  (["spec", "names", "plural"], _text_problem(plural, label_problem)),
+                  (["spec", "versions"], _text_problem(storage[0], label_problem)))
+        for field, problem in checks:
+            if problem:
+                self.errors.append(self.error(doc, problem, field, obj=obj))
+                return None
+        if name != f"{plural}.{group}":
+            self.errors.append(self.error(doc, f"must be named <plural>.<group> "
+                                          f"({plural}.{group}), not {name!r}",
+                                          ["metadata", "name"], obj=obj))
+            return None
+        return CrdManifest(name=name, body=c, source=self.source(doc), group=str(group),
+                           kind=str(kind), plural=str(plural),
                            namespaced=spec.get("scope", "Namespaced") != "Cluster",
                            storage_version=str(storage[0]))
 
@@ -141,13 +216,20 @@ class _Loader:
 
     def katalog(self, doc: Document, crds: dict[str, CrdManifest]) -> Katalog | None:
         c = doc.content
-        meta = c.get("metadata") or {}
-        name = str(meta.get("name") or Path(doc.file).stem)
-        spec = c.get("spec")
-        if not isinstance(spec, dict):
-            self.errors.append(self.error(doc, "Katalog has no spec", ["spec"],
-                                          obj=f"Katalog/{name}"))
+        meta = c.get("metadata")
+        raw_name = meta.get("name") if isinstance(meta, dict) else None
+        name = raw_name if isinstance(raw_name, str) and raw_name else Path(doc.file).stem
+        obj = f"Katalog/{name}"
+        for field, value in (("metadata", meta), ("spec", c.get("spec"))):
+            if not isinstance(value, dict):
+                self.errors.append(self.error(doc, f"Katalog {field} must be a map, not "
+                                              f"{_type(value)}", [field], obj))
+                return None
+        if raw_name is not None and not isinstance(raw_name, str):
+            self.errors.append(self.error(doc, f"must be a string, not {_type(raw_name)}",
+                                          ["metadata", "name"], obj))
             return None
+        spec = c["spec"]
         raw_crds = spec.get("crds")
         items: list[tuple[str, Any, list[str | int]]] = []
         if isinstance(raw_crds, dict):
@@ -158,7 +240,7 @@ class _Loader:
                 items.append((str(key or i), v, ["spec", "crds", i]))
         else:
             self.errors.append(self.error(doc, "Katalog spec.crds must be a map of entries",
-                                          ["spec", "crds"], obj=f"Katalog/{name}"))
+                                          ["spec", "crds"], obj=obj))
             return None
         entries = []
         for key, raw, fpath in items:
@@ -166,42 +248,68 @@ class _Loader:
                 entries.append(self.crd_entry(doc, name, key, raw, fpath, crds))
             except InputError as err:
                 self.errors.append(err)
-        notes = c.get("notes") or {}
-        if not isinstance(notes, dict):
-            self.errors.append(self.error(doc, "notes must be a map of name to expression",
-                                          ["notes"], obj=f"Katalog/{name}"))
-            notes = {}
+                self.failed += 1
+        errors = len(self.errors)
+        notes = self.notes(doc, obj)
+        if len(self.errors) > errors:
+            return None  # its templates would fail wherever they call a broken note
         if spec.get("imports"):
             imported = katalog_notes(spec["imports"], doc.file, self.root, local_notes=notes)
-            self.errors.extend(self.error(doc, p, ["spec", "imports"], f"Katalog/{name}")
+            self.errors.extend(self.error(doc, p, ["spec", "imports"], obj)
                                for p in imported.problems)
-            self.warnings.extend(f"{self.rel(doc.file)}: Katalog/{name}: {w}"
+            self.warnings.extend(f"{self.rel(doc.file)}: {obj}: {w}"
                                  for w in imported.warnings)
             notes = {**imported.notes, **notes}
-        dialect = str(((meta.get("annotations") or {}).get(DIALECT_ANNOTATION)) or "go")
+        annotations = meta.get("annotations")
+        dialect = annotations.get(DIALECT_ANNOTATION) if isinstance(annotations, dict) else None
+        if dialect is None:
+            dialect = "go"
         if dialect not in DIALECTS:
             self.errors.append(self.error(
                 doc, f"{DIALECT_ANNOTATION} must be one of {', '.join(DIALECTS)}, not {dialect!r}",
-                ["metadata", "annotations"], f"Katalog/{name}"))
+                ["metadata", "annotations"], obj))
             return None
         return Katalog(name=name, api_version=str(c["apiVersion"]), source=self.source(doc),
-                       crds=tuple(entries), notes={str(k): str(v) for k, v in notes.items()},
-                       dialect=dialect)
+                       crds=tuple(entries), notes=notes, dialect=str(dialect))
+
+    def notes(self, doc: Document, obj: str) -> dict[str, str]:
+        """The Katalog's own `notes`: name → expression (or Orkestra's {expression: ...});
+        a note a template could not call, or whose expression is not text, is an error."""
+        raw = doc.content.get("notes") or {}
+        if not isinstance(raw, dict):
+            self.errors.append(self.error(doc, "notes must be a map of name to expression",
+                                          ["notes"], obj))
+            return {}
+        notes: dict[str, str] = {}
+        for key, value in raw.items():
+            expression = value.get("expression") if isinstance(value, dict) else value
+            if not isinstance(key, str) or not _NOTE_NAME.match(key):
+                self.errors.append(self.error(
+                    doc, f"note name {key!r} is not an identifier (letters, digits, '_')",
+                    ["notes"], obj))
+            elif not isinstance(expression, str):
+                self.errors.append(self.error(
+                    doc, f"must be a template expression (a string), not {_type(expression)}",
+                    ["notes", key], obj))
+            else:
+                notes[key] = expression
+        return notes
 
     def crd_entry(self, doc: Document, katalog: str, key: str, raw: Any,
                   fpath: list[str | int], crds: dict[str, CrdManifest]) -> CrdEntry:
         obj = f"Katalog/{katalog}"
         if not isinstance(raw, dict):
             raise self.error(doc, "CRD entry must be a map", fpath, obj)
+        wrong = _entry_type_problem(raw)
+        if wrong:
+            raise self.error(doc, wrong[1], [*fpath, *wrong[0]], obj)
         manifest = None
         if raw.get("crdFile"):
-            manifest = self.crd_file(doc, str(raw["crdFile"]), [*fpath, "crdFile"], obj)
+            manifest = self.crd_file(doc, raw["crdFile"], [*fpath, "crdFile"], obj)
             crds.setdefault(manifest.name, manifest)
-        for cr_file in raw.get("crFiles") or []:
-            self.linked_file(doc, str(cr_file), [*fpath, "crFiles"], obj, required=False)
+        for i, cr_file in enumerate(raw.get("crFiles") or []):
+            self.linked_file(doc, cr_file, [*fpath, "crFiles", i], obj, required=False)
         api = raw.get("apiTypes") or {}
-        if not isinstance(api, dict):
-            raise self.error(doc, "apiTypes must be a map", [*fpath, "apiTypes"], obj)
         if manifest is None:
             manifest = next((m for m in crds.values() if m.group == api.get("group")
                              and m.kind == api.get("kind")), None)
@@ -215,7 +323,13 @@ class _Loader:
             raise self.error(doc, f"apiTypes.{', apiTypes.'.join(missing)} not set and no "
                              "crdFile (or CustomResourceDefinition in the repository) gives "
                              "them", [*fpath, "apiTypes"], obj)
-        namespaced = bool(raw.get("namespaced", True))
+        for field, problem in (("group", subdomain_problem(group)),
+                               ("version", label_problem(version)),
+                               ("kind", kind_problem(kind)), ("plural", label_problem(plural))):
+            if problem:
+                where = ["apiTypes", field] if api.get(field) else ["crdFile"]
+                raise self.error(doc, problem, [*fpath, *where], obj)
+        namespaced = raw.get("namespaced", True) is not False
         if manifest is not None and not manifest.namespaced:
             namespaced = False
         box = raw.get("operatorBox") or raw.get("reconciler") or {}
@@ -260,18 +374,24 @@ class _Loader:
                  obj: str) -> CrdManifest:
         target = self.linked_file(doc, rel, fpath, obj, required=True)
         assert target is not None
+        invalid = False
         for d in self.documents:
             if d.file == target and isinstance(d.content, dict) and \
                     d.content.get("kind") == "CustomResourceDefinition":
                 manifest = self.crd_manifest(d)
                 if manifest is not None:
                     return manifest
-        raise self.error(doc, f"{rel!r} holds no valid CustomResourceDefinition", fpath, obj)
+                invalid = True
+        if invalid or any(isinstance(e, LoadError) and e.file == self.rel(target)
+                          for e in self.errors):
+            raise self.error(doc, f"{rel!r} holds no valid CustomResourceDefinition (its "
+                             "problem is reported above)", fpath, obj)
+        raise self.error(doc, f"{rel!r} holds no CustomResourceDefinition", fpath, obj)
 
     # --- custom resources ---------------------------------------------------------------
 
-    def custom_resources(self, docs: list[Document],
-                         katalogs: list[Katalog]) -> list[CustomResource]:
+    def custom_resources(self, docs: list[Document], katalogs: list[Katalog],
+                         crds: list[CrdManifest]) -> list[CustomResource]:
         by_type: dict[tuple[str, str], CrdEntry] = {}
         for k in katalogs:
             for e in k.crds:
@@ -283,16 +403,22 @@ class _Loader:
                         file=e.source.file, path=e.path, obj=f"Katalog/{k.name}"))
                     continue
                 by_type[(e.api_version, e.kind)] = e
+        # A group some Katalog entry or CRD of the repository defines: a document of that
+        # group that no entry handles is a mistake (a typo in kind or version), not a
+        # manifest of some other tool.
+        groups = {e.group for e in by_type.values()} | {m.group for m in crds} | ORKESTRA_GROUPS
         crs: dict[ObjRef, CustomResource] = {}
         # documents loaded late (crFiles outside the walk) are in self.documents too
         seen = {id(d) for d in docs}
         extra = [d for d in self.documents if id(d) not in seen
                  and isinstance(d.content, dict)
-                 and (d.content.get("apiVersion"), d.content.get("kind")) in by_type]
+                 and _type_key(d.content) in by_type]
         for doc in [*docs, *extra]:
             c = doc.content
-            entry = by_type.get((c.get("apiVersion"), c.get("kind")))
+            key = _type_key(c)
+            entry = by_type.get(key) if key is not None else None
             if entry is None:
+                self.unhandled(doc, groups, by_type)
                 continue
             cr = self.custom_resource(doc, entry)
             if cr is None:
@@ -305,34 +431,66 @@ class _Loader:
             crs[cr.ref] = cr
         return sorted(crs.values(), key=lambda r: r.ref)
 
+    def unhandled(self, doc: Document, groups: set[str],
+                  by_type: dict[tuple[str, str], CrdEntry]) -> None:
+        """A document no Katalog entry handles: an error when its group is one the
+        repository defines, else ignored (any other manifest or YAML file)."""
+        api, kind = doc.content.get("apiVersion"), doc.content.get("kind")
+        if not isinstance(api, str) or not isinstance(kind, str) \
+                or api.partition("/")[0] not in groups or "/" not in api:
+            return
+        known = sorted(f"{k} ({a})" for a, k in by_type if a.partition("/")[0]
+                       == api.partition("/")[0])
+        if api.partition("/")[0] in ORKESTRA_GROUPS:
+            message = (f"unknown Orkestra kind {kind!r} in {api} (orksync reads Katalog and "
+                       "Motif; E2E, Simulate and Komposer are ignored)")
+        elif self.failed:  # most likely the entry that failed: a consequence, not a cause
+            self.warnings.append(
+                f"{self.rel(doc.file)}: {document_identity(doc.content)}: not loaded: no "
+                f"Katalog entry handles {kind} ({api}), and {self.failed} Katalog(s) or "
+                "entries failed to load, reported above")
+            return
+        else:
+            message = (f"no Katalog entry handles {kind} ({api})" +
+                       (f"; entries of that group: {', '.join(known)}" if known
+                        else "; a CustomResourceDefinition defines the group, no Katalog "
+                        "entry uses it"))
+        self.errors.append(self.error(doc, message, ["kind"], obj=document_identity(doc.content)))
+
     def custom_resource(self, doc: Document, entry: CrdEntry) -> CustomResource | None:
         body = doc.content
         meta = body.get("metadata")
-        obj = f"{entry.kind}/?"
+        obj = document_identity(body, entry.kind)
         if not isinstance(meta, dict):
-            self.errors.append(self.error(doc, "custom resource has no metadata",
-                                          ["metadata"], obj))
+            self.errors.append(self.error(doc, f"custom resource metadata must be a map, not "
+                                          f"{_type(meta)}", ["metadata"], obj))
             return None
         name = meta.get("name")
-        obj = f"{entry.kind}/{name}"
-        problem = subdomain_problem(str(name)) if isinstance(name, str) else "name is missing"
+        problem = _text_problem(name, subdomain_problem) if name is not None \
+            else "name is missing"
         if problem:
             self.errors.append(self.error(doc, problem, ["metadata", "name"], obj))
             return None
         namespace = meta.get("namespace")
         if entry.namespaced:
-            namespace = str(namespace or "default")
-            problem = subdomain_problem(namespace)
+            namespace = namespace if namespace is not None else "default"
+            problem = _text_problem(namespace, label_problem)
             if problem:
-                self.errors.append(self.error(doc, f"namespace: {problem}",
+                self.errors.append(self.error(doc, problem,
                                               ["metadata", "namespace"], obj))
                 return None
         else:
             namespace = ""
         spec = body.get("spec")
         if spec is not None and not isinstance(spec, dict):
-            self.errors.append(self.error(doc, "spec must be a map", ["spec"], obj))
+            self.errors.append(self.error(doc, f"spec must be a map, not {_type(spec)}",
+                                          ["spec"], obj))
             return None
+        for key in ("labels", "annotations"):
+            if meta.get(key) is not None and not isinstance(meta[key], dict):
+                self.errors.append(self.error(doc, f"must be a map, not {_type(meta[key])}",
+                                              ["metadata", key], obj))
+                return None
         clean = {k: v for k, v in body.items() if k != "status"}
         clean["metadata"] = {k: v for k, v in meta.items() if k in _CR_META_KEPT}
         if namespace:
@@ -345,3 +503,48 @@ class _Loader:
 
 
 _CR_META_KEPT = ("name", "namespace", "labels", "annotations")
+
+
+def _type(value: Any) -> str:
+    """The YAML name of a value's type, for messages."""
+    names = {dict: "a map", list: "a list", str: "a string", bool: "a boolean",
+             int: "an integer", float: "a number", type(None): "null"}
+    return names.get(type(value), type(value).__name__)
+
+
+def _text_problem(value: Any, rule: Callable[[str], str | None]) -> str | None:
+    """`rule`'s problem with `value`, which must be a string first."""
+    if not isinstance(value, str):
+        return f"must be a string, not {_type(value)}"
+    return rule(value)
+
+
+def _entry_type_problem(raw: dict[str, Any]) -> tuple[list[str | int], str] | None:
+    """The first field of a CRD entry whose type is wrong: (field path, message)."""
+    for key in ("crdFile",):
+        if raw.get(key) is not None and not isinstance(raw[key], str):
+            return [key], f"must be a file path (a string), not {_type(raw[key])}"
+    if raw.get("namespaced") is not None and not isinstance(raw["namespaced"], bool):
+        return ["namespaced"], f"must be true or false, not {_type(raw['namespaced'])}"
+    for key in ("crFiles", *NAMESPACE_LISTS):
+        value = raw.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, list):
+            return [key], f"must be a list of strings, not {_type(value)}"
+        for i, item in enumerate(value):
+            if not isinstance(item, str):
+                return [key, i], f"must be text, not {_type(item)}"
+    api = raw.get("apiTypes")
+    if api is not None and not isinstance(api, dict):
+        return ["apiTypes"], f"must be a map, not {_type(api)}"
+    for key, value in (api or {}).items():
+        if value is not None and not isinstance(value, str):
+            return ["apiTypes", str(key)], f"must be a string, not {_type(value)}"
+    return None
+
+
+def _type_key(content: dict[str, Any]) -> tuple[str, str] | None:
+    """(apiVersion, kind) of a document, None when either is not a string."""
+    api, kind = content.get("apiVersion"), content.get("kind")
+    return (api, kind) if isinstance(api, str) and isinstance(kind, str) else None

@@ -131,8 +131,8 @@ def go_parse_float(s: str) -> float | None:
 
 def go_atoi(s: str) -> int | None:
     """`strconv.Atoi(s)` on a 64-bit platform; None on error."""
-    if not _GO_INT.fullmatch(s):
-        return None
+    if not _GO_INT.fullmatch(s) or len(s.lstrip("+-").lstrip("0")) > 19:
+        return None  # more than 19 significant digits cannot fit (and int() would refuse)
     value = int(s)
     return value if _INT64_MIN <= value <= _INT64_MAX else None
 

@@ -46,6 +46,7 @@ def render_catalog(catalog: Catalog, *, clock: Clock = utc_now,
             errors.extend(problems)
             broken[(katalog.name, key)] = len(problems)
     claimed: dict[ObjRef, ObjRef] = {}  # child -> the custom resource that rendered it
+    reported: dict[tuple[object, ...], ObjRef] = {}  # a Katalog error -> the first CR it hit
     skipped: list[tuple[ObjRef, str]] = []
     absent: list[tuple[ObjRef, ObjRef]] = []
     retained: list[tuple[ObjRef, ObjRef]] = []
@@ -67,7 +68,7 @@ def render_catalog(catalog: Catalog, *, clock: Clock = utc_now,
             result = render_custom_resource(cr, templates[cr.entry.katalog], catalog.crs,
                                             scope=scope, live=live)
         except InputError as err:
-            errors.append(err)
+            errors.append(_once(err, cr, reported))
             continue
         conflict = next((o for o in result.children if o.ref in claimed), None)
         if conflict is not None:
@@ -88,6 +89,20 @@ def render_catalog(catalog: Catalog, *, clock: Clock = utc_now,
     return RenderedSet(objects=tuple(objects), errors=tuple(errors), warnings=tuple(warnings),
                        skipped=tuple(skipped), absent=tuple(absent),
                        retained=tuple(retained), declared=tuple(declared))
+
+
+def _once(err: InputError, cr: CustomResource,
+          reported: dict[tuple[object, ...], ObjRef]) -> InputError:
+    """The error itself the first time; for the next custom resource that fails the same
+    way at the same place of its Katalog, a short error saying so (one cause, one error)."""
+    if err.file != cr.entry.source.file:
+        return err  # located in the custom resource's own file: its own error
+    key = (err.file, err.line, err.path, err.detail)
+    first = reported.setdefault(key, cr.ref)
+    if first == cr.ref:
+        return err
+    return RenderError(f"not rendered: {err.detail} (the same error as {first}, reported "
+                       "above)", file=cr.source.file, obj=str(cr.ref), path=err.path)
 
 
 def _crd_object(m: CrdManifest) -> RenderedObject:

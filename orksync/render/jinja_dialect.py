@@ -29,10 +29,13 @@ Decisions:
 * Sandbox: jinja2's ImmutableSandboxedEnvironment (unsafe attributes are errors, not
   silent blanks; lists/maps cannot be mutated), no loader (`include`/`import`/`extends`
   refused). Bounds per render: `max_steps` (loop iterations, calls, filters, intercepted
-  operators; a macro call counts 10), `max_seconds` (wall clock), `max_output` (the output
-  AND every value entering or leaving a call, filter, operator `* ** + % ~` or output
-  expression, shared references counted each time they print), with widths, repeat
-  counts, replacements and integer sizes checked BEFORE the work; `sum` adds numbers only.
+  operators; a macro call counts 10, a render nested in a render, such as a user note, 100
+  and shares the outer render's budget and deadline), `max_seconds` (wall clock),
+  `max_output` (the output AND every value entering or leaving a call, filter, operator `*
+  ** + % ~` or output expression, shared references counted each time they print), with
+  widths, repeat counts, replacements and integer sizes checked BEFORE the work; `sum`
+  adds numbers only.
+* A template has at most 5,000 `{{` and `{%` (compiling is the slow part).
 * Unknown functions, filters and tests are compile errors (`check()`), like Go's
   "function not defined"; names bound by the template (set, for, macro) are allowed.
   Compiled templates are cached per engine by source text.
@@ -58,7 +61,13 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 from jinja2.visitor import NodeTransformer
 
 from orksync.render.gotemplate import GoTemplateEngine, GoTemplateError
-from orksync.render.gotemplate.engine import GO_SPACE, orkestra_post
+from orksync.render.gotemplate.engine import (
+    GO_SPACE,
+    NESTED_RENDER_COST,
+    orkestra_post,
+    too_many_actions,
+)
+from orksync.render.gotemplate.runtime import wrong_args
 
 __all__ = [
     "DIALECTS",
@@ -325,7 +334,8 @@ def _wrap(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
         except (GoTemplateError, _Limit, SecurityError, _CallError):
             raise
         except Exception as exc:
-            raise _CallError(f"error calling {name}: {exc}") from exc
+            wrong = wrong_args(name, fn, len(values)) if isinstance(exc, TypeError) else None
+            raise _CallError(wrong or f"error calling {name}: {exc}") from exc
 
     call.__name__ = name
     return call
@@ -454,6 +464,9 @@ class JinjaTemplateEngine:
         return calls, filters, tests
 
     def _compile(self, source: str) -> _Compiled:
+        refusal = too_many_actions(source, openers=("{{", "{%"))
+        if refusal:
+            return _Compiled(None, None, GoTemplateError(refusal, source))
         try:
             tree = self._parse(source)
             for node_type, what in _REFUSED.items():
@@ -498,7 +511,15 @@ class JinjaTemplateEngine:
         template = compiled.template
         assert template is not None
         max_steps, max_output, max_seconds = self._limits
-        budget = _Budget(max_steps, max_output, time.monotonic() + max_seconds)
+        budget = _BUDGET.get()
+        if budget is None:
+            budget = _Budget(max_steps, max_output, time.monotonic() + max_seconds)
+        else:  # a note rendering inside a render: the outer budget, and a price
+            budget.steps += NESTED_RENDER_COST - 1
+            try:
+                budget.step()
+            except _Limit as exc:
+                raise GoTemplateError(str(exc), source) from None
         token = _BUDGET.set(budget)
         parts: list[str] = []
         size = 0

@@ -11,10 +11,13 @@ sees half a render. Same RenderedSet, same bytes.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
+import re
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -30,19 +33,35 @@ INDEX_API = "orksync.io/v1"
 
 
 def object_path(obj: RenderedObject) -> str:
-    """The file of one object, relative to the output directory."""
+    """The file of one object, relative to the output directory.
+
+    Every piece of the path comes from the object's identity, which the loader and the
+    renderer validate; this is the last line of defence: a piece that could leave its
+    directory (`..`, `/`, NUL, a leading dot) is refused, never written."""
     ref = obj.ref
-    kind = f"{ref.kind}.{ref.group}" if ref.group else ref.kind
-    leaf = f"{kind}.{ref.namespace}.{ref.name}.yaml" if ref.namespace else \
-        f"{kind}.{ref.name}.yaml"
+    kind = _segment(f"{ref.kind}.{ref.group}" if ref.group else ref.kind, ref)
+    name = _segment(ref.name, ref)
+    leaf = f"{kind}.{_segment(ref.namespace, ref)}.{name}.yaml" if ref.namespace else \
+        f"{kind}.{name}.yaml"
     if obj.owner is None:
         if ref.kind == "CustomResourceDefinition":
-            return f"crds/{ref.name}.yaml"
+            return f"crds/{name}.yaml"
         return f"resources/{leaf}"
     owner = obj.owner
-    okind = f"{owner.kind}.{owner.group}" if owner.group else owner.kind
-    scope = owner.namespace or "_cluster"
-    return f"children/{okind}/{scope}/{owner.name}/{leaf}"
+    okind = _segment(f"{owner.kind}.{owner.group}" if owner.group else owner.kind, owner)
+    scope = _segment(owner.namespace, owner) if owner.namespace else "_cluster"
+    return f"children/{okind}/{scope}/{_segment(owner.name, owner)}/{leaf}"
+
+
+_SAFE_SEGMENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+def _segment(text: str, ref: ObjRef) -> str:
+    if len(text) > 255 or not _SAFE_SEGMENT.fullmatch(text) or ".." in text:
+        raise InputError(f"cannot be written to the rendered directory: {text[:80]!r} is not "
+                         "a safe file name (letters, digits, '.', '_', '-')",
+                         obj=str(ref))
+    return text
 
 
 def _ref_dict(ref: ObjRef) -> dict[str, str]:
@@ -141,6 +160,19 @@ def _write_file(path: str, data: bytes) -> None:
         f.write(data)
 
 
+def _index_errors(read: Callable[[Path], RenderedSet]) -> Callable[[Path], RenderedSet]:
+    """A malformed index.yaml entry (a key missing, a value of the wrong type) is a
+    LoadError naming the index, never a KeyError or TypeError from deep inside."""
+    @functools.wraps(read)
+    def checked(out_dir: Path) -> RenderedSet:
+        try:
+            return read(out_dir)
+        except (KeyError, TypeError, ValueError, AttributeError) as err:
+            raise LoadError("an entry of objects is not valid (a field is missing or of the "
+                            "wrong type); render again", file=str(out_dir / INDEX)) from err
+    return checked
+
+
 def _swap_into_place(tmp: Path, out_dir: Path) -> None:
     if out_dir.exists() and not (out_dir / INDEX).exists() and any(out_dir.iterdir()):
         raise LoadError("exists and is not an orksync output directory (no index.yaml); "
@@ -154,6 +186,7 @@ def _swap_into_place(tmp: Path, out_dir: Path) -> None:
         shutil.rmtree(old, ignore_errors=True)
 
 
+@_index_errors
 def read_rendered(out_dir: Path) -> RenderedSet:
     """Read a rendered directory back, verifying every file against the index.
 

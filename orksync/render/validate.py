@@ -1,6 +1,10 @@
 """Load-time checks of a Katalog, before any custom resource is rendered: every template
 compiles (syntax, unknown functions), every condition is well formed (Orkestra silently
-passes an unknown operator; orksync refuses it here). Pure."""
+passes an unknown operator; orksync refuses it here), and the onCreate / onReconcile
+blocks have their shape (maps of resource lists of entries, known resource keys, a
+`forEach.field`, a literal `custom` apiVersion and kind that are valid). A problem here is
+one error for the Katalog; the renderer would otherwise report it once per custom
+resource (it keeps its own checks for callers that render without this validation). Pure."""
 
 from __future__ import annotations
 
@@ -10,17 +14,26 @@ from typing import Any
 from orksync.errors import RenderError
 from orksync.katalog.model import CrdEntry, Katalog
 from orksync.katalog.motifs import MOTIF_KEY
+from orksync.names import api_version_problem, kind_problem
 from orksync.render.conditions import validate_condition
 from orksync.render.gotemplate import GoTemplateError
+from orksync.render.kinds import BLOCK_CONTROL_KEYS, BY_KEY, PLACEHOLDER_KEYS
 from orksync.render.prepare import rule_problems
+from orksync.render.resource import BLOCKS
 from orksync.render.templates import TemplateEngine
 from orksync.yamlio import dotted, locate
 
 CONDITION_KEYS = ("when", "or", "anyOf")
 
 
+MAX_KATALOG_ACTIONS = 20_000  # compiling costs about a quarter of a millisecond per action
+
+
 def katalog_problems(katalog: Katalog, engine: TemplateEngine) -> dict[str, list[RenderError]]:
     """Problems per CRD entry key (entries without problems are absent)."""
+    too_many = _too_many_actions(katalog)
+    if too_many is not None:
+        return too_many
     out: dict[str, list[RenderError]] = {}
     for entry in katalog.crds:
         problems = list(entry_problems(katalog, entry, engine))
@@ -40,6 +53,8 @@ def entry_problems(katalog: Katalog, entry: CrdEntry,
 
     for rule_path, message in rule_problems(entry.raw, check=engine.check):
         yield fail(rule_path, message)
+    for shape_path, message in shape_problems(entry.operator_box):
+        yield fail(["operatorBox", *shape_path], message)
     for path, value in _walk(entry.operator_box, ["operatorBox"]):
         if isinstance(value, str) and "{{" in value:
             try:
@@ -52,6 +67,28 @@ def entry_problems(katalog: Katalog, entry: CrdEntry,
                     yield fail([*path, i], problem)
 
 
+def _too_many_actions(katalog: Katalog) -> dict[str, list[RenderError]] | None:
+    """More template actions in the Katalog than MAX_KATALOG_ACTIONS: one error on the
+    first entry (the others are reported as not checked), before anything compiles."""
+    actions = sum(n.count("{{") + n.count("{%") for n in katalog.notes.values())
+    for entry in katalog.crds:
+        for _, value in _walk(entry.raw, []):
+            if isinstance(value, str):
+                actions += value.count("{{") + value.count("{%")
+    if actions <= MAX_KATALOG_ACTIONS or not katalog.crds:
+        return None
+    first, *rest = katalog.crds
+    out = {first.key: [RenderError(f"the Katalog has {actions} template actions, more than "
+                                   f"{MAX_KATALOG_ACTIONS}: not checked, not rendered",
+                                   file=first.source.file, obj=f"Katalog/{katalog.name}",
+                                   path=first.path)]}
+    for entry in rest:
+        out[entry.key] = [RenderError("not checked: too many template actions in the "
+                                      "Katalog, reported above", file=entry.source.file,
+                                      obj=f"Katalog/{katalog.name}", path=entry.path)]
+    return out
+
+
 def _walk(value: Any, path: list[str | int]) -> Iterator[tuple[list[str | int], Any]]:
     yield path, value
     if isinstance(value, Mapping):
@@ -62,3 +99,42 @@ def _walk(value: Any, path: list[str | int]) -> Iterator[tuple[list[str | int], 
     elif isinstance(value, list):
         for i, item in enumerate(value):
             yield from _walk(item, [*path, i])
+
+
+
+def shape_problems(box: Mapping[str, Any]) -> Iterator[tuple[list[str | int], str]]:
+    """(field path, problem) for each onCreate / onReconcile block of the wrong shape."""
+    for name in BLOCKS:
+        block = box.get(name)
+        if block is None:
+            continue
+        if not isinstance(block, Mapping):
+            yield [name], "must be a map of resource lists"
+            continue
+        for key, entries in block.items():
+            if key in BY_KEY:
+                yield from _entries_problems([name, str(key)], str(key), entries)
+            elif key not in BLOCK_CONTROL_KEYS and key not in PLACEHOLDER_KEYS:
+                yield [name, str(key)], "unknown resource key"
+
+
+def _entries_problems(path: list[str | int], key: str,
+                      entries: Any) -> Iterator[tuple[list[str | int], str]]:
+    if entries is None:
+        return
+    if not isinstance(entries, list):
+        yield path, "must be a list of entries"
+        return
+    for i, entry in enumerate(entries):
+        if not isinstance(entry, Mapping):
+            yield [*path, i], "must be a map"
+            continue
+        each = entry.get("forEach")
+        if each is not None and (not isinstance(each, Mapping) or not each.get("field")):
+            yield [*path, i, "forEach"], "needs field (a dot path)"
+        if key != "custom":
+            continue
+        for field, rule in (("apiVersion", api_version_problem), ("kind", kind_problem)):
+            value = entry.get(field)
+            if isinstance(value, str) and value and "{{" not in value and rule(value):
+                yield [*path, i, field], str(rule(value))

@@ -4,18 +4,19 @@ ConfigMap: `data` values as strings (YAML numbers and booleans are written as te
 Orkestra's map[string]string). `fromConfigMap`/`fromNamespace`/`toNamespaces` are left to
 the engine (the source is read and declared keys win; copies go to other namespaces).
 
-custom: `apiVersion` and `kind` are required. `metadata {name, namespace, namespaced,
-labels, annotations}` names the object: metadata.name (else the engine's name),
-`namespaced` (default true; false → cluster-scoped, no namespace), metadata.namespace
-(else the engine's namespace). Labels: metadata.labels under the entry's labels and the
-system labels (system keys win); annotations: metadata.annotations plus top-level
-`annotations`. `spec` is copied with every string leaf coerced by try_coerce (§4.5: "3" →
-3, "true" → true, JSON text → object). Every other top-level key is passed through inline
-as rendered, not coerced (so a ConfigMap written as custom keeps `data` strings).
-`status` and `hasStatus` are not part of the object: the engine keeps them aside to write
-the status subresource after the apply. Top-level `name`/`namespace`/`labels`/
-`annotations` and the entry controls (when, or, forEach, reconcile, ...) are never copied
-into the object.
+custom: `apiVersion` and `kind` are required and must be valid (`group/version` or
+`version`; a letter, then letters and digits), since they name the object's file.
+`metadata {name, namespace, namespaced, labels, annotations}` names the object:
+metadata.name (else the engine's name), `namespaced` (default true; false →
+cluster-scoped, no namespace), metadata.namespace (else the engine's namespace). Labels:
+metadata.labels under the entry's labels and the system labels (system keys win);
+annotations: metadata.annotations plus top-level `annotations`. `spec` is copied with
+every string leaf coerced by try_coerce (§4.5: "3" → 3, "true" → true, JSON text →
+object). Every other top-level key is passed through inline as rendered, not coerced (so a
+ConfigMap written as custom keeps `data` strings). `status` and `hasStatus` are not part
+of the object: the engine keeps them aside to write the status subresource after the
+apply. Top-level `name`/`namespace`/`labels`/`annotations` and the entry controls (when,
+or, forEach, reconcile, ...) are never copied into the object.
 """
 
 from __future__ import annotations
@@ -23,7 +24,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from orksync.names import label_key_problem, label_value_problem, subdomain_problem
+from orksync.names import (
+    api_version_problem,
+    kind_problem,
+    label_key_problem,
+    label_value_problem,
+    subdomain_problem,
+)
 from orksync.render.builders import BuildContext, BuildError
 from orksync.render.builders.common import as_bool, as_text, node, required, string_map, sub
 from orksync.render.coercion import try_coerce
@@ -49,6 +56,10 @@ def build_config_map(entry: Mapping[str, Any], ctx: BuildContext) -> dict[str, A
 def build_custom(entry: Mapping[str, Any], ctx: BuildContext) -> dict[str, Any]:
     api_version = required(entry.get("apiVersion"), "apiVersion", " (such as example.com/v1)")
     kind = required(entry.get("kind"), "kind")
+    for field, problem in (("apiVersion", api_version_problem(api_version)),
+                           ("kind", kind_problem(kind))):
+        if problem:
+            raise BuildError(field, problem)
     meta = node(entry.get("metadata"), "metadata")
     name = as_text(meta.get("name"), "metadata.name") or ctx.name
     problem = subdomain_problem(name)

@@ -11,6 +11,13 @@ Known divergences from Go (intentional, see the differential tests):
   capacity, an implementation detail (encoding/json leaves spare capacity, Kubernetes'
   deep copies do not); the extra elements would be nil anyway.
 - Parenthesis nesting and control nesting are limited to 100 levels.
+
+Bounds: a template has at most MAX_ACTIONS `{{` (compiling costs about a quarter of a
+millisecond per action), `max_steps` (range iterations and calls) and `max_output` per
+render. A render
+started while another runs in the same context (a user note calling the engine) shares
+the outer render's step count and costs NESTED_RENDER_COST steps, so that notes calling
+each other cannot multiply the work past the outer bound.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Callable, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass
 from types import MethodType
 from typing import Any
@@ -41,6 +49,17 @@ GO_SPACE = "\t\n\v\f\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\
 _TEMPLATE_FILE = "<template>"
 _NO_BLOCKS: dict[str, Any] = {}
 _STRAY_SURROGATE = re.compile("[\ud800-\udc7f\udd00-\udfff]")
+NESTED_RENDER_COST = 100
+MAX_ACTIONS = 5_000
+
+
+def too_many_actions(source: str, *, openers: tuple[str, ...] = ("{{",)) -> str | None:
+    """Why `source` is refused before parsing (more than MAX_ACTIONS actions), or None."""
+    if sum(source.count(o) for o in openers) > MAX_ACTIONS:
+        return f"template has more than {MAX_ACTIONS} actions"
+    return None
+
+_ACTIVE: ContextVar[Runtime | None] = ContextVar("orksync_go_render", default=None)
 
 
 class _GoSandbox(ImmutableSandboxedEnvironment):
@@ -214,6 +233,9 @@ class GoTemplateEngine:
 
     # -- internals --------------------------------------------------------------------
     def _compile(self, source: str) -> _Compiled:
+        refusal = too_many_actions(source)
+        if refusal:
+            return _Compiled(None, {}, None, GoTemplateError(refusal, source))
         try:
             root, _ = parse(source, self._names)
             tree, ints = compile_ast(root, self._functions)
@@ -229,10 +251,26 @@ class GoTemplateEngine:
 
     def _execute(self, compiled: _Compiled, source: str, data: Any) -> str:
         assert compiled.template is not None
-        variables: dict[str, Any] = {
-            "_go": Runtime(self._functions, self._max_steps, self._max_output),
-            "_d": data,
-        }
+        runtime = Runtime(self._functions, self._max_steps, self._max_output)
+        outer = _ACTIVE.get()
+        token = _ACTIVE.set(runtime)
+        try:
+            if outer is not None:  # a note rendering inside a render: one budget for both
+                runtime.max_steps = min(runtime.max_steps, outer.max_steps)
+                runtime.steps = outer.steps + NESTED_RENDER_COST - 1
+                try:
+                    runtime.step()
+                except GoExecError as exc:
+                    raise GoTemplateError(exc.message, source) from None
+            return self._run(compiled, source, data, runtime)
+        finally:
+            _ACTIVE.reset(token)
+            if outer is not None:
+                outer.steps = runtime.steps
+
+    def _run(self, compiled: _Compiled, source: str, data: Any, runtime: Runtime) -> str:
+        assert compiled.template is not None
+        variables: dict[str, Any] = {"_go": runtime, "_d": data}
         if compiled.consts:
             variables.update(compiled.consts)
         context = Context(ENV, variables, None, _NO_BLOCKS)  # = new_context(shared=True)

@@ -12,12 +12,14 @@ Variables that are assigned with `=` live in cells `[value, strict]`.
 
 from __future__ import annotations
 
+import functools
+import inspect
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from ..govalues import format_value
 from . import builtins as b
-from .errors import GoExecError, LimitError
+from .errors import GoExecError, GoTemplateError, LimitError
 from .gosprintf import sprint, sprintf, sprintln
 from .gotypes import GoInt, go_type_name, is_int
 
@@ -48,6 +50,34 @@ def _builtin(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
 
     method.__name__ = f"b_{name}"
     return method
+
+
+@functools.lru_cache(maxsize=4096)
+def _arity(fn: Callable[..., Any]) -> tuple[int, int | None] | None:
+    """(least, most or None) positional arguments `fn` takes; None when unknown."""
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return None
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    least = sum(1 for p in positional if p.default is p.empty)
+    variadic = any(p.kind is p.VAR_POSITIONAL for p in params)
+    return least, None if variadic else len(positional)
+
+
+def wrong_args(name: str, fn: Callable[..., Any], given: int) -> str | None:
+    """Go's message when a function is called with the wrong number of arguments (Go
+    checks it before the call; here it is checked when the call raised TypeError, so that
+    the message names the function instead of a Python signature)."""
+    arity = _arity(fn)
+    if arity is None:
+        return None
+    least, most = arity
+    if given < least or (most is not None and given > most):
+        want = str(least) if least == most else \
+            f"at least {least}" if most is None else f"{least} to {most}"
+        return f"wrong number of args for {name}: want {want} got {given}"
+    return None
 
 
 class Runtime:
@@ -171,12 +201,16 @@ class Runtime:
     def call(self, name: str, *args: Any) -> Any:
         """Call a function of the caller's function map."""
         self.step()
+        fn = self.functions[name]
         try:
-            result = self.functions[name](*args)
+            result = fn(*args)
         except GoExecError:
             raise
+        except GoTemplateError as exc:  # a note's own template failed: its reason only
+            raise GoExecError(f"error calling {name}: {exc.message}") from exc
         except Exception as exc:
-            raise GoExecError(f"error calling {name}: {exc}") from exc
+            wrong = wrong_args(name, fn, len(args)) if isinstance(exc, TypeError) else None
+            raise GoExecError(wrong or f"error calling {name}: {exc}") from exc
         if type(result) is str and len(result) > self.max_output:
             raise LimitError("output too large")
         return result

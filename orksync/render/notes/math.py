@@ -9,7 +9,9 @@ float — except that a whole float result of `add`/`sub`/`mul`/`div` comes back
 rule to the four operations so that `div 8 4` is `2` and `add 999999.5 0.5` prints
 `1000000`, not Go's float `1e+06`). `div` is true division (`div 7 2` = 3.5). `mod`
 is integer modulo with Go's sign rule (the sign of the dividend: `mod -7 3` = -1).
-Division or modulo by zero is an error.
+Division or modulo by zero is an error, and so is an integer result outside int64 (Go
+would wrap around silently; Python would grow the number without bound, so that a loop
+of `mul $x $x` could take the render's memory and time).
 
 | Function | Signature | Meaning |
 |---|---|---|
@@ -26,7 +28,6 @@ Division or modulo by zero is an error.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from orksync.render.notes._common import Note, NoteError, to_number
@@ -40,28 +41,37 @@ def _args(note: str, values: tuple[Any, ...], minimum: int) -> list[Number]:
     return [to_number(v, note) for v in values]
 
 
-def _whole(result: Number, numbers: list[Number]) -> Number:
+def _whole(result: Number, numbers: list[Number], note: str) -> Number:
     if all(isinstance(n, int) for n in numbers):
-        return result
+        return _int64(result, note)
     f = float(result)
     if f.is_integer() and abs(f) < 2**63:
         return int(f)
     return f
 
 
+def _int64(result: Number, note: str) -> Number:
+    if isinstance(result, int) and not -(2**63) <= result < 2**63:
+        raise NoteError(f"{note}: integer overflow (the result does not fit in 64 bits)")
+    return result
+
+
 def _add(*values: Any) -> Number:
     numbers = _args("add", values, 2)
-    return _whole(sum(numbers), numbers)
+    return _whole(sum(numbers), numbers, "add")
 
 
 def _sub(a: Any, b: Any) -> Number:
     numbers = _args("sub", (a, b), 2)
-    return _whole(numbers[0] - numbers[1], numbers)
+    return _whole(numbers[0] - numbers[1], numbers, "sub")
 
 
 def _mul(*values: Any) -> Number:
     numbers = _args("mul", values, 2)
-    return _whole(math.prod(numbers), numbers)
+    product: Number = 1
+    for n in numbers:  # checked at each step: a long argument list cannot build a huge int
+        product = _int64(product * n, "mul") if isinstance(n, int) else product * n
+    return _whole(product, numbers, "mul")
 
 
 def _div(a: Any, b: Any) -> Number:
@@ -69,8 +79,8 @@ def _div(a: Any, b: Any) -> Number:
     if y == 0:
         raise NoteError("div: division by zero")
     if isinstance(x, int) and isinstance(y, int) and x % y == 0:
-        return x // y
-    return _whole(x / y, [x, float(y)])
+        return _int64(x // y, "div")
+    return _whole(x / y, [x, float(y)], "div")
 
 
 def _mod(a: Any, b: Any) -> int:
@@ -97,7 +107,7 @@ def _clamp(v: Any, lo: Any, hi: Any) -> Number:
 
 
 def _abs(v: Any) -> Number:
-    return abs(to_number(v, "abs"))
+    return _int64(abs(to_number(v, "abs")), "abs")
 
 
 def notes() -> dict[str, Note]:

@@ -9,7 +9,8 @@ Ei` (powers of 1024), decimal `n u m "" k M G T P E` (powers of 1000), or a deci
 exponent `e`/`E` with an optional sign (`1e3`, `12E6`, `1.5e-3`). The value is exact
 (no rounding, no int64 overflow). Differences from apimachinery, on purpose: a text
 without digits (`Gi`, which Go reads as 0) is rejected, and values beyond int64 are kept
-exact instead of overflowing.
+exact instead of overflowing, up to 10^±100 (`1e999999` is refused: turning it into an
+integer would take the render's time and memory).
 
 `quantityToBytes` rounds up to a whole number like Quantity.Value() (`100m` → 1);
 `quantityToMillis` rounds up like MilliValue() (`0.5m` → 1). Results of `quantityAdd`/
@@ -47,7 +48,8 @@ _DECIMAL = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "
             "E": 18}
 _DECIMAL_SUFFIX = {v: k for k, v in _DECIMAL.items()}
 _BINARY_SUFFIX = {v: k for k, v in _BINARY.items()}
-_EXPONENT = re.compile(r"[eE][+-]?[0-9]+", re.ASCII)
+_EXPONENT = re.compile(r"[eE][+-]?[0-9]{1,6}", re.ASCII)
+MAX_MAGNITUDE = 100  # decimal digits either side of the point
 
 
 def parse_quantity_format(text: Any) -> tuple[Decimal, Format]:
@@ -55,18 +57,28 @@ def parse_quantity_format(text: Any) -> tuple[Decimal, Format]:
     raw = to_str(text)
     match = _GRAMMAR.fullmatch(raw)
     if match is None or not _NUMBER.fullmatch(match.group(1)):
-        raise ValueError(f"invalid quantity {raw!r}: expected a number with an optional "
+        raise ValueError(f"invalid quantity {_short(raw)}: expected a number with an optional "
                          "suffix (Ki Mi Gi Ti Pi Ei, n u m k M G T P E, or e<exponent>)")
     number, suffix = Decimal(match.group(1)), match.group(2)
+    fmt: Format
     with localcontext() as ctx:
         ctx.prec = 200
         if suffix in _BINARY:
-            return number * (Decimal(2) ** _BINARY[suffix]), "BinarySI"
-        if suffix in _DECIMAL:
-            return number.scaleb(_DECIMAL[suffix]), "DecimalSI"
-        if _EXPONENT.fullmatch(suffix):
-            return number.scaleb(int(suffix[1:])), "DecimalExponent"
-    raise ValueError(f"invalid quantity {raw!r}: unknown suffix {suffix!r}")
+            value, fmt = number * (Decimal(2) ** _BINARY[suffix]), "BinarySI"
+        elif suffix in _DECIMAL:
+            value, fmt = number.scaleb(_DECIMAL[suffix]), "DecimalSI"
+        elif _EXPONENT.fullmatch(suffix):
+            value, fmt = number.scaleb(int(suffix[1:])), "DecimalExponent"
+        else:
+            raise ValueError(f"invalid quantity {_short(raw)}: unknown suffix {_short(suffix)}")
+    if value and abs(value.adjusted()) > MAX_MAGNITUDE:
+        raise ValueError(f"quantity {_short(raw)} is out of range (10^-{MAX_MAGNITUDE} to "
+                         f"10^{MAX_MAGNITUDE})")
+    return value, fmt
+
+
+def _short(text: str) -> str:
+    return repr(text if len(text) <= 40 else text[:37] + "...")
 
 
 def parse_quantity(text: Any) -> Decimal:
@@ -115,7 +127,10 @@ def _parse(note: str, text: Any) -> tuple[Decimal, Format]:
 def _combine(note: str, a: Any, b: Any, sign: int) -> str:
     left, fmt = _parse(note, a)
     right, right_fmt = _parse(note, b)
-    return format_quantity(left + sign * right, right_fmt if left == 0 else fmt)
+    with localcontext() as ctx:
+        ctx.prec = 200
+        total = left + sign * right
+    return format_quantity(total, right_fmt if left == 0 else fmt)
 
 
 def _compare(a: Any, b: Any) -> int:
