@@ -37,6 +37,11 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
         _cluster_passed += 1
 
 
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if leakscan.COLLECTED.summary:
+        terminalreporter.write_line(leakscan.COLLECTED.summary)
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if os.environ.get("CI") != "true" or exitstatus != 0:
         return

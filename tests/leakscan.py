@@ -44,6 +44,7 @@ class Collected:
 
     outputs: list[str] = field(default_factory=list)
     subprocess_runs: int = 0
+    summary: str = ""  # the scan's result line, printed at the end of the run (conftest)
 
 
 COLLECTED = Collected()

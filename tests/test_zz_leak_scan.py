@@ -34,10 +34,11 @@ def test_no_generated_value_written_in_this_run_appears_anywhere_else(
     leaks = [f"{secret.where} key {secret.key!r} in {where}"
              for secret in secrets for needle in leakscan.needles(secret)
              for where, text in haystack.items() if needle in text]
-    print(f"leak scan: {len(secrets)} generated values (+{short} shorter than "
-          f"{leakscan.MIN_LENGTH} not scanned) against {len(haystack)} sources, "
-          f"{sum(map(len, haystack.values())) >> 20} MiB, "
-          f"{leakscan.COLLECTED.subprocess_runs} subprocess runs")
+    leakscan.COLLECTED.summary = (
+        f"leak scan: {len(secrets)} generated values (+{short} shorter than "
+        f"{leakscan.MIN_LENGTH} not scanned) against {len(haystack)} sources, "
+        f"{sum(map(len, haystack.values())) >> 20} MiB, "
+        f"{leakscan.COLLECTED.subprocess_runs} subprocess runs: {len(set(leaks))} leaks")
     assert not leaks, "generated secret values leaked:\n" + "\n".join(sorted(set(leaks)))
 
 
