@@ -99,9 +99,12 @@ class CrRenderer:
         self.guard = NamespaceGuard.for_entry(cr.entry)
         self.scope = scope or ClusterScope()
         self.cluster_policy = ClusterScopePolicy.for_entry(cr.entry, strict=self.scope.strict)
-        # `cross` sees no custom resource in a namespace the guard refuses
-        others = [o for o in others if not o.ref.namespace
-                  or self.guard.refusal(o.ref.namespace) is None]
+        # `cross` sees no custom resource in a namespace the guard refuses (filtered only
+        # for an entry that reads `cross`: done for every custom resource, it made a render
+        # quadratic in their number)
+        if cr.entry.operator_box.get("cross"):
+            others = [o for o in others if not o.ref.namespace
+                      or self.guard.refusal(o.ref.namespace) is None]
         try:
             data = cr_data(cr)
             if live is not None:
