@@ -227,3 +227,31 @@ def test_force_conflict_false_reports_a_conflict_instead_of_taking_fields_over(
     assert change.action is Action.FAILED and "409" in change.message
     assert live(kube, deploy)["spec"]["template"]["spec"]["containers"][0]["image"] == "other"
     kube.close()
+
+
+def test_an_unchanged_sync_does_not_write_the_inventory_again(
+        control_plane: ControlPlane, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from orksync.apply.sync import sync_once
+
+    ns = f"t-{uuid.uuid4().hex[:8]}"
+    repo = write_repo(tmp_path, {"katalog.yaml": KATALOG, "crd.yaml": CRD,
+                                 "w.yaml": widget("w", ns, image="nginx", replicas=1, port=80)})
+    inventory = f"unchanged-{uuid.uuid4().hex[:8]}"
+    kube = Kube.from_kubeconfig(control_plane.kubeconfig)
+    applied: list[str] = []
+    real_apply = kube.apply
+
+    def recording_apply(res: Any, body: Any, **kwargs: Any) -> Any:
+        applied.append(kwargs.get("subject", ""))
+        return real_apply(res, body, **kwargs)
+
+    monkeypatch.setattr(kube, "apply", recording_apply)
+    rendered = render_catalog(load_repository(repo))
+    first = sync_once(kube, rendered, inventory_name=inventory)
+    stored = f"ConfigMap/orksync-system/orksync-inventory-{inventory}"
+    assert stored in applied and len(first.inventory) > 0
+    applied.clear()
+    second = sync_once(kube, rendered, inventory_name=inventory)
+    assert second.inventory == first.inventory
+    assert stored not in applied, applied
+    kube.close()

@@ -233,7 +233,7 @@ def sync_once(kube: Kube, rendered: RenderedSet, *, inventory_name: str,
                                  on_change=on_change)
         changes.extend(cleaned.changes)
         deleted += cleaned.counts()[Action.DELETED]
-    if not dry_run:
+    if not dry_run and inventory != old:  # an unchanged inventory costs no request
         write_inventory(kube, inventory, inventory_name, inventory_namespace,
                         field_manager=manager)
     return SyncResult(changes=changes, inventory=inventory, pruned=deleted,
