@@ -1,29 +1,34 @@
-"""A narrow REST layer over the `kubernetes` client: JSON in, JSON out, discovery cached,
-failed requests retried where that is safe (orksync.apply.retry), every failure turned
-into a ClusterError naming the object. The only module importing
-`kubernetes` (besides the test control plane).
+"""A narrow REST layer over urllib3: JSON in, JSON out, discovery cached, failed requests
+retried where that is safe (orksync.apply.retry), every failure turned into a ClusterError
+naming the object. The only module importing `kubernetes` (besides the test control
+plane), and only when it must.
 
-It uses the client's connection pool, TLS and authentication (kubeconfig, in-cluster
-token with refresh) but not its generated models: plain dicts are faster and server-side
-apply wants plain dicts anyway.
+Connections: the kubeconfig and in-cluster settings are read by orksync.apply.kubeconfig
+(one TLS context, the Authorization header, token files re-read as they rotate) without
+importing `kubernetes`, which costs a third of a second of start-up. A kubeconfig that
+needs the `kubernetes` client (an `exec` plugin, an `auth-provider`, a proxy, ...) is
+handed to it as before: then its ApiClient supplies the connection pool, TLS and
+authentication (refresh included). A Kube can also be built on an ApiClient directly
+(the tests do). Either way the generated models are not used: plain dicts are faster and
+server-side apply wants plain dicts anyway.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import ssl
 import threading
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlencode
 
 import urllib3
-from kubernetes import client as k8s_client
-from kubernetes import config as k8s_config
 
+from orksync.apply import kubeconfig
 from orksync.apply.retry import (
     APPLY_PATCH,
     MERGE_PATCH,
@@ -33,6 +38,9 @@ from orksync.apply.retry import (
     retryable_status,
 )
 from orksync.errors import ClusterError
+
+if TYPE_CHECKING:
+    from kubernetes.client import ApiClient
 
 __all__ = ["APPLY_PATCH", "MERGE_PATCH", "Kube", "Resource", "RetryPolicy"]
 
@@ -77,10 +85,27 @@ class Resource:
 class Kube:
     """One cluster connection. Thread-safe: requests go through urllib3's pool."""
 
-    def __init__(self, api_client: k8s_client.ApiClient, *, timeout: float = 30.0,
-                 retry: RetryPolicy | None = None) -> None:
+    def __init__(self, api_client: ApiClient | None = None, *,
+                 connection: kubeconfig.Connection | None = None, pool_size: int = 16,
+                 timeout: float = 30.0, retry: RetryPolicy | None = None) -> None:
+        """On `connection` (orksync's own set-up, a pool of `pool_size` connections) or on
+        a `kubernetes` ApiClient (its pool, TLS and authentication); exactly one."""
+        if (api_client is None) == (connection is None):
+            raise TypeError("Kube needs an ApiClient or a Connection (exactly one)")
         self.api = api_client
-        self.host = api_client.configuration.host.rstrip("/")
+        self._ca_origin = ""
+        if connection is not None:
+            self.host = connection.server
+            self._pool = _pool(connection, pool_size)
+            self._credentials: kubeconfig.Credentials | None = connection.credentials
+            self._ca_origin = connection.ca_origin
+        else:
+            assert api_client is not None
+            self.host = api_client.configuration.host.rstrip("/")
+            self._pool = api_client.rest_client.pool_manager
+            self._credentials = None
+            ca = api_client.configuration.ssl_ca_cert
+            self._ca_origin = f"the CA file {ca}" if ca else "the system's trusted CAs"
         self.timeout = timeout
         self._resources: dict[str, dict[str, Resource]] = {}
         self._lock = threading.Lock()
@@ -93,6 +118,17 @@ class Kube:
     @classmethod
     def from_kubeconfig(cls, path: str | Path | None = None, context: str | None = None,
                         *, pool_size: int = 16) -> Kube:
+        """The context's cluster (KUBECONFIG or ~/.kube/config when `path` is None),
+        through orksync.apply.kubeconfig; through the `kubernetes` client when that
+        module says the kubeconfig needs it."""
+        try:
+            return cls(connection=kubeconfig.load_kubeconfig(path, context),
+                       pool_size=pool_size)
+        except kubeconfig.Unsupported as why:
+            log.debug("kubeconfig: %s; connecting through the kubernetes client", why)
+        from kubernetes import client as k8s_client
+        from kubernetes import config as k8s_config
+
         configuration = k8s_client.Configuration()
         try:
             k8s_config.load_kube_config(config_file=str(path) if path else None,
@@ -106,6 +142,15 @@ class Kube:
 
     @classmethod
     def in_cluster(cls, *, pool_size: int = 16) -> Kube:
+        """The pod's service account (token re-read as it rotates), natively; through the
+        `kubernetes` client only when a proxy is configured in the environment."""
+        try:
+            return cls(connection=kubeconfig.in_cluster(), pool_size=pool_size)
+        except kubeconfig.Unsupported as why:
+            log.debug("in-cluster: %s; connecting through the kubernetes client", why)
+        from kubernetes import client as k8s_client
+        from kubernetes import config as k8s_config
+
         configuration = k8s_client.Configuration()
         try:
             k8s_config.load_incluster_config(client_configuration=configuration)
@@ -115,7 +160,10 @@ class Kube:
         return cls(k8s_client.ApiClient(configuration))
 
     def close(self) -> None:
-        self.api.close()
+        if self.api is not None:
+            self.api.close()
+        else:
+            self._pool.clear()
 
     # --- requests -----------------------------------------------------------------------
 
@@ -146,7 +194,8 @@ class Kube:
                 return outcome.status, (json.loads(outcome.data) if outcome.data else None)
             delay = self._retry_delay(outcome, retry + 1, first, replayable)
             if delay is None:
-                raise outcome.error(method, path, subject, retry + 1)
+                raise outcome.error(method, path, subject, retry + 1,
+                                    ca_origin=self._ca_origin)
             log.info("%s %s: %s; retry %d/%d in %.2fs", method, path, outcome.summary(),
                      retry + 1, self.retry.attempts - 1, delay)
             time.sleep(delay)
@@ -250,14 +299,18 @@ class Kube:
     def _attempt(self, method: str, url: str, payload: str | None,
                  content_type: str) -> _Outcome:
         headers = {"Accept": "application/json", "Content-Type": content_type}
-        queries: list[tuple[str, Any]] = []
-        self.api.update_params_for_auth(headers, queries, ["BearerToken"])
+        if self._credentials is not None:
+            authorization = self._credentials.authorization()
+            if authorization:
+                headers["Authorization"] = authorization
+        elif self.api is not None:
+            self.api.update_params_for_auth(headers, [], ["BearerToken"])
         self.requests += 1
         started = time.monotonic()
         try:
             # retries=False: this loop is the only one (urllib3's own resends idempotent
             # requests at once, without backoff, each after a full timeout)
-            resp = self.api.rest_client.pool_manager.request(
+            resp = self._pool.request(
                 method, url, body=payload, headers=headers, preload_content=True,
                 timeout=urllib3.Timeout(total=self.timeout), retries=False)
         except urllib3.exceptions.HTTPError as err:
@@ -278,6 +331,8 @@ class Kube:
                      replayable: bool) -> float | None:
         """Seconds to wait before retry number `retry`, or None to give up."""
         if outcome.transport is not None:
+            if _refused_certificate(outcome.transport):
+                return None  # a configuration error: the next attempt is refused too
             # a connection that was never established carried no request
             never_sent = isinstance(outcome.transport, urllib3.exceptions.ConnectTimeoutError)
             allowed = never_sent or replayable
@@ -307,15 +362,49 @@ class _Outcome:
         """For the retry log line: no message text (it could echo a request body)."""
         return f"{self.status}" if self.status else type(self.transport).__name__
 
-    def error(self, method: str, path: str, subject: str, attempts: int) -> ClusterError:
+    def error(self, method: str, path: str, subject: str, attempts: int, *,
+              ca_origin: str = "") -> ClusterError:
         """The ClusterError of the last attempt; it says how many were made."""
         tried = f" (after {attempts} attempts)" if attempts > 1 else ""
         if self.transport is None:
             return _error(self.status, self.data, method, path, subject, suffix=tried)
-        err = ClusterError(f"{method} {path}: {type(self.transport).__name__}: "
-                           f"{self.transport}{tried}", subject=subject or path)
+        refused = _refused_certificate(self.transport)
+        if refused is not None:
+            err = ClusterError(f"{method} {path}: the API server's TLS certificate was "
+                               f"refused: {refused.verify_message or refused.reason}; it "
+                               f"is checked against {ca_origin or 'the configured CA'}",
+                               subject=subject or path)
+        else:
+            err = ClusterError(f"{method} {path}: {type(self.transport).__name__}: "
+                               f"{self.transport}{tried}", subject=subject or path)
         err.__cause__ = self.transport
         return err
+
+
+def _refused_certificate(err: urllib3.exceptions.HTTPError
+                         ) -> ssl.SSLCertVerificationError | None:
+    """The verification failure behind a TLS error: the server's certificate is not
+    signed by the CA this client trusts, or names another host (permanent, unlike a
+    handshake cut short)."""
+    if isinstance(err, urllib3.exceptions.SSLError):
+        for arg in err.args:
+            if isinstance(arg, ssl.SSLCertVerificationError):
+                return arg
+        if isinstance(err.__cause__, ssl.SSLCertVerificationError):
+            return err.__cause__
+    return None
+
+
+def _pool(connection: kubeconfig.Connection, size: int) -> urllib3.PoolManager:
+    """The connection pool on orksync's own set-up: as the kubernetes client builds it
+    (4 hosts of `size` connections each), with one TLS context shared by every
+    connection."""
+    options: dict[str, Any] = {}
+    if connection.tls_server_name:
+        options["server_hostname"] = connection.tls_server_name
+    return urllib3.PoolManager(
+        num_pools=4, maxsize=size, ssl_context=connection.tls,
+        cert_reqs=ssl.CERT_REQUIRED if connection.verify else ssl.CERT_NONE, **options)
 
 
 def _error(status: int, data: bytes, method: str, path: str, subject: str, *,

@@ -1,0 +1,483 @@
+"""Where the API server is and how to authenticate to it, read without the `kubernetes`
+package (importing it costs about a third of a second: its client imports every generated
+model, and `requests`). orksync.apply.kube sends every request itself through urllib3, so
+all it needs from a kubeconfig is a server URL, a TLS context and an Authorization header.
+
+Read natively, with kubectl's (client-go's) rules:
+
+* the files: an explicit path (one file, which must exist), else every file of
+  `KUBECONFIG` (separated by `os.pathsep`; missing and empty files are skipped), else
+  `~/.kube/config`. Merging: the first file that defines a cluster, user or context of a
+  given name wins, and so does the first file that sets `current-context`;
+* the context: `--context`, else `current-context`;
+* the cluster: `server`, `certificate-authority` / `certificate-authority-data`,
+  `insecure-skip-tls-verify`, `tls-server-name`;
+* the user: `client-certificate` / `client-certificate-data`, `client-key` /
+  `client-key-data`, `token`, `tokenFile` (re-read at most every minute, and it wins over
+  `token`, as in client-go), `username` / `password` (basic authentication).
+
+A relative file name is resolved against the directory of the kubeconfig file that
+defined it. Where both a `-data` field and its file are set, the data wins (as in the
+Python client; kubectl refuses such a file).
+
+Anything else that decides how orksync connects or authenticates (a user's `exec` or
+`auth-provider`, impersonation, a cluster's `proxy-url`, an unknown field of the chosen
+user or cluster, an HTTP(S) proxy in the environment) raises :class:`Unsupported`, and
+orksync.apply.kube falls back to the `kubernetes` client, which then reads the kubeconfig
+as it always did.
+
+In a pod (:func:`in_cluster`): `KUBERNETES_SERVICE_HOST` / `_PORT`, the service-account
+token (re-read at most every minute: bound tokens rotate) and CA.
+
+No key, token or password ever reaches an error message or a log line.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import contextlib
+import json
+import logging
+import os
+import re
+import shutil
+import ssl
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from urllib3.util import create_urllib3_context
+
+from orksync.errors import ClusterError
+
+__all__ = ["Connection", "Credentials", "Unsupported", "in_cluster", "load_kubeconfig"]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_KUBECONFIG = "~/.kube/config"
+SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+TOKEN_REFRESH = 60.0  # seconds a token read from a file is used before reading it again
+PROXY_ENV = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy")
+
+_CLUSTER_FIELDS = frozenset({"server", "certificate-authority", "certificate-authority-data",
+                             "insecure-skip-tls-verify", "tls-server-name",
+                             # no effect on how orksync connects:
+                             "extensions", "disable-compression"})
+_USER_FIELDS = frozenset({"client-certificate", "client-certificate-data", "client-key",
+                          "client-key-data", "token", "tokenFile", "username", "password",
+                          "extensions"})
+_SECTIONS = (("clusters", "cluster"), ("users", "user"), ("contexts", "context"))
+
+
+class Unsupported(Exception):
+    """The kubeconfig (or environment) needs what only the `kubernetes` client does."""
+
+
+class Credentials:
+    """The Authorization header of a connection: fixed (a token, basic authentication),
+    or a token read from a file and read again once it is `refresh` seconds old, so that
+    a rotated service-account token is picked up. Thread-safe."""
+
+    def __init__(self, *, token: str | None = None, token_file: Path | None = None,
+                 basic: str | None = None, refresh: float | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._header = f"Bearer {token}" if token else None
+        if basic is not None:
+            self._header = "Basic " + base64.b64encode(basic.encode()).decode()
+        self._file = token_file
+        self._refresh = TOKEN_REFRESH if refresh is None else refresh
+        self._clock = clock
+        self._read_at = -float("inf")
+        self._lock = threading.Lock()
+        if token_file is not None:
+            self._reread(first=True)
+
+    @property
+    def token_file(self) -> Path | None:
+        return self._file
+
+    def authorization(self) -> str | None:
+        """The value of the Authorization header (None: send none)."""
+        if self._file is not None and self._clock() - self._read_at >= self._refresh:
+            with self._lock:
+                if self._clock() - self._read_at >= self._refresh:
+                    self._reread(first=False)
+        return self._header
+
+    def _reread(self, *, first: bool) -> None:
+        assert self._file is not None
+        try:
+            token = self._file.read_text().strip()
+            if not token:
+                raise ValueError("the file is empty")
+        except (OSError, ValueError) as err:
+            reason = err.strerror if isinstance(err, OSError) else str(err)
+            if first and self._header is None:
+                raise ClusterError(f"cannot read the token: {reason}",
+                                   subject=str(self._file)) from err
+            # client-go keeps the token it has; the file may be mid-rotation
+            log.warning("%s: cannot read the token again (%s); keeping the last one",
+                        self._file, reason)
+        else:
+            self._header = f"Bearer {token}"
+        self._read_at = self._clock()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Connection:
+    """Everything orksync.apply.kube needs to reach one API server."""
+
+    server: str  # scheme://host[:port][/prefix], no trailing slash
+    tls: ssl.SSLContext
+    verify: bool = True
+    tls_server_name: str | None = None
+    credentials: Credentials = field(default_factory=Credentials)
+    # for error messages: where the CA came from ("certificate-authority-data of cluster
+    # 'x' in /path/kubeconfig"); never the certificate itself
+    ca_origin: str = "the system's trusted CAs"
+
+
+# --- kubeconfig ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    """A named cluster, user or context and the file that defined it."""
+
+    name: str
+    body: Mapping[str, Any]
+    file: Path
+    where: str  # `clusters[2].cluster`, for messages
+
+    def describe(self, kind: str) -> str:
+        return f"{kind} {self.name!r} ({self.where})"
+
+
+def load_kubeconfig(path: str | Path | None = None, context: str | None = None, *,
+                    environ: Mapping[str, str] | None = None) -> Connection:
+    """The connection of a kubeconfig's context. Raises ClusterError for a kubeconfig that
+    cannot be used (naming the file and field), Unsupported for one that needs the
+    `kubernetes` client."""
+    env = os.environ if environ is None else environ
+    _refuse_proxy_environment(env)
+    files = _files(path, env)
+    entries: dict[str, dict[str, _Entry]] = {section: {} for section, _ in _SECTIONS}
+    current, current_file = "", None
+    for file in files:
+        doc = _read(file)
+        if doc is None:
+            continue
+        for section, key in _SECTIONS:
+            for entry in _named(doc, section, key, file):
+                entries[section].setdefault(entry.name, entry)
+        here = doc.get("current-context")
+        if here and not current:
+            if not isinstance(here, str):
+                raise ClusterError("current-context: not a string", subject=str(file))
+            current, current_file = here, file
+    shown = ", ".join(map(str, files)) or "KUBECONFIG"
+    name = context or current
+    if not name:
+        raise ClusterError("no current-context is set and no --context was given",
+                           subject=shown)
+    ctx = entries["contexts"].get(name)
+    if ctx is None:
+        origin = "--context" if context else f"current-context of {current_file}"
+        raise ClusterError(f"context {name!r} ({origin}) is not defined", subject=shown)
+    cluster_name = _string(ctx, "cluster")
+    if not cluster_name:
+        raise ClusterError(f"{ctx.where}.cluster: missing", subject=str(ctx.file))
+    cluster = entries["clusters"].get(cluster_name)
+    if cluster is None:
+        raise ClusterError(f"{ctx.where}.cluster: cluster {cluster_name!r} is not defined "
+                           f"in {shown}", subject=str(ctx.file))
+    user_name = _string(ctx, "user")
+    user = entries["users"].get(user_name) if user_name else None
+    if user_name and user is None:
+        raise ClusterError(f"{ctx.where}.user: user {user_name!r} is not defined in {shown}",
+                           subject=str(ctx.file))
+    _refuse_unsupported(cluster, _CLUSTER_FIELDS, "cluster")
+    if user is not None:
+        _refuse_unsupported(user, _USER_FIELDS, "user")
+    return _connection(cluster, user)
+
+
+def _refuse_proxy_environment(env: Mapping[str, str]) -> None:
+    """The kubernetes client sends through an HTTP(S) proxy named in the environment
+    (with NO_PROXY exceptions); orksync leaves proxies to it."""
+    for name in PROXY_ENV:
+        if env.get(name):
+            raise Unsupported(f"{name} is set (a proxy)")
+
+
+def _files(path: str | Path | None, env: Mapping[str, str]) -> list[Path]:
+    if path:
+        explicit = Path(path).expanduser()
+        if not explicit.is_file():
+            raise ClusterError("the kubeconfig file does not exist", subject=str(explicit))
+        return [explicit]
+    listed = env.get("KUBECONFIG")
+    if listed:
+        found = [Path(p).expanduser() for p in listed.split(os.pathsep) if p]
+        found = [p for p in found if p.is_file()]
+        if not found:
+            raise ClusterError("none of the files in KUBECONFIG exists",
+                               subject=f"KUBECONFIG={listed}")
+        return found
+    default = Path(DEFAULT_KUBECONFIG).expanduser()
+    if not default.is_file():
+        raise ClusterError("no kubeconfig: KUBECONFIG is not set and the default file does "
+                           "not exist (and not running in a cluster)", subject=str(default))
+    return [default]
+
+
+def _read(file: Path) -> Mapping[str, Any] | None:
+    """The document of one kubeconfig file; None for an empty file (kubectl skips it)."""
+    try:
+        text = file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        reason = err.strerror if isinstance(err, OSError) else "not UTF-8 text"
+        raise ClusterError(f"cannot read the kubeconfig: {reason}", subject=str(file)) from err
+    if not text.strip():
+        return None
+    doc = _parse(text, file)
+    if doc is None:
+        return None
+    if not isinstance(doc, Mapping):
+        raise ClusterError("not a kubeconfig: the document is not a map", subject=str(file))
+    return doc
+
+
+def _parse(text: str, file: Path) -> Any:
+    """JSON when the file is JSON (what orksync's tools write: no YAML import at all),
+    else PyYAML's safe loader: the reader the `kubernetes` client uses for kubeconfigs,
+    so a value means what it meant before (YAML 1.1: `insecure-skip-tls-verify: yes` is
+    true, as for kubectl). About 10 ms to import, a third of ruamel.yaml."""
+    if text.lstrip().startswith("{"):
+        with contextlib.suppress(ValueError):
+            return json.loads(text)
+    import yaml
+
+    try:
+        return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        line = f" (line {mark.line + 1})" if mark is not None else ""
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        raise ClusterError(f"invalid YAML{line}: {problem}", subject=str(file)) from err
+
+
+def _named(doc: Mapping[str, Any], section: str, key: str, file: Path) -> list[_Entry]:
+    items = doc.get(section)
+    if items is None:
+        return []
+    if not isinstance(items, list):
+        raise ClusterError(f"{section}: not a list", subject=str(file))
+    found: list[_Entry] = []
+    seen: set[str] = set()
+    for i, item in enumerate(items):
+        where = f"{section}[{i}]"
+        if not isinstance(item, Mapping):
+            raise ClusterError(f"{where}: not a map", subject=str(file))
+        name = item.get("name")
+        if not isinstance(name, str) or not name:
+            raise ClusterError(f"{where}.name: missing", subject=str(file))
+        body = item.get(key)
+        if body is None:
+            body = {}
+        if not isinstance(body, Mapping):
+            raise ClusterError(f"{where}.{key}: not a map", subject=str(file))
+        if name in seen:
+            raise ClusterError(f"{where}.name: {name!r} is defined twice in {section}",
+                               subject=str(file))
+        seen.add(name)
+        found.append(_Entry(name=name, body=body, file=file, where=f"{where}.{key}"))
+    return found
+
+
+def _refuse_unsupported(entry: _Entry, known: frozenset[str], kind: str) -> None:
+    unknown = sorted(k for k, v in entry.body.items() if k not in known and v not in
+                     (None, "", [], {}, False))
+    if unknown:
+        raise Unsupported(f"{entry.describe(kind)} in {entry.file} sets {', '.join(unknown)}")
+
+
+def _string(entry: _Entry, key: str) -> str:
+    value = entry.body.get(key)
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise ClusterError(f"{entry.where}.{key}: not a string", subject=str(entry.file))
+    return value
+
+
+def _flag(entry: _Entry, key: str) -> bool:
+    value = entry.body.get(key, False)
+    if not isinstance(value, bool):
+        raise ClusterError(f"{entry.where}.{key}: not true or false",
+                           subject=str(entry.file))
+    return value
+
+
+def _path(entry: _Entry, key: str) -> Path | None:
+    """A file named by `key`, relative names resolved against the kubeconfig's directory;
+    it must exist."""
+    name = _string(entry, key)
+    if not name:
+        return None
+    path = Path(name)
+    if not path.is_absolute():
+        path = entry.file.parent / path
+    if not path.is_file():
+        raise ClusterError(f"{entry.where}.{key}: file {path} does not exist",
+                           subject=str(entry.file))
+    return path
+
+
+def _data(entry: _Entry, key: str) -> bytes | None:
+    """A base64 `-data` field, decoded (the value is never shown)."""
+    text = _string(entry, key)
+    if not text:
+        return None
+    try:
+        return base64.b64decode("".join(text.split()), validate=True)
+    except (binascii.Error, ValueError) as err:
+        raise ClusterError(f"{entry.where}.{key}: not valid base64",
+                           subject=str(entry.file)) from err
+
+
+def _connection(cluster: _Entry, user: _Entry | None) -> Connection:
+    server = _string(cluster, "server").rstrip("/")
+    if not server:
+        raise ClusterError(f"{cluster.where}.server: missing", subject=str(cluster.file))
+    if not server.startswith(("https://", "http://")):
+        raise ClusterError(f"{cluster.where}.server: {server!r} is not an http(s) URL",
+                           subject=str(cluster.file))
+    verify = not _flag(cluster, "insecure-skip-tls-verify")
+    ca_data = _data(cluster, "certificate-authority-data")
+    ca_file = None if ca_data else _path(cluster, "certificate-authority")
+    ca_field = "certificate-authority-data" if ca_data else \
+        "certificate-authority" if ca_file else ""
+    ca_origin = f"{ca_field} of cluster {cluster.name!r} in {cluster.file}" if ca_field \
+        else "the system's trusted CAs"
+    tls = _tls_context(verify=verify, ca_file=ca_file, ca_data=ca_data,
+                       problem=lambda reason: ClusterError(
+                           f"{cluster.where}.{ca_field}: not a usable CA certificate: "
+                           f"{reason}", subject=str(cluster.file)))
+    credentials = Credentials()
+    if user is not None:
+        _load_client_certificate(tls, user)
+        credentials = _credentials(user)
+    return Connection(server=server, tls=tls, verify=verify,
+                      tls_server_name=_string(cluster, "tls-server-name") or None,
+                      credentials=credentials, ca_origin=ca_origin)
+
+
+def _tls_context(*, verify: bool, ca_file: Path | None, ca_data: bytes | None,
+                 problem: Callable[[str], ClusterError]) -> ssl.SSLContext:
+    """One TLS context for every connection of the pool (urllib3 would build one per
+    connection and load the CA each time). urllib3's own factory, so the protocol
+    options are those it would choose."""
+    tls = create_urllib3_context(cert_reqs=ssl.CERT_REQUIRED if verify else ssl.CERT_NONE)
+    try:
+        if ca_data is not None:
+            tls.load_verify_locations(cadata=ca_data.decode("ascii", "replace"))
+        elif ca_file is not None:
+            tls.load_verify_locations(cafile=str(ca_file))
+        else:
+            tls.load_default_certs()
+    except (ssl.SSLError, OSError, ValueError) as err:
+        raise problem(_ssl_reason(err)) from err
+    return tls
+
+
+def _load_client_certificate(tls: ssl.SSLContext, user: _Entry) -> None:
+    """The user's client certificate and key into `tls`. ssl loads them only from files:
+    `-data` values are written to a private directory (0700, files 0600) and removed as
+    soon as they are loaded."""
+    cert_data = _data(user, "client-certificate-data")
+    key_data = _data(user, "client-key-data")
+    cert_file = None if cert_data else _path(user, "client-certificate")
+    key_file = None if key_data else _path(user, "client-key")
+    has_cert, has_key = bool(cert_data or cert_file), bool(key_data or key_file)
+    if not has_cert and not has_key:
+        return
+    if has_cert != has_key:
+        missing = "client-key" if has_cert else "client-certificate"
+        raise ClusterError(f"{user.where}.{missing}: missing (a client certificate needs "
+                           "both the certificate and its key)", subject=str(user.file))
+    private = Path(tempfile.mkdtemp(prefix="orksync-kubeconfig-"))
+    try:
+        if cert_data is not None:
+            cert_file = _private_file(private / "client.crt", cert_data)
+        if key_data is not None:
+            key_file = _private_file(private / "client.key", key_data)
+        assert cert_file is not None and key_file is not None
+        tls.load_cert_chain(str(cert_file), str(key_file))
+    except (ssl.SSLError, OSError) as err:
+        raise ClusterError(f"{user.where}: cannot use the client certificate and key: "
+                           f"{_ssl_reason(err)}", subject=str(user.file)) from err
+    finally:
+        shutil.rmtree(private, ignore_errors=True)
+
+
+def _private_file(path: Path, data: bytes) -> Path:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as out:
+        out.write(data)
+    return path
+
+
+def _ssl_reason(err: BaseException) -> str:
+    """What went wrong, without file contents (ssl's and the OS's messages carry none),
+    and without ssl's source location."""
+    if isinstance(err, ssl.SSLError):
+        text = err.reason or (err.strerror if isinstance(err.strerror, str) else "") or ""
+        return re.sub(r" \(_ssl\.c:\d+\)$", "", text) or type(err).__name__
+    if isinstance(err, OSError):
+        return err.strerror or type(err).__name__
+    return type(err).__name__
+
+
+def _credentials(user: _Entry) -> Credentials:
+    token_file = _path(user, "tokenFile")
+    token = _string(user, "token") or None
+    if token_file is not None or token:
+        return Credentials(token=token, token_file=token_file)
+    username = _string(user, "username")
+    if username:
+        return Credentials(basic=f"{username}:{_string(user, 'password')}")
+    return Credentials()
+
+
+# --- in a pod -------------------------------------------------------------------------------
+
+
+def in_cluster(*, environ: Mapping[str, str] | None = None,
+               directory: Path | None = None) -> Connection:
+    """The connection of a pod: the service's address from the environment, the mounted
+    service-account token and CA. Raises ClusterError when not in a cluster."""
+    env = os.environ if environ is None else environ
+    _refuse_proxy_environment(env)
+    host, port = env.get("KUBERNETES_SERVICE_HOST"), env.get("KUBERNETES_SERVICE_PORT")
+    if not host or not port:
+        raise ClusterError("not running in a cluster: KUBERNETES_SERVICE_HOST and "
+                           "KUBERNETES_SERVICE_PORT must be set")
+    if ":" in host:  # IPv6
+        host = f"[{host}]"
+    directory = SERVICE_ACCOUNT_DIR if directory is None else directory
+    token, ca = directory / "token", directory / "ca.crt"
+    if not ca.is_file():
+        raise ClusterError("not running in a cluster: no service-account CA certificate",
+                           subject=str(ca))
+    tls = _tls_context(verify=True, ca_file=ca, ca_data=None,
+                       problem=lambda reason: ClusterError(
+                           f"not a usable CA certificate: {reason}", subject=str(ca)))
+    return Connection(server=f"https://{host}:{port}", tls=tls,
+                      credentials=Credentials(token_file=token),
+                      ca_origin=f"the service-account CA {ca}")

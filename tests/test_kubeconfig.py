@@ -1,0 +1,274 @@
+"""orksync.apply.kubeconfig without a cluster: which files and entries are read (client-go's
+merge rules), what falls back to the `kubernetes` client, and the errors for a kubeconfig
+that cannot be used (naming the file and field, never a key or token). Connecting with
+each kind of credential is tests/test_kubeconfig_cluster.py."""
+
+from __future__ import annotations
+
+import base64
+import http.server
+import json
+import os
+import threading
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+
+from orksync.apply import kubeconfig
+from orksync.apply.kube import Kube
+from orksync.apply.kubeconfig import Credentials, Unsupported, load_kubeconfig
+from orksync.errors import ClusterError
+
+
+def config(*, current: str | None = "main", clusters: dict[str, dict[str, Any]] | None = None,
+           users: dict[str, dict[str, Any]] | None = None,
+           contexts: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+    doc: dict[str, Any] = {
+        "apiVersion": "v1", "kind": "Config",
+        "clusters": [{"name": k, "cluster": v} for k, v in (clusters or {}).items()],
+        "users": [{"name": k, "user": v} for k, v in (users or {}).items()],
+        "contexts": [{"name": k, "context": v} for k, v in (contexts or {}).items()],
+    }
+    if current is not None:
+        doc["current-context"] = current
+    return doc
+
+
+def simple(server: str = "http://127.0.0.1:1", **user: Any) -> dict[str, Any]:
+    return config(clusters={"c": {"server": server}}, users={"u": user},
+                  contexts={"main": {"cluster": "c", "user": "u"}})
+
+
+def write(path: Path, doc: dict[str, Any] | str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(doc if isinstance(doc, str) else json.dumps(doc))
+    return path
+
+
+def load(path: Path | None = None, context: str | None = None, **env: str
+         ) -> kubeconfig.Connection:
+    return load_kubeconfig(path, context, environ=env)
+
+
+def failure(path: Path | None = None, context: str | None = None, **env: str) -> str:
+    with pytest.raises(ClusterError) as err:
+        load(path, context, **env)
+    return str(err.value)
+
+
+# --- which file, which entries ----------------------------------------------------------------
+
+
+def test_kubeconfig_files_merge_with_client_go_rules_first_file_wins(tmp_path: Path) -> None:
+    first = write(tmp_path / "a" / "config", config(
+        current=None,
+        clusters={"shared": {"server": "http://first:1"}},
+        contexts={"main": {"cluster": "shared"}, "other": {"cluster": "only-second"}}))
+    second = write(tmp_path / "b" / "config", config(
+        current="other",
+        clusters={"shared": {"server": "http://second:1"},
+                  "only-second": {"server": "http://second-only:1"}},
+        contexts={"other": {"cluster": "shared"}}))
+    third = write(tmp_path / "c" / "config", config(current="main"))
+    listed = os.pathsep.join([str(tmp_path / "missing"), str(first), str(second), str(third)])
+
+    # current-context: the first file that sets one (the second); context `other`: from
+    # the first file, which names a cluster only the second file defines
+    assert load(KUBECONFIG=listed).server == "http://second-only:1"
+    # a map entry defined twice: the first file's
+    assert load(context="main", KUBECONFIG=listed).server == "http://first:1"
+    # the explicit path is the one file read, KUBECONFIG aside
+    assert load(second, KUBECONFIG=listed).server == "http://second:1"
+
+
+def test_an_empty_file_in_kubeconfig_is_skipped(tmp_path: Path) -> None:
+    empty = write(tmp_path / "empty", "\n")
+    real = write(tmp_path / "real", simple("http://real:1/"))
+    conn = load(KUBECONFIG=f"{empty}{os.pathsep}{real}")
+    assert conn.server == "http://real:1"  # trailing slash dropped
+
+
+def test_yaml_kubeconfigs_are_read_with_yaml_1_1_booleans_like_kubectl(tmp_path: Path) -> None:
+    path = write(tmp_path / "config", """
+apiVersion: v1
+kind: Config
+clusters:
+- name: c
+  cluster: {server: "https://127.0.0.1:1", insecure-skip-tls-verify: yes}
+contexts:
+- {name: main, context: {cluster: c}}
+current-context: main
+""")
+    conn = load(path)
+    assert conn.verify is False
+    assert conn.credentials.authorization() is None
+
+
+# --- what falls back to the kubernetes client --------------------------------------------------
+
+
+@pytest.mark.parametrize(("user", "named"), [
+    ({"exec": {"command": "get-token", "apiVersion": "client.authentication.k8s.io/v1"}},
+     "exec"),
+    ({"auth-provider": {"name": "oidc", "config": {}}}, "auth-provider"),
+    ({"as": "someone-else", "token": "t"}, "as"),
+    ({"token": "t", "future-auth-field": "x"}, "future-auth-field"),
+])
+def test_a_user_needing_the_kubernetes_client_is_unsupported(
+        tmp_path: Path, user: dict[str, Any], named: str) -> None:
+    path = write(tmp_path / "config", simple(**user))
+    with pytest.raises(Unsupported, match=named):
+        load(path)
+
+
+def test_a_proxy_url_or_a_proxy_in_the_environment_is_unsupported(tmp_path: Path) -> None:
+    doc = simple()
+    doc["clusters"][0]["cluster"]["proxy-url"] = "http://proxy:3128"
+    with pytest.raises(Unsupported, match="proxy-url"):
+        load(write(tmp_path / "proxied", doc))
+    with pytest.raises(Unsupported, match="HTTPS_PROXY"):
+        load(write(tmp_path / "plain", simple()), HTTPS_PROXY="http://proxy:3128")
+
+
+def test_unsupported_fields_of_users_and_clusters_not_chosen_do_not_matter(
+        tmp_path: Path) -> None:
+    doc = simple(token="t")
+    doc["users"].append({"name": "cloud", "user": {"exec": {"command": "x"}}})
+    doc["clusters"].append({"name": "far", "cluster": {"server": "https://x",
+                                                       "proxy-url": "http://p"}})
+    conn = load(write(tmp_path / "config", doc))
+    assert conn.credentials.authorization() == "Bearer t"
+
+
+# --- credentials -----------------------------------------------------------------------------
+
+
+def test_a_token_file_is_read_again_once_a_minute_and_kept_when_unreadable(
+        tmp_path: Path) -> None:
+    token = tmp_path / "token"
+    token.write_text("first\n")
+    now = [1000.0]
+    creds = Credentials(token_file=token, clock=lambda: now[0])
+    assert creds.authorization() == "Bearer first"
+    token.write_text("second")
+    now[0] += 59
+    assert creds.authorization() == "Bearer first"
+    now[0] += 1
+    assert creds.authorization() == "Bearer second"
+    token.unlink()  # mid-rotation
+    now[0] += 61
+    assert creds.authorization() == "Bearer second"
+
+
+def test_token_file_wins_over_token_and_relative_paths_follow_the_kubeconfig(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    write(tmp_path / "cfg" / "secrets" / "token", "from-file\n")
+    path = write(tmp_path / "cfg" / "config", simple(token="inline", tokenFile="secrets/token"))
+    monkeypatch.chdir(tmp_path)
+    assert load(path).credentials.authorization() == "Bearer from-file"
+
+
+class _Recorder(http.server.BaseHTTPRequestHandler):
+    """Answers `{}` and keeps each request's Authorization header (kube-apiserver has no
+    basic authentication any more: it ignores the header, so it cannot tell)."""
+
+    seen: ClassVar[list[str | None]] = []
+
+    def do_GET(self) -> None:
+        self.seen.append(self.headers.get("Authorization"))
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", "2")
+        self.end_headers()
+        self.wfile.write(b"{}")
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+def test_basic_authentication_is_sent_over_plain_http(tmp_path: Path) -> None:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        path = write(tmp_path / "config", simple(url, username="ann", password="pw:x"))
+        kube = Kube(connection=load(path))
+        assert kube.request("GET", "/version") == {}
+        kube.close()
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert _Recorder.seen == ["Basic " + base64.b64encode(b"ann:pw:x").decode()]
+
+
+# --- kubeconfigs that cannot be used ------------------------------------------------------------
+
+
+def test_a_missing_kubeconfig_is_named(tmp_path: Path) -> None:
+    assert f"{tmp_path / 'nope'}: the kubeconfig file does not exist" in \
+        failure(tmp_path / "nope")
+    listed = f"{tmp_path / 'a'}{os.pathsep}{tmp_path / 'b'}"
+    assert "none of the files in KUBECONFIG exists" in failure(KUBECONFIG=listed)
+
+
+@pytest.mark.parametrize(("doc", "message"), [
+    ("clusters: [\n  - name: c\n   bad", "invalid YAML (line "),
+    ("- just a list", "not a kubeconfig"),
+    (config(clusters={"c": {}}, contexts={"main": {"cluster": "c"}}),
+     "clusters[0].cluster.server: missing"),
+    (config(clusters={"c": {"server": "ftp://x"}}, contexts={"main": {"cluster": "c"}}),
+     "clusters[0].cluster.server: 'ftp://x' is not an http(s) URL"),
+    (config(contexts={"main": {"cluster": "gone"}}),
+     "contexts[0].context.cluster: cluster 'gone' is not defined"),
+    (config(clusters={"c": {"server": "http://x"}},
+            contexts={"main": {"cluster": "c", "user": "gone"}}),
+     "contexts[0].context.user: user 'gone' is not defined"),
+    (config(current="elsewhere"), "context 'elsewhere' (current-context of "),
+    (config(current=None), "no current-context is set"),
+    (config(clusters={"c": {"server": "https://x", "insecure-skip-tls-verify": "no"}},
+            contexts={"main": {"cluster": "c"}}),
+     "clusters[0].cluster.insecure-skip-tls-verify: not true or false"),
+    (config(clusters={"c": {"server": "https://x", "certificate-authority": "ca.pem"}},
+            contexts={"main": {"cluster": "c"}}),
+     "clusters[0].cluster.certificate-authority: file "),
+])
+def test_a_kubeconfig_that_cannot_be_used_names_file_and_field(
+        tmp_path: Path, doc: dict[str, Any] | str, message: str) -> None:
+    path = write(tmp_path / "config", doc)
+    text = failure(path)
+    assert text.startswith(f"{path}:") or str(path) in text, text
+    assert message in text
+
+
+def test_a_duplicate_name_in_one_file_is_refused(tmp_path: Path) -> None:
+    doc = simple()
+    doc["clusters"].append({"name": "c", "cluster": {"server": "http://other"}})
+    assert "clusters[1].name: 'c' is defined twice in clusters" in \
+        failure(write(tmp_path / "config", doc))
+
+
+def test_bad_key_material_is_named_by_field_and_never_shown(tmp_path: Path) -> None:
+    secret = "TOP-SECRET-KEY-MATERIAL"
+    garbage = base64.b64encode(secret.encode()).decode()
+    cases = {
+        "users[0].user.client-key-data: not valid base64": {
+            "client-certificate-data": "bm90IGJhc2U2NA==", "client-key-data": secret + "!!"},
+        "users[0].user: cannot use the client certificate and key: [SSL] PEM lib": {
+            "client-certificate-data": garbage, "client-key-data": garbage},
+    }
+    for i, (message, user) in enumerate(cases.items()):
+        doc = simple("https://127.0.0.1:1", **user)
+        text = failure(write(tmp_path / f"{i}.config", doc))
+        assert message in text and secret not in text and garbage not in text, text
+    only_cert = simple("https://127.0.0.1:1", **{"client-certificate-data": "eA=="})
+    assert "users[0].user.client-key: missing" in failure(write(tmp_path / "c", only_cert))
+
+
+def test_not_in_a_cluster(tmp_path: Path) -> None:
+    with pytest.raises(ClusterError, match="not running in a cluster"):
+        kubeconfig.in_cluster(environ={}, directory=tmp_path)
+    env = {"KUBERNETES_SERVICE_HOST": "10.0.0.1", "KUBERNETES_SERVICE_PORT": "443"}
+    with pytest.raises(ClusterError, match="no service-account CA"):
+        kubeconfig.in_cluster(environ=env, directory=tmp_path)

@@ -1,0 +1,342 @@
+"""Connecting with each kind of kubeconfig credential to the real control plane, natively
+(orksync.apply.kubeconfig, no `kubernetes` import) or through the `kubernetes` client
+where the kubeconfig needs it; and `orksync apply` without `kubernetes` or `requests` in
+the process. The merge rules and error texts without a cluster: tests/test_kubeconfig.py."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from orksync.apply import kubeconfig
+from orksync.apply.kube import Kube
+from orksync.errors import ClusterError
+from orksync.secrets import pki
+from orksync.testing.controlplane import CONTEXT_NAME, ControlPlane, kubeconfig_document
+from tests.helpers import CRD, widget, write_repo
+
+pytestmark = pytest.mark.cluster
+
+ADMIN = "orksync-admin"
+
+
+def whoami(kube: Kube) -> str:
+    review = kube.request("POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews",
+                          body={"apiVersion": "authentication.k8s.io/v1",
+                                "kind": "SelfSubjectReview"})
+    return str(review["status"]["userInfo"]["username"])
+
+
+def connected_as(path: Path, context: str | None = None) -> tuple[str, Kube]:
+    kube = Kube.from_kubeconfig(path, context)
+    try:
+        return whoami(kube), kube
+    finally:
+        kube.close()
+
+
+def b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+def write(path: Path, doc: dict[str, Any]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def document(cp: ControlPlane, *, cluster: dict[str, Any] | None = None,
+             user: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The control plane's kubeconfig with its cluster or user replaced."""
+    doc = kubeconfig_document(cp.server, cp.ca_pem, cp.admin_cert_pem, cp.admin_key_pem)
+    if cluster is not None:
+        doc["clusters"][0]["cluster"] = {"server": cp.server, **cluster}  # type: ignore[index]
+    if user is not None:
+        doc["users"][0]["user"] = user  # type: ignore[index]
+    return doc
+
+
+@pytest.fixture(scope="module")
+def admin(control_plane: ControlPlane) -> Iterator[Kube]:
+    kube = Kube.from_kubeconfig(control_plane.kubeconfig)
+    yield kube
+    kube.close()
+
+
+@pytest.fixture(scope="module")
+def sa_namespace(admin: Kube) -> Iterator[str]:
+    name = f"t-{uuid.uuid4().hex[:8]}"
+    ns = admin.resource("v1", "Namespace")
+    admin.create(ns, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}},
+                 field_manager="orksync-tests")
+    yield name
+    admin.delete(ns, "", name)
+
+
+def sa_token(admin: Kube, namespace: str, name: str) -> str:
+    """A bound token of ServiceAccount `name` from the TokenRequest API (created if new)."""
+    sa = admin.resource("v1", "ServiceAccount")
+    if admin.get_or_none(sa, namespace, name) is None:
+        admin.create(sa, {"apiVersion": "v1", "kind": "ServiceAccount",
+                          "metadata": {"name": name, "namespace": namespace}},
+                     field_manager="orksync-tests")
+    answer = admin.request(
+        "POST", sa.path(namespace, name, "token"),
+        body={"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+              "spec": {"expirationSeconds": 3600}})
+    return str(answer["status"]["token"])
+
+
+# --- client certificates, CA, TLS ---------------------------------------------------------------
+
+
+def test_the_control_planes_kubeconfig_connects_natively_as_the_admin(
+        control_plane: ControlPlane) -> None:
+    """-data fields: CA, client certificate and key embedded."""
+    user, kube = connected_as(control_plane.kubeconfig)
+    assert user == ADMIN
+    assert kube.api is None  # orksync's own connection, not the kubernetes client's
+
+
+def test_file_fields_relative_to_the_kubeconfig_connect(
+        control_plane: ControlPlane, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pem = tmp_path / "cfg" / "pki"
+    pem.mkdir(parents=True)
+    for name, data in (("ca.crt", control_plane.ca_pem),
+                       ("admin.crt", control_plane.admin_cert_pem),
+                       ("admin.key", control_plane.admin_key_pem)):
+        (pem / name).write_bytes(data)
+    path = write(tmp_path / "cfg" / "config", document(
+        control_plane, cluster={"certificate-authority": "pki/ca.crt"},
+        user={"client-certificate": "pki/admin.crt",
+              "client-key": str(pem / "admin.key")}))  # absolute works as well
+    monkeypatch.chdir(tmp_path)  # not the kubeconfig's directory
+    user, kube = connected_as(path)
+    assert (user, kube.api) == (ADMIN, None)
+
+
+def test_a_wrong_ca_is_refused_at_once_with_a_clear_error(
+        control_plane: ControlPlane, tmp_path: Path) -> None:
+    other = pki.create_ca(common_name="not-the-cluster-ca", now=datetime.now(UTC),
+                          validity=timedelta(days=1))
+    path = write(tmp_path / "config", document(
+        control_plane, cluster={"certificate-authority-data": b64(other.certificate.pem)}))
+    kube = Kube.from_kubeconfig(path)
+    started = time.monotonic()
+    with pytest.raises(ClusterError) as err:
+        whoami(kube)
+    text = str(err.value)
+    assert "the API server's TLS certificate was refused" in text
+    assert "certificate verify failed" in text or "unable to get local issuer" in text
+    assert f"certificate-authority-data of cluster '{CONTEXT_NAME}' in {path}" in text
+    assert kube.retries == 0 and kube.requests == 1  # a configuration error: not retried
+    assert time.monotonic() - started < 5
+
+
+def test_no_ca_trusts_the_system_cas_and_insecure_skip_tls_verify_does_not_verify(
+        control_plane: ControlPlane, tmp_path: Path) -> None:
+    admin = {"client-certificate-data": b64(control_plane.admin_cert_pem),
+             "client-key-data": b64(control_plane.admin_key_pem)}
+    system = write(tmp_path / "system", document(control_plane, cluster={}, user=admin))
+    with pytest.raises(ClusterError, match="checked against the system's trusted CAs"):
+        connected_as(system)
+    insecure = write(tmp_path / "insecure", document(
+        control_plane, cluster={"insecure-skip-tls-verify": True}, user=admin))
+    with pytest.warns(Warning, match="Unverified HTTPS request"):  # urllib3's, as before
+        assert connected_as(insecure)[0] == ADMIN
+
+
+def test_tls_server_name_is_the_name_verified(control_plane: ControlPlane,
+                                               tmp_path: Path) -> None:
+    ca = {"certificate-authority-data": b64(control_plane.ca_pem)}
+    named = write(tmp_path / "named", document(
+        control_plane, cluster={**ca, "tls-server-name": "kubernetes.default.svc"}))
+    assert connected_as(named)[0] == ADMIN
+    wrong = write(tmp_path / "wrong", document(
+        control_plane, cluster={**ca, "tls-server-name": "elsewhere.example"}))
+    with pytest.raises(ClusterError, match="TLS certificate was refused: Hostname mismatch"):
+        connected_as(wrong)
+
+
+# --- tokens, basic authentication -------------------------------------------------------------
+
+
+def test_a_token_kubeconfig_connects_as_its_service_account(
+        control_plane: ControlPlane, admin: Kube, sa_namespace: str, tmp_path: Path) -> None:
+    token = sa_token(admin, sa_namespace, "reader")
+    path = write(tmp_path / "config", document(control_plane, user={"token": token}))
+    user, kube = connected_as(path)
+    assert (user, kube.api) == (f"system:serviceaccount:{sa_namespace}:reader", None)
+
+
+def test_a_token_file_is_read_again_when_it_rotates(
+        control_plane: ControlPlane, admin: Kube, sa_namespace: str, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    token_file = tmp_path / "token"
+    token_file.write_text(sa_token(admin, sa_namespace, "first") + "\n")
+    path = write(tmp_path / "config", document(control_plane, user={"tokenFile": "token"}))
+    monkeypatch.setattr(kubeconfig, "TOKEN_REFRESH", 0.5)
+    kube = Kube.from_kubeconfig(path)
+    try:
+        assert whoami(kube) == f"system:serviceaccount:{sa_namespace}:first"
+        token_file.write_text(sa_token(admin, sa_namespace, "second"))
+        time.sleep(0.6)
+        assert whoami(kube) == f"system:serviceaccount:{sa_namespace}:second"
+    finally:
+        kube.close()
+
+
+def test_in_cluster_reads_the_service_account_token_again_as_it_rotates(
+        control_plane: ControlPlane, admin: Kube, sa_namespace: str, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    mounted = tmp_path / "serviceaccount"
+    mounted.mkdir()
+    (mounted / "ca.crt").write_bytes(control_plane.ca_pem)
+    (mounted / "token").write_text(sa_token(admin, sa_namespace, "agent"))
+    host, port = control_plane.server.removeprefix("https://").rsplit(":", 1)
+    for proxy in kubeconfig.PROXY_ENV:
+        monkeypatch.delenv(proxy, raising=False)
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", host)
+    monkeypatch.setenv("KUBERNETES_SERVICE_PORT", port)
+    monkeypatch.setattr(kubeconfig, "SERVICE_ACCOUNT_DIR", mounted)
+    monkeypatch.setattr(kubeconfig, "TOKEN_REFRESH", 0.5)
+    kube = Kube.in_cluster()
+    try:
+        assert kube.api is None
+        assert whoami(kube) == f"system:serviceaccount:{sa_namespace}:agent"
+        (mounted / "token").write_text(sa_token(admin, sa_namespace, "rotated"))
+        assert whoami(kube) == f"system:serviceaccount:{sa_namespace}:agent"  # not yet
+        time.sleep(0.6)
+        assert whoami(kube) == f"system:serviceaccount:{sa_namespace}:rotated"
+    finally:
+        kube.close()
+
+
+# --- several files ------------------------------------------------------------------------------
+
+
+def test_several_kubeconfig_files_merge_first_file_wins(
+        control_plane: ControlPlane, admin: Kube, sa_namespace: str, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first file's `work` context, cluster and user; a later file's entries of the
+    same names point at a closed port with a stranger's token and are ignored; its own
+    user (a token) and its relative CA path are read from its directory."""
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "ca.crt").write_bytes(control_plane.ca_pem)
+    first = write(tmp_path / "a" / "config", {
+        "current-context": "work",
+        "clusters": [{"name": "main", "cluster": {"server": control_plane.server,
+                                                  "certificate-authority-data":
+                                                      b64(control_plane.ca_pem)}}],
+        "users": [{"name": "admin", "user": {
+            "client-certificate-data": b64(control_plane.admin_cert_pem),
+            "client-key-data": b64(control_plane.admin_key_pem)}}],
+        "contexts": [{"name": "work", "context": {"cluster": "main", "user": "admin"}},
+                     {"name": "robot", "context": {"cluster": "other", "user": "robot"}}]})
+    second = write(tmp_path / "b" / "config", {
+        "current-context": "robot",
+        "clusters": [{"name": "main", "cluster": {"server": "https://127.0.0.1:9"}},
+                     {"name": "other", "cluster": {"server": control_plane.server,
+                                                   "certificate-authority": "ca.crt"}}],
+        "users": [{"name": "admin", "user": {"token": "not-a-token"}},
+                  {"name": "robot", "user": {"token": sa_token(admin, sa_namespace, "bot")}}],
+        "contexts": [{"name": "work", "context": {"cluster": "main", "user": "robot"}}]})
+    monkeypatch.setenv("KUBECONFIG", os.pathsep.join([str(tmp_path / "none"), str(first),
+                                                      str(second)]))
+    for proxy in kubeconfig.PROXY_ENV:
+        monkeypatch.delenv(proxy, raising=False)
+    assert connected_as(None)[0] == ADMIN  # type: ignore[arg-type]
+    assert connected_as(None, "robot")[0] == \
+        f"system:serviceaccount:{sa_namespace}:bot"  # type: ignore[arg-type]
+    monkeypatch.setenv("KUBECONFIG", os.pathsep.join([str(second), str(first)]))
+    with pytest.raises(ClusterError):  # now the other file's `main` and `admin` win
+        Kube.from_kubeconfig(None, "work").request("GET", "/version")
+
+
+# --- falling back to the kubernetes client ------------------------------------------------------
+
+EXEC_PLUGIN = """
+import json, sys
+print(json.dumps({"apiVersion": "client.authentication.k8s.io/v1beta1",
+                  "kind": "ExecCredential", "status": {"token": sys.argv[1]}}))
+"""
+
+
+def test_an_exec_kubeconfig_falls_back_to_the_kubernetes_client(
+        control_plane: ControlPlane, admin: Kube, sa_namespace: str, tmp_path: Path) -> None:
+    plugin = tmp_path / "plugin.py"
+    plugin.write_text(EXEC_PLUGIN)
+    path = write(tmp_path / "config", document(control_plane, user={"exec": {
+        "apiVersion": "client.authentication.k8s.io/v1beta1", "command": sys.executable,
+        "args": [str(plugin), sa_token(admin, sa_namespace, "plugged")],
+        "interactiveMode": "Never"}}))
+    with pytest.raises(kubeconfig.Unsupported, match="exec"):
+        kubeconfig.load_kubeconfig(path, environ={})
+    user, kube = connected_as(path)
+    assert user == f"system:serviceaccount:{sa_namespace}:plugged"
+    assert kube.api is not None  # the kubernetes client's ApiClient
+
+
+# --- the command line ---------------------------------------------------------------------------
+
+APPLY_WITHOUT_KUBERNETES = """
+import sys
+from orksync.cli import main
+code = main(sys.argv[1:])
+loaded = sorted(m for m in sys.modules if m.split(".")[0] in ("kubernetes", "requests"))
+print("LOADED", ",".join(loaded))
+sys.exit(code)
+"""
+
+KATALOG = """
+apiVersion: orkestra.orkspace.io/v1
+kind: Katalog
+metadata: {name: apps}
+spec:
+  crds:
+    widget:
+      crdFile: ./crd.yaml
+      operatorBox:
+        onReconcile:
+          configMaps:
+            - name: "{{ .metadata.name }}-cfg"
+              data: {size: "{{ .spec.size }}"}
+"""
+
+
+def test_orksync_apply_neither_imports_kubernetes_nor_requests(
+        control_plane: ControlPlane, admin: Kube, tmp_path: Path) -> None:
+    ns = f"t-{uuid.uuid4().hex[:8]}"
+    admin.create(admin.resource("v1", "Namespace"), {"apiVersion": "v1", "kind": "Namespace",
+                                                     "metadata": {"name": ns}},
+                 field_manager="orksync-tests")
+    repo = write_repo(tmp_path / "repo", {"katalog.yaml": KATALOG, "crd.yaml": CRD,
+                                          "w.yaml": widget("w", ns, size=3)})
+    env = {k: v for k, v in os.environ.items() if k not in kubeconfig.PROXY_ENV}
+    rendered = subprocess.run([sys.executable, "-m", "orksync", "render", str(repo), "-o",
+                               str(tmp_path / "out")], capture_output=True, text=True,
+                              timeout=120, env=env)
+    assert rendered.returncode == 0, rendered.stderr
+    name = f"imports-{uuid.uuid4().hex[:6]}"
+    for step in ("create", "resync"):
+        done = subprocess.run(
+            [sys.executable, "-c", textwrap.dedent(APPLY_WITHOUT_KUBERNETES), "apply",
+             str(tmp_path / "out"), "--kubeconfig", str(control_plane.kubeconfig),
+             "--name", name],
+            capture_output=True, text=True, timeout=120, env=env)
+        assert done.returncode == 0, (step, done.stderr[-2000:])
+        assert "LOADED \n" in done.stdout, (step, done.stdout)
+    live = admin.get(admin.resource("v1", "ConfigMap"), ns, "w-cfg")
+    assert live["data"] == {"size": "3"}
