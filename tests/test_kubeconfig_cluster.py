@@ -170,7 +170,14 @@ def test_tls_server_name_is_the_name_verified(control_plane: ControlPlane,
         connected_as(wrong)
 
 
-# --- tokens, basic authentication -------------------------------------------------------------
+def test_a_kube_on_a_kubernetes_api_client_still_works(control_plane: ControlPlane) -> None:
+    with control_plane.api_client() as client:
+        kube = Kube(client)
+        assert whoami(kube) == ADMIN
+        assert kube.api is client
+
+
+# --- tokens ------------------------------------------------------------------------------------
 
 
 def test_a_token_kubeconfig_connects_as_its_service_account(

@@ -356,7 +356,8 @@ def _connection(cluster: _Entry, user: _Entry | None) -> Connection:
     if not server:
         raise ClusterError(f"{cluster.where}.server: missing", subject=str(cluster.file))
     if not server.startswith(("https://", "http://")):
-        raise ClusterError(f"{cluster.where}.server: {server!r} is not an http(s) URL",
+        # the value is not shown: a URL may carry a password
+        raise ClusterError(f"{cluster.where}.server: not an https:// or http:// URL",
                            subject=str(cluster.file))
     verify = not _flag(cluster, "insecure-skip-tls-verify")
     ca_data = _data(cluster, "certificate-authority-data")
