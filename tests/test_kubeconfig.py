@@ -10,6 +10,7 @@ import http.server
 import json
 import os
 import threading
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -19,6 +20,7 @@ from orksync.apply import kubeconfig
 from orksync.apply.kube import Kube
 from orksync.apply.kubeconfig import Credentials, Unsupported, load_kubeconfig
 from orksync.errors import ClusterError
+from orksync.secrets import pki
 
 
 def config(*, current: str | None = "main", clusters: dict[str, dict[str, Any]] | None = None,
@@ -272,3 +274,13 @@ def test_not_in_a_cluster(tmp_path: Path) -> None:
     env = {"KUBERNETES_SERVICE_HOST": "10.0.0.1", "KUBERNETES_SERVICE_PORT": "443"}
     with pytest.raises(ClusterError, match="no service-account CA"):
         kubeconfig.in_cluster(environ=env, directory=tmp_path)
+    ca = pki.create_ca(common_name="ca", now=datetime.now(UTC), validity=timedelta(days=1))
+    (tmp_path / "ca.crt").write_bytes(ca.certificate.pem)
+    (tmp_path / "token").write_text("\n")
+    with pytest.raises(ClusterError, match=f"{tmp_path / 'token'}: cannot read the token: empty"):
+        kubeconfig.in_cluster(environ=env, directory=tmp_path)
+    (tmp_path / "token").write_text("t0ken\n")
+    conn = kubeconfig.in_cluster(environ={**env, "KUBERNETES_SERVICE_HOST": "fd00::1"},
+                                 directory=tmp_path)
+    assert (conn.server, conn.credentials.authorization()) == ("https://[fd00::1]:443",
+                                                               "Bearer t0ken")

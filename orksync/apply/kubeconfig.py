@@ -97,10 +97,6 @@ class Credentials:
         if token_file is not None:
             self._reread(first=True)
 
-    @property
-    def token_file(self) -> Path | None:
-        return self._file
-
     def authorization(self) -> str | None:
         """The value of the Authorization header (None: send none)."""
         if self._file is not None and self._clock() - self._read_at >= self._refresh:
@@ -112,17 +108,18 @@ class Credentials:
     def _reread(self, *, first: bool) -> None:
         assert self._file is not None
         try:
-            token = self._file.read_text().strip()
+            token = self._file.read_text(encoding="utf-8").strip()
             if not token:
-                raise ValueError("the file is empty")
+                raise ValueError("empty")
         except (OSError, ValueError) as err:
-            reason = err.strerror if isinstance(err, OSError) else str(err)
+            # never str(err) of a decoding error: it quotes a byte of the file
+            reason = err.strerror if isinstance(err, OSError) else "empty or not UTF-8"
             if first and self._header is None:
                 raise ClusterError(f"cannot read the token: {reason}",
                                    subject=str(self._file)) from err
             # client-go keeps the token it has; the file may be mid-rotation
-            log.warning("%s: cannot read the token again (%s); keeping the last one",
-                        self._file, reason)
+            log.warning("%s: cannot read the token (%s); using the one read before "
+                        "or given as `token`", self._file, reason)
         else:
             self._header = f"Bearer {token}"
         self._read_at = self._clock()
