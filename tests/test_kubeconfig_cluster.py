@@ -68,6 +68,13 @@ def document(cp: ControlPlane, *, cluster: dict[str, Any] | None = None,
     return doc
 
 
+@pytest.fixture(autouse=True)
+def no_proxy_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A proxy in the environment sends every connection through the kubernetes client."""
+    for name in kubeconfig.PROXY_ENV:
+        monkeypatch.delenv(name, raising=False)
+
+
 @pytest.fixture(scope="module")
 def admin(control_plane: ControlPlane) -> Iterator[Kube]:
     kube = Kube.from_kubeconfig(control_plane.kubeconfig)
@@ -213,8 +220,6 @@ def test_in_cluster_reads_the_service_account_token_again_as_it_rotates(
     (mounted / "ca.crt").write_bytes(control_plane.ca_pem)
     (mounted / "token").write_text(sa_token(admin, sa_namespace, "agent"))
     host, port = control_plane.server.removeprefix("https://").rsplit(":", 1)
-    for proxy in kubeconfig.PROXY_ENV:
-        monkeypatch.delenv(proxy, raising=False)
     monkeypatch.setenv("KUBERNETES_SERVICE_HOST", host)
     monkeypatch.setenv("KUBERNETES_SERVICE_PORT", port)
     monkeypatch.setattr(kubeconfig, "SERVICE_ACCOUNT_DIR", mounted)
@@ -262,8 +267,6 @@ def test_several_kubeconfig_files_merge_first_file_wins(
         "contexts": [{"name": "work", "context": {"cluster": "main", "user": "robot"}}]})
     monkeypatch.setenv("KUBECONFIG", os.pathsep.join([str(tmp_path / "none"), str(first),
                                                       str(second)]))
-    for proxy in kubeconfig.PROXY_ENV:
-        monkeypatch.delenv(proxy, raising=False)
     assert connected_as(None)[0] == ADMIN  # type: ignore[arg-type]
     assert connected_as(None, "robot")[0] == \
         f"system:serviceaccount:{sa_namespace}:bot"  # type: ignore[arg-type]
