@@ -51,7 +51,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from orksync.apply.kube import Kube
-from orksync.apply.status import LiveIndex, rfc3339
+from orksync.apply.live import LiveIndex, rfc3339
 from orksync.errors import ClusterError
 from orksync.model import MANAGED_SELECTOR, Action, Change, ChangeSet, ObjRef, RenderedObject
 

@@ -48,12 +48,19 @@ from orksync.durations import parse_duration
 from orksync.errors import ClusterError, InputError
 from orksync.katalog.model import CrdEntry
 from orksync.model import Action, Change, ObjRef, RenderedObject
-from orksync.render.gotemplate import GoTemplateError
 
 FINALIZER = "orksync.io/cleanup"
 OWNER_UID_ANNOTATION = "orksync.io/owner-uid"
 DEFAULT_TIMEOUT = 300.0
-_RENDER_ERRORS = (InputError, GoTemplateError, ValueError, KeyError, TypeError)
+
+
+def _render_errors() -> tuple[type[Exception], ...]:
+    """What a hook renderer raises for a block that does not render. A function, called in
+    the `except` clause (evaluated only once something was raised), so that this module,
+    which `orksync apply DIR` imports, does not import the template engine."""
+    from orksync.render.gotemplate import GoTemplateError
+
+    return (InputError, GoTemplateError, ValueError, KeyError, TypeError)
 
 
 @dataclass(slots=True, kw_only=True)
@@ -71,7 +78,7 @@ class DeletionOptions:
 
 class OnDeleteRenderer(Protocol):
     """Renders one CRD entry's hook blocks against a LIVE custom resource (pure). The
-    implementation over the render engine is orksync.apply.sync.OnDeleteRenderer."""
+    implementation over the render engine is orksync.apply.hooks.HookRenderer."""
 
     entry: CrdEntry
 
@@ -248,7 +255,7 @@ def run_on_delete(kube: Kube, cr_live: Mapping[str, Any], hooks: OnDeleteRendere
         if str(block.get("ordered")).lower() in ("true", "1", "yes"):
             return _run_ordered(kube, cr_live, hooks, block, default, options)
         jobs = hooks.jobs(cr_live, block)
-    except _RENDER_ERRORS as err:
+    except _render_errors() as err:
         return [Change(ref=ref, action=Action.FAILED,
                        message=f"onDelete does not render: {err}")], False
     return run_jobs(kube, jobs, cr_live, deadline=options.clock() + default, options=options)

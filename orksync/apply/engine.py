@@ -29,6 +29,7 @@ from orksync.model import (
     MANAGED_BY_LABEL,
     MANAGED_SELECTOR,
     OWNER_ANNOTATION,
+    SCOPE_DIRECTIVE,
     Action,
     Change,
     ChangeSet,
@@ -37,7 +38,6 @@ from orksync.model import (
     RenderedSet,
     WritePolicy,
 )
-from orksync.render.guard import SCOPE_DIRECTIVE
 
 log = logging.getLogger(__name__)
 

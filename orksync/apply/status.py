@@ -38,13 +38,13 @@ from __future__ import annotations
 
 import copy
 import logging
-import threading
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from orksync.apply.kube import Kube
+from orksync.apply.live import LiveIndex, rfc3339
 from orksync.errors import ClusterError
 from orksync.katalog.model import CrdEntry, CustomResource
 from orksync.model import MANAGED_SELECTOR, Action, Change, ObjRef, RenderedObject
@@ -55,9 +55,9 @@ from orksync.render.cross import cross_data
 from orksync.render.gotemplate import GoTemplateError
 from orksync.secrets.mask import scrub, secret_values
 
-__all__ = ["FIELD_MANAGER", "MAX_CONDITION_MESSAGE", "OWNER_LABEL", "child_secret_values",
-           "desired_status", "first_error", "read_children", "status_cross", "status_equal",
-           "write_status"]
+__all__ = ["FIELD_MANAGER", "MAX_CONDITION_MESSAGE", "OWNER_LABEL", "LiveIndex",
+           "child_secret_values", "desired_status", "first_error", "read_children", "rfc3339",
+           "status_cross", "status_equal", "write_status"]
 
 log = logging.getLogger(__name__)
 
@@ -70,12 +70,6 @@ MAX_CONDITION_MESSAGE = 256
 OWNER_LABEL = "orkestra-owner"
 OWN_CONDITIONS = ("Ready", "Reconciling", "Stalled")
 _LIVE_ACTIONS = (Action.CREATED, Action.CONFIGURED, Action.UNCHANGED)
-
-
-def rfc3339(now: datetime) -> str:
-    if now.tzinfo is None:
-        now = now.replace(tzinfo=UTC)
-    return now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def first_error(changes: Sequence[Change], render_error: str | None) -> str | None:
@@ -300,45 +294,6 @@ def write_status(kube: Kube, cr_ref: ObjRef, status: Mapping[str, Any], *,
             return False
         raise
     return True
-
-
-class LiveIndex:
-    """Live objects listed once per kind (cluster-wide, optionally by label) and looked up
-    by identity, so reporting on (or rendering) N custom resources costs one LIST per kind,
-    not N. A kind the API server does not serve has no objects. Any other failed LIST is
-    logged and treated as empty, or, with `strict` (the render's view: a missing child must
-    never be mistaken for an absent one), raised again as ClusterError on every lookup of
-    that kind. The orksync.render.children.LiveView of a live render."""
-
-    def __init__(self, kube: Kube, *, strict: bool = False) -> None:
-        self.kube = kube
-        self.strict = strict
-        self._lists: dict[tuple[str, str, str], dict[ObjRef, dict[str, Any]]] = {}
-        self._errors: dict[tuple[str, str, str], ClusterError] = {}
-        self._lock = threading.Lock()
-
-    def get(self, ref: ObjRef, selector: str = "") -> dict[str, Any] | None:
-        key = (ref.api_version, ref.kind, selector)
-        with self._lock:
-            if key not in self._lists:
-                self._lists[key] = self._list(ref, selector, key)
-            if key in self._errors:
-                raise self._errors[key]
-            return self._lists[key].get(ref)
-
-    def _list(self, ref: ObjRef, selector: str,
-              key: tuple[str, str, str]) -> dict[ObjRef, dict[str, Any]]:
-        items: dict[ObjRef, dict[str, Any]] = {}
-        try:
-            res = self.kube.resource(ref.api_version, ref.kind)
-            for item in self.kube.list(res, label_selector=selector or None):
-                items[ObjRef.of(item)] = item
-        except ClusterError as err:
-            if self.strict and err.status != 404:
-                self._errors[key] = err
-            log.debug("cannot list %s %s: %s", ref.api_version, ref.kind, err)
-            return {}
-        return items
 
 
 def status_cross(cr: CustomResource, cr_live: Mapping[str, Any], templates: Any,
