@@ -74,6 +74,9 @@ class Applier:
         self.kube = kube
         self.options = options or ApplyOptions()
         self.on_change = on_change or (lambda change: None)
+        # per kind listed whole (no selector: custom resources, CRDs), the listed objects
+        # with a deletionTimestamp; the sync's teardown check reads it instead of a LIST
+        self.terminating: dict[tuple[str, str], list[dict[str, Any]]] = {}
 
     def apply(self, rendered: RenderedSet | Iterable[RenderedObject]) -> ChangeSet:
         objects = rendered.objects if isinstance(rendered, RenderedSet) else tuple(rendered)
@@ -136,8 +139,13 @@ class Applier:
                 res = self.kube.resource(api_version, kind)
                 items = self.kube.list(res, label_selector=MANAGED_SELECTOR
                                        if children_only else None)
+                terminating = []
                 for item in items:
                     live[ObjRef.of(item)] = item
+                    if (item.get("metadata") or {}).get("deletionTimestamp"):
+                        terminating.append(item)
+                if not children_only:
+                    self.terminating[(api_version, kind)] = terminating
             except ClusterError as err:
                 log.warning("prefetch of %s %s failed; its objects are written as if absent "
                             "(a create that finds one changes nothing): %s",

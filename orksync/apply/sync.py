@@ -32,10 +32,9 @@ fails the custom resources that needed it, never hides a child).
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -149,7 +148,8 @@ def sync_once(kube: Kube, rendered: RenderedSet, *, inventory_name: str,
     scaler = Autoscaler(kube, prepared.objects, now=options.apply.clock, dry_run=dry_run,
                         on_change=on_change)
     scaled = scaler.before_apply()
-    applied = Applier(kube, options.apply, on_change=on_change).apply(prepared)
+    applier = Applier(kube, options.apply, on_change=on_change)
+    applied = applier.apply(prepared)
     applied = merge_changes(applied, [*scaled, *scaler.after_apply(applied)])
     plan = plan_prune(old, prepared, applied, allow_empty=options.allow_empty,
                       allow_orphaning_children=options.allow_orphaning_children,
@@ -158,7 +158,8 @@ def sync_once(kube: Kube, rendered: RenderedSet, *, inventory_name: str,
         log.warning("prune: %s", reason)
     changes = ChangeSet(changes=list(applied.changes))
     if not dry_run:
-        for change in finish_terminating(kube, prepared, old, plan, hooks or {}, deletion):
+        for change in finish_terminating(kube, prepared, old, plan, hooks or {}, deletion,
+                                         listed=applier.terminating):
             changes.changes.append(change)
             if on_change is not None:
                 on_change(change)
@@ -183,12 +184,15 @@ def sync_once(kube: Kube, rendered: RenderedSet, *, inventory_name: str,
 
 def mark_for_cleanup(rendered: RenderedSet) -> RenderedSet:
     """CRDs and custom resources get orksync's managed-by label; custom resources also
-    the finalizer that holds them until their teardown ran."""
+    the finalizer that holds them until their teardown ran. The new bodies share all but
+    their `metadata`, labels and finalizers with the rendered ones (no deep copy at every
+    sync): nothing downstream writes into a body (the applier and the diff copy what they
+    send)."""
     def mark(obj: RenderedObject) -> RenderedObject:
         if obj.owner is not None:
             return obj
-        body = copy.deepcopy(dict(obj.body))
-        meta = body.setdefault("metadata", {})
+        body = dict(obj.body)
+        meta = body["metadata"] = dict(body.get("metadata") or {})
         meta["labels"] = {**(meta.get("labels") or {}), MANAGED_BY_LABEL: MANAGED_BY}
         if not is_crd(obj.ref):
             finalizers = list(meta.get("finalizers") or [])
@@ -200,20 +204,26 @@ def mark_for_cleanup(rendered: RenderedSet) -> RenderedSet:
 
 def finish_terminating(kube: Kube, rendered: RenderedSet, old: Inventory, plan: PrunePlan,
                        hooks: Mapping[tuple[str, str], OnDeleteRenderer],
-                       options: DeletionOptions) -> list[Change]:
+                       options: DeletionOptions, *,
+                       listed: Mapping[tuple[str, str], Sequence[dict[str, Any]]] | None = None
+                       ) -> list[Change]:
     """Teardown of this root's custom resources that were deleted out of band: one LIST
-    per custom resource kind."""
+    per custom resource kind, except for the kinds in `listed` (the Applier's
+    `terminating`: the objects with a deletionTimestamp of the kinds it has just listed
+    whole, so a sync does not list every custom resource kind twice)."""
     known = {o.ref for o in rendered.objects if o.owner is None and not is_crd(o.ref)}
     known |= {e.ref for e in old if e.is_custom_resource}
     known -= plan.custom_resources  # the prune tears those down
     changes: list[Change] = []
     for api_version, kind in sorted({(r.api_version, r.kind) for r in known}):
-        try:
-            items = list(kube.list(kube.resource(api_version, kind)))
-        except ClusterError as err:
-            log.warning("cannot list %s %s for deleted custom resources: %s",
-                        api_version, kind, err)
-            continue
+        items = (listed or {}).get((api_version, kind))
+        if items is None:
+            try:
+                items = list(kube.list(kube.resource(api_version, kind)))
+            except ClusterError as err:
+                log.warning("cannot list %s %s for deleted custom resources: %s",
+                            api_version, kind, err)
+                continue
         for item in items:
             ref = ObjRef.of(item)
             meta = item.get("metadata") or {}
