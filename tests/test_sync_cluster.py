@@ -255,3 +255,28 @@ def test_an_unchanged_sync_does_not_write_the_inventory_again(
     assert second.inventory == first.inventory
     assert stored not in applied, applied
     kube.close()
+
+
+def test_writes_that_read_only_metadata_get_only_metadata_back(control_plane: ControlPlane,
+                                                                namespace: str) -> None:
+    """kube-apiserver answers a write asked for METADATA_ONLY with a PartialObjectMetadata:
+    the uid and resourceVersion the applier reads, without the object (docs/performance.md);
+    a plain write still gets the whole object."""
+    kube = Kube.from_kubeconfig(control_plane.kubeconfig)
+    res = kube.resource("v1", "ConfigMap")
+
+    def body(name: str) -> dict[str, Any]:
+        return {"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": name, "namespace": namespace}, "data": {"k": "v"}}
+
+    created = kube.create(res, body("made"), field_manager="test", metadata_only=True)
+    _, applied = kube.apply(res, body("applied"), field_manager="test", force=True,
+                            metadata_only=True)
+    _, whole = kube.apply(res, body("whole"), field_manager="test", force=True)
+    for answer, name in ((created, "made"), (applied, "applied")):
+        assert answer["kind"] == "PartialObjectMetadata" and "data" not in answer
+        live = kube.get(res, namespace, name)
+        assert answer["metadata"]["uid"] == live["metadata"]["uid"]
+        assert answer["metadata"]["resourceVersion"] == live["metadata"]["resourceVersion"]
+    assert whole["kind"] == "ConfigMap" and whole["data"] == {"k": "v"}
+    kube.close()

@@ -202,7 +202,8 @@ class Autoscaler:
         body = {"apiVersion": ref.api_version, "kind": ref.kind, "metadata": meta,
                 "spec": {"replicas": replicas}}
         self.kube.apply(self.kube.resource(ref.api_version, ref.kind), body,
-                        field_manager=FIELD_MANAGER, force=True, subject=str(ref))
+                        field_manager=FIELD_MANAGER, force=True, subject=str(ref),
+                        metadata_only=True)
 
 
 def merge_changes(applied: ChangeSet, scaled: Sequence[Change]) -> ChangeSet:

@@ -178,7 +178,8 @@ class Applier:
                                               field_manager=self.options.field_manager,
                                               force=obj.directives.get("forceConflict", True),
                                               subject=str(obj.ref),
-                                              dry_run=self.options.dry_run)
+                                              dry_run=self.options.dry_run,
+                                              metadata_only=True)
         except ClusterError as err:
             if err.status != 422 or current is None:
                 raise
@@ -243,7 +244,7 @@ class Applier:
             time.sleep(delay)
             delay = min(delay * 2, 1.0)
         self.kube.create(res, body, field_manager=self.options.field_manager,
-                         subject=str(obj.ref))
+                         subject=str(obj.ref), metadata_only=True)
 
     def _copy_from(self, obj: RenderedObject, res: Resource,
                    body: dict[str, Any]) -> dict[str, Any]:
@@ -292,7 +293,7 @@ class Applier:
             return Change(ref=obj.ref, action=Action.CREATED, message="dry run")
         try:
             self.kube.create(res, body, field_manager=self.options.field_manager,
-                             subject=str(obj.ref))
+                             subject=str(obj.ref), metadata_only=True)
         except ClusterError as err:
             if err.status == 409 and err.reason == "AlreadyExists":
                 return Change(ref=obj.ref, action=Action.UNCHANGED,
@@ -388,7 +389,7 @@ def create_namespace(kube: Kube, name: str, *, field_manager: str) -> bool:
             "metadata": {"name": name, "labels": {MANAGED_BY_LABEL: MANAGED_BY}}}
     try:
         kube.create(kube.resource("v1", "Namespace"), body, field_manager=field_manager,
-                    subject=f"Namespace/{name}")
+                    subject=f"Namespace/{name}", metadata_only=True)
     except ClusterError as err:
         if err.status == 409:
             return False

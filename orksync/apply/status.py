@@ -26,8 +26,10 @@
     so status fields of other writers are never claimed.
 * `write_status` (I/O) server-side applies the status to the `/status` subresource under
   its own field manager (`orksync-status`), with no request at all when the live status
-  already equals the desired one (ignoring `lastTransitionTime`). A CRD without the status
-  subresource answers 404: nothing is written, False is returned (debug log).
+  already equals the desired one (ignoring `lastTransitionTime`). For a CRD without the
+  status subresource (discovery lists no `<plural>/status`) nothing is sent and False is
+  returned (debug log): before, every sync sent one write per custom resource that could
+  only be answered 404. A 404 (the object is gone) is treated the same way.
 * `read_children` (I/O) builds the `.children` map (orksync.render.children) from the
   live objects: with a LiveIndex, from its one LIST per kind for every custom resource;
   without, one LIST per kind and namespace by the label `orkestra-owner=<cr name>`, then a
@@ -272,6 +274,9 @@ def write_status(kube: Kube, cr_ref: ObjRef, status: Mapping[str, Any], *,
     has it from desired_status); without it one GET is made. No request at all when the
     live status already equals the desired one."""
     res = kube.resource(cr_ref.api_version, cr_ref.kind)
+    if "status" not in res.subresources:  # discovery says: no request could succeed
+        log.debug("%s: its CRD has no status subresource; status not written", cr_ref)
+        return False
     if live is None:
         live = kube.get_or_none(res, cr_ref.namespace, cr_ref.name)
         if live is None:
@@ -286,7 +291,7 @@ def write_status(kube: Kube, cr_ref: ObjRef, status: Mapping[str, Any], *,
             "status": dict(status)}
     try:
         kube.apply(res, body, field_manager=field_manager, force=True, subject=str(cr_ref),
-                   subresource="status")
+                   subresource="status", metadata_only=True)
     except ClusterError as err:
         if err.status == 404:
             log.debug("%s: no status subresource (or the object is gone); status not "
