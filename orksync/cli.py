@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING
 from orksync import __version__
 from orksync.agent.command import add_agent_parser, cmd_agent
 from orksync.errors import OrksyncError, UsageError
-from orksync.katalog.model import Catalog
 
 if TYPE_CHECKING:
     from orksync.apply.kube import Kube
+    from orksync.katalog.model import Catalog
 from orksync.logs import log_change, setup_logging, summary_line
 from orksync.model import ChangeSet, RenderedSet
 

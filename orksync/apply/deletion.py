@@ -38,7 +38,7 @@ import dataclasses
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from orksync.apply.engine import FIELD_MANAGER, owner_reference_allowed
 from orksync.apply.inventory import InventoryEntry, ownership_problem
@@ -46,8 +46,10 @@ from orksync.apply.kube import Kube, Resource
 from orksync.apply.retry import JSON_PATCH
 from orksync.durations import parse_duration
 from orksync.errors import ClusterError, InputError
-from orksync.katalog.model import CrdEntry
 from orksync.model import Action, Change, ObjRef, RenderedObject
+
+if TYPE_CHECKING:
+    from orksync.katalog.model import CrdEntry
 
 FINALIZER = "orksync.io/cleanup"
 OWNER_UID_ANNOTATION = "orksync.io/owner-uid"

@@ -59,7 +59,6 @@ from orksync.apply.kube import Kube
 from orksync.apply.live import LiveIndex
 from orksync.apply.prune import cleanup_absent, prune
 from orksync.errors import ClusterError
-from orksync.katalog.model import Catalog
 from orksync.model import (
     MANAGED_BY,
     MANAGED_BY_LABEL,
@@ -73,6 +72,7 @@ from orksync.model import (
 
 if TYPE_CHECKING:
     from orksync.apply.hooks import HookRenderer
+    from orksync.katalog.model import Catalog
     from orksync.render.templates import Clock
 
 log = logging.getLogger(__name__)
