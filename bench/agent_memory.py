@@ -65,8 +65,11 @@ def main() -> int:
             finally:
                 agent.stop()
 
-        # the last no-change resync, counted at the API server (the agent's own requests:
-        # leader election is off, the scrapes are not resource requests)
+        # the last no-change resync, counted at the API server: the agent's requests
+        # (leader election is off, the scrapes are not resource requests) plus the
+        # controller manager's in that window: the single GETs of Sites are its garbage
+        # collector checking the owners of the new children (the agent sends none), and
+        # GET/POST endpoints are its endpoints controller
         resync_reqs, resync_by = common.request_delta(scrapes[-2], scrapes[-1]) \
             if len(scrapes) >= 2 else (0, {})
         if live != managed:

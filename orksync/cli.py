@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING
 from orksync import __version__
 from orksync.agent.command import add_agent_parser, cmd_agent
 from orksync.errors import OrksyncError, UsageError
-from orksync.katalog.model import Catalog
 
 if TYPE_CHECKING:
     from orksync.apply.kube import Kube
+    from orksync.katalog.model import Catalog
 from orksync.logs import log_change, setup_logging, summary_line
 from orksync.model import ChangeSet, RenderedSet
 
@@ -248,7 +248,6 @@ def _sync(args: argparse.Namespace, rendered: RenderedSet, catalog: Catalog | No
     """Apply, tear down what left Git, prune from the inventory, record the inventory,
     then write each custom resource's status and an Event for its changes. Closes `kube`."""
     from orksync.apply.engine import ApplyOptions
-    from orksync.apply.events import report_sync
     from orksync.apply.sync import SyncOptions, hook_renderers, sync_once
 
     kube = kube or _kube(args)
@@ -261,6 +260,8 @@ def _sync(args: argparse.Namespace, rendered: RenderedSet, catalog: Catalog | No
                                 allow_empty=args.allow_empty, prune_crds=args.prune_crds),
             on_change=lambda change: log_change(change, log))
         if catalog is not None and not args.dry_run:
+            from orksync.apply.events import report_sync  # the template engines: not for apply
+
             report_sync(kube, catalog, rendered, result.changes, revision=revision)
     finally:
         kube.close()

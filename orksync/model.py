@@ -113,6 +113,13 @@ class RenderedObject:
     directives: Mapping[str, Any] = field(default_factory=dict)
 
 
+# The directive on a child whose kind's scope was unknown at render time
+# (orksync.render.guard): the reason to refuse it if the API server says the kind is
+# cluster-scoped (orksync.apply.engine). Here, not in the guard, so the applier does not
+# import the render package.
+SCOPE_DIRECTIVE = "refuseIfClusterScoped"
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RenderedSet:
     """Everything one render produced, in apply order, plus the inputs it refused."""

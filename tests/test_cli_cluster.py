@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import json
 import subprocess
 import sys
 import uuid
@@ -12,7 +13,7 @@ import pytest
 
 from orksync.apply.kube import Kube
 from orksync.testing.controlplane import ControlPlane
-from tests.helpers import CRD, write_repo
+from tests.helpers import CRD, KATALOG, widget, write_repo
 
 pytestmark = pytest.mark.cluster
 
@@ -170,4 +171,36 @@ def test_apply_of_a_directory_rendered_with_errors_prunes_nothing_and_keeps_reta
     assert "deleted=0" in fixed.stderr.splitlines()[-1], fixed.stderr
     assert kube.get(job, ns, "a-job")["metadata"]["uid"] == job_uid
     assert kube.get(cm, ns, "b-cfg")["data"] == {"first": "z"}
+    kube.close()
+
+
+# The modules that render templates: `orksync apply DIR` of a plain directory (no onDelete,
+# no status fields, no autoscale) must not pay their import time at start-up.
+RENDER_STACK = ("jinja2", "orksync.render.gotemplate", "orksync.render.jinja_dialect",
+                "orksync.render.engine")
+APPLY_AND_LIST_MODULES = ("import json, sys\nfrom orksync.cli import main\n"
+                          "rc = main(sys.argv[1:])\nprint(json.dumps(sorted(sys.modules)))\n"
+                          "sys.exit(rc)\n")
+
+
+def test_applying_a_rendered_directory_does_not_import_the_template_engines(
+        control_plane: ControlPlane, tmp_path: Path) -> None:
+    ns = f"t-{uuid.uuid4().hex[:8]}"
+    repo = write_repo(tmp_path / "repo", {
+        "katalog.yaml": KATALOG, "crd.yaml": CRD,
+        "w.yaml": widget("w", ns, image="nginx", replicas=1, port=8080)})
+    out = tmp_path / "out"
+    assert run("render", str(repo), "-o", str(out)).returncode == 0
+    argv = ["apply", str(out), "--kubeconfig", str(control_plane.kubeconfig),
+            "--name", f"imports-{ns}"]
+    for expected in ("failed=0", "created=0 configured=0"):  # a fresh apply, a resync
+        proc = subprocess.run([sys.executable, "-c", APPLY_AND_LIST_MODULES, *argv],
+                              capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        assert expected in proc.stderr.splitlines()[-1], proc.stderr
+        modules = set(json.loads(proc.stdout.splitlines()[-1]))
+        assert "orksync.apply.sync" in modules
+        assert [m for m in RENDER_STACK if m in modules] == []
+    kube = Kube.from_kubeconfig(control_plane.kubeconfig)
+    assert kube.get(kube.resource("apps/v1", "Deployment"), ns, "w")["spec"]["replicas"] == 1
     kube.close()

@@ -479,6 +479,26 @@ def test_a_custom_resource_deleted_by_hand_runs_its_teardown_and_git_brings_it_b
     assert must(kube, w)["metadata"]["uid"] != old_uid
 
 
+def test_a_no_change_sync_lists_each_custom_resource_kind_once(
+        kube: Kube, repo: Repo, ns: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The teardown check (custom resources deleted out of band) reads the Applier's LIST
+    of the kind instead of listing it again; the test above shows it still finds them."""
+    repo.write({"katalog.yaml": ON_DELETE_JOB, "crd.yaml": CRD, "w.yaml": widget("w", ns)})
+    repo.sync()
+    sent: list[tuple[str, str]] = []
+    send = kube.request_with_status
+
+    def counting(method: str, path: str, **kwargs: Any) -> tuple[int, Any]:
+        sent.append((method, path))
+        return send(method, path, **kwargs)
+
+    monkeypatch.setattr(kube, "request_with_status", counting)
+    again = repo.sync()
+    assert {c.action for c in again.changes.changes} == {Action.UNCHANGED}
+    widgets = ("GET", kube.resource(WIDGET_API, "Widget").path())
+    assert sent.count(widgets) == 1, sent
+
+
 # --- the inventory ConfigMap ---------------------------------------------------------------------
 
 

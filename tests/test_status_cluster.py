@@ -160,11 +160,20 @@ def test_no_status_subresource_writes_nothing(control_plane: ControlPlane,
     body = widget("w", ns, image="nginx", replicas=1).replace("Widget", "Gadget")
     repo = write_repo(tmp_path, {"katalog.yaml": katalog, "crd.yaml": crd, "w.yaml": body})
     kube = Kube.from_kubeconfig(control_plane.kubeconfig)
+    sent: list[str] = []
+    send = kube.request_with_status
+
+    def counting(method: str, path: str, **kwargs: Any) -> tuple[int, Any]:
+        sent.append(f"{method} {path}")
+        return send(method, path, **kwargs)
+
+    kube.request_with_status = counting  # type: ignore[method-assign]
     changes, written = sync(kube, repo, "rev1")
     assert not changes.failed
     assert written == []
     res = kube.resource("test.orksync.io/v1", "Gadget")
     assert "status" not in kube.get(res, ns, "w")
+    assert not [s for s in sent if s.endswith("/status")]  # not even one request
     kube.close()
 
 

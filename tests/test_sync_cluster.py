@@ -255,3 +255,50 @@ def test_an_unchanged_sync_does_not_write_the_inventory_again(
     assert second.inventory == first.inventory
     assert stored not in applied, applied
     kube.close()
+
+
+def test_writes_that_read_only_metadata_get_only_metadata_back(control_plane: ControlPlane,
+                                                                namespace: str) -> None:
+    """kube-apiserver answers a write asked for METADATA_ONLY with a PartialObjectMetadata:
+    the uid and resourceVersion the applier reads, without the object (docs/performance.md);
+    a plain write still gets the whole object."""
+    kube = Kube.from_kubeconfig(control_plane.kubeconfig)
+    res = kube.resource("v1", "ConfigMap")
+
+    def body(name: str) -> dict[str, Any]:
+        return {"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": name, "namespace": namespace}, "data": {"k": "v"}}
+
+    created = kube.create(res, body("made"), field_manager="test", metadata_only=True)
+    _, applied = kube.apply(res, body("applied"), field_manager="test", force=True,
+                            metadata_only=True)
+    _, whole = kube.apply(res, body("whole"), field_manager="test", force=True)
+    for answer, name in ((created, "made"), (applied, "applied")):
+        assert answer["kind"] == "PartialObjectMetadata" and "data" not in answer
+        live = kube.get(res, namespace, name)
+        assert answer["metadata"]["uid"] == live["metadata"]["uid"]
+        assert answer["metadata"]["resourceVersion"] == live["metadata"]["resourceVersion"]
+    assert whole["kind"] == "ConfigMap" and whole["data"] == {"k": "v"}
+    kube.close()
+
+
+def test_a_no_change_apply_hands_nothing_to_the_worker_threads(
+        control_plane: ControlPlane, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Objects settled without a request are decided in the stage's own thread: a no-change
+    resync starts no worker pool (its threads cost more than the decisions)."""
+    ns = f"t-{uuid.uuid4().hex[:8]}"
+    files = {"katalog.yaml": KATALOG, "crd.yaml": CRD}
+    files.update({f"w{i}.yaml": widget(f"w{i}", ns, image="nginx", replicas=1, port=80)
+                  for i in range(3)})
+    repo = write_repo(tmp_path / "repo", files)
+    kube = Kube.from_kubeconfig(control_plane.kubeconfig)
+    assert not sync(kube, repo).failed
+
+    def no_pool(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("a worker pool was started")
+
+    monkeypatch.setattr("orksync.apply.engine.ThreadPoolExecutor", no_pool)
+    again = sync(kube, repo)
+    assert {c.action for c in again.changes} == {Action.UNCHANGED}, again.changes
+    assert len(again.changes) == 1 + 3 * 3  # the CRD, and per Widget: it, a Deployment, a Service
+    kube.close()

@@ -51,7 +51,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from orksync.apply.kube import Kube
-from orksync.apply.status import LiveIndex, rfc3339
+from orksync.apply.live import LiveIndex, rfc3339
 from orksync.errors import ClusterError
 from orksync.model import MANAGED_SELECTOR, Action, Change, ChangeSet, ObjRef, RenderedObject
 
@@ -202,7 +202,8 @@ class Autoscaler:
         body = {"apiVersion": ref.api_version, "kind": ref.kind, "metadata": meta,
                 "spec": {"replicas": replicas}}
         self.kube.apply(self.kube.resource(ref.api_version, ref.kind), body,
-                        field_manager=FIELD_MANAGER, force=True, subject=str(ref))
+                        field_manager=FIELD_MANAGER, force=True, subject=str(ref),
+                        metadata_only=True)
 
 
 def merge_changes(applied: ChangeSet, scaled: Sequence[Change]) -> ChangeSet:

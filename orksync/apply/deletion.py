@@ -38,7 +38,7 @@ import dataclasses
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from orksync.apply.engine import FIELD_MANAGER, owner_reference_allowed
 from orksync.apply.inventory import InventoryEntry, ownership_problem
@@ -46,14 +46,23 @@ from orksync.apply.kube import Kube, Resource
 from orksync.apply.retry import JSON_PATCH
 from orksync.durations import parse_duration
 from orksync.errors import ClusterError, InputError
-from orksync.katalog.model import CrdEntry
 from orksync.model import Action, Change, ObjRef, RenderedObject
-from orksync.render.gotemplate import GoTemplateError
+
+if TYPE_CHECKING:
+    from orksync.katalog.model import CrdEntry
 
 FINALIZER = "orksync.io/cleanup"
 OWNER_UID_ANNOTATION = "orksync.io/owner-uid"
 DEFAULT_TIMEOUT = 300.0
-_RENDER_ERRORS = (InputError, GoTemplateError, ValueError, KeyError, TypeError)
+
+
+def _render_errors() -> tuple[type[Exception], ...]:
+    """What a hook renderer raises for a block that does not render. A function, called in
+    the `except` clause (evaluated only once something was raised), so that this module,
+    which `orksync apply DIR` imports, does not import the template engine."""
+    from orksync.render.gotemplate import GoTemplateError
+
+    return (InputError, GoTemplateError, ValueError, KeyError, TypeError)
 
 
 @dataclass(slots=True, kw_only=True)
@@ -71,7 +80,7 @@ class DeletionOptions:
 
 class OnDeleteRenderer(Protocol):
     """Renders one CRD entry's hook blocks against a LIVE custom resource (pure). The
-    implementation over the render engine is orksync.apply.sync.OnDeleteRenderer."""
+    implementation over the render engine is orksync.apply.hooks.HookRenderer."""
 
     entry: CrdEntry
 
@@ -248,7 +257,7 @@ def run_on_delete(kube: Kube, cr_live: Mapping[str, Any], hooks: OnDeleteRendere
         if str(block.get("ordered")).lower() in ("true", "1", "yes"):
             return _run_ordered(kube, cr_live, hooks, block, default, options)
         jobs = hooks.jobs(cr_live, block)
-    except _RENDER_ERRORS as err:
+    except _render_errors() as err:
         return [Change(ref=ref, action=Action.FAILED,
                        message=f"onDelete does not render: {err}")], False
     return run_jobs(kube, jobs, cr_live, deadline=options.clock() + default, options=options)

@@ -29,6 +29,7 @@ from orksync.model import (
     MANAGED_BY_LABEL,
     MANAGED_SELECTOR,
     OWNER_ANNOTATION,
+    SCOPE_DIRECTIVE,
     Action,
     Change,
     ChangeSet,
@@ -37,7 +38,6 @@ from orksync.model import (
     RenderedSet,
     WritePolicy,
 )
-from orksync.render.guard import SCOPE_DIRECTIVE
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +74,9 @@ class Applier:
         self.kube = kube
         self.options = options or ApplyOptions()
         self.on_change = on_change or (lambda change: None)
+        # per kind listed whole (no selector: custom resources, CRDs), the listed objects
+        # with a deletionTimestamp; the sync's teardown check reads it instead of a LIST
+        self.terminating: dict[tuple[str, str], list[dict[str, Any]]] = {}
 
     def apply(self, rendered: RenderedSet | Iterable[RenderedObject]) -> ChangeSet:
         objects = rendered.objects if isinstance(rendered, RenderedSet) else tuple(rendered)
@@ -107,21 +110,32 @@ class Applier:
 
     def _apply_stage(self, batch: list[RenderedObject], run: _Run) -> list[Change]:
         live = self._prefetch(batch)
-        def one(obj: RenderedObject) -> Change:
+        def attempt(obj: RenderedObject, local: bool) -> Change | None:
             try:
-                return self._apply_one(obj, live, run)
+                return self._apply_one(obj, live, run, local=local)
             except ClusterError as err:
                 return Change(ref=obj.ref, action=Action.FAILED, message=err.detail)
-        if len(batch) == 1 or self.options.workers <= 1:
-            results = [one(o) for o in batch]
+
+        def one(obj: RenderedObject) -> Change:
+            change = attempt(obj, False)
+            assert change is not None  # only a local attempt stops short
+            return change
+        # First, in this thread, every object that needs no request (a resync: nearly all);
+        # handing those to the pool's threads cost more than deciding them.
+        settled = [attempt(o, True) for o in batch]
+        todo = [o for o, c in zip(batch, settled, strict=True) if c is None]
+        if len(todo) <= 1 or self.options.workers <= 1:
+            written = [one(o) for o in todo]
         else:
             with ThreadPoolExecutor(max_workers=self.options.workers) as pool:
-                results = list(pool.map(one, batch))
+                written = list(pool.map(one, todo))
+        answers = iter(written)
+        results = [c if c is not None else next(answers) for c in settled]
         crds = [o for o, c in zip(batch, results, strict=True)
                 if o.ref.kind == "CustomResourceDefinition" and o.ref.api_version == CRD_API
                 and c.action is not Action.FAILED]
         if crds:
-            results = self._wait_established(crds, results)
+            return self._wait_established(crds, results)
         return results
 
     def _prefetch(self, batch: list[RenderedObject]) -> dict[ObjRef, dict[str, Any]]:
@@ -136,8 +150,13 @@ class Applier:
                 res = self.kube.resource(api_version, kind)
                 items = self.kube.list(res, label_selector=MANAGED_SELECTOR
                                        if children_only else None)
+                terminating = []
                 for item in items:
                     live[ObjRef.of(item)] = item
+                    if (item.get("metadata") or {}).get("deletionTimestamp"):
+                        terminating.append(item)
+                if not children_only:
+                    self.terminating[(api_version, kind)] = terminating
             except ClusterError as err:
                 log.warning("prefetch of %s %s failed; its objects are written as if absent "
                             "(a create that finds one changes nothing): %s",
@@ -145,18 +164,27 @@ class Applier:
         return live
 
     def _apply_one(self, obj: RenderedObject, live: Mapping[ObjRef, dict[str, Any]],
-                   run: _Run) -> Change:
+                   run: _Run, *, local: bool = False) -> Change | None:
+        """Write one object. `local`: return None instead of sending the first request
+        (and for the cases that may send one on the way: copies, Secrets, cluster-scoped
+        children, whose tenancy check may read). Before that point only discovery (cached
+        since the stage's prefetch) may send one, and its error is the object's failure
+        either way."""
         if obj.owner is not None and obj.owner in run.failed:
             return Change(ref=obj.ref, action=Action.FAILED,
                           message=f"not applied: its owner {obj.owner} failed")
         res = self.kube.resource(obj.ref.api_version, obj.ref.kind)
+        current = live.get(obj.ref)
+        if local and (obj.directives.get("copyFrom") or current is None or
+                      (obj.ref.kind == "Secret" and obj.ref.api_version == "v1") or
+                      (obj.owner is not None and not res.namespaced)):
+            return None
         refused = self._tenancy_refusal(obj, res, live)
         if refused:
             return Change(ref=obj.ref, action=Action.SKIPPED, message=refused)
         body = self._desired(obj, res, run)
         if obj.directives.get("copyFrom"):
             body = self._copy_from(obj, res, body)
-        current = live.get(obj.ref)
         if obj.ref.kind == "Secret" and obj.ref.api_version == "v1":
             return self._write_secret(obj, body, current, run)
         if obj.policy in (WritePolicy.CREATE, WritePolicy.CREATE_ONLY):
@@ -164,13 +192,16 @@ class Applier:
         if unchanged(body, current):
             self._remember(obj, current, run)
             return Change(ref=obj.ref, action=Action.UNCHANGED)
+        if local:
+            return None
         before = (current or {}).get("metadata", {}).get("resourceVersion")
         try:
             created, result = self.kube.apply(res, body,
                                               field_manager=self.options.field_manager,
                                               force=obj.directives.get("forceConflict", True),
                                               subject=str(obj.ref),
-                                              dry_run=self.options.dry_run)
+                                              dry_run=self.options.dry_run,
+                                              metadata_only=True)
         except ClusterError as err:
             if err.status != 422 or current is None:
                 raise
@@ -235,7 +266,7 @@ class Applier:
             time.sleep(delay)
             delay = min(delay * 2, 1.0)
         self.kube.create(res, body, field_manager=self.options.field_manager,
-                         subject=str(obj.ref))
+                         subject=str(obj.ref), metadata_only=True)
 
     def _copy_from(self, obj: RenderedObject, res: Resource,
                    body: dict[str, Any]) -> dict[str, Any]:
@@ -284,7 +315,7 @@ class Applier:
             return Change(ref=obj.ref, action=Action.CREATED, message="dry run")
         try:
             self.kube.create(res, body, field_manager=self.options.field_manager,
-                             subject=str(obj.ref))
+                             subject=str(obj.ref), metadata_only=True)
         except ClusterError as err:
             if err.status == 409 and err.reason == "AlreadyExists":
                 return Change(ref=obj.ref, action=Action.UNCHANGED,
@@ -380,7 +411,7 @@ def create_namespace(kube: Kube, name: str, *, field_manager: str) -> bool:
             "metadata": {"name": name, "labels": {MANAGED_BY_LABEL: MANAGED_BY}}}
     try:
         kube.create(kube.resource("v1", "Namespace"), body, field_manager=field_manager,
-                    subject=f"Namespace/{name}")
+                    subject=f"Namespace/{name}", metadata_only=True)
     except ClusterError as err:
         if err.status == 409:
             return False

@@ -39,6 +39,7 @@ Plan rules (`plan_prune`), each a lesson from prior art:
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import json
 import re
@@ -58,7 +59,6 @@ from orksync.model import (
     ObjRef,
     RenderedSet,
 )
-from orksync.render.kinds import KINDS, ORDER
 
 DEFAULT_NAMESPACE = "orksync-system"
 CONFIGMAP_PREFIX = "orksync-inventory-"
@@ -70,7 +70,15 @@ PRUNE_DISABLED = "disabled"
 CRD_KIND = "CustomResourceDefinition"
 CRD_GROUP = "apiextensions.k8s.io"
 
-_KIND_ORDER = {(k.api_version, k.kind): ORDER[k.key] for k in KINDS if k.kind}
+
+@functools.cache
+def _kind_order() -> tuple[dict[tuple[str, str], int], int]:
+    """Orkestra's group order by (apiVersion, kind), and the place of `custom` entries.
+    Built on first use: the kind registry imports every builder, which a sync that
+    deletes nothing (and `orksync apply DIR` at start-up) does not need."""
+    from orksync.render.kinds import KINDS, ORDER
+
+    return {(k.api_version, k.kind): ORDER[k.key] for k in KINDS if k.kind}, ORDER["custom"]
 
 
 class InventoryError(OrksyncError):
@@ -250,7 +258,8 @@ def delete_order(entry: InventoryEntry) -> tuple[int, int, ObjRef]:
     """Reverse apply order: children (reverse of Orkestra's group order), then custom
     resources, then CRDs."""
     if entry.owner is not None:
-        index = _KIND_ORDER.get((entry.ref.api_version, entry.ref.kind), ORDER["custom"])
+        order, custom = _kind_order()
+        index = order.get((entry.ref.api_version, entry.ref.kind), custom)
         return (0, -index, entry.ref)
     return (2 if entry.is_crd else 1, 0, entry.ref)
 

@@ -160,14 +160,15 @@ def _execute(kube: Kube, res: Resource, ref: ObjRef, plan: SecretPlan,
                 kube.request("POST", res.path(ref.namespace), body=body, subject=str(ref),
                              query={"fieldManager": field_manager, "dryRun": "All"})
             else:
-                kube.create(res, body, field_manager=field_manager, subject=str(ref))
+                kube.create(res, body, field_manager=field_manager, subject=str(ref),
+                            metadata_only=True)
             log.debug("%s: %s", ref, plan.reason)
             return Change(ref=ref, action=Action.CREATED, message=plan.reason + suffix)
         if plan.write == "apply" and live is not None and is_subset(body, live):
             return Change(ref=ref, action=Action.UNCHANGED)
         before = ((live or {}).get("metadata") or {}).get("resourceVersion")
         created, result = kube.apply(res, body, field_manager=field_manager, force=True,
-                                     subject=str(ref), dry_run=dry_run)
+                                     subject=str(ref), dry_run=dry_run, metadata_only=True)
     except ClusterError as err:
         if plan.write == "create" and err.status == 409:
             raise _AlreadyExists from None

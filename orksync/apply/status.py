@@ -26,8 +26,10 @@
     so status fields of other writers are never claimed.
 * `write_status` (I/O) server-side applies the status to the `/status` subresource under
   its own field manager (`orksync-status`), with no request at all when the live status
-  already equals the desired one (ignoring `lastTransitionTime`). A CRD without the status
-  subresource answers 404: nothing is written, False is returned (debug log).
+  already equals the desired one (ignoring `lastTransitionTime`). For a CRD without the
+  status subresource (discovery lists no `<plural>/status`) nothing is sent and False is
+  returned (debug log): before, every sync sent one write per custom resource that could
+  only be answered 404. A 404 (the object is gone) is treated the same way.
 * `read_children` (I/O) builds the `.children` map (orksync.render.children) from the
   live objects: with a LiveIndex, from its one LIST per kind for every custom resource;
   without, one LIST per kind and namespace by the label `orkestra-owner=<cr name>`, then a
@@ -38,13 +40,13 @@ from __future__ import annotations
 
 import copy
 import logging
-import threading
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from orksync.apply.kube import Kube
+from orksync.apply.live import LiveIndex, rfc3339
 from orksync.errors import ClusterError
 from orksync.katalog.model import CrdEntry, CustomResource
 from orksync.model import MANAGED_SELECTOR, Action, Change, ObjRef, RenderedObject
@@ -55,9 +57,9 @@ from orksync.render.cross import cross_data
 from orksync.render.gotemplate import GoTemplateError
 from orksync.secrets.mask import scrub, secret_values
 
-__all__ = ["FIELD_MANAGER", "MAX_CONDITION_MESSAGE", "OWNER_LABEL", "child_secret_values",
-           "desired_status", "first_error", "read_children", "status_cross", "status_equal",
-           "write_status"]
+__all__ = ["FIELD_MANAGER", "MAX_CONDITION_MESSAGE", "OWNER_LABEL", "LiveIndex",
+           "child_secret_values", "desired_status", "first_error", "read_children", "rfc3339",
+           "status_cross", "status_equal", "write_status"]
 
 log = logging.getLogger(__name__)
 
@@ -70,12 +72,6 @@ MAX_CONDITION_MESSAGE = 256
 OWNER_LABEL = "orkestra-owner"
 OWN_CONDITIONS = ("Ready", "Reconciling", "Stalled")
 _LIVE_ACTIONS = (Action.CREATED, Action.CONFIGURED, Action.UNCHANGED)
-
-
-def rfc3339(now: datetime) -> str:
-    if now.tzinfo is None:
-        now = now.replace(tzinfo=UTC)
-    return now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def first_error(changes: Sequence[Change], render_error: str | None) -> str | None:
@@ -278,6 +274,9 @@ def write_status(kube: Kube, cr_ref: ObjRef, status: Mapping[str, Any], *,
     has it from desired_status); without it one GET is made. No request at all when the
     live status already equals the desired one."""
     res = kube.resource(cr_ref.api_version, cr_ref.kind)
+    if "status" not in res.subresources:  # discovery says: no request could succeed
+        log.debug("%s: its CRD has no status subresource; status not written", cr_ref)
+        return False
     if live is None:
         live = kube.get_or_none(res, cr_ref.namespace, cr_ref.name)
         if live is None:
@@ -292,7 +291,7 @@ def write_status(kube: Kube, cr_ref: ObjRef, status: Mapping[str, Any], *,
             "status": dict(status)}
     try:
         kube.apply(res, body, field_manager=field_manager, force=True, subject=str(cr_ref),
-                   subresource="status")
+                   subresource="status", metadata_only=True)
     except ClusterError as err:
         if err.status == 404:
             log.debug("%s: no status subresource (or the object is gone); status not "
@@ -300,45 +299,6 @@ def write_status(kube: Kube, cr_ref: ObjRef, status: Mapping[str, Any], *,
             return False
         raise
     return True
-
-
-class LiveIndex:
-    """Live objects listed once per kind (cluster-wide, optionally by label) and looked up
-    by identity, so reporting on (or rendering) N custom resources costs one LIST per kind,
-    not N. A kind the API server does not serve has no objects. Any other failed LIST is
-    logged and treated as empty, or, with `strict` (the render's view: a missing child must
-    never be mistaken for an absent one), raised again as ClusterError on every lookup of
-    that kind. The orksync.render.children.LiveView of a live render."""
-
-    def __init__(self, kube: Kube, *, strict: bool = False) -> None:
-        self.kube = kube
-        self.strict = strict
-        self._lists: dict[tuple[str, str, str], dict[ObjRef, dict[str, Any]]] = {}
-        self._errors: dict[tuple[str, str, str], ClusterError] = {}
-        self._lock = threading.Lock()
-
-    def get(self, ref: ObjRef, selector: str = "") -> dict[str, Any] | None:
-        key = (ref.api_version, ref.kind, selector)
-        with self._lock:
-            if key not in self._lists:
-                self._lists[key] = self._list(ref, selector, key)
-            if key in self._errors:
-                raise self._errors[key]
-            return self._lists[key].get(ref)
-
-    def _list(self, ref: ObjRef, selector: str,
-              key: tuple[str, str, str]) -> dict[ObjRef, dict[str, Any]]:
-        items: dict[ObjRef, dict[str, Any]] = {}
-        try:
-            res = self.kube.resource(ref.api_version, ref.kind)
-            for item in self.kube.list(res, label_selector=selector or None):
-                items[ObjRef.of(item)] = item
-        except ClusterError as err:
-            if self.strict and err.status != 404:
-                self._errors[key] = err
-            log.debug("cannot list %s %s: %s", ref.api_version, ref.kind, err)
-            return {}
-        return items
 
 
 def status_cross(cr: CustomResource, cr_live: Mapping[str, Any], templates: Any,

@@ -32,12 +32,11 @@ fails the custom resources that needed it, never hides a child).
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from orksync.apply.autoscale import Autoscaler, merge_changes
 from orksync.apply.deletion import (
@@ -57,10 +56,9 @@ from orksync.apply.inventory import (
     plan_prune,
 )
 from orksync.apply.kube import Kube
+from orksync.apply.live import LiveIndex
 from orksync.apply.prune import cleanup_absent, prune
-from orksync.apply.status import LiveIndex
-from orksync.errors import ClusterError, InputError
-from orksync.katalog.model import Catalog, CrdEntry, CustomResource
+from orksync.errors import ClusterError
 from orksync.model import (
     MANAGED_BY,
     MANAGED_BY_LABEL,
@@ -71,12 +69,11 @@ from orksync.model import (
     RenderedObject,
     RenderedSet,
 )
-from orksync.render.conditions import evaluate_conditions
-from orksync.render.engine import render_catalog, render_custom_resource
-from orksync.render.guard import NamespaceGuard
-from orksync.render.kinds import KINDS
-from orksync.render.resource import cr_data
-from orksync.render.templates import Clock, Templates, templates_for, utc_now
+
+if TYPE_CHECKING:
+    from orksync.apply.hooks import HookRenderer
+    from orksync.katalog.model import Catalog
+    from orksync.render.templates import Clock
 
 log = logging.getLogger(__name__)
 
@@ -98,81 +95,21 @@ class SyncResult:
     refused: list[str]  # why something was not pruned
 
 
-# --- rendering onDelete (pure) -------------------------------------------------------------
+# --- the render side (imported where first needed) ----------------------------------------
+# `orksync apply DIR` has neither a repository nor Katalogs: it must not pay for importing
+# the template engines and the render engine at start-up, so they are imported inside.
 
 
-class HookRenderer:
-    """The OnDeleteRenderer over the render engine: a CRD entry's hook blocks rendered
-    against a live custom resource (its status included). Pure."""
-
-    def __init__(self, entry: CrdEntry, templates: Templates) -> None:
-        self.entry = entry
-        self.templates = templates
-        self.guard = NamespaceGuard.for_entry(entry)
-
-    def _cr(self, live: Mapping[str, Any], block: Mapping[str, Any]) -> CustomResource:
-        entry = dataclasses.replace(self.entry, operator_box={"onCreate": dict(block)})
-        return CustomResource(ref=ObjRef.of(live), body=copy.deepcopy(dict(live)),
-                              source=self.entry.source, entry=entry)
-
-    def active(self, live: Mapping[str, Any], block: Mapping[str, Any]) -> bool:
-        """The block's own `when` / `or` (`anyOf`)."""
-        data = cr_data(self._cr(live, {}))
-        or_ = block.get("or") if block.get("or") is not None else block.get("anyOf")
-        return evaluate_conditions(data, block.get("when"), or_, self.templates.render,
-                                   clock=self.templates.clock)
-
-    def jobs(self, live: Mapping[str, Any], block: Mapping[str, Any]) -> list[RenderedObject]:
-        """The block's `jobs` entries, built exactly as onCreate Jobs are."""
-        if not block.get("jobs"):
-            return []
-        result = render_custom_resource(self._cr(live, {"jobs": block["jobs"]}),
-                                        self.templates)
-        return [o for o in result.children if o.ref.kind == "Job"]
-
-    def refs(self, live: Mapping[str, Any], block: Mapping[str, Any]
-             ) -> list[tuple[ObjRef, str | None]]:
-        """The objects a stage declares (Jobs excepted), with the guard's refusal if any.
-        Only names are rendered (no forEach, as in Orkestra)."""
-        cr = self._cr(live, {})
-        data = cr_data(cr)
-        out: list[tuple[ObjRef, str | None]] = []
-        for spec in KINDS:
-            entries = block.get(spec.key)
-            if spec.key == "jobs" or not isinstance(entries, list):
-                continue
-            for i, item in enumerate(entries):
-                if not isinstance(item, Mapping) or not self.active(live, item):
-                    continue
-                api_version, kind, namespaced = spec.api_version, spec.kind, spec.namespaced
-                name = self.templates.text(item.get("name"), data)
-                namespace = self.templates.text(item.get("namespace"), data)
-                if spec.key == "custom":
-                    raw_meta = item.get("metadata")
-                    meta: Mapping[str, Any] = raw_meta if isinstance(raw_meta, Mapping) else {}
-                    api_version = self.templates.text(item.get("apiVersion"), data)
-                    kind = self.templates.text(item.get("kind"), data)
-                    name = self.templates.text(meta.get("name"), data) or name
-                    namespace = self.templates.text(meta.get("namespace"), data) or namespace
-                    namespaced = self.templates.text(meta.get("namespaced"), data).lower() not in (
-                        "false", "0", "no")
-                name = name or spec.default_name(cr.ref.name)
-                if not (name and kind and api_version):
-                    raise InputError(f"{self.entry.path}.operatorBox.onDelete: {spec.key}[{i}]"
-                                     " needs a name (and custom entries apiVersion and kind)")
-                namespace = (namespace or cr.ref.namespace or "default") if namespaced else ""
-                ref = ObjRef(api_version=api_version, kind=kind, namespace=namespace, name=name)
-                out.append((ref, self.guard.refusal(namespace) if namespace else None))
-        return out
-
-
-
-def hook_renderers(catalog: Catalog, *, clock: Clock = utc_now
+def hook_renderers(catalog: Catalog, *, clock: Clock | None = None
                    ) -> dict[tuple[str, str], HookRenderer]:
-    """One HookRenderer per CRD entry of the repository, keyed by (apiVersion, kind)."""
+    """One HookRenderer (orksync.apply.hooks) per CRD entry of the repository, keyed by
+    (apiVersion, kind)."""
+    from orksync.apply.hooks import HookRenderer
+    from orksync.render.templates import templates_for, utc_now
+
     out: dict[tuple[str, str], HookRenderer] = {}
     for katalog in catalog.katalogs:
-        templates = templates_for(katalog, clock)
+        templates = templates_for(katalog, clock or utc_now)
         for entry in katalog.crds:
             out[(entry.api_version, entry.kind)] = HookRenderer(entry, templates)
     return out
@@ -181,10 +118,13 @@ def hook_renderers(catalog: Catalog, *, clock: Clock = utc_now
 # --- one sync ----------------------------------------------------------------------------
 
 
-def render_live(kube: Kube, catalog: Catalog, *, clock: Clock = utc_now,
+def render_live(kube: Kube, catalog: Catalog, *, clock: Clock | None = None,
                 strict_cluster_scope: bool = False) -> RenderedSet:
     """The render of a sync: `catalog` against the live cluster (see the module doc)."""
-    return render_catalog(catalog, clock=clock, live=LiveIndex(kube, strict=True),
+    from orksync.render.engine import render_catalog
+    from orksync.render.templates import utc_now
+
+    return render_catalog(catalog, clock=clock or utc_now, live=LiveIndex(kube, strict=True),
                           strict_cluster_scope=strict_cluster_scope)
 
 
@@ -208,7 +148,8 @@ def sync_once(kube: Kube, rendered: RenderedSet, *, inventory_name: str,
     scaler = Autoscaler(kube, prepared.objects, now=options.apply.clock, dry_run=dry_run,
                         on_change=on_change)
     scaled = scaler.before_apply()
-    applied = Applier(kube, options.apply, on_change=on_change).apply(prepared)
+    applier = Applier(kube, options.apply, on_change=on_change)
+    applied = applier.apply(prepared)
     applied = merge_changes(applied, [*scaled, *scaler.after_apply(applied)])
     plan = plan_prune(old, prepared, applied, allow_empty=options.allow_empty,
                       allow_orphaning_children=options.allow_orphaning_children,
@@ -217,7 +158,8 @@ def sync_once(kube: Kube, rendered: RenderedSet, *, inventory_name: str,
         log.warning("prune: %s", reason)
     changes = ChangeSet(changes=list(applied.changes))
     if not dry_run:
-        for change in finish_terminating(kube, prepared, old, plan, hooks or {}, deletion):
+        for change in finish_terminating(kube, prepared, old, plan, hooks or {}, deletion,
+                                         listed=applier.terminating):
             changes.changes.append(change)
             if on_change is not None:
                 on_change(change)
@@ -242,12 +184,15 @@ def sync_once(kube: Kube, rendered: RenderedSet, *, inventory_name: str,
 
 def mark_for_cleanup(rendered: RenderedSet) -> RenderedSet:
     """CRDs and custom resources get orksync's managed-by label; custom resources also
-    the finalizer that holds them until their teardown ran."""
+    the finalizer that holds them until their teardown ran. The new bodies share all but
+    their `metadata`, labels and finalizers with the rendered ones (no deep copy at every
+    sync): nothing downstream writes into a body (the applier and the diff copy what they
+    send)."""
     def mark(obj: RenderedObject) -> RenderedObject:
         if obj.owner is not None:
             return obj
-        body = copy.deepcopy(dict(obj.body))
-        meta = body.setdefault("metadata", {})
+        body = dict(obj.body)
+        meta = body["metadata"] = dict(body.get("metadata") or {})
         meta["labels"] = {**(meta.get("labels") or {}), MANAGED_BY_LABEL: MANAGED_BY}
         if not is_crd(obj.ref):
             finalizers = list(meta.get("finalizers") or [])
@@ -259,20 +204,26 @@ def mark_for_cleanup(rendered: RenderedSet) -> RenderedSet:
 
 def finish_terminating(kube: Kube, rendered: RenderedSet, old: Inventory, plan: PrunePlan,
                        hooks: Mapping[tuple[str, str], OnDeleteRenderer],
-                       options: DeletionOptions) -> list[Change]:
+                       options: DeletionOptions, *,
+                       listed: Mapping[tuple[str, str], Sequence[dict[str, Any]]] | None = None
+                       ) -> list[Change]:
     """Teardown of this root's custom resources that were deleted out of band: one LIST
-    per custom resource kind."""
+    per custom resource kind, except for the kinds in `listed` (the Applier's
+    `terminating`: the objects with a deletionTimestamp of the kinds it has just listed
+    whole, so a sync does not list every custom resource kind twice)."""
     known = {o.ref for o in rendered.objects if o.owner is None and not is_crd(o.ref)}
     known |= {e.ref for e in old if e.is_custom_resource}
     known -= plan.custom_resources  # the prune tears those down
     changes: list[Change] = []
     for api_version, kind in sorted({(r.api_version, r.kind) for r in known}):
-        try:
-            items = list(kube.list(kube.resource(api_version, kind)))
-        except ClusterError as err:
-            log.warning("cannot list %s %s for deleted custom resources: %s",
-                        api_version, kind, err)
-            continue
+        items = (listed or {}).get((api_version, kind))
+        if items is None:
+            try:
+                items = list(kube.list(kube.resource(api_version, kind)))
+            except ClusterError as err:
+                log.warning("cannot list %s %s for deleted custom resources: %s",
+                            api_version, kind, err)
+                continue
         for item in items:
             ref = ObjRef.of(item)
             meta = item.get("metadata") or {}

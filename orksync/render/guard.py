@@ -24,16 +24,13 @@ from typing import Any
 
 from orksync.katalog.model import CrdEntry, CrdManifest
 from orksync.katalog.tenancy import CLUSTER_KINDS_FIELD
-from orksync.model import ObjRef
+from orksync.model import SCOPE_DIRECTIVE, ObjRef
 from orksync.names import label_problem, subdomain_problem
 from orksync.render.kinds import KINDS
 
 __all__ = ["BUILTIN_CLUSTER_SCOPED", "SCOPE_DIRECTIVE", "ClusterScope", "ClusterScopePolicy",
            "NamespaceGuard", "identity_problem", "literal_cluster_kinds"]
 
-# The directive on a child whose kind's scope was unknown at render time: the reason to
-# refuse it if the API server says the kind is cluster-scoped.
-SCOPE_DIRECTIVE = "refuseIfClusterScoped"
 HOOK_BLOCKS = ("onCreate", "onReconcile", "onDelete")
 
 # Cluster-scoped kinds served by Kubernetes itself: (API group, kind).

@@ -1,0 +1,67 @@
+"""`LiveIndex`: the cluster's live objects, one LIST per kind, looked up by identity. I/O.
+
+The render's view of the cluster (orksync.render.children.LiveView), the status writer's
+(orksync.apply.status) and the autoscaler's (orksync.apply.autoscale). Kept apart from the
+status module so that applying a rendered directory (which may autoscale but never
+renders) does not import the template engines the status fields need.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from datetime import UTC, datetime
+from typing import Any
+
+from orksync.apply.kube import Kube
+from orksync.errors import ClusterError
+from orksync.model import ObjRef
+
+__all__ = ["LiveIndex", "rfc3339"]
+
+log = logging.getLogger(__name__)
+
+
+def rfc3339(now: datetime) -> str:
+    if now.tzinfo is None:
+        now = now.replace(tzinfo=UTC)
+    return now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class LiveIndex:
+    """Live objects listed once per kind (cluster-wide, optionally by label) and looked up
+    by identity, so reporting on (or rendering) N custom resources costs one LIST per kind,
+    not N. A kind the API server does not serve has no objects. Any other failed LIST is
+    logged and treated as empty, or, with `strict` (the render's view: a missing child must
+    never be mistaken for an absent one), raised again as ClusterError on every lookup of
+    that kind. The orksync.render.children.LiveView of a live render."""
+
+    def __init__(self, kube: Kube, *, strict: bool = False) -> None:
+        self.kube = kube
+        self.strict = strict
+        self._lists: dict[tuple[str, str, str], dict[ObjRef, dict[str, Any]]] = {}
+        self._errors: dict[tuple[str, str, str], ClusterError] = {}
+        self._lock = threading.Lock()
+
+    def get(self, ref: ObjRef, selector: str = "") -> dict[str, Any] | None:
+        key = (ref.api_version, ref.kind, selector)
+        with self._lock:
+            if key not in self._lists:
+                self._lists[key] = self._list(ref, selector, key)
+            if key in self._errors:
+                raise self._errors[key]
+            return self._lists[key].get(ref)
+
+    def _list(self, ref: ObjRef, selector: str,
+              key: tuple[str, str, str]) -> dict[ObjRef, dict[str, Any]]:
+        items: dict[ObjRef, dict[str, Any]] = {}
+        try:
+            res = self.kube.resource(ref.api_version, ref.kind)
+            for item in self.kube.list(res, label_selector=selector or None):
+                items[ObjRef.of(item)] = item
+        except ClusterError as err:
+            if self.strict and err.status != 404:
+                self._errors[key] = err
+            log.debug("cannot list %s %s: %s", ref.api_version, ref.kind, err)
+            return {}
+        return items
