@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from orksync.errors import InputError, LoadError, printable
+from orksync.gcpause import gc_paused
 from orksync.katalog.model import (
     KATALOG_API_VERSIONS,
     Catalog,
@@ -72,6 +73,7 @@ NAMESPACE_LISTS = ("allowedNamespaces", "restrictedNamespaces")
 _NOTE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
+@gc_paused
 def load_repository(root: Path) -> Catalog:
     """Load every YAML file under `root` (hidden directories skipped)."""
     root = root.resolve()

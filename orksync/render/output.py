@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from orksync.errors import InputError, LoadError, RenderError
+from orksync.gcpause import gc_paused
 from orksync.model import ObjRef, Origin, RenderedObject, RenderedSet, WritePolicy
 from orksync.yamlio import dump_yaml, load_document
 
@@ -77,6 +78,7 @@ def _ref_from(raw: dict[str, Any]) -> ObjRef:
                   namespace=str(raw.get("namespace", "")), name=str(raw["name"]))
 
 
+@gc_paused
 def write_rendered(rendered: RenderedSet, out_dir: Path, *, revision: str = "") -> Path:
     """Write every object and the index; replace `out_dir` atomically."""
     out_dir = out_dir.resolve()
