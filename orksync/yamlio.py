@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import json.decoder
 import math
+import os
 import re
 import threading
 from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence
@@ -687,10 +688,16 @@ def _token(text: str) -> Any:
 
 
 def iter_yaml_files(root: Path) -> Iterator[Path]:
-    """Every *.yaml / *.yml file under root, sorted, skipping hidden directories."""
-    for path in sorted(root.rglob("*")):
-        rel = path.relative_to(root)
-        if any(part.startswith(".") for part in rel.parts):
-            continue
-        if path.suffix in (".yaml", ".yml") and path.is_file():
-            yield path
+    """Every *.yaml / *.yml file under root, sorted, skipping hidden files and directories
+    (never entered: a checkout's .git holds thousands of files) and not entering symbolic
+    links to directories."""
+    found = []
+    for top, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if not d.startswith(".")]
+        base = Path(top)
+        for name in files:
+            if not name.startswith(".") and name.endswith((".yaml", ".yml")):
+                path = base / name
+                if path.is_file():
+                    found.append(path)
+    yield from sorted(found)
