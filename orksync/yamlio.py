@@ -513,11 +513,19 @@ def _inline(value: Any) -> str:
     return _scalar(value)
 
 
-def dump_yaml(value: Any) -> str:
-    """One YAML document (no leading `---`), deterministic for the same input."""
+def dump_yaml(value: Any, *, indent: str = "") -> str:
+    """One YAML document (no leading `---`), deterministic for the same input. `indent`:
+    every line starts with it (a mapping's lines as they are inside a larger document,
+    for writers that assemble one from pieces)."""
     out: list[str] = []
-    _emit(value, "", out)
+    _emit(value, indent, out)
     return "".join(out)
+
+
+def dump_scalar(value: Any) -> str:
+    """A scalar as `dump_yaml` writes it (for writers that assemble a large document from
+    pieces, such as the rendered directory's index)."""
+    return _scalar(value)
 
 
 def dump_all(values: Sequence[Any]) -> str:
