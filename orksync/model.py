@@ -6,6 +6,7 @@ users see in logs and on the command line.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from collections import Counter
 from collections.abc import Iterable, Mapping
@@ -45,6 +46,33 @@ class ObjRef:
             namespace=str(meta.get("namespace") or ""),
             name=str(meta.get("name") or ""),
         )
+
+
+def copy_tree(value: Any, memo: dict[int, Any] | None = None) -> Any:
+    """`copy.deepcopy` of what YAML and JSON give (dicts, lists, scalars), with the same
+    result (insertion order, and a list or map that appears twice, from a YAML alias, still
+    shared once in the copy) at a fraction of the cost: the render copies every custom
+    resource's data several times. Any other type goes to `copy.deepcopy` itself."""
+    kind = type(value)
+    if kind is str or kind is int or kind is bool or kind is float or value is None:
+        return value
+    if memo is None:
+        memo = {}
+    done = memo.get(id(value))
+    if done is not None:
+        return done
+    if kind is dict:
+        out: Any = {}
+        memo[id(value)] = out
+        for k, v in value.items():
+            out[copy_tree(k, memo)] = copy_tree(v, memo)
+        return out
+    if kind is list:
+        out = []
+        memo[id(value)] = out
+        out.extend([copy_tree(v, memo) for v in value])
+        return out
+    return copy.deepcopy(value, memo)
 
 
 _BUILTIN_GROUPS = frozenset({

@@ -1,7 +1,11 @@
-"""Kubernetes name rules. Pure."""
+"""Kubernetes name rules. Pure.
+
+The checks are cached: a render checks the same label keys, API groups, versions and
+namespaces for every object it builds."""
 
 from __future__ import annotations
 
+import functools
 import re
 
 _DNS1123_SUBDOMAIN = re.compile(
@@ -12,6 +16,7 @@ _QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
 _KIND = re.compile(r"^[A-Za-z][A-Za-z0-9]*$")
 
 
+@functools.lru_cache(maxsize=4096)
 def subdomain_problem(name: str) -> str | None:
     """Why `name` is not a valid object name (DNS-1123 subdomain), or None."""
     if not name:
@@ -24,6 +29,7 @@ def subdomain_problem(name: str) -> str | None:
     return None
 
 
+@functools.lru_cache(maxsize=4096)
 def label_problem(name: str) -> str | None:
     """Why `name` is not a valid DNS-1123 label (namespaces, services), or None."""
     if not name:
@@ -34,12 +40,14 @@ def label_problem(name: str) -> str | None:
     return None
 
 
+@functools.lru_cache(maxsize=4096)
 def label_value_problem(value: str) -> str | None:
     if len(value) > 63 or not _LABEL_VALUE.match(value):
         return f"label value {value[:70]!r} is not valid (at most 63 characters of [A-Za-z0-9-_.])"
     return None
 
 
+@functools.lru_cache(maxsize=4096)
 def label_key_problem(key: str) -> str | None:
     prefix, _, name = key.rpartition("/")
     if prefix and subdomain_problem(prefix):

@@ -20,9 +20,10 @@ from __future__ import annotations
 import json
 import json.decoder
 import math
+import os
 import re
 import threading
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,7 +32,9 @@ from ruamel.yaml import YAML
 from ruamel.yaml.constructor import ConstructorError, DuplicateKeyError, SafeConstructor
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 from ruamel.yaml.events import CollectionEndEvent, CollectionStartEvent, NodeEvent
+from ruamel.yaml.main import CParser
 from ruamel.yaml.nodes import MappingNode, ScalarNode
+from ruamel.yaml.resolver import VersionedResolver
 
 from orksync.errors import LoadError
 
@@ -130,7 +133,8 @@ _LOADERS = threading.local()
 
 def _safe_loader() -> YAML:
     """One safe loader per thread, reused: building one costs more than reading a small
-    manifest (ruamel's loader is not thread-safe, hence one per thread)."""
+    manifest (ruamel's loader is not thread-safe, hence one per thread). Only used without
+    ruamel.yaml.clib; with it, `_CLoader`."""
     yaml: YAML | None = getattr(_LOADERS, "yaml", None)
     if yaml is None:
         yaml = _LOADERS.yaml = YAML(typ="safe")
@@ -138,11 +142,65 @@ def _safe_loader() -> YAML:
     return yaml
 
 
+# The YAML 1.2 implicit-resolver table, built once: ruamel's libyaml-backed safe loader
+# resolves every document as YAML 1.2 (it ignores a `%YAML 1.1` directive), and rebuilds
+# this table for every loader it makes, that is for every file.
+_RESOLVERS_12 = VersionedResolver().versioned_resolver
+
+
+if CParser is not None:
+    class _CLoader(CParser, _JsonConstructor, VersionedResolver):
+        """What `YAML(typ="safe").load_all` builds for every file when ruamel.yaml.clib is
+        present (libyaml's reader, scanner, parser and composer; ruamel's constructor and
+        resolver), with `_JsonConstructor` and the same initialisation, but as one class
+        made once instead of a new class per file (its making cost more than parsing a
+        small manifest, and each left a reference cycle behind for the cyclic collector)."""
+
+        versioned_resolver = _RESOLVERS_12
+        _parser: Any
+        _composer: Any
+        _resolver: Any
+        _constructor: Any
+        loader: Any
+        loadumper: Any
+
+        def __init__(self, text: str) -> None:
+            CParser.__init__(self, text)
+            self._parser = self._composer = self
+            _JsonConstructor.__init__(self, loader=self)
+            self.allow_duplicate_keys = False  # YAML()'s default
+            VersionedResolver.__init__(self, version=None, loadumper=self)
+
+        def close(self) -> None:
+            """Free libyaml's parser and drop the references the loader holds to itself,
+            so that it is freed at once, without the cyclic collector."""
+            self.dispose()
+            self._parser = self._composer = self._resolver = self._constructor = None
+            self.loader = self.loadumper = None
+
+
+def _load_all(text: str) -> Generator[Any, None, None]:
+    """Every document of `text`, through the safe loader."""
+    if CParser is None:
+        stream = _safe_loader().load_all(text)
+        try:
+            yield from stream
+        finally:
+            stream.close()  # resets the reused loader even when a document was refused
+            _safe_loader().doc_infos.clear()  # one record per document, kept by ruamel
+        return
+    loader = _CLoader(text)
+    try:
+        while loader.check_data():
+            yield loader.get_data()
+    finally:
+        loader.close()
+
+
 def parse_documents(text: str, *, path: Path, display: str) -> list[Document]:
     _refuse_alias_bombs(text, display)
-    yaml = _safe_loader()
     docs: list[Document] = []
-    stream = yaml.load_all(text)
+    stream = _load_all(text)
     try:
         if len(text) > PRESCAN_CHARS or _could_be_deep(text):
             _prescan(text, display)
@@ -163,8 +221,7 @@ def parse_documents(text: str, *, path: Path, display: str) -> list[Document]:
     except RecursionError as err:
         raise LoadError("YAML nested too deeply", file=display) from err
     finally:
-        stream.close()  # resets the reused loader even when a document was refused
-        yaml.doc_infos.clear()  # one record per document read, kept by ruamel otherwise
+        stream.close()
     return docs
 
 
@@ -456,11 +513,19 @@ def _inline(value: Any) -> str:
     return _scalar(value)
 
 
-def dump_yaml(value: Any) -> str:
-    """One YAML document (no leading `---`), deterministic for the same input."""
+def dump_yaml(value: Any, *, indent: str = "") -> str:
+    """One YAML document (no leading `---`), deterministic for the same input. `indent`:
+    every line starts with it (a mapping's lines as they are inside a larger document,
+    for writers that assemble one from pieces)."""
     out: list[str] = []
-    _emit(value, "", out)
+    _emit(value, indent, out)
     return "".join(out)
+
+
+def dump_scalar(value: Any) -> str:
+    """A scalar as `dump_yaml` writes it (for writers that assemble a large document from
+    pieces, such as the rendered directory's index)."""
+    return _scalar(value)
 
 
 def dump_all(values: Sequence[Any]) -> str:
@@ -631,10 +696,16 @@ def _token(text: str) -> Any:
 
 
 def iter_yaml_files(root: Path) -> Iterator[Path]:
-    """Every *.yaml / *.yml file under root, sorted, skipping hidden directories."""
-    for path in sorted(root.rglob("*")):
-        rel = path.relative_to(root)
-        if any(part.startswith(".") for part in rel.parts):
-            continue
-        if path.suffix in (".yaml", ".yml") and path.is_file():
-            yield path
+    """Every *.yaml / *.yml file under root, sorted, skipping hidden files and directories
+    (never entered: a checkout's .git holds thousands of files) and not entering symbolic
+    links to directories."""
+    found = []
+    for top, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if not d.startswith(".")]
+        base = Path(top)
+        for name in files:
+            if not name.startswith(".") and name.endswith((".yaml", ".yml")):
+                path = base / name
+                if path.is_file():
+                    found.append(path)
+    yield from sorted(found)

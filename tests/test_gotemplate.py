@@ -295,3 +295,49 @@ def test_deep_nesting_is_rejected_not_crashing(engine: GoTemplateEngine) -> None
     deep = "{{ range .l }}" * 40 + "x" + "{{ end }}" * 40
     with pytest.raises(GoTemplateError, match="too complex"):
         engine.check(deep)
+
+
+# -- templates of text and fields: printed without running them ---------------------------
+
+PLAIN_DATA: dict[str, Any] = {
+    "metadata": {"name": "web", "namespace": "prod", "labels": {"tier": " front "}},
+    "spec": {"replicas": 3, "image": "nginx:1.27", "text": "h\u00e9", "list": ["a"],
+             "empty": "", "none": None, "nested": {"x": "y"}, "pad": "  p  "},
+}
+PLAIN_SOURCES = [
+    "{{ .metadata.name }}", "{{ .metadata.name }}-config",
+    "{{.metadata.name}}.{{.metadata.namespace}}",
+    "pre {{ $.spec.image }} post", "{{ .metadata.labels.tier }}", "{{- .spec.pad -}} x",
+    " {{ .spec.pad }} ", "{{ .spec.empty }}", "{{ .spec.none }}-n", "{{ .spec.missing }}",
+    "{{ .spec.missing.deeper }}", "{{ .spec.replicas }}", "{{ .spec.list }}", "{{ .spec.nested }}",
+    "{{ .spec.text }}", "caf\u00e9-{{ .metadata.name }}", "{{ .spec.list.x }}", "{{ . }}",
+    "{{ .metadata.name.x }}", "{{ .spec.image }}{{ .spec.image }}",
+]
+
+
+@pytest.mark.parametrize("source", PLAIN_SOURCES)
+def test_a_template_of_text_and_fields_prints_what_running_it_prints(
+        engine: GoTemplateEngine, source: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The shortcut for templates made of text and `{{ .a.b }}` actions (most of a
+    Katalog's) against the template actually run, errors included."""
+    def outcome() -> tuple[str, str]:
+        try:
+            return "ok", engine.render(source, PLAIN_DATA)
+        except GoTemplateError as err:
+            return "error", str(err)
+
+    fast = outcome()
+    monkeypatch.setattr(GoTemplateEngine, "_plain_text", lambda *a: None)
+    assert fast == outcome()
+
+
+def test_the_shortcut_is_taken_for_a_template_of_text_and_string_fields(
+        engine: GoTemplateEngine, monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_run(*args: Any) -> str:
+        raise AssertionError("the template was run")
+
+    monkeypatch.setattr(GoTemplateEngine, "_execute", no_run)
+    assert engine.render("{{ .metadata.name }}-{{ $.spec.image }}", PLAIN_DATA) == \
+        "web-nginx:1.27"
+    with pytest.raises(AssertionError, match="was run"):  # an int is printed by the run
+        engine.render("{{ .spec.replicas }}", PLAIN_DATA)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,7 @@ from orksync.model import ObjRef, Origin, RenderedObject, RenderedSet, WritePoli
 from orksync.render.engine import render_catalog
 from orksync.render.kinds import BY_KEY, KINDS
 from orksync.render.output import read_rendered, write_rendered
-from orksync.yamlio import MAX_FILE_BYTES
+from orksync.yamlio import MAX_FILE_BYTES, dump_yaml, load_emitted
 from tests.helpers import CRD, KATALOG, REPO_EXAMPLE, widget, write_repo
 from tests.kind_cases import CASES, katalog
 
@@ -91,6 +92,43 @@ def test_an_index_above_the_yaml_file_size_bound_reads_back(tmp_path: Path) -> N
     out = write_rendered(RenderedSet(objects=objects), tmp_path / "out")
     assert (out / "index.yaml").stat().st_size > MAX_FILE_BYTES
     assert [o.ref for o in read_rendered(out).objects] == [o.ref for o in objects]
+
+
+def test_the_index_is_exactly_what_dump_yaml_writes_for_its_content(tmp_path: Path) -> None:
+    """index.yaml is written entry by entry, not through one dump_yaml call: it must still
+    be the emitter's text of the mapping it holds (load_emitted accepts nothing else), with
+    every field of every kind of entry: owners, directives, an empty origin, errors."""
+    cr = ObjRef(api_version="x.io/v1", kind="App", namespace="ns", name="a")
+    plain = RenderedObject(ref=ObjRef(api_version="v1", kind="Namespace", name="0ns"),
+                           body={"apiVersion": "v1", "kind": "Namespace"},
+                           policy=WritePolicy.CREATE, origin=Origin(file=""), stage=1)
+    child = RenderedObject(
+        ref=ObjRef(api_version="v1", kind="ConfigMap", namespace="ns", name="true"),
+        body={"apiVersion": "v1", "kind": "ConfigMap"}, policy=WritePolicy.APPLY,
+        origin=Origin(file="crs/a b.yaml", katalog="k", crd="c", entry="configMaps[0]"),
+        stage=12, owner=cr, directives={"copyFrom": {"kind": "ConfigMap", "name": "s"},
+                                        "forceConflict": False, "list": [1, "2"]})
+    rendered = RenderedSet(objects=(plain, child, child), errors=(RenderError("bad"),),
+                           skipped=((cr, "refused"),), absent=((plain.ref, cr),))
+    out = write_rendered(rendered, tmp_path / "out", revision="abc123")
+    text = (out / "index.yaml").read_text()
+    index = load_emitted(text)
+    assert dump_yaml(index) == text
+    assert list(index) == ["apiVersion", "kind", "revision", "objects", "errors", "skipped",
+                           "absent"]
+    first, second, third = index["objects"]
+    assert first["object"] == {"apiVersion": "v1", "kind": "Namespace", "name": "0ns"}
+    assert first["origin"] == {} and "owner" not in first and "directives" not in first
+    assert second == third
+    assert second["owner"] == {"apiVersion": "x.io/v1", "kind": "App", "namespace": "ns",
+                               "name": "a"}
+    assert second["directives"] == dict(child.directives)
+    assert list(second) == ["file", "object", "policy", "stage", "owner", "directives",
+                            "origin", "sha256"]
+    assert (second["policy"], second["stage"]) == ("apply", 12)
+    assert second["sha256"] == hashlib.sha256((out / second["file"]).read_bytes()).hexdigest()
+    empty = write_rendered(RenderedSet(objects=()), tmp_path / "empty")
+    assert load_emitted((empty / "index.yaml").read_text())["objects"] == []
 
 
 def test_a_directory_that_is_not_a_render_is_never_replaced(tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from ruamel.yaml import YAML
 
 from orksync.errors import LoadError
-from orksync.yamlio import NotEmitted, dump_yaml, load_document, load_emitted
+from orksync.yamlio import NotEmitted, dump_yaml, iter_yaml_files, load_document, load_emitted
 
 # strings that sit on the emitter's quoting and structure boundaries
 TRICKY = ["a: b", "- x", "-", ":", "x:", "yes", "1e3", "0x1", "1_0", "\u2028", "\x85", "a b",
@@ -112,3 +112,19 @@ def test_load_document_falls_back_to_the_safe_loader_and_its_errors(tmp_path: Pa
         load_document(b"a: 1\na: 2\n", path=path, display="x.yaml")
     with pytest.raises(LoadError, match="no YAML document"):
         load_document(b"", path=path, display="x.yaml")
+
+
+def test_the_yaml_files_of_a_tree_sorted_without_hidden_ones_or_linked_directories(
+        tmp_path: Path) -> None:
+    for rel in ("7.yaml", "a/1.yaml", "a/.h.yaml", "a/.hid/2.yaml", ".git/x/3.yaml",
+                "b/c/4.yml", "b/5.YAML", "b/6.yaml.bak", "d/8.yaml", "x.yaml/10.yaml",
+                "\u00e9 dir/9.yaml"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("a: 1\n")
+    (tmp_path / "a" / "linked").symlink_to(tmp_path / "b")  # a directory: not entered
+    (tmp_path / "a" / "dir.yaml").symlink_to(tmp_path / "b")
+    (tmp_path / "a" / "file.yaml").symlink_to(tmp_path / "7.yaml")  # a file: read
+    (tmp_path / "a" / "broken.yaml").symlink_to(tmp_path / "nowhere")
+    found = [str(p.relative_to(tmp_path)) for p in iter_yaml_files(tmp_path)]
+    assert found == ["7.yaml", "a/1.yaml", "a/file.yaml", "b/c/4.yml", "d/8.yaml",
+                     "x.yaml/10.yaml", "\u00e9 dir/9.yaml"]

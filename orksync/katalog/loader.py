@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from orksync.errors import InputError, LoadError, printable
+from orksync.gcpause import gc_paused
 from orksync.katalog.model import (
     KATALOG_API_VERSIONS,
     Catalog,
@@ -72,6 +73,7 @@ NAMESPACE_LISTS = ("allowedNamespaces", "restrictedNamespaces")
 _NOTE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
+@gc_paused
 def load_repository(root: Path) -> Catalog:
     """Load every YAML file under `root` (hidden directories skipped)."""
     root = root.resolve()
@@ -90,12 +92,19 @@ class _Loader:
         self.seen: set[Path] = set()
         self.failed = 0  # Katalogs and Katalog entries that did not load
         self.manifests: dict[int, CrdManifest | None] = {}  # by id(document): checked once
+        self.rels: dict[Path, str] = {}
 
     def rel(self, path: Path) -> str:
-        try:
-            return str(path.resolve().relative_to(self.root))
-        except ValueError:
-            return str(path)
+        """`path` as shown in messages and origins: relative to the root, resolved. Asked
+        several times per file (resolving costs a system call per path component)."""
+        shown = self.rels.get(path)
+        if shown is None:
+            try:
+                shown = str(path.resolve().relative_to(self.root))
+            except ValueError:
+                shown = str(path)
+            self.rels[path] = shown
+        return shown
 
     def add_file(self, path: Path) -> None:
         resolved = path.resolve()

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from orksync.errors import InputError, RenderError
+from orksync.gcpause import gc_paused
 from orksync.katalog.model import Catalog, CrdManifest, CustomResource
 from orksync.model import ObjRef, Origin, RenderedObject, RenderedSet, WritePolicy
 from orksync.render.children import LiveView
@@ -30,6 +31,7 @@ __all__ = ["CrResult", "Templates", "render_catalog", "render_custom_resource",
 log = logging.getLogger(__name__)
 
 
+@gc_paused
 def render_catalog(catalog: Catalog, *, clock: Clock = utc_now,
                    strict_cluster_scope: bool = False,
                    live: LiveView | None = None) -> RenderedSet:

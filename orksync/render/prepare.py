@@ -39,7 +39,6 @@ Decisions:
 from __future__ import annotations
 
 import contextlib
-import copy
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -50,6 +49,7 @@ from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
 from orksync.katalog.motifs import MOTIF_KEY, motif_inputs
+from orksync.model import copy_tree
 from orksync.render.coercion import go_atoi, go_parse_float
 from orksync.render.conditions import (
     CONDITION_KEYS,
@@ -211,7 +211,7 @@ def yaml_decode(text: str) -> Any:
 def normalize(data: Mapping[str, Any], spec_map: Mapping[str, Any],
               render: Render) -> dict[str, Any]:
     """A copy of `data` with each `normalize.spec` path (under spec) rewritten."""
-    out = copy.deepcopy(dict(data))
+    out = copy_tree(dict(data))
     if not isinstance(out.get("spec"), dict):
         out["spec"] = {}
     for path, template in (spec_map or {}).items():
@@ -234,7 +234,7 @@ def mutate(data: Mapping[str, Any], rules: Sequence[Any] | None, render: Render,
            clock: Clock, *, warnings: list[str] | None = None) -> dict[str, Any]:
     """A copy of `data` with the mutation rules applied in order (see module docstring).
     Rules that cannot apply are skipped; their reasons are appended to `warnings`."""
-    out = copy.deepcopy(dict(data))
+    out = copy_tree(dict(data))
     notes = warnings if warnings is not None else []
     for i, rule in enumerate(rules or ()):
         if not isinstance(rule, Mapping):
@@ -342,7 +342,7 @@ def prepare(data: Mapping[str, Any], entry_raw: Mapping[str, Any], render: Rende
     render with, the validation verdict, mutation warnings)."""
     warnings: list[str] = []
     spec_map = _block(entry_raw, "normalize").get("spec") or {}
-    out = normalize(data, spec_map, render) if spec_map else copy.deepcopy(dict(data))
+    out = normalize(data, spec_map, render) if spec_map else copy_tree(dict(data))
     mutation, validation = _block(entry_raw, "mutation"), _block(entry_raw, "validation")
     if mutation.get("mutateFirst") is False:
         verdict = validate(out, validation.get("rules"), render, clock,

@@ -14,7 +14,6 @@ needed it: nothing of them is applied, and nothing is cleaned up on a guess."""
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -31,6 +30,7 @@ from orksync.model import (
     Origin,
     RenderedObject,
     WritePolicy,
+    copy_tree,
 )
 from orksync.names import label_key_problem, label_value_problem, subdomain_problem
 from orksync.render.builders import BuildContext, BuildError, Built
@@ -79,7 +79,7 @@ BLOCKS = ("onCreate", "onReconcile")
 
 def cr_data(cr: CustomResource) -> dict[str, Any]:
     """The data map templates see: the custom resource plus Orkestra's injected keys."""
-    data = copy.deepcopy(cr.body)
+    data = copy_tree(cr.body)
     data.setdefault("spec", {})
     data.setdefault("status", {})
     data.update({"inputs": {}, "cross": {}, "external": {}, "children": {},
@@ -108,7 +108,7 @@ class CrRenderer:
         try:
             data = cr_data(cr)
             if live is not None:
-                data["status"] = copy.deepcopy((live.get(cr.ref) or {}).get("status") or {})
+                data["status"] = copy_tree((live.get(cr.ref) or {}).get("status") or {})
             data["cross"], problems = cross_data(cr, cr.entry.operator_box.get("cross"), others,
                                                  templates.text, data, live)
             if problems:
@@ -561,7 +561,7 @@ def copy_directive(key: str, rendered: Mapping[str, Any], cr_namespace: str
 
 
 def _in_namespace(obj: RenderedObject, namespace: str) -> RenderedObject:
-    body = copy.deepcopy(dict(obj.body))
+    body = copy_tree(dict(obj.body))
     body["metadata"]["namespace"] = namespace
     return RenderedObject(ref=ObjRef.of(body), body=body, policy=obj.policy, origin=obj.origin,
                           stage=obj.stage, owner=obj.owner, directives=obj.directives)

@@ -134,6 +134,8 @@ class _Compiled:
     consts: dict[str, GoInt]
     value_path: tuple[str, ...] | None
     error: GoTemplateError | None = None
+    # text and field paths: a template made only of literal text and `{{ .a.b }}` actions
+    plain: tuple[str | tuple[str, ...], ...] | None = None
 
     def raise_error(self) -> None:
         if self.error is not None:
@@ -155,7 +157,27 @@ def _value_path(root: n.ListNode) -> tuple[str, ...] | None:
     """The field path of a template that is exactly one action like {{ .spec.x }}."""
     if len(root.nodes) != 1 or not isinstance(root.nodes[0], n.ActionNode):
         return None
-    pipe = root.nodes[0].pipe
+    return _field_path(root.nodes[0].pipe)
+
+
+def _plain_parts(root: n.ListNode) -> tuple[str | tuple[str, ...], ...] | None:
+    """A template made only of literal text and one-field actions (`{{ .metadata.name
+    }}-config`): its text pieces and field paths, in order; None for any other."""
+    parts: list[str | tuple[str, ...]] = []
+    for node in root.nodes:
+        if isinstance(node, n.TextNode):
+            parts.append(node.text)
+            continue
+        path = _field_path(node.pipe) if isinstance(node, n.ActionNode) else None
+        if path is None:
+            return None
+        parts.append(path)
+    return tuple(parts)
+
+
+def _field_path(pipe: n.PipeNode) -> tuple[str, ...] | None:
+    """The field path of an action's pipeline that is one field of the data ({{ .a.b }},
+    {{ $.a }}, {{ . }})."""
     if pipe.decl or len(pipe.cmds) != 1 or len(pipe.cmds[0].args) != 1:
         return None
     arg = pipe.cmds[0].args[0]
@@ -194,8 +216,38 @@ class GoTemplateEngine:
         compiled = self._get(source)
         if compiled.error is not None:
             compiled.raise_error()
+        if orkestra and compiled.plain is not None:
+            text = self._plain_text(compiled.plain, data)
+            if text is not None:
+                return orkestra_post(text)
         out = self._execute(compiled, source, data)
         return orkestra_post(out) if orkestra else out
+
+    def _plain_text(self, parts: tuple[str | tuple[str, ...], ...], data: Any) -> str | None:
+        """What a template of literal text and one-field actions (`{{ .metadata.name
+        }}-config`, most templates of a Katalog) prints, without running it, when the
+        answer is plain: every field is a string reached through dicts only, the output is
+        ASCII, and the template is not a note's (whose run counts towards the calling
+        template's budget). Anything else (None) runs the template, errors included."""
+        if _ACTIVE.get() is not None:
+            return None
+        out = []
+        for part in parts:
+            if type(part) is str:
+                out.append(part)
+                continue
+            value = data
+            for key in part:
+                if type(value) is not dict:
+                    return None
+                value = value.get(key)
+            if type(value) is not str:
+                return None
+            out.append(value)
+        text = "".join(out)
+        if not text.isascii() or len(text) > self._max_output:
+            return None
+        return text
 
     def render_value(self, source: str, data: Mapping[str, Any]) -> Any:
         """For a template that is one plain field path (`{{ .spec.x }}`, `{{ . }}`,
@@ -247,7 +299,7 @@ class GoTemplateEngine:
         except (RecursionError, SyntaxError, MemoryError):
             return _Compiled(None, {}, None, GoTemplateError("template too complex", source))
         consts = {name: GoInt(value) for value, name in ints.items()}
-        return _Compiled(template, consts, _value_path(root))
+        return _Compiled(template, consts, _value_path(root), plain=_plain_parts(root))
 
     def _execute(self, compiled: _Compiled, source: str, data: Any) -> str:
         assert compiled.template is not None
