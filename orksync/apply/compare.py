@@ -26,7 +26,10 @@ def fingerprint(body: Mapping[str, Any]) -> str:
 def is_subset(desired: Any, live: Any) -> bool:
     """True when every field of `desired` is present in `live` with an equal value.
     Lists must have the same length; their elements are compared pairwise."""
-    if isinstance(desired, Mapping):
+    kind = type(desired)
+    if kind is str:  # the common leaf: `==` decides (a str never equals a bool)
+        return bool(desired == live)
+    if kind is dict or isinstance(desired, Mapping):
         if not isinstance(live, Mapping):
             return False
         return all(k in live and is_subset(v, live[k]) for k, v in desired.items())

@@ -37,6 +37,7 @@ from orksync.model import (
     RenderedObject,
     RenderedSet,
     WritePolicy,
+    copy_tree,
 )
 
 log = logging.getLogger(__name__)
@@ -333,7 +334,7 @@ class Applier:
 
     def _desired(self, obj: RenderedObject, res: Resource, run: _Run) -> dict[str, Any]:
         """The body we send: the rendered one plus owner reference and fingerprint."""
-        body = copy.deepcopy(dict(obj.body))
+        body = copy_tree(dict(obj.body))
         meta = body.setdefault("metadata", {})
         if not res.namespaced:
             meta.pop("namespace", None)
