@@ -177,7 +177,7 @@ def test_apply_of_a_directory_rendered_with_errors_prunes_nothing_and_keeps_reta
 # The modules that render templates: `orksync apply DIR` of a plain directory (no onDelete,
 # no status fields, no autoscale) must not pay their import time at start-up.
 RENDER_STACK = ("jinja2", "orksync.render.gotemplate", "orksync.render.jinja_dialect",
-                "orksync.render.engine")
+                "orksync.render.engine", "ruamel.yaml", "orksync.yamlparse")
 APPLY_AND_LIST_MODULES = ("import json, sys\nfrom orksync.cli import main\n"
                           "rc = main(sys.argv[1:])\nprint(json.dumps(sorted(sys.modules)))\n"
                           "sys.exit(rc)\n")
