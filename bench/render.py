@@ -8,8 +8,9 @@ Each measurement runs in a fresh subprocess so peak RSS is its own.
 
     python bench/render.py [--sizes 1000,10000] [--runs 3] [--no-record]
 
-Each size runs render and floor alternately `--runs` times; the table shows the median run
-of each (by total seconds).
+Each size runs render and floor `--runs` times, alternating which goes first; the table
+shows the median run of each (by total seconds). The floor writes each file as the render
+does (`orksync.render.output._write_file`: open, write, close).
 """
 
 from __future__ import annotations
@@ -101,7 +102,7 @@ def child(mode: str, repo: Path, out: Path) -> dict[str, float]:
     """Runs inside the measuring subprocess."""
     from orksync.katalog.loader import load_repository
     from orksync.render.engine import render_catalog
-    from orksync.render.output import write_rendered
+    from orksync.render.output import _write_file, write_rendered
     from orksync.yamlio import dump_yaml
 
     if mode == "floor":
@@ -109,8 +110,8 @@ def child(mode: str, repo: Path, out: Path) -> dict[str, float]:
         objects = [dict(o.body) for o in render_catalog(load_repository(repo)).objects]
         start = time.perf_counter()
         out.mkdir()
-        for i, body in enumerate(objects):
-            (out / f"{i:06d}.yaml").write_text(dump_yaml(body))
+        for i, body in enumerate(objects):  # each file written as write_rendered writes it
+            _write_file(str(out / f"{i:06d}.yaml"), dump_yaml(body).encode("utf-8"))
         seconds = time.perf_counter() - start
         count = len(objects)
         parts = {}
@@ -159,9 +160,10 @@ def main() -> int:
             repo = Path(tmp) / f"repo-{n}"
             make_repo(repo, n)
             renders, floors = [], []
-            for _ in range(args.runs):
-                renders.append(measure("render", repo, Path(tmp)))
-                floors.append(measure("floor", repo, Path(tmp)))
+            for run in range(args.runs):  # alternating which goes first
+                for mode in ("render", "floor") if run % 2 == 0 else ("floor", "render"):
+                    (renders if mode == "render" else floors).append(
+                        measure(mode, repo, Path(tmp)))
                 print(f"{n}: render {renders[-1]['seconds']:.2f}s floor "
                       f"{floors[-1]['seconds']:.2f}s", file=sys.stderr, flush=True)
             rows.append((n, median_run(renders), median_run(floors)))
