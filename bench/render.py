@@ -156,6 +156,8 @@ def main() -> int:
     sizes = [int(s) for s in args.sizes.split(",")]
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
+        filesystem = subprocess.run(["stat", "-f", "-c", "%T", tmp], capture_output=True,
+                                    text=True).stdout.strip() or "unknown"
         for n in sizes:
             repo = Path(tmp) / f"repo-{n}"
             make_repo(repo, n)
@@ -187,13 +189,15 @@ def main() -> int:
         version = subprocess.run([sys.executable, "-m", "orksync", "version"],
                                  capture_output=True, text=True, cwd=ROOT).stdout.strip()
         section = (f"\n## Render ({datetime.now(UTC):%Y-%m-%d %H:%M} UTC)\n\n"
-                   f"`python bench/render.py --sizes {args.sizes} --runs {args.runs}` on "
+                   f"`python bench/render.py --sizes {args.sizes} --runs {args.runs}` "
+                   f"(files written to {tempfile.gettempdir()}, a {filesystem} file system) on "
                    f"{platform.node()}, {os.cpu_count()} cores, Python "
                    f"{platform.python_version()}, {version}, load average "
                    f"{' '.join(f'{x:.2f}' for x in os.getloadavg())} at the end. Each "
                    "measurement runs in its own process (median of the runs shown); the floor "
                    "writes the same final objects with `orksync.yamlio.dump_yaml`, one file "
-                   "each in one directory, no loading or templating.\n\n"
+                   "each in one directory, no loading or templating; the pairs alternate "
+                   "which goes first.\n\n"
                    f"{table}\n")
         perf = ROOT / "docs" / "performance.md"
         if not perf.exists():
