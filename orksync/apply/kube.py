@@ -202,7 +202,7 @@ class Kube:
             delay = self._retry_delay(outcome, retry + 1, first, replayable)
             if delay is None:
                 raise outcome.error(method, path, subject, retry + 1,
-                                    ca_origin=self._ca_origin)
+                                    ca_origin=self._ca_origin, outage=self._outage())
             log.info("%s %s: %s; retry %d/%d in %.2fs", method, path, outcome.summary(),
                      retry + 1, self.retry.attempts - 1, delay)
             time.sleep(delay)
@@ -345,6 +345,15 @@ class Kube:
         elif self._failing_since is None:
             self._failing_since = started
 
+    def _outage(self) -> float:
+        """Seconds for which every request has failed, when that is past the deadline (a
+        request then gets no retry); 0.0 otherwise."""
+        failing = self._failing_since
+        if failing is None:
+            return 0.0
+        lasted = time.monotonic() - failing
+        return lasted if lasted > self.retry.deadline else 0.0
+
     def _retry_delay(self, outcome: _Outcome, retry: int, first: float,
                      replayable: bool) -> float | None:
         """Seconds to wait before retry number `retry`, or None to give up."""
@@ -381,9 +390,12 @@ class _Outcome:
         return f"{self.status}" if self.status else type(self.transport).__name__
 
     def error(self, method: str, path: str, subject: str, attempts: int, *,
-              ca_origin: str = "") -> ClusterError:
-        """The ClusterError of the last attempt; it says how many were made."""
-        tried = f" (after {attempts} attempts)" if attempts > 1 else ""
+              ca_origin: str = "", outage: float = 0.0) -> ClusterError:
+        """The ClusterError of the last attempt; it says how many were made, or that none
+        was retried because the server has failed every request for longer than the
+        retry deadline (`outage` seconds)."""
+        tried = f" (after {attempts} attempts)" if attempts > 1 else \
+            f" (not retried: every request has failed for {outage:.1f}s)" if outage else ""
         if self.transport is None:
             return _error(self.status, self.data, method, path, subject, suffix=tried)
         refused = _refused_certificate(self.transport)
