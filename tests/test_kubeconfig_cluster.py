@@ -8,9 +8,7 @@ from __future__ import annotations
 import base64
 import json
 import os
-import subprocess
 import sys
-import textwrap
 import time
 import uuid
 from collections.abc import Iterator
@@ -25,7 +23,6 @@ from orksync.apply.kube import Kube
 from orksync.errors import ClusterError
 from orksync.secrets import pki
 from orksync.testing.controlplane import CONTEXT_NAME, ControlPlane, kubeconfig_document
-from tests.helpers import CRD, widget, write_repo
 
 pytestmark = pytest.mark.cluster
 
@@ -297,56 +294,3 @@ def test_an_exec_kubeconfig_falls_back_to_the_kubernetes_client(
     user, kube = connected_as(path)
     assert user == f"system:serviceaccount:{sa_namespace}:plugged"
     assert kube.api is not None  # the kubernetes client's ApiClient
-
-
-# --- the command line ---------------------------------------------------------------------------
-
-APPLY_WITHOUT_KUBERNETES = """
-import sys
-from orksync.cli import main
-code = main(sys.argv[1:])
-loaded = sorted(m for m in sys.modules if m.split(".")[0] in ("kubernetes", "requests"))
-print("LOADED", ",".join(loaded))
-sys.exit(code)
-"""
-
-KATALOG = """
-apiVersion: orkestra.orkspace.io/v1
-kind: Katalog
-metadata: {name: apps}
-spec:
-  crds:
-    widget:
-      crdFile: ./crd.yaml
-      operatorBox:
-        onReconcile:
-          configMaps:
-            - name: "{{ .metadata.name }}-cfg"
-              data: {size: "{{ .spec.size }}"}
-"""
-
-
-def test_orksync_apply_neither_imports_kubernetes_nor_requests(
-        control_plane: ControlPlane, admin: Kube, tmp_path: Path) -> None:
-    ns = f"t-{uuid.uuid4().hex[:8]}"
-    admin.create(admin.resource("v1", "Namespace"), {"apiVersion": "v1", "kind": "Namespace",
-                                                     "metadata": {"name": ns}},
-                 field_manager="orksync-tests")
-    repo = write_repo(tmp_path / "repo", {"katalog.yaml": KATALOG, "crd.yaml": CRD,
-                                          "w.yaml": widget("w", ns, size=3)})
-    env = {k: v for k, v in os.environ.items() if k not in kubeconfig.PROXY_ENV}
-    rendered = subprocess.run([sys.executable, "-m", "orksync", "render", str(repo), "-o",
-                               str(tmp_path / "out")], capture_output=True, text=True,
-                              timeout=120, env=env)
-    assert rendered.returncode == 0, rendered.stderr
-    name = f"imports-{uuid.uuid4().hex[:6]}"
-    for step in ("create", "resync"):
-        done = subprocess.run(
-            [sys.executable, "-c", textwrap.dedent(APPLY_WITHOUT_KUBERNETES), "apply",
-             str(tmp_path / "out"), "--kubeconfig", str(control_plane.kubeconfig),
-             "--name", name],
-            capture_output=True, text=True, timeout=120, env=env)
-        assert done.returncode == 0, (step, done.stderr[-2000:])
-        assert "LOADED \n" in done.stdout, (step, done.stdout)
-    live = admin.get(admin.resource("v1", "ConfigMap"), ns, "w-cfg")
-    assert live["data"] == {"size": "3"}
