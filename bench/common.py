@@ -15,7 +15,6 @@ import os
 import re
 import resource
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -34,6 +33,7 @@ from orksync.render.kinds import ORDER
 from orksync.render.output import write_rendered
 from orksync.render.resource import STAGE_CHILDREN
 from orksync.testing.controlplane import ControlPlane
+from orksync.testing.gitdaemon import GitDaemon, free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 PERF_DOC = ROOT / "docs" / "performance.md"
@@ -168,12 +168,6 @@ def write_sites(repo: Path, count: int, *, ns_count: int = 20) -> None:
 GIT = ["git", "-c", "user.name=bench", "-c", "user.email=bench@example.com"]
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def wait_until(what: str, check: Any, timeout: float, interval: float = 0.2) -> None:
     deadline = time.monotonic() + timeout
     while not check():
@@ -189,19 +183,8 @@ def git_daemon(base: Path) -> Iterator[tuple[Path, str]]:
     repo = base / "bench"
     repo.mkdir(parents=True)
     subprocess.run(["git", "init", "-q", "-b", "main"], cwd=repo, check=True)
-    port = free_port()
-    daemon = subprocess.Popen(["git", "daemon", f"--base-path={base}", "--export-all",
-                               "--reuseaddr", "--listen=127.0.0.1", f"--port={port}", str(base)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        def listening() -> bool:
-            with socket.socket() as s:
-                return s.connect_ex(("127.0.0.1", port)) == 0
-        wait_until("git daemon", listening, 20)
-        yield repo, f"git://127.0.0.1:{port}/bench"
-    finally:
-        daemon.terminate()
-        daemon.wait(10)
+    with GitDaemon(base) as daemon:
+        yield repo, daemon.url("bench")
 
 
 def commit(repo: Path, message: str) -> None:

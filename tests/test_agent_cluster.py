@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -18,17 +17,12 @@ import pytest
 
 from orksync.apply.kube import Kube
 from orksync.testing.controlplane import ControlPlane
+from orksync.testing.gitdaemon import GitDaemon, free_port
 from tests.helpers import CRD, KATALOG, finished_job_status, widget, write_repo
 
 pytestmark = pytest.mark.cluster
 
 GIT = ["git", "-c", "user.name=t", "-c", "user.email=t@example.com"]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def commit(repo: Path, message: str) -> None:
@@ -56,24 +50,13 @@ def http_get(port: int, path: str) -> tuple[int, str]:
 
 
 @pytest.fixture
-def git_daemon(tmp_path: Path) -> Iterator[tuple[Path, str, subprocess.Popen[bytes]]]:
+def git_daemon(tmp_path: Path) -> Iterator[tuple[Path, str, GitDaemon]]:
     base = tmp_path / "served"
     repo = base / "platform"
     repo.mkdir(parents=True)
     subprocess.run(["git", "init", "-q", "-b", "main"], cwd=repo, check=True)
-    port = free_port()
-    daemon = subprocess.Popen(["git", "daemon", f"--base-path={base}", "--export-all",
-                               "--reuseaddr", "--listen=127.0.0.1", f"--port={port}", str(base)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    wait_for("git daemon", lambda: _connectable(port), 20)
-    yield repo, f"git://127.0.0.1:{port}/platform", daemon
-    daemon.terminate()
-    daemon.wait(10)
-
-
-def _connectable(port: int) -> bool:
-    with socket.socket() as s:
-        return s.connect_ex(("127.0.0.1", port)) == 0
+    with GitDaemon(base) as daemon:
+        yield repo, daemon.url("platform"), daemon
 
 
 class AgentProcess:
@@ -99,7 +82,7 @@ class AgentProcess:
 
 
 def test_the_agent_follows_commits_and_survives_a_broken_commit_and_a_dead_remote(
-        control_plane: ControlPlane, git_daemon: tuple[Path, str, subprocess.Popen[bytes]],
+        control_plane: ControlPlane, git_daemon: tuple[Path, str, GitDaemon],
         tmp_path: Path) -> None:
     repo, url, daemon = git_daemon
     ns = f"t-{uuid.uuid4().hex[:8]}"
@@ -136,8 +119,7 @@ def test_the_agent_follows_commits_and_survives_a_broken_commit_and_a_dead_remot
 
         (repo / "broken.yaml").unlink()
         commit(repo, "fixed")
-        daemon.terminate()
-        daemon.wait(10)
+        daemon.stop()
         wait_for("the dead remote to be reported",
                  lambda: "last good revision" in http_get(agent.port, "/readyz")[1])
         assert "orksync_source_up 0.0" in http_get(agent.port, "/metrics")[1]
@@ -150,7 +132,7 @@ def test_the_agent_follows_commits_and_survives_a_broken_commit_and_a_dead_remot
 
 
 def test_only_the_leader_writes_and_a_standby_takes_over_when_it_dies(
-        control_plane: ControlPlane, git_daemon: tuple[Path, str, subprocess.Popen[bytes]],
+        control_plane: ControlPlane, git_daemon: tuple[Path, str, GitDaemon],
         tmp_path: Path) -> None:
     repo, url, _ = git_daemon
     ns = f"t-{uuid.uuid4().hex[:8]}"
@@ -204,7 +186,7 @@ spec:
 
 
 def test_the_agent_renders_every_sync_so_a_condition_on_a_child_converges_without_a_commit(
-        control_plane: ControlPlane, git_daemon: tuple[Path, str, subprocess.Popen[bytes]],
+        control_plane: ControlPlane, git_daemon: tuple[Path, str, GitDaemon],
         tmp_path: Path) -> None:
     repo, url, _ = git_daemon
     ns = f"t-{uuid.uuid4().hex[:8]}"

@@ -5,7 +5,6 @@ one spy records the command lines orksync starts and lets them run."""
 from __future__ import annotations
 
 import base64
-import contextlib
 import gzip
 import io
 import logging
@@ -34,6 +33,7 @@ from orksync.source.git import (
     scrub,
     ssh_command,
 )
+from orksync.testing.gitdaemon import GitDaemon, free_port, wait_for_port
 
 # The test's own git calls never read the user's configuration.
 _GIT_ENV = {**os.environ, "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1",
@@ -46,21 +46,6 @@ def git(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None) 
                           capture_output=True, text=True, timeout=30, check=False)
     assert proc.returncode == 0, f"git {' '.join(args)}: {proc.stderr}"
     return proc.stdout.strip()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def wait_for_port(port: int, timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
-            return
-        time.sleep(0.02)
-    raise AssertionError(f"nothing listens on 127.0.0.1:{port}")
 
 
 class Upstream:
@@ -106,32 +91,6 @@ class Upstream:
     def tag(self, name: str) -> None:
         git(*_ID, "tag", "-f", "-a", "-m", f"release {name}", name, cwd=self.work)
         git("push", "-q", "-f", "origin", f"refs/tags/{name}", cwd=self.work)
-
-
-class GitDaemon:
-    """`git daemon` on 127.0.0.1 exporting every repository under `root`."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        self.port = free_port()
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def url(self, name: str = "repo.git") -> str:
-        return f"git://127.0.0.1:{self.port}/{name}"
-
-    def start(self) -> None:
-        self.proc = subprocess.Popen(
-            ["git", "daemon", f"--base-path={self.root}", "--export-all", "--reuseaddr",
-             "--listen=127.0.0.1", f"--port={self.port}"],
-            env=_GIT_ENV, start_new_session=True,
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        wait_for_port(self.port)
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            self.proc.wait(timeout=10)
-        self.proc = None
 
 
 class GitHttp:
@@ -270,7 +229,7 @@ def upstream(srv: Path) -> Upstream:
 
 @pytest.fixture
 def daemon(srv: Path) -> Iterator[GitDaemon]:
-    d = GitDaemon(srv)
+    d = GitDaemon(srv, env=_GIT_ENV)
     d.start()
     yield d
     d.stop()

@@ -23,6 +23,7 @@ from orksync.apply.kube import Kube
 from orksync.apply.sync import read_inventory
 from orksync.model import ObjRef
 from orksync.testing.controlplane import ControlPlane
+from orksync.testing.gitdaemon import GitDaemon
 from tests.test_faults_cluster import (
     Keepsake,
     World,
@@ -33,7 +34,7 @@ from tests.test_faults_cluster import (
     ref,
     scratch_namespace,
 )
-from tests.test_git_source import GitDaemon, Upstream
+from tests.test_git_source import Upstream
 
 pytestmark = pytest.mark.cluster
 
