@@ -22,6 +22,7 @@ from orksync.errors import OrksyncError, UsageError
 if TYPE_CHECKING:
     from orksync.apply.kube import Kube
     from orksync.katalog.model import Catalog
+    from orksync.render.directory import DirectoryRender
 from orksync.logs import log_change, setup_logging, summary_line
 from orksync.model import ChangeSet, RenderedSet
 
@@ -59,6 +60,17 @@ def _add_render_flags(p: argparse.ArgumentParser) -> None:
                    help="a CRD entry without allowedClusterScopedKinds may create no "
                         "cluster-scoped object (default: the kinds it names itself) "
                         "[ORKSYNC_STRICT_CLUSTER_SCOPE=true]")
+
+
+def _positive(text: str) -> int:
+    """A whole number of at least 1 for argparse."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of at least 1")
+    return value
 
 
 def _seconds(text: str) -> float:
@@ -112,6 +124,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="kubeconfig file for --live (default: $KUBECONFIG, then "
                         "~/.kube/config)")
     p.add_argument("--context", default=None, help="kubeconfig context for --live")
+    p.add_argument("-j", "--jobs", type=_positive, default=None,
+                   help="processes that load and render (default: the CPUs available, at "
+                        "most 8; a render with --live uses one)")
     p.set_defaults(workers=8)
 
     p = sub.add_parser("validate", help="load and render a repository, report every error",
@@ -201,28 +216,55 @@ def _render(repo: Path, args: argparse.Namespace,
     strict = args.strict_cluster_scope
     rendered = render_catalog(catalog, strict_cluster_scope=strict) if kube is None else \
         render_live(kube, catalog, strict_cluster_scope=strict)
+    _log_problems(rendered)
+    return rendered, local_revision(repo), catalog
+
+
+def _log_problems(rendered: RenderedSet) -> None:
     for warning in rendered.warnings:
         log.warning("warning: %s", warning)
     for err in rendered.errors:
         log.error("error: %s", err)
-    return rendered, local_revision(repo), catalog
 
 
 def cmd_render(args: argparse.Namespace) -> int:
-    from orksync.render.output import write_rendered
-
     start = time.monotonic()
-    kube = _kube(args) if args.live else None
-    try:
-        rendered, revision, _ = _render(args.repo, args, kube)
-    finally:
-        if kube is not None:
+    if args.live:
+        from orksync.render.output import write_rendered
+
+        kube = _kube(args)
+        try:
+            rendered, revision, _ = _render(args.repo, args, kube)
+        finally:
             kube.close()
-    out = write_rendered(rendered, args.output, revision=revision)
+        out = write_rendered(rendered, args.output, revision=revision)
+        count = len(rendered.objects)
+    else:
+        written, revision = _render_offline(args)
+        out, count, rendered = written.out_dir, written.count, written.facts
     log.info("render%s objects=%d errors=%d into %s in %.1fs",
-             f" rev={revision[:7]}" if revision else "", len(rendered.objects),
+             f" rev={revision[:7]}" if revision else "", count,
              len(rendered.errors), out, time.monotonic() - start)
     return 1 if rendered.errors else 0
+
+
+def _render_offline(args: argparse.Namespace) -> tuple[DirectoryRender, str]:
+    """`orksync render` without --live: loaded, rendered and written in `--jobs`
+    processes (orksync.render.directory), the same files as one process writes."""
+    from orksync.forked import default_jobs
+    from orksync.katalog.loader import load_repository
+    from orksync.render.directory import render_to_directory
+    from orksync.source import local_revision
+
+    if not args.repo.is_dir():
+        raise UsageError(f"{args.repo}: not a directory")
+    jobs = args.jobs or default_jobs()
+    revision = local_revision(args.repo)
+    written = render_to_directory(load_repository(args.repo, jobs=jobs), args.output,
+                                  revision=revision, jobs=jobs,
+                                  strict_cluster_scope=args.strict_cluster_scope)
+    _log_problems(written.facts)
+    return written, revision
 
 
 def cmd_validate(args: argparse.Namespace) -> int:

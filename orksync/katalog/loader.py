@@ -26,12 +26,14 @@ Decisions (the Orkestra spec is silent on them):
 from __future__ import annotations
 
 import logging
+import os
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 from orksync.errors import InputError, LoadError, printable
+from orksync.forked import fork_map, split
 from orksync.gcpause import gc_paused
 from orksync.katalog.model import (
     KATALOG_API_VERSIONS,
@@ -74,13 +76,30 @@ _NOTE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 @gc_paused
-def load_repository(root: Path) -> Catalog:
-    """Load every YAML file under `root` (hidden directories skipped)."""
+def load_repository(root: Path, *, jobs: int = 1) -> Catalog:
+    """Load every YAML file under `root` (hidden directories skipped). `jobs`: processes
+    that parse the files (orksync.forked); the same Catalog whatever their number."""
     root = root.resolve()
     loader = _Loader(root)
-    for path in iter_yaml_files(root):
-        loader.add_file(path)
+    files = [(path, loader.resolve_walked(path)) for path in iter_yaml_files(root)]
+    parts = split(files, min(jobs, len(files) // MIN_FILES_PER_JOB) or 1)
+    if len(parts) > 1:
+        for part, parsed in zip(parts, fork_map(loader.parse_all, parts), strict=True):
+            for (_, resolved), docs in zip(part, parsed, strict=True):
+                loader.add_file(resolved, parsed=docs)
+    else:
+        for _, resolved in files:
+            loader.add_file(resolved)
     return loader.finish()
+
+
+# Fewer files than this per job are parsed in one process (a fork and the trip back of the
+# documents cost about as much as parsing this many).
+MIN_FILES_PER_JOB = 64
+
+# A file's documents, as (index, content), parsed ahead (load_repository's jobs), or the
+# error that stopped them
+Parsed = list[tuple[int, Any]] | LoadError
 
 
 class _Loader:
@@ -95,19 +114,26 @@ class _Loader:
         self.rels: dict[Path, str] = {}
 
     def rel(self, path: Path) -> str:
-        """`path` as shown in messages and origins: relative to the root, resolved. Asked
-        several times per file (resolving costs a system call per path component)."""
+        """`path` (resolved) as shown in messages and origins: relative to the root. Asked
+        several times per file."""
         shown = self.rels.get(path)
         if shown is None:
             try:
-                shown = str(path.resolve().relative_to(self.root))
+                shown = str(path.relative_to(self.root))
             except ValueError:
                 shown = str(path)
             self.rels[path] = shown
         return shown
 
-    def add_file(self, path: Path) -> None:
-        resolved = path.resolve()
+    def resolve_walked(self, path: Path) -> Path:
+        """A file the walk of the (resolved) root found, resolved: the walk enters no
+        symbolic link to a directory, so only the file itself can be a link (one system
+        call, where resolving costs one per component of the path)."""
+        return path.resolve() if os.path.islink(path) else path
+
+    def add_file(self, resolved: Path, parsed: Parsed | None = None) -> None:
+        """Load a file (`resolved`: its resolved path), unless loaded already; `parsed`:
+        its documents, parsed ahead by `parse_all`."""
         if resolved in self.seen:
             return
         self.seen.add(resolved)
@@ -117,9 +143,28 @@ class _Loader:
                                          file=display))
             return
         try:
-            self.documents.extend(load_documents(resolved, display=display))
+            if parsed is None:
+                self.documents.extend(load_documents(resolved, display=display))
+            elif isinstance(parsed, LoadError):
+                raise parsed
+            else:
+                self.documents.extend(Document(file=resolved, index=i, content=content)
+                                      for i, content in parsed)
         except LoadError as err:
             self.errors.append(err)
+
+    def parse_all(self, files: Sequence[tuple[Path, Path]]) -> list[Parsed]:
+        """The documents of each (path, resolved path), parsed as `add_file` would: the
+        part of loading that may run in parallel (only what it returns counts; in a
+        forked process, nothing it changes here is seen)."""
+        out: list[Parsed] = []
+        for _, resolved in files:
+            try:
+                out.append([(d.index, d.content) for d in
+                            load_documents(resolved, display=self.rel(resolved))])
+            except LoadError as err:
+                out.append(err)
+        return out
 
     def source(self, doc: Document) -> Source:
         return Source(file=self.rel(doc.file), path=doc.file, index=doc.index)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TypeAlias
 
 from orksync.errors import InputError, RenderError
 from orksync.gcpause import gc_paused
@@ -25,8 +26,8 @@ from orksync.render.resource import BLOCKS, STAGE_CR, STAGE_CRD, CrRenderer
 from orksync.render.templates import Clock, Templates, templates_for, utc_now
 from orksync.render.validate import katalog_problems
 
-__all__ = ["CrResult", "Templates", "render_catalog", "render_custom_resource",
-           "templates_for"]
+__all__ = ["CrResult", "CrSummary", "Merger", "Outcome", "RenderPlan", "Templates", "crd_object",
+           "render_catalog", "render_custom_resource", "templates_for"]
 
 log = logging.getLogger(__name__)
 
@@ -38,59 +39,116 @@ def render_catalog(catalog: Catalog, *, clock: Clock = utc_now,
     """`strict_cluster_scope`: a CRD entry without `allowedClusterScopedKinds` may create
     no cluster-scoped object (docs/multi-tenancy.md); `live`: the cluster, for `.children`,
     `.status` and `.cross.<as>.status` (None: offline)."""
-    objects: list[RenderedObject] = [_crd_object(m) for m in catalog.crds]
-    errors: list[Exception] = list(catalog.errors)
-    warnings: list[str] = list(catalog.warnings)
-    templates = {k.name: templates_for(k, clock) for k in catalog.katalogs}
-    broken: dict[tuple[str, str], int] = {}
-    for katalog in catalog.katalogs:
-        for key, problems in katalog_problems(katalog, templates[katalog.name].engine).items():
-            errors.extend(problems)
-            broken[(katalog.name, key)] = len(problems)
-    claimed: dict[ObjRef, ObjRef] = {}  # child -> the custom resource that rendered it
-    reported: dict[tuple[object, ...], ObjRef] = {}  # a Katalog error -> the first CR it hit
-    skipped: list[tuple[ObjRef, str]] = []
-    absent: list[tuple[ObjRef, ObjRef]] = []
-    retained: list[tuple[ObjRef, ObjRef]] = []
-    scope = ClusterScope.of(catalog.crds, strict=strict_cluster_scope)
-    declared: list[tuple[ObjRef, ObjRef, str]] = []
+    plan = RenderPlan(catalog, clock=clock, strict_cluster_scope=strict_cluster_scope)
+    merged = plan.merger()
+    objects: list[RenderedObject] = [crd_object(m) for m in catalog.crds]
     for cr in catalog.crs:
+        result = plan.outcome(cr, live)
+        if merged.accept(cr, result):
+            assert isinstance(result, CrResult)
+            objects.append(result.resource)
+            objects.extend(result.children)
+    objects.sort(key=lambda o: (o.stage, o.ref))
+    return merged.rendered_set(tuple(objects))
+
+
+# What rendering one custom resource came to: its objects, the guard's refusal of its
+# namespace (("refused", reason)), its Katalog entry's errors (("broken", count)), or the
+# error that stopped it.
+Outcome: TypeAlias = "CrResult | tuple[str, str] | tuple[str, int] | InputError"
+
+
+class RenderPlan:
+    """What the render of a repository needs before its first custom resource: the
+    compiled templates of every Katalog, the Katalog entries that are broken, what is
+    known about the scope of kinds. `outcome` renders one custom resource on its own
+    (the part that may run in parallel); a `Merger` takes the outcomes in the
+    repository's order and decides what the render keeps (the part that may not)."""
+
+    def __init__(self, catalog: Catalog, *, clock: Clock = utc_now,
+                 strict_cluster_scope: bool = False) -> None:
+        self.catalog = catalog
+        self.errors: list[Exception] = list(catalog.errors)
+        self.templates = {k.name: templates_for(k, clock) for k in catalog.katalogs}
+        self.broken: dict[tuple[str, str], int] = {}
+        for katalog in catalog.katalogs:
+            engine = self.templates[katalog.name].engine
+            for key, problems in katalog_problems(katalog, engine).items():
+                self.errors.extend(problems)
+                self.broken[(katalog.name, key)] = len(problems)
+        self.scope = ClusterScope.of(catalog.crds, strict=strict_cluster_scope)
+
+    def outcome(self, cr: CustomResource, live: LiveView | None = None) -> Outcome:
         guard = NamespaceGuard.for_entry(cr.entry)
         refusal = guard.refusal(cr.ref.namespace) if cr.ref.namespace else None
         if refusal:
-            skipped.append((cr.ref, refusal))
-            continue
-        count = broken.get((cr.entry.katalog, cr.entry.key))
+            return ("refused", refusal)
+        count = self.broken.get((cr.entry.katalog, cr.entry.key))
         if count:
-            errors.append(RenderError(
-                f"not rendered: Katalog {cr.entry.katalog} entry {cr.entry.key} has "
-                f"{count} error(s), reported above", file=cr.source.file, obj=str(cr.ref)))
-            continue
+            return ("broken", count)
         try:
-            result = render_custom_resource(cr, templates[cr.entry.katalog], catalog.crs,
-                                            scope=scope, live=live)
+            return render_custom_resource(cr, self.templates[cr.entry.katalog],
+                                          self.catalog.crs, scope=self.scope, live=live)
         except InputError as err:
-            errors.append(_once(err, cr, reported))
-            continue
-        conflict = next((o for o in result.children if o.ref in claimed), None)
+            return err
+
+    def merger(self) -> Merger:
+        return Merger(errors=list(self.errors), warnings=list(self.catalog.warnings))
+
+
+@dataclass(slots=True)
+class Merger:
+    """The outcomes of the custom resources, taken in the repository's order: the first
+    custom resource to render an object owns it, a later one that renders it too is an
+    error, and an error of a Katalog that several custom resources hit is reported in
+    full once."""
+
+    errors: list[Exception]
+    warnings: list[str]
+    skipped: list[tuple[ObjRef, str]] = field(default_factory=list)
+    absent: list[tuple[ObjRef, ObjRef]] = field(default_factory=list)
+    retained: list[tuple[ObjRef, ObjRef]] = field(default_factory=list)
+    declared: list[tuple[ObjRef, ObjRef, str]] = field(default_factory=list)
+    claimed: dict[ObjRef, ObjRef] = field(default_factory=dict)  # child -> its CR
+    # a Katalog error -> the first custom resource it hit
+    reported: dict[tuple[object, ...], ObjRef] = field(default_factory=dict)
+
+    def accept(self, cr: CustomResource, outcome: Outcome | CrSummary) -> bool:
+        """Record one custom resource's outcome; True when its objects are kept."""
+        if isinstance(outcome, InputError):
+            self.errors.append(_once(outcome, cr, self.reported))
+            return False
+        if isinstance(outcome, tuple):
+            what, detail = outcome
+            if what == "refused":
+                self.skipped.append((cr.ref, str(detail)))
+            else:
+                self.errors.append(RenderError(
+                    f"not rendered: Katalog {cr.entry.katalog} entry {cr.entry.key} has "
+                    f"{detail} error(s), reported above", file=cr.source.file,
+                    obj=str(cr.ref)))
+            return False
+        refs = outcome.child_refs()
+        conflict = next((ref for ref in refs if ref in self.claimed), None)
         if conflict is not None:
-            errors.append(RenderError(
-                f"renders {conflict.ref}, which {claimed[conflict.ref]} renders too; "
+            self.errors.append(RenderError(
+                f"renders {conflict}, which {self.claimed[conflict]} renders too; "
                 "an object has one owner", file=cr.source.file, obj=str(cr.ref)))
-            continue
-        for child in result.children:
-            claimed[child.ref] = cr.ref
-        objects.append(result.resource)
-        objects.extend(result.children)
-        warnings.extend(result.warnings)
-        skipped.extend(result.skipped)
-        absent.extend((ref, cr.ref) for ref in result.absent)
-        retained.extend((ref, cr.ref) for ref in result.retained)
-        declared.extend((ref, cr.ref, key) for key, ref in result.declared)
-    objects.sort(key=lambda o: (o.stage, o.ref))
-    return RenderedSet(objects=tuple(objects), errors=tuple(errors), warnings=tuple(warnings),
-                       skipped=tuple(skipped), absent=tuple(absent),
-                       retained=tuple(retained), declared=tuple(declared))
+            return False
+        for ref in refs:
+            self.claimed[ref] = cr.ref
+        self.warnings.extend(outcome.warnings)
+        self.skipped.extend(outcome.skipped)
+        self.absent.extend((ref, cr.ref) for ref in outcome.absent)
+        self.retained.extend((ref, cr.ref) for ref in outcome.retained)
+        self.declared.extend((ref, cr.ref, key) for key, ref in outcome.declared)
+        return True
+
+    def rendered_set(self, objects: tuple[RenderedObject, ...]) -> RenderedSet:
+        return RenderedSet(objects=objects, errors=tuple(self.errors),
+                           warnings=tuple(self.warnings), skipped=tuple(self.skipped),
+                           absent=tuple(self.absent), retained=tuple(self.retained),
+                           declared=tuple(self.declared))
 
 
 def _once(err: InputError, cr: CustomResource,
@@ -107,7 +165,7 @@ def _once(err: InputError, cr: CustomResource,
                        "above)", file=cr.source.file, obj=str(cr.ref), path=err.path)
 
 
-def _crd_object(m: CrdManifest) -> RenderedObject:
+def crd_object(m: CrdManifest) -> RenderedObject:
     body = {k: v for k, v in m.body.items() if k != "status"}
     body["metadata"] = {k: v for k, v in (m.body.get("metadata") or {}).items()
                         if k in ("name", "labels", "annotations")}
@@ -125,6 +183,31 @@ class CrResult:
     retained: list[ObjRef] = field(default_factory=list)  # condition false, never cleaned up
     # (template key, object): its .children, in declaration order (live render only)
     declared: list[tuple[str, ObjRef]] = field(default_factory=list)
+
+    def child_refs(self) -> list[ObjRef]:
+        return [child.ref for child in self.children]
+
+
+@dataclass(slots=True)
+class CrSummary:
+    """A CrResult without its objects (they were written where it was rendered): what a
+    Merger needs of it."""
+
+    refs: list[ObjRef]
+    warnings: list[str]
+    skipped: list[tuple[ObjRef, str]]
+    absent: list[ObjRef]
+    retained: list[ObjRef]
+    declared: list[tuple[str, ObjRef]]
+
+    def child_refs(self) -> list[ObjRef]:
+        return self.refs
+
+    @classmethod
+    def of(cls, result: CrResult) -> CrSummary:
+        return cls(refs=result.child_refs(), warnings=result.warnings,
+                   skipped=result.skipped, absent=result.absent, retained=result.retained,
+                   declared=result.declared)
 
 
 def render_custom_resource(cr: CustomResource, templates: Templates,

@@ -17,7 +17,7 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -39,19 +39,25 @@ def object_path(obj: RenderedObject) -> str:
     Every piece of the path comes from the object's identity, which the loader and the
     renderer validate; this is the last line of defence: a piece that could leave its
     directory (`..`, `/`, NUL, a leading dot) is refused, never written."""
-    ref = obj.ref
+    if obj.owner is None:
+        if obj.ref.kind == "CustomResourceDefinition":
+            return f"crds/{_segment(obj.ref.name, obj.ref)}.yaml"
+        return f"resources/{_leaf(obj.ref)}"
+    return f"{_owner_dir(obj.owner)}/{_leaf(obj.ref)}"
+
+
+def _leaf(ref: ObjRef) -> str:
     kind = _segment(f"{ref.kind}.{ref.group}" if ref.group else ref.kind, ref)
     name = _segment(ref.name, ref)
-    leaf = f"{kind}.{_segment(ref.namespace, ref)}.{name}.yaml" if ref.namespace else \
+    return f"{kind}.{_segment(ref.namespace, ref)}.{name}.yaml" if ref.namespace else \
         f"{kind}.{name}.yaml"
-    if obj.owner is None:
-        if ref.kind == "CustomResourceDefinition":
-            return f"crds/{name}.yaml"
-        return f"resources/{leaf}"
-    owner = obj.owner
+
+
+def _owner_dir(owner: ObjRef) -> str:
+    """The directory of an owner's children."""
     okind = _segment(f"{owner.kind}.{owner.group}" if owner.group else owner.kind, owner)
     scope = _segment(owner.namespace, owner) if owner.namespace else "_cluster"
-    return f"children/{okind}/{scope}/{_segment(owner.name, owner)}/{leaf}"
+    return f"children/{okind}/{scope}/{_segment(owner.name, owner)}"
 
 
 _SAFE_SEGMENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
@@ -81,33 +87,96 @@ def _ref_from(raw: dict[str, Any]) -> ObjRef:
 @gc_paused
 def write_rendered(rendered: RenderedSet, out_dir: Path, *, revision: str = "") -> Path:
     """Write every object and the index; replace `out_dir` atomically."""
-    out_dir = out_dir.resolve()
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-", dir=out_dir.parent))
+    out_dir, tmp = start_rendered(out_dir)
     try:
-        made: set[str] = set()
-        entries: list[str] = []
-        owners: dict[ObjRef, str] = {}
-        for obj in rendered.objects:
-            rel = object_path(obj)
-            data = dump_yaml(obj.body).encode("utf-8")
-            parent = rel.rpartition("/")[0]
-            if parent not in made:  # one mkdir per directory, not one per file
-                os.makedirs(tmp / parent, exist_ok=True)
-                made.add(parent)
-            _write_file(f"{tmp}/{rel}", data)
-            entries.append(_entry(obj, rel, hashlib.sha256(data).hexdigest(), owners))
-        _write_file(f"{tmp}/{INDEX}", _index(rendered, entries, revision).encode("utf-8"))
-        _swap_into_place(tmp, out_dir)
+        entries = ObjectWriter(tmp).write(rendered.objects)
+        finish_rendered(tmp, out_dir, rendered, entries, revision)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return out_dir
 
 
+def start_rendered(out_dir: Path) -> tuple[Path, Path]:
+    """(the resolved `out_dir`, a new temporary sibling to write into)."""
+    out_dir = out_dir.resolve()
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    return out_dir, Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-", dir=out_dir.parent))
+
+
+def finish_rendered(tmp: Path, out_dir: Path, rendered: RenderedSet, entries: list[str],
+                    revision: str) -> None:
+    """Write the index (`entries` in the order of the objects, `rendered`'s prune facts)
+    and rename `tmp` into place."""
+    _write_file(f"{tmp}/{INDEX}", _index(rendered, entries, revision).encode("utf-8"))
+    _swap_into_place(tmp, out_dir)
+
+
+class ObjectWriter:
+    """Writes objects' files under a directory and makes their index entries. What is the
+    same for many objects (an owner's directory and index lines, the policy and stage
+    lines) is made once per writer."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.made: set[str] = set()
+        self.owners: dict[ObjRef, tuple[str, str]] = {}  # owner -> (directory, index lines)
+        self.lines: dict[tuple[str, object], str] = {}
+
+    def write(self, objects: Iterable[RenderedObject]) -> list[str]:
+        """The index entries of `objects`, in their order."""
+        return [self.write_one(obj)[1] for obj in objects]
+
+    def write_one(self, obj: RenderedObject) -> tuple[str, str]:
+        """(its file relative to the root, its index entry)."""
+        owner = None
+        if obj.owner is None:
+            rel = object_path(obj)
+        else:
+            owner = self.owners.get(obj.owner)
+            if owner is None:
+                owner = self.owners[obj.owner] = (_owner_dir(obj.owner),
+                                                  "  owner:\n" + _ref_lines(obj.owner))
+            rel = f"{owner[0]}/{_leaf(obj.ref)}"
+        data = dump_yaml(obj.body).encode("utf-8")
+        parent = rel.rpartition("/")[0]
+        if parent not in self.made:  # one mkdir per directory, not one per file
+            os.makedirs(self.root / parent, exist_ok=True)
+            self.made.add(parent)
+        _write_file(f"{self.root}/{rel}", data)
+        return rel, self.entry(obj, rel, hashlib.sha256(data).hexdigest(),
+                               owner[1] if owner else "")
+
+    def entry(self, obj: RenderedObject, rel: str, sha256: str, owner: str) -> str:
+        """One item of index.yaml's `objects`, as `dump_yaml` writes it there: file,
+        object, policy, stage, owner, directives, origin, sha256. Written directly rather
+        than built as a mapping and emitted (the index has an entry per object)."""
+        lines = [f"- file: {dump_scalar(rel)}\n  object:\n", _ref_lines(obj.ref),
+                 self.line("policy", obj.policy.value, "  "),
+                 self.line("stage", obj.stage, "  "), owner]
+        if obj.directives:
+            lines.append(dump_yaml({"directives": dict(obj.directives)}, indent="  "))
+        origin = obj.origin
+        lines.append("  origin:\n" if origin.file or origin.katalog or origin.crd or
+                     origin.entry else "  origin: {}\n")
+        for key, value in (("file", origin.file), ("katalog", origin.katalog),
+                           ("crd", origin.crd), ("entry", origin.entry)):
+            if value:
+                lines.append(self.line(key, value, "    "))
+        lines.append(f"  sha256: {dump_scalar(sha256)}\n")
+        return "".join(lines)
+
+    def line(self, key: str, value: object, pad: str) -> str:
+        """`{pad}{key}: {value}` as `dump_yaml` writes it (the same few values repeat)."""
+        out = self.lines.get((key, value))
+        if out is None:
+            out = self.lines[(key, value)] = f"{pad}{key}: {dump_scalar(value)}\n"
+        return out
+
+
 def _index(rendered: RenderedSet, entries: list[str], revision: str) -> str:
     """index.yaml: what `dump_yaml` writes for {apiVersion, kind, revision, objects, and the
-    prune facts}, with the entries of `objects` already written by `_entry` (a top-level
+    prune facts}, with the entries of `objects` already written by `ObjectWriter.entry` (a top-level
     mapping is written key after key, so the pieces join into the same text)."""
     head: dict[str, Any] = {"apiVersion": INDEX_API, "kind": INDEX_KIND}
     if revision:
@@ -115,28 +184,6 @@ def _index(rendered: RenderedSet, entries: list[str], revision: str) -> str:
     facts = _prune_facts(rendered)
     return (dump_yaml(head) + ("objects:\n" + "".join(entries) if entries else "objects: []\n")
             + (dump_yaml(facts) if facts else ""))
-
-
-def _entry(obj: RenderedObject, rel: str, sha256: str, owners: dict[ObjRef, str]) -> str:
-    """One item of index.yaml's `objects`, as `dump_yaml` writes it there: file, object,
-    policy, stage, owner, directives, origin, sha256. Written directly rather than built
-    as a mapping and emitted (the index has an entry per object; the lines of an owner,
-    the same for all its children, are made once, in `owners`)."""
-    lines = [f"- file: {dump_scalar(rel)}\n  object:\n", _ref_lines(obj.ref),
-             f"  policy: {dump_scalar(obj.policy.value)}\n  stage: {dump_scalar(obj.stage)}\n"]
-    if obj.owner is not None:
-        owner = owners.get(obj.owner)
-        if owner is None:
-            owner = owners[obj.owner] = "  owner:\n" + _ref_lines(obj.owner)
-        lines.append(owner)
-    if obj.directives:
-        lines.append(dump_yaml({"directives": dict(obj.directives)}, indent="  "))
-    origin = "".join(f"    {key}: {dump_scalar(value)}\n" for key, value in (
-        ("file", obj.origin.file), ("katalog", obj.origin.katalog),
-        ("crd", obj.origin.crd), ("entry", obj.origin.entry)) if value)
-    lines.append(f"  origin:\n{origin}" if origin else "  origin: {}\n")
-    lines.append(f"  sha256: {dump_scalar(sha256)}\n")
-    return "".join(lines)
 
 
 def _ref_lines(ref: ObjRef) -> str:

@@ -1,0 +1,118 @@
+"""Running independent parts of a batch stage in forked processes (the offline render).
+
+`fork_map(fn, parts)` returns `[fn(part) for part in parts]`: the first part runs in this
+process, each other part in a child forked for it, whose result (or exception) comes back
+pickled through a pipe. The children start from this process's memory (copy on write), so
+`fn` may use anything already built here (the loaded repository, compiled templates)
+without sending it, and only small results should travel back.
+
+Forking is used only where it is safe and can pay: on a system with `fork`, in a process
+with one thread (a fork copies no other thread, and a lock another thread held stays held
+in the child: the agent, with its scheduler and connection pools, never forks), and with
+more than one part. Otherwise, and for any part whose child died without an answer, the
+parts run here, one after another: the same results, only slower. A child leaves with
+`os._exit`: it flushes no buffer of its parent, runs no `atexit` handler and frees nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import pickle
+import sys
+import threading
+from collections.abc import Callable, Sequence
+from typing import TypeVar, cast
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+MAX_JOBS = 8
+
+
+def default_jobs() -> int:
+    """The CPUs this process may run on, at most MAX_JOBS."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 1
+    return max(1, min(cpus, MAX_JOBS))
+
+
+def can_fork() -> bool:
+    return hasattr(os, "fork") and threading.active_count() == 1
+
+
+def split(items: Sequence[T], parts: int) -> list[Sequence[T]]:
+    """`items` in at most `parts` contiguous slices of nearly equal length, in order."""
+    parts = max(1, min(parts, len(items)))
+    size, extra = divmod(len(items), parts)
+    out, start = [], 0
+    for i in range(parts):
+        end = start + size + (1 if i < extra else 0)
+        out.append(items[start:end])
+        start = end
+    return out
+
+
+def fork_map(fn: Callable[[T], R], parts: Sequence[T]) -> list[R]:
+    """`[fn(part) for part in parts]`, the parts after the first in forked children when
+    `can_fork()`. An exception of `fn` in a child is raised here, as it would have been
+    raised had the part run here."""
+    if len(parts) <= 1 or not can_fork():
+        return [fn(part) for part in parts]
+    children = [_start(fn, part) for part in parts[1:]]
+    results = [fn(parts[0])]
+    failures = []
+    for (pid, fd), part in zip(children, parts[1:], strict=True):
+        answer = _collect(pid, fd)
+        if answer is None:  # the child died without answering: do its part here
+            failures.append(pid)
+            results.append(fn(part))
+        elif answer[0] == "ok":
+            results.append(cast(R, answer[1]))
+        else:
+            raise cast(Exception, answer[1])
+    if failures:
+        log.warning("%d of %d forked workers ended without a result; their parts were "
+                    "redone in the main process", len(failures), len(parts) - 1)
+    return results
+
+
+def _start(fn: Callable[[T], R], part: T) -> tuple[int, int]:
+    read_fd, write_fd = os.pipe()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns into the caller's code
+        status = 1
+        try:
+            os.close(read_fd)
+            try:
+                answer: tuple[str, object] = ("ok", fn(part))
+            except Exception as err:  # sent to the parent, raised there
+                answer = ("error", err)
+            try:
+                data = pickle.dumps(answer, protocol=pickle.HIGHEST_PROTOCOL)
+            except Exception as err:  # an exception that does not pickle
+                data = pickle.dumps(("error", RuntimeError(
+                    f"a forked worker failed: {type(err).__name__}: {err}")))
+            with os.fdopen(write_fd, "wb") as pipe:
+                pipe.write(data)
+            status = 0
+        finally:
+            os._exit(status)
+    os.close(write_fd)
+    return pid, read_fd
+
+
+def _collect(pid: int, fd: int) -> tuple[str, object] | None:
+    with os.fdopen(fd, "rb") as pipe:
+        data = pipe.read()
+    _, status = os.waitpid(pid, 0)
+    if status != 0 or not data:
+        return None
+    answer = pickle.loads(data)
+    return answer if isinstance(answer, tuple) else None

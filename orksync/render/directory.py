@@ -1,0 +1,113 @@
+"""The offline render straight into a rendered directory (`orksync render` without
+`--live`), its custom resources rendered and written in parallel processes.
+
+The same directory, byte for byte, as `write_rendered(render_catalog(catalog), out)`; only
+the work is laid out differently. After the repository is loaded and its templates
+compiled (orksync.render.engine.RenderPlan), the custom resources are cut into contiguous
+slices, one per job (orksync.forked). Each job renders its slice one custom resource after
+another, writes each one's files into the temporary directory at once and keeps only their
+index entries, so no job holds more than one custom resource's objects. Back in this
+process, a Merger takes the outcomes in the repository's order, exactly as the serial
+render does: a custom resource that renders an object an earlier one owns is an error, and
+its files, all under its own directory (`children/<its kind>/<namespace>/<name>/`) and
+its own `resources/` file, are removed again. Then the index, and the rename into place.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from orksync.forked import fork_map, split
+from orksync.gcpause import gc_paused
+from orksync.katalog.model import Catalog, CustomResource
+from orksync.model import RenderedObject, RenderedSet
+from orksync.render.engine import CrResult, CrSummary, Outcome, RenderPlan, crd_object
+from orksync.render.output import ObjectWriter, finish_rendered, start_rendered
+from orksync.render.templates import Clock, utc_now
+
+__all__ = ["MIN_PER_JOB", "DirectoryRender", "render_to_directory"]
+
+# Fewer custom resources than this per job are rendered in one process: a fork and the
+# answer's trip back cost about as much as rendering this many.
+MIN_PER_JOB = 64
+
+# (stage, apiVersion, kind, namespace, name): the order of the objects in the index, as
+# (stage, ObjRef) orders them; the file; the index entry
+Entry = tuple[tuple[int, str, str, str, str], str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class DirectoryRender:
+    """What was written: the directory, its number of objects, and the render's errors,
+    warnings and prune facts (`facts.objects` is empty: they are on disk)."""
+
+    out_dir: Path
+    count: int
+    facts: RenderedSet
+
+
+@gc_paused
+def render_to_directory(catalog: Catalog, out_dir: Path, *, revision: str = "",
+                        strict_cluster_scope: bool = False, jobs: int = 1,
+                        clock: Clock = utc_now) -> DirectoryRender:
+    """Render `catalog` into `out_dir` (replaced atomically) in up to `jobs` processes."""
+    plan = RenderPlan(catalog, clock=clock, strict_cluster_scope=strict_cluster_scope)
+    out_dir, tmp = start_rendered(out_dir)
+    try:
+        slices = split(catalog.crs, min(jobs, len(catalog.crs) // MIN_PER_JOB) or 1)
+        answers = fork_map(lambda crs: _render_slice(plan, tmp, crs), slices)
+        merged = plan.merger()
+        entries = _write(ObjectWriter(tmp), [crd_object(m) for m in catalog.crds])
+        for crs, answer in zip(slices, answers, strict=True):
+            for cr, (outcome, written) in zip(crs, answer, strict=True):
+                if merged.accept(cr, outcome):
+                    entries.extend(written)
+                else:  # a conflict: rendered and written, not kept
+                    _remove(tmp, [rel for _, rel, _ in written])
+        entries.sort(key=lambda e: e[0])
+        facts = merged.rendered_set(())
+        finish_rendered(tmp, out_dir, facts, [e[2] for e in entries], revision)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return DirectoryRender(out_dir=out_dir, count=len(entries), facts=facts)
+
+
+def _render_slice(plan: RenderPlan, tmp: Path, crs: Sequence[CustomResource]
+                  ) -> list[tuple[Outcome | CrSummary, list[Entry]]]:
+    """Render and write each custom resource of the slice; its outcome (without objects)
+    and its index entries."""
+    writer = ObjectWriter(tmp)
+    out: list[tuple[Outcome | CrSummary, list[Entry]]] = []
+    for cr in crs:
+        outcome = plan.outcome(cr)
+        if isinstance(outcome, CrResult):
+            out.append((CrSummary.of(outcome),
+                        _write(writer, [outcome.resource, *outcome.children])))
+        else:
+            out.append((outcome, []))
+    return out
+
+
+def _write(writer: ObjectWriter, objects: list[RenderedObject]) -> list[Entry]:
+    return [((o.stage, o.ref.api_version, o.ref.kind, o.ref.namespace, o.ref.name),
+             *writer.write_one(o)) for o in objects]
+
+
+def _remove(root: Path, files: list[str]) -> None:
+    """Remove `files` (relative to `root`) and the directories they leave empty, up to
+    `root` (exclusive)."""
+    for rel in files:
+        os.unlink(root / rel)
+    for rel in sorted({f.rpartition("/")[0] for f in files}, key=len, reverse=True):
+        parts = rel.split("/")
+        while parts:
+            try:
+                os.rmdir(root.joinpath(*parts))
+            except OSError:  # not empty: the directories above it are not either
+                break
+            parts.pop()

@@ -1,0 +1,211 @@
+"""The offline render in several processes (orksync.render.directory, orksync.forked): the
+same rendered directory, byte for byte and directory for directory, as the serial render,
+with its errors and warnings in the same order. Forking is forced on small repositories
+by lowering the per-job minimums."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from orksync import forked
+from orksync.katalog import loader
+from orksync.katalog.loader import load_repository
+from orksync.model import RenderedSet
+from orksync.render import directory
+from orksync.render.directory import render_to_directory
+from orksync.render.engine import render_catalog
+from orksync.render.output import read_rendered, write_rendered
+from tests.corpus import CORPUS
+from tests.helpers import CRD, write_repo
+from tests.test_bad_input import CASES, Case
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def forced(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fork for any number of files and custom resources."""
+    monkeypatch.setattr(directory, "MIN_PER_JOB", 1)
+    monkeypatch.setattr(loader, "MIN_FILES_PER_JOB", 1)
+
+
+def tree(root: Path) -> dict[str, bytes | None]:
+    """Every file (its bytes) and directory (None) under root."""
+    out: dict[str, bytes | None] = {}
+    for top, dirs, files in os.walk(root):
+        for d in dirs:
+            out[os.path.relpath(os.path.join(top, d), root)] = None
+        for f in files:
+            out[os.path.relpath(os.path.join(top, f), root)] = Path(top, f).read_bytes()
+    return out
+
+
+def problems(rendered: RenderedSet) -> tuple[list[str], list[str]]:
+    return [str(e) for e in rendered.errors], list(rendered.warnings)
+
+
+def assert_same_render(repo: Path, tmp: Path, jobs: int) -> RenderedSet:
+    """The parallel render of `repo` writes what the serial one writes; its facts."""
+    expected = render_catalog(load_repository(repo))
+    write_rendered(expected, tmp / "serial")
+    got = render_to_directory(load_repository(repo, jobs=jobs), tmp / "parallel", jobs=jobs)
+    assert tree(tmp / "parallel") == tree(tmp / "serial")
+    assert problems(got.facts) == problems(expected)
+    assert got.count == len(expected.objects)
+    assert [p.name for p in tmp.iterdir() if p.name.startswith(".")] == []  # no temporaries
+    return got.facts
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_every_bad_input_renders_the_same_in_three_processes(case: Case, tmp_path: Path,
+                                                              forced: None) -> None:
+    repo = tmp_path / "repo"
+    shutil.copytree(CORPUS / "good", repo)
+    for name, content in case.files.items():
+        (repo / name).write_bytes(content if isinstance(content, bytes) else content.encode())
+    facts = assert_same_render(repo, tmp_path, jobs=3)
+    assert facts.errors  # the case's error came back from whichever process met it
+
+
+KATALOG_SHARING = """
+apiVersion: orkestra.orkspace.io/v1
+kind: Katalog
+metadata: {name: widgets}
+spec:
+  crds:
+    widget:
+      crdFile: ./crd.yaml
+      allowedNamespaces: [team-*]
+      operatorBox:
+        onCreate:
+          configMaps:
+            - name: "{{ .spec.config }}"
+              data: {owner: "{{ .metadata.name }}"}
+          secrets:
+            - name: "{{ .metadata.name }}-creds"
+              once: true
+              data: {password: "{{ randomAlphanumeric 24 }}"}
+          deployments:
+            - name: "{{ .metadata.name }}"
+              image: "{{ .spec.image }}"
+"""
+
+
+def sharing_repo(root: Path) -> Path:
+    """Twelve widgets over three processes: some render a ConfigMap an earlier one owns
+    (in another process), one renders an invalid name, one is in a namespace the guard
+    refuses, one is defined twice."""
+    files = {"katalog.yaml": KATALOG_SHARING, "crd.yaml": CRD}
+    for i in range(12):
+        config = "shared" if i in (1, 6, 11) else "Not_A_Name" if i == 8 else \
+            f"w{i:02d}-config"
+        namespace = "other" if i == 3 else "team-a"
+        files[f"apps/w{i:02d}.yaml"] = (
+            f"apiVersion: test.orksync.io/v1\nkind: Widget\nmetadata:\n  name: w{i:02d}\n"
+            f"  namespace: {namespace}\nspec:\n  config: {config}\n  image: nginx\n")
+    files["apps/zz-again.yaml"] = files["apps/w05.yaml"]
+    return write_repo(root, files)
+
+
+def test_a_conflict_across_processes_is_decided_in_order_and_leaves_no_file(
+        tmp_path: Path, forced: None) -> None:
+    repo = sharing_repo(tmp_path / "repo")
+    facts = assert_same_render(repo, tmp_path, jobs=3)
+    errors = [str(e) for e in facts.errors]
+    assert sum("which Widget.test.orksync.io/team-a/w01 renders too" in e
+               for e in errors) == 2, errors
+    assert any("w08" in e and "configMaps[0].name" in e for e in errors), errors
+    assert any("duplicate" in e for e in errors), errors
+    assert [str(ref) for ref, _ in facts.skipped] == ["Widget.test.orksync.io/other/w03"]
+    children = tmp_path / "parallel" / "children" / "Widget.test.orksync.io" / "team-a"
+    assert sorted(p.name for p in children.iterdir()) == \
+        [f"w{i:02d}" for i in range(12) if i not in (3, 6, 8, 11)]
+    # the directory reads back whole; the Secrets carry the placeholder, not a value
+    rendered = read_rendered(tmp_path / "parallel")
+    assert len(rendered.objects) == 1 + 8 + 8 * 3
+    secrets = [o for o in rendered.objects if o.ref.kind == "Secret"]
+    assert len(secrets) == 8
+    assert {o.body["stringData"]["password"] for o in secrets} == \
+        {"<generate:randomAlphanumeric:24>"}
+
+
+def test_the_render_command_writes_the_same_with_one_job_and_with_two(tmp_path: Path) -> None:
+    """Above the per-job minimums, with the real thresholds, through the command line."""
+    files = {"katalog.yaml": KATALOG_SHARING, "crd.yaml": CRD}
+    count = 2 * max(directory.MIN_PER_JOB, loader.MIN_FILES_PER_JOB) + 3
+    for i in range(count):
+        files[f"apps/w{i:03d}.yaml"] = (
+            f"apiVersion: test.orksync.io/v1\nkind: Widget\nmetadata:\n  name: w{i:03d}\n"
+            f"  namespace: team-a\nspec:\n  config: c{i:03d}\n  image: nginx\n")
+    repo = write_repo(tmp_path / "repo", files)
+    for jobs in (1, 2):
+        subprocess.run([sys.executable, "-m", "orksync", "render", str(repo), "-o",
+                        str(tmp_path / f"out{jobs}"), "--jobs", str(jobs)],
+                       check=True, cwd=ROOT, capture_output=True)
+    assert tree(tmp_path / "out1") == tree(tmp_path / "out2")
+    assert len(read_rendered(tmp_path / "out2").objects) == 1 + count * 4
+
+
+# -- fork_map -------------------------------------------------------------------------------
+
+
+def test_fork_map_runs_the_parts_after_the_first_in_children_in_order() -> None:
+    parts = forked.split(list(range(10)), 3)
+    assert [list(p) for p in parts] == [[0, 1, 2, 3], [4, 5, 6], [7, 8, 9]]
+    results = forked.fork_map(lambda part: (os.getpid(), sum(part)), parts)
+    assert [total for _, total in results] == [6, 15, 24]
+    pids = [pid for pid, _ in results]
+    assert pids[0] == os.getpid() and len(set(pids)) == 3
+
+
+def test_an_exception_in_a_child_is_raised_here() -> None:
+    def fn(part: list[int]) -> int:
+        if part[0] == 5:
+            raise ValueError(f"bad part in {os.getpid()}")
+        return part[0]
+
+    with pytest.raises(ValueError, match="bad part in"):
+        forked.fork_map(fn, [[1], [5]])
+
+
+def test_a_child_that_dies_without_answering_has_its_part_redone_here(
+        caplog: pytest.LogCaptureFixture) -> None:
+    parent = os.getpid()
+
+    def fn(part: list[int]) -> int:
+        if os.getpid() != parent:
+            os._exit(3)
+        return sum(part)
+
+    assert forked.fork_map(fn, [[1, 2], [3], [4, 5]]) == [3, 3, 9]
+    assert "2 of 2 forked workers ended without a result" in caplog.text
+
+
+def test_no_fork_in_a_process_with_other_threads() -> None:
+    stop = threading.Event()
+    thread = threading.Thread(target=stop.wait)
+    thread.start()
+    try:
+        assert not forked.can_fork()
+        pids = forked.fork_map(lambda part: os.getpid(), [[1], [2], [3]])
+    finally:
+        stop.set()
+        thread.join()
+    assert pids == [os.getpid()] * 3
+
+
+def test_the_loaded_catalog_is_the_same_whatever_the_jobs(tmp_path: Path, forced: None) -> None:
+    repo = sharing_repo(tmp_path / "repo")
+    (repo / "apps" / "broken.yaml").write_text("a: [unclosed\n")
+    one, three = load_repository(repo), load_repository(repo, jobs=3)
+    assert (one.katalogs, one.crds, one.crs, one.warnings) == \
+        (three.katalogs, three.crds, three.crs, three.warnings)
+    assert [str(e) for e in one.errors] == [str(e) for e in three.errors]
+    assert any(str(e).startswith("apps/broken.yaml:2: invalid YAML") for e in three.errors)
