@@ -49,13 +49,32 @@ class Document:
 
 
 def load_documents(path: Path, *, display: str | None = None) -> list[Document]:
-    """Every non-empty document of a YAML file. Raises LoadError naming the file and line."""
+    """Every non-empty document of a YAML file. Raises LoadError naming the file and line.
+
+    A small file in the emitter's exact form (generated custom resources often are) is
+    read by the exact reader, `load_emitted`, which gives what the safe loader would;
+    any other file goes to the safe loader and its checks."""
     name = display or str(path)
     try:
         raw = path.read_bytes()
     except OSError as err:
         raise LoadError(f"cannot read: {err.strerror}", file=name) from err
-    return parse_documents(_text(raw, name), path=path, display=name)
+    text = _text(raw, name)
+    if len(text) <= PRESCAN_CHARS and not _LONG_INTEGER.search(text):
+        # far below the safe loader's node bound (a key or scalar takes at least 2.5
+        # characters of the emitter's form: at most about 52,000 nodes), no aliases (the
+        # emitter writes none), no integer it would refuse, and deeper than MAX_DEPTH is
+        # not taken: no check of the safe loader can fail on what the exact reader takes
+        try:
+            value = load_emitted(text)
+        except NotEmitted:
+            pass
+        else:
+            return [] if value is None else [Document(file=path, index=0, content=value)]
+    return parse_documents(text, path=path, display=name)
+
+
+_LONG_INTEGER = re.compile(f"[0-9]{{{MAX_INT_CHARS + 1}}}")
 
 
 def load_document(raw: bytes, *, path: Path, display: str,
@@ -192,7 +211,11 @@ def split_path(path: str) -> list[str | int]:
 
 # --- dumping -------------------------------------------------------------------------------
 
-_PLAIN_SAFE = re.compile(r"[A-Za-z_/][A-Za-z0-9_./@+-]*(?: [A-Za-z0-9_./@+()-]+)*")
+# A plain (unquoted) scalar: starts with a letter, `_` or `/`; a colon only inside its first
+# word and followed by a character of the word (`nginx:1.25`, `http://x`), never `: `
+# and never at the end, where YAML would read a mapping; map keys never hold one (`_key`).
+_PLAIN_SAFE = re.compile(
+    r"[A-Za-z_/][A-Za-z0-9_./@+-]*(?::[A-Za-z0-9_./@+-]+)*(?: [A-Za-z0-9_./@+()-]+)*")
 _RESERVED = re.compile(
     r"(?:y|Y|yes|Yes|YES|n|N|no|No|NO|true|True|TRUE|false|False|FALSE|on|On|ON|off|Off|OFF"
     r"|null|Null|NULL|~|\.inf|\.Inf|\.INF|\.nan|\.NaN|\.NAN|[-+]?\.(?:inf|Inf|INF))"
@@ -257,7 +280,11 @@ def _scalar(value: Any) -> str:
 
 
 def _key(key: Any) -> str:
-    return _str_scalar(key if type(key) is str else str(key))
+    """A map key: as a scalar, but quoted when it holds a colon (a reader finds a plain
+    key's end at its first colon)."""
+    text = key if type(key) is str else str(key)
+    out = _str_scalar(text)
+    return out if ":" not in out or out[0] == '"' else _quoted(text)
 
 
 def _is_map(value: Any) -> bool:
@@ -407,7 +434,7 @@ class _Reader:
                 end = line.find(":", indent)
                 key = line[indent:end]
             if end < 0 or line[end:end + 1] != ":" or key in out or \
-                    _str_scalar(key) != line[indent:end]:
+                    _key(key) != line[indent:end]:
                 raise NotEmitted(f"line {self.pos + 1}")
             rest = line[end + 1:]
             self.pos += 1
@@ -456,7 +483,8 @@ def _starts_key(text: str) -> bool:
     if text[0] == '"':
         _, end = _scan(text, 1)
         return text[end:end + 1] == ":"
-    return ":" in text  # a plain scalar never holds a colon; a plain key ends at one
+    # a plain scalar holds no `: ` and does not end with a colon; a plain key ends at one
+    return ": " in text or text.endswith(":")
 
 
 def _scan(text: str, start: int) -> tuple[str, int]:

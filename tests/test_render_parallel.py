@@ -29,11 +29,29 @@ from tests.test_bad_input import CASES, Case
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def fork_even_with_threads(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fork although this process has other threads. A test run that has started the
+    control plane keeps a thread for it (orksync.testing.controlplane's spawner), idle in
+    a queue, holding no lock the forked code takes; without this, every test after the
+    first cluster test would run the parts one after another, proving nothing."""
+    monkeypatch.setattr(forked, "can_fork", lambda: hasattr(os, "fork"))
+
+
 @pytest.fixture
-def forced(monkeypatch: pytest.MonkeyPatch) -> None:
+def forced(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Fork for any number of files and custom resources."""
+    fork_even_with_threads(monkeypatch)
     monkeypatch.setattr(directory, "MIN_PER_JOB", 1)
     monkeypatch.setattr(loader, "MIN_FILES_PER_JOB", 1)
+    forks: list[int] = []
+    start = forked._start
+
+    def counted(fn: object, part: object) -> tuple[int, int]:
+        forks.append(1)
+        return start(fn, part)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(forked, "_start", counted)
+    return forks
 
 
 def tree(root: Path) -> dict[str, bytes | None]:
@@ -51,11 +69,13 @@ def problems(rendered: RenderedSet) -> tuple[list[str], list[str]]:
     return [str(e) for e in rendered.errors], list(rendered.warnings)
 
 
-def assert_same_render(repo: Path, tmp: Path, jobs: int) -> RenderedSet:
+def assert_same_render(repo: Path, tmp: Path, jobs: int, forks: list[int]) -> RenderedSet:
     """The parallel render of `repo` writes what the serial one writes; its facts."""
     expected = render_catalog(load_repository(repo))
     write_rendered(expected, tmp / "serial")
+    assert not forks
     got = render_to_directory(load_repository(repo, jobs=jobs), tmp / "parallel", jobs=jobs)
+    assert forks  # the parts did run in other processes
     assert tree(tmp / "parallel") == tree(tmp / "serial")
     assert problems(got.facts) == problems(expected)
     assert got.count == len(expected.objects)
@@ -65,12 +85,12 @@ def assert_same_render(repo: Path, tmp: Path, jobs: int) -> RenderedSet:
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_every_bad_input_renders_the_same_in_three_processes(case: Case, tmp_path: Path,
-                                                              forced: None) -> None:
+                                                              forced: list[int]) -> None:
     repo = tmp_path / "repo"
     shutil.copytree(CORPUS / "good", repo)
     for name, content in case.files.items():
         (repo / name).write_bytes(content if isinstance(content, bytes) else content.encode())
-    facts = assert_same_render(repo, tmp_path, jobs=3)
+    facts = assert_same_render(repo, tmp_path, 3, forced)
     assert facts.errors  # the case's error came back from whichever process met it
 
 
@@ -115,9 +135,9 @@ def sharing_repo(root: Path) -> Path:
 
 
 def test_a_conflict_across_processes_is_decided_in_order_and_leaves_no_file(
-        tmp_path: Path, forced: None) -> None:
+        tmp_path: Path, forced: list[int]) -> None:
     repo = sharing_repo(tmp_path / "repo")
-    facts = assert_same_render(repo, tmp_path, jobs=3)
+    facts = assert_same_render(repo, tmp_path, 3, forced)
     errors = [str(e) for e in facts.errors]
     assert sum("which Widget.test.orksync.io/team-a/w01 renders too" in e
                for e in errors) == 2, errors
@@ -156,7 +176,9 @@ def test_the_render_command_writes_the_same_with_one_job_and_with_two(tmp_path: 
 # -- fork_map -------------------------------------------------------------------------------
 
 
-def test_fork_map_runs_the_parts_after_the_first_in_children_in_order() -> None:
+def test_fork_map_runs_the_parts_after_the_first_in_children_in_order(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    fork_even_with_threads(monkeypatch)
     parts = forked.split(list(range(10)), 3)
     assert [list(p) for p in parts] == [[0, 1, 2, 3], [4, 5, 6], [7, 8, 9]]
     results = forked.fork_map(lambda part: (os.getpid(), sum(part)), parts)
@@ -165,18 +187,21 @@ def test_fork_map_runs_the_parts_after_the_first_in_children_in_order() -> None:
     assert pids[0] == os.getpid() and len(set(pids)) == 3
 
 
-def test_an_exception_in_a_child_is_raised_here() -> None:
+def test_an_exception_in_a_child_is_raised_here(monkeypatch: pytest.MonkeyPatch) -> None:
+    fork_even_with_threads(monkeypatch)
     def fn(part: list[int]) -> int:
         if part[0] == 5:
             raise ValueError(f"bad part in {os.getpid()}")
         return part[0]
 
-    with pytest.raises(ValueError, match="bad part in"):
+    with pytest.raises(ValueError, match="bad part in") as raised:
         forked.fork_map(fn, [[1], [5]])
+    assert str(raised.value) != f"bad part in {os.getpid()}"  # raised in the child
 
 
 def test_a_child_that_dies_without_answering_has_its_part_redone_here(
-        caplog: pytest.LogCaptureFixture) -> None:
+        caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    fork_even_with_threads(monkeypatch)
     parent = os.getpid()
 
     def fn(part: list[int]) -> int:
@@ -201,10 +226,12 @@ def test_no_fork_in_a_process_with_other_threads() -> None:
     assert pids == [os.getpid()] * 3
 
 
-def test_the_loaded_catalog_is_the_same_whatever_the_jobs(tmp_path: Path, forced: None) -> None:
+def test_the_loaded_catalog_is_the_same_whatever_the_jobs(tmp_path: Path,
+                                                          forced: list[int]) -> None:
     repo = sharing_repo(tmp_path / "repo")
     (repo / "apps" / "broken.yaml").write_text("a: [unclosed\n")
     one, three = load_repository(repo), load_repository(repo, jobs=3)
+    assert len(forced) == 2
     assert (one.katalogs, one.crds, one.crs, one.warnings) == \
         (three.katalogs, three.crds, three.crs, three.warnings)
     assert [str(e) for e in one.errors] == [str(e) for e in three.errors]

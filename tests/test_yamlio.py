@@ -14,11 +14,20 @@ from hypothesis import strategies as st
 from ruamel.yaml import YAML
 
 from orksync.errors import LoadError
-from orksync.yamlio import NotEmitted, dump_yaml, iter_yaml_files, load_document, load_emitted
+from orksync.yamlio import (
+    NotEmitted,
+    dump_yaml,
+    iter_yaml_files,
+    load_document,
+    load_documents,
+    load_emitted,
+)
 
 # strings that sit on the emitter's quoting and structure boundaries
 TRICKY = ["a: b", "- x", "-", ":", "x:", "yes", "1e3", "0x1", "1_0", "\u2028", "\x85", "a b",
-          " a", "a ", "\t", "#x", "{}", "[]", '"q"', ".nan", "null", "~", "'", "é", "😀"]
+          " a", "a ", "\t", "#x", "{}", "[]", '"q"', ".nan", "null", "~", "'", "é", "😀",
+          "nginx:1.25", "a:b", "a:", "a:b c", "a :b", "a:#", "http://x:80/y", "a:b: c", "a::b",
+          "a:-", "1:20", "a:b:"]
 scalars = st.one_of(st.none(), st.booleans(), st.integers(-10**12, 10**12),
                     st.floats(allow_nan=False, allow_infinity=True), st.text(max_size=20),
                     st.sampled_from(TRICKY))
@@ -38,6 +47,14 @@ def test_dumped_yaml_reads_back_to_the_same_value(value: dict[str, Any]) -> None
 def test_strings_that_look_like_other_types_are_quoted() -> None:
     text = dump_yaml({"a": "true", "b": "1", "c": "null", "d": "yes", "e": "1e3", "f": "x: y"})
     assert text == ('a: "true"\nb: "1"\nc: "null"\nd: "yes"\ne: "1e3"\nf: "x: y"\n')
+
+
+def test_a_colon_inside_a_word_stays_plain_except_in_keys() -> None:
+    value = {"image": "nginx:1.25", "url": "http://x:80/y", "a:b": "c: d", "l": ["x:y", "z:"]}
+    text = dump_yaml(value)
+    assert text == ('image: nginx:1.25\nurl: http://x:80/y\n"a:b": "c: d"\nl:\n- x:y\n'
+                    '- "z:"\n')
+    assert load_emitted(text) == value == YAML(typ="safe").load(text)
 
 
 def test_dumping_is_byte_for_byte_stable() -> None:
@@ -128,3 +145,63 @@ def test_the_yaml_files_of_a_tree_sorted_without_hidden_ones_or_linked_directori
     found = [str(p.relative_to(tmp_path)) for p in iter_yaml_files(tmp_path)]
     assert found == ["7.yaml", "a/1.yaml", "a/file.yaml", "b/c/4.yml", "d/8.yaml",
                      "x.yaml/10.yaml", "\u00e9 dir/9.yaml"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(documents, st.randoms(use_true_random=False))
+def test_a_repository_file_reads_as_the_safe_loader_reads_it(
+        tmp_path_factory: pytest.TempPathFactory, value: Any, rnd: random.Random) -> None:
+    """`load_documents` takes small files in the emitter's form with the exact reader:
+    the same documents as the safe loader gives, or the same error, edited or not."""
+    from orksync.yamlparse import parse_documents
+
+    text = dump_yaml(value)
+    if rnd.random() < 0.5:
+        i = rnd.randrange(len(text))
+        text = text[:i] + rnd.choice([" ", "-", ":", '"', "\n", "x", "1", "", "#"]) + \
+            text[i + 1:]
+    path = tmp_path_factory.mktemp("doc") / "x.yaml"
+    path.write_text(text, encoding="utf-8")
+    try:
+        expected = [(d.index, d.content) for d in parse_documents(text, path=path,
+                                                                  display="x.yaml")]
+    except LoadError as err:
+        with pytest.raises(LoadError) as got:
+            load_documents(path, display="x.yaml")
+        assert str(got.value) == str(err)
+        return
+    got_docs = [(d.index, d.content) for d in load_documents(path, display="x.yaml")]
+    assert len(got_docs) == len(expected)
+    assert all(i == j and same(a, b) for (i, a), (j, b) in zip(got_docs, expected, strict=True))
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("a:\n" + "".join(f"{'  ' * i}k{i}:\n" for i in range(1, 70)) + "  " * 70 + "v: 1\n",
+     "nested deeper than 64 levels"),
+    ("replicas: " + "9" * 101 + "\n", "integer longer than 100 characters"),
+    ("replicas: " + "9" * 5000 + "\n", "integer longer than 100 characters"),
+    ("a: 1\na: 2\n", "duplicate key"),
+])
+def test_a_file_in_the_emitters_form_still_meets_the_safe_loaders_bounds(
+        tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "x.yaml"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(LoadError, match=message):
+        load_documents(path, display="x.yaml")
+
+
+def test_a_file_in_the_emitters_form_is_not_parsed_by_the_safe_loader(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from orksync import yamlparse
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the safe loader was used")
+
+    path = tmp_path / "x.yaml"
+    path.write_text("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\ndata:\n  a: \"1\"\n")
+    monkeypatch.setattr(yamlparse, "parse_documents", refuse)
+    (doc,) = load_documents(path)
+    assert doc.content == {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"},
+                           "data": {"a": "1"}}
+    path.write_text("null\n")
+    assert load_documents(path) == []

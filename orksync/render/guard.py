@@ -24,6 +24,7 @@ from typing import Any
 
 from orksync.katalog.model import CrdEntry, CrdManifest
 from orksync.katalog.tenancy import CLUSTER_KINDS_FIELD
+from orksync.memo import IdentityCache
 from orksync.model import SCOPE_DIRECTIVE, ObjRef
 from orksync.names import label_problem, subdomain_problem
 from orksync.render.kinds import KINDS
@@ -217,6 +218,11 @@ class ClusterScopePolicy:
 
     @classmethod
     def for_entry(cls, entry: CrdEntry, *, strict: bool = False) -> ClusterScopePolicy:
+        """Asked for every custom resource of the entry: worked out once per entry."""
+        return _POLICIES.get(entry, strict, lambda: cls._of(entry, strict=strict))
+
+    @classmethod
+    def _of(cls, entry: CrdEntry, *, strict: bool) -> ClusterScopePolicy:
         if entry.tenancy.cluster_scoped_kinds is not None:
             return cls(allowed=entry.tenancy.cluster_scoped_kinds, source="explicit")
         if strict:
@@ -264,3 +270,6 @@ def identity_problem(ref: ObjRef) -> str | None:
         if problem:
             return f"namespace {problem}"
     return None
+
+
+_POLICIES: IdentityCache[ClusterScopePolicy] = IdentityCache()

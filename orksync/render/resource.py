@@ -92,6 +92,7 @@ class CrRenderer:
                  others: Sequence[CustomResource] = (),
                  scope: ClusterScope | None = None, live: LiveView | None = None) -> None:
         self.cr = cr
+        self.cr_text = str(cr.ref)
         self.templates = templates
         self.origin = origin
         self.box = cr.entry.operator_box
@@ -500,7 +501,7 @@ class CrRenderer:
             raise self.fail(f"{path}.{err.field}", str(err)) from err
         body, directives = (built.body, built.directives) if isinstance(built, Built) \
             else (built, {})
-        body["metadata"].setdefault("annotations", {})[OWNER_ANNOTATION] = str(self.cr.ref)
+        body["metadata"].setdefault("annotations", {})[OWNER_ANNOTATION] = self.cr_text
         return body, directives
 
     def ingress_tls_secret(self, spec: KindSpec, rendered: Mapping[str, Any],

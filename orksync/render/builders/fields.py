@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Union
 
+from orksync.memo import IdentityCache
 from orksync.render.builders.common import sub
 
 
@@ -154,7 +155,15 @@ _CUSTOM_METADATA = _keys("name", "namespace", "namespaced", "labels", "annotatio
 
 
 def unknown_fields(kind_key: str, entry: Mapping[str, Any]) -> list[str]:
-    """Entry-relative paths of the keys that no builder reads, in entry order."""
+    """Entry-relative paths of the keys that no builder reads, in entry order (asked for
+    every custom resource of a Katalog entry: worked out once per entry)."""
+    return list(_UNKNOWN.get(entry, kind_key, lambda: tuple(_unknown_fields(kind_key, entry))))
+
+
+_UNKNOWN: IdentityCache[tuple[str, ...]] = IdentityCache()
+
+
+def _unknown_fields(kind_key: str, entry: Mapping[str, Any]) -> list[str]:
     if kind_key == "secrets":
         return []
     if kind_key == "custom":
