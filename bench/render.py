@@ -2,16 +2,20 @@
 
 Repositories of N custom resources whose Katalog produces 8 objects each (Deployment,
 Service, ConfigMap, once-Secret, ServiceAccount, Role, RoleBinding, PDB). For N = 1,000 and
-10,000: load + render + write the rendered directory (objects per second, peak RSS), and
-the floor: writing the same final objects as YAML files with no loading or templating.
+10,000: load + render + write the rendered directory as `orksync render` does it (in
+`orksync.forked.default_jobs()` processes), and the same in one process (objects per
+second, CPU seconds, peak RSS), and the floor: writing the same final objects as YAML files
+at the same paths with no loading, templating, hashing or index.
 Each measurement runs in a fresh subprocess so peak RSS is its own.
 
     python bench/render.py [--sizes 1000,10000] [--runs 3] [--no-record]
 
-Each size runs render and floor `--runs` times, alternating which goes first; the table
-shows the median run of each (by total seconds). The floor writes each file as the render
-does (`orksync.render.output._write_file`: open, write, close).
+Each size runs the three `--runs` times, rotating which goes first; the table shows the
+median run of each (by total seconds). The floor writes each file as the render does
+(`orksync.render.output._write_file`: open, write, close), with the cyclic collector off
+as the render has it (orksync.gcpause).
 """
+
 
 from __future__ import annotations
 
@@ -108,19 +112,25 @@ def child(mode: str, repo: Path, out: Path) -> dict[str, float]:
     from orksync.katalog.loader import load_repository
     from orksync.render.directory import render_to_directory
     from orksync.render.engine import render_catalog
-    from orksync.render.output import _write_file
+    from orksync.render.output import _write_file, object_path
     from orksync.yamlio import dump_yaml
 
     jobs = 1
     cpu = os.times()
     if mode == "floor":
-        objects = [dict(o.body) for o in render_catalog(load_repository(repo)).objects]
+        # the same final objects at the same paths, prepared beforehand
+        objects = [(object_path(o), dict(o.body))
+                   for o in render_catalog(load_repository(repo)).objects]
         gc.disable()  # as the render runs (orksync.gcpause): a fair floor
         cpu = os.times()
         start = time.perf_counter()
-        out.mkdir()
-        for i, body in enumerate(objects):  # each file written as the render writes it
-            _write_file(str(out / f"{i:06d}.yaml"), dump_yaml(body).encode("utf-8"))
+        made: set[str] = set()
+        for rel, body in objects:  # each file written as the render writes it
+            parent = rel.rpartition("/")[0]
+            if parent not in made:
+                os.makedirs(out / parent, exist_ok=True)
+                made.add(parent)
+            _write_file(f"{out}/{rel}", dump_yaml(body).encode("utf-8"))
         seconds = time.perf_counter() - start
         count = len(objects)
         parts = {}
@@ -220,10 +230,10 @@ def main() -> int:
                    "render is `orksync render`'s (load, render and write in "
                    "`orksync.forked.default_jobs()` processes), and the same in one process; "
                    "CPU s is user + system of the process and its forked children. The floor "
-                   "writes the same final objects with `orksync.yamlio.dump_yaml`, one file "
-                   "each in one directory, no loading or templating, in one process with the "
-                   "cyclic collector off as the render has it; the runs rotate which goes "
-                   "first.\n\n"
+                   "writes the same final objects with `orksync.yamlio.dump_yaml` to the same "
+                   "files (directories made as the render makes them), no loading, templating, "
+                   "hashing or index, in one process with the cyclic collector off as the "
+                   "render has it; the runs rotate which goes first.\n\n"
                    f"{table}\n")
         perf = ROOT / "docs" / "performance.md"
         if not perf.exists():
