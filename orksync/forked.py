@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import os
 import pickle
+import struct
 import sys
 import threading
 from collections.abc import Callable, Sequence
@@ -45,16 +46,48 @@ def can_fork() -> bool:
     return hasattr(os, "fork") and threading.active_count() == 1
 
 
-def split(items: Sequence[T], parts: int) -> list[Sequence[T]]:
-    """`items` in at most `parts` contiguous slices of nearly equal length, in order."""
-    parts = max(1, min(parts, len(items)))
-    size, extra = divmod(len(items), parts)
-    out, start = [], 0
-    for i in range(parts):
-        end = start + size + (1 if i < extra else 0)
-        out.append(items[start:end])
-        start = end
-    return out
+def fork_chunks(fn: Callable[[Sequence[T]], list[R]], items: Sequence[T], jobs: int, *,
+                chunk: int) -> list[R]:
+    """`fn(items)`, computed as `fn` of consecutive chunks of about `chunk` items, with the
+    results concatenated in the items' order. With `jobs` > 1 the chunks are shared out
+    as the work goes: this process and `jobs - 1` forked children each take the next chunk
+    when done with the last (a pipe holds the chunk numbers; a read of one record is
+    atomic), so a process that meets heavier items, or runs slower, takes fewer. A chunk a
+    child took but did not answer for is done here."""
+    chunk = max(chunk, -(-len(items) // MAX_CHUNKS))
+    chunks = [items[i:i + chunk] for i in range(0, len(items), chunk)]
+    if jobs <= 1 or len(chunks) <= 1 or not can_fork():
+        return [r for c in chunks for r in fn(c)]
+    read_fd, write_fd = os.pipe()
+    try:
+        os.write(write_fd, b"".join(_RECORD.pack(i) for i in range(len(chunks))))
+    finally:
+        os.close(write_fd)
+
+    def work(_: object) -> dict[int, list[R]]:
+        done = {}
+        while record := os.read(read_fd, _RECORD.size):
+            (i,) = _RECORD.unpack(record)
+            done[i] = fn(chunks[i])
+        return done
+
+    try:
+        answers = fork_map(work, [None] * min(jobs, len(chunks)))
+    finally:
+        os.close(read_fd)
+    results: dict[int, list[R]] = {}
+    for answer in answers:
+        results.update(answer)
+    missing = [i for i in range(len(chunks)) if i not in results]
+    if missing:
+        log.warning("%d chunk(s) taken by a forked worker that ended without a result were "
+                    "redone in the main process", len(missing))
+        results.update((i, fn(chunks[i])) for i in missing)
+    return [r for i in range(len(chunks)) for r in results[i]]
+
+
+_RECORD = struct.Struct("=I")
+MAX_CHUNKS = 8192  # the chunk numbers fit in a pipe's buffer (64 KiB) before any is read
 
 
 def fork_map(fn: Callable[[T], R], parts: Sequence[T]) -> list[R]:

@@ -10,6 +10,9 @@ import shutil
 import subprocess
 import sys
 import threading
+import time
+from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -42,7 +45,9 @@ def forced(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Fork for any number of files and custom resources."""
     fork_even_with_threads(monkeypatch)
     monkeypatch.setattr(directory, "MIN_PER_JOB", 1)
+    monkeypatch.setattr(directory, "CHUNK", 1)
     monkeypatch.setattr(loader, "MIN_FILES_PER_JOB", 1)
+    monkeypatch.setattr(loader, "FILES_CHUNK", 1)
     forks: list[int] = []
     start = forked._start
 
@@ -179,12 +184,42 @@ def test_the_render_command_writes_the_same_with_one_job_and_with_two(tmp_path: 
 def test_fork_map_runs_the_parts_after_the_first_in_children_in_order(
         monkeypatch: pytest.MonkeyPatch) -> None:
     fork_even_with_threads(monkeypatch)
-    parts = forked.split(list(range(10)), 3)
-    assert [list(p) for p in parts] == [[0, 1, 2, 3], [4, 5, 6], [7, 8, 9]]
+    parts = [[0, 1, 2, 3], [4, 5, 6], [7, 8, 9]]
     results = forked.fork_map(lambda part: (os.getpid(), sum(part)), parts)
     assert [total for _, total in results] == [6, 15, 24]
     pids = [pid for pid, _ in results]
     assert pids[0] == os.getpid() and len(set(pids)) == 3
+
+
+def test_fork_chunks_shares_the_chunks_out_and_keeps_the_order(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    fork_even_with_threads(monkeypatch)
+    parent = os.getpid()
+
+    def fn(chunk: Sequence[int]) -> list[tuple[int, int]]:
+        if os.getpid() == parent:
+            time.sleep(0.01)  # this process is slow: the child takes more chunks
+        return [(x * x, os.getpid()) for x in chunk]
+
+    results = forked.fork_chunks(fn, range(100), 2, chunk=5)
+    assert [square for square, _ in results] == [x * x for x in range(100)]
+    by_process = Counter(pid for _, pid in results)
+    assert len(by_process) == 2 and by_process[parent] < 50, by_process
+
+
+def test_chunks_a_dead_child_had_taken_are_done_here(
+        caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    fork_even_with_threads(monkeypatch)
+    parent = os.getpid()
+
+    def fn(chunk: Sequence[int]) -> list[int]:
+        if os.getpid() != parent:
+            os._exit(3)  # a child dies with the first chunk it takes
+        time.sleep(0.01)  # while this process works slowly through the rest
+        return [x + 1 for x in chunk]
+
+    assert forked.fork_chunks(fn, range(100), 3, chunk=4) == [x + 1 for x in range(100)]
+    assert "2 chunk(s) taken by a forked worker" in caplog.text
 
 
 def test_an_exception_in_a_child_is_raised_here(monkeypatch: pytest.MonkeyPatch) -> None:

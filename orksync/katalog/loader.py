@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from orksync.errors import InputError, LoadError, printable
-from orksync.forked import fork_map, split
+from orksync.forked import fork_chunks
 from orksync.gcpause import gc_paused
 from orksync.katalog.model import (
     KATALOG_API_VERSIONS,
@@ -82,11 +82,11 @@ def load_repository(root: Path, *, jobs: int = 1) -> Catalog:
     root = root.resolve()
     loader = _Loader(root)
     files = [(path, loader.resolve_walked(path)) for path in iter_yaml_files(root)]
-    parts = split(files, min(jobs, len(files) // MIN_FILES_PER_JOB) or 1)
-    if len(parts) > 1:
-        for part, parsed in zip(parts, fork_map(loader.parse_all, parts), strict=True):
-            for (_, resolved), docs in zip(part, parsed, strict=True):
-                loader.add_file(resolved, parsed=docs)
+    jobs = min(jobs, len(files) // MIN_FILES_PER_JOB) or 1
+    if jobs > 1:
+        parsed = fork_chunks(loader.parse_all, files, jobs, chunk=FILES_CHUNK)
+        for (_, resolved), docs in zip(files, parsed, strict=True):
+            loader.add_file(resolved, parsed=docs)
     else:
         for _, resolved in files:
             loader.add_file(resolved)
@@ -96,6 +96,7 @@ def load_repository(root: Path, *, jobs: int = 1) -> Catalog:
 # Fewer files than this per job are parsed in one process (a fork and the trip back of the
 # documents cost about as much as parsing this many).
 MIN_FILES_PER_JOB = 64
+FILES_CHUNK = 64  # files a process takes at a time (orksync.forked.fork_chunks)
 
 # A file's documents, as (index, content), parsed ahead (load_repository's jobs), or the
 # error that stopped them

@@ -3,10 +3,11 @@
 
 The same directory, byte for byte, as `write_rendered(render_catalog(catalog), out)`; only
 the work is laid out differently. After the repository is loaded and its templates
-compiled (orksync.render.engine.RenderPlan), the custom resources are cut into contiguous
-slices, one per job (orksync.forked). Each job renders its slice one custom resource after
-another, writes each one's files into the temporary directory at once and keeps only their
-index entries, so no job holds more than one custom resource's objects. Back in this
+compiled (orksync.render.engine.RenderPlan), the custom resources are shared out in small
+consecutive chunks among the jobs, each taking the next chunk when done with the last
+(orksync.forked.fork_chunks). A job renders a chunk one custom resource after another,
+writes each one's files into the temporary directory at once and keeps only their index
+entries, so no job holds more than one custom resource's objects. Back in this
 process, a Merger takes the outcomes in the repository's order, exactly as the serial
 render does: a custom resource that renders an object an earlier one owns is an error, and
 its files, all under its own directory (`children/<its kind>/<namespace>/<name>/`) and
@@ -21,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from orksync.forked import fork_map, split
+from orksync.forked import fork_chunks
 from orksync.gcpause import gc_paused
 from orksync.katalog.model import Catalog, CustomResource
 from orksync.model import RenderedObject, RenderedSet
@@ -34,6 +35,8 @@ __all__ = ["MIN_PER_JOB", "DirectoryRender", "render_to_directory"]
 # Fewer custom resources than this per job are rendered in one process: a fork and the
 # answer's trip back cost about as much as rendering this many.
 MIN_PER_JOB = 64
+# Custom resources a process takes at a time (orksync.forked.fork_chunks)
+CHUNK = 16
 
 # (stage, apiVersion, kind, namespace, name): the order of the objects in the index, as
 # (stage, ObjRef) orders them; the file; the index entry
@@ -58,16 +61,16 @@ def render_to_directory(catalog: Catalog, out_dir: Path, *, revision: str = "",
     plan = RenderPlan(catalog, clock=clock, strict_cluster_scope=strict_cluster_scope)
     out_dir, tmp = start_rendered(out_dir)
     try:
-        slices = split(catalog.crs, min(jobs, len(catalog.crs) // MIN_PER_JOB) or 1)
-        answers = fork_map(lambda crs: _render_slice(plan, tmp, crs), slices)
+        jobs = min(jobs, len(catalog.crs) // MIN_PER_JOB) or 1
+        answers = fork_chunks(lambda crs: _render_slice(plan, tmp, crs), catalog.crs, jobs,
+                              chunk=CHUNK)
         merged = plan.merger()
         entries = _write(ObjectWriter(tmp), [crd_object(m) for m in catalog.crds])
-        for crs, answer in zip(slices, answers, strict=True):
-            for cr, (outcome, written) in zip(crs, answer, strict=True):
-                if merged.accept(cr, outcome):
-                    entries.extend(written)
-                else:  # a conflict: rendered and written, not kept
-                    _remove(tmp, [rel for _, rel, _ in written])
+        for cr, (outcome, written) in zip(catalog.crs, answers, strict=True):
+            if merged.accept(cr, outcome):
+                entries.extend(written)
+            else:  # a conflict: rendered and written, not kept
+                _remove(tmp, [rel for _, rel, _ in written])
         entries.sort(key=lambda e: e[0])
         facts = merged.rendered_set(())
         finish_rendered(tmp, out_dir, facts, [e[2] for e in entries], revision)
