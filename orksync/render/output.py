@@ -11,6 +11,7 @@ sees half a render. Same RenderedSet, same bytes.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import os
@@ -140,12 +141,21 @@ class ObjectWriter:
             rel = f"{owner[0]}/{_leaf(obj.ref)}"
         data = dump_yaml(obj.body).encode("utf-8")
         parent = rel.rpartition("/")[0]
-        if parent not in self.made:  # one mkdir per directory, not one per file
-            os.makedirs(self.root / parent, exist_ok=True)
-            self.made.add(parent)
+        if parent not in self.made:
+            self.mkdirs(parent)
         _write_file(f"{self.root}/{rel}", data)
         return rel, self.entry(obj, rel, hashlib.sha256(data).hexdigest(),
                                owner[1] if owner else "")
+
+    def mkdirs(self, rel: str) -> None:
+        """`rel` and its parents under the root, one system call per directory not made
+        yet (by this writer: another process may have made it)."""
+        head = rel.rpartition("/")[0]
+        if head and head not in self.made:
+            self.mkdirs(head)
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(f"{self.root}/{rel}")
+        self.made.add(rel)
 
     def entry(self, obj: RenderedObject, rel: str, sha256: str, owner: str) -> str:
         """One item of index.yaml's `objects`, as `dump_yaml` writes it there: file,
