@@ -16,9 +16,11 @@ parts run here, one after another: the same results, only slower. A child leaves
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import pickle
+import signal
 import struct
 import sys
 import threading
@@ -96,22 +98,35 @@ def fork_map(fn: Callable[[T], R], parts: Sequence[T]) -> list[R]:
     raised had the part run here."""
     if len(parts) <= 1 or not can_fork():
         return [fn(part) for part in parts]
-    children = [_start(fn, part) for part in parts[1:]]
-    results = [fn(parts[0])]
-    failures = []
-    for (pid, fd), part in zip(children, parts[1:], strict=True):
-        answer = _collect(pid, fd)
-        if answer is None:  # the child died without answering: do its part here
-            failures.append(pid)
-            results.append(fn(part))
-        elif answer[0] == "ok":
-            results.append(cast(R, answer[1]))
-        else:
-            raise cast(Exception, answer[1])
-    if failures:
+    children: list[tuple[int, int]] = []
+    try:
+        for part in parts[1:]:
+            children.append(_start(fn, part))
+        first = fn(parts[0])
+    except BaseException:
+        _stop(children)  # none is left running, or waiting to be reaped
+        raise
+    answers = [_collect(pid, fd) for pid, fd in children]
+    error = next((a[1] for a in answers if a is not None and a[0] == "error"), None)
+    if error is not None:
+        raise cast(Exception, error)
+    results = [first]
+    for answer, part in zip(answers, parts[1:], strict=True):
+        # a child that died without answering: its part is done here
+        results.append(fn(part) if answer is None else cast(R, answer[1]))
+    lost = answers.count(None)
+    if lost:
         log.warning("%d of %d forked workers ended without a result; their parts were "
-                    "redone in the main process", len(failures), len(parts) - 1)
+                    "redone in the main process", lost, len(parts) - 1)
     return results
+
+
+def _stop(children: list[tuple[int, int]]) -> None:
+    for pid, fd in children:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+        os.close(fd)
+        os.waitpid(pid, 0)
 
 
 def _start(fn: Callable[[T], R], part: T) -> tuple[int, int]:

@@ -271,3 +271,30 @@ def test_the_loaded_catalog_is_the_same_whatever_the_jobs(tmp_path: Path,
         (three.katalogs, three.crds, three.crs, three.warnings)
     assert [str(e) for e in one.errors] == [str(e) for e in three.errors]
     assert any(str(e).startswith("apps/broken.yaml:2: invalid YAML") for e in three.errors)
+
+
+def test_an_exception_here_stops_and_reaps_the_children(monkeypatch: pytest.MonkeyPatch) -> None:
+    fork_even_with_threads(monkeypatch)
+    parent = os.getpid()
+    started: list[int] = []
+    start = forked._start
+
+    def recorded(fn: object, part: object) -> tuple[int, int]:
+        pid, fd = start(fn, part)  # type: ignore[arg-type]
+        started.append(pid)
+        return pid, fd
+
+    monkeypatch.setattr(forked, "_start", recorded)
+
+    def fn(part: int) -> int:
+        if os.getpid() == parent:
+            raise RuntimeError("here")
+        time.sleep(60)  # a child still at work
+        return part
+
+    with pytest.raises(RuntimeError, match="here"):
+        forked.fork_map(fn, [1, 2, 3])
+    assert len(started) == 2
+    for pid in started:  # reaped: no such child any more
+        with pytest.raises(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
