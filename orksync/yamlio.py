@@ -533,13 +533,19 @@ def iter_yaml_files(root: Path) -> Iterator[Path]:
     """Every *.yaml / *.yml file under root, sorted, skipping hidden files and directories
     (never entered: a checkout's .git holds thousands of files) and not entering symbolic
     links to directories."""
-    found = []
-    for top, dirs, files in os.walk(root):
-        dirs[:] = [d for d in dirs if not d.startswith(".")]
-        base = Path(top)
-        for name in files:
-            if not name.startswith(".") and name.endswith((".yaml", ".yml")):
-                path = base / name
-                if path.is_file():
-                    found.append(path)
-    yield from sorted(found)
+    found: list[str] = []
+    pending = [os.fspath(root)]
+    while pending:  # the directory entries' types come with the listing: no stat per file
+        try:
+            entries = list(os.scandir(pending.pop()))
+        except OSError:  # unreadable: skipped, as os.walk does
+            continue
+        for entry in entries:
+            if entry.name.startswith("."):
+                continue
+            if entry.is_dir(follow_symlinks=False):
+                pending.append(entry.path)
+            elif entry.name.endswith((".yaml", ".yml")) and entry.is_file():
+                found.append(entry.path)
+    found.sort(key=lambda path: path.split(os.sep))  # the order of the Paths' parts
+    yield from map(Path, found)

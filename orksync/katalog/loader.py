@@ -113,16 +113,15 @@ class _Loader:
         self.failed = 0  # Katalogs and Katalog entries that did not load
         self.manifests: dict[int, CrdManifest | None] = {}  # by id(document): checked once
         self.rels: dict[Path, str] = {}
+        self.prefix = os.path.join(str(root), "")  # the root with its trailing separator
 
     def rel(self, path: Path) -> str:
         """`path` (resolved) as shown in messages and origins: relative to the root. Asked
         several times per file."""
         shown = self.rels.get(path)
         if shown is None:
-            try:
-                shown = str(path.relative_to(self.root))
-            except ValueError:
-                shown = str(path)
+            text = str(path)
+            shown = text[len(self.prefix):] if text.startswith(self.prefix) else text
             self.rels[path] = shown
         return shown
 
