@@ -125,8 +125,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "~/.kube/config)")
     p.add_argument("--context", default=None, help="kubeconfig context for --live")
     p.add_argument("-j", "--jobs", type=_positive, default=None,
-                   help="processes that load and render (default: the CPUs available, at "
-                        "most 8; a render with --live uses one)")
+                   help="processes that load and render (default: the CPUs available "
+                        "within the cgroup's CPU quota, at most 8; a render with --live uses "
+                        "one)")
     p.set_defaults(workers=8)
 
     p = sub.add_parser("validate", help="load and render a repository, report every error",

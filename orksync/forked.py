@@ -35,12 +35,20 @@ R = TypeVar("R")
 MAX_JOBS = 8
 
 
-def default_jobs() -> int:
-    """The CPUs this process may run on, at most MAX_JOBS."""
+def default_jobs(cpu_max: str = "/sys/fs/cgroup/cpu.max") -> int:
+    """The CPUs this process may run on, at most MAX_JOBS, and at most its cgroup's CPU
+    quota rounded up (a container limited to 1.5 CPUs on a 16-core node: 2)."""
     try:
         cpus = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         cpus = os.cpu_count() or 1
+    try:
+        with open(cpu_max, encoding="ascii") as fh:
+            quota, period = fh.read().split()[:2]
+        if quota != "max":
+            cpus = min(cpus, -(-int(quota) // int(period)))
+    except (OSError, ValueError):  # no cgroup v2 limit to read
+        pass
     return max(1, min(cpus, MAX_JOBS))
 
 

@@ -298,3 +298,15 @@ def test_an_exception_here_stops_and_reaps_the_children(monkeypatch: pytest.Monk
     for pid in started:  # reaped: no such child any more
         with pytest.raises(ChildProcessError):
             os.waitpid(pid, os.WNOHANG)
+
+
+@pytest.mark.parametrize(("cpu_max", "limit"), [
+    ("150000 100000\n", 2), ("50000 100000\n", 1), ("max 100000\n", None), (None, None),
+    ("garbage\n", None)])
+def test_the_default_jobs_follow_the_cpus_and_the_cgroup_quota(
+        tmp_path: Path, cpu_max: str | None, limit: int | None) -> None:
+    path = tmp_path / "cpu.max"
+    if cpu_max is not None:
+        path.write_text(cpu_max)
+    cpus = min(len(os.sched_getaffinity(0)), forked.MAX_JOBS)
+    assert forked.default_jobs(str(path)) == (min(cpus, limit) if limit else cpus)
