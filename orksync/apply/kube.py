@@ -114,6 +114,7 @@ class Kube:
             self._ca_origin = f"the CA file {ca}" if ca else "the system's trusted CAs"
         self.timeout = timeout
         self._resources: dict[str, dict[str, Resource]] = {}
+        self._discovering: dict[str, threading.Lock] = {}  # per API version
         self._lock = threading.Lock()
         self.requests = 0  # every request sent, for benchmarks and tests
         self.retry = retry or RetryPolicy()
@@ -273,7 +274,15 @@ class Kube:
         with self._lock:
             known = self._resources.get(api_version)
         if known is None or refresh or kind not in known:
-            known = self._discover(api_version)
+            # one discovery per API version at a time: threads that ask together (the
+            # applier's concurrent LISTs) wait for it instead of each sending their own
+            with self._lock:
+                flight = self._discovering.setdefault(api_version, threading.Lock())
+            with flight:
+                with self._lock:
+                    latest = self._resources.get(api_version)
+                known = latest if latest is not None and latest is not known and \
+                    kind in latest else self._discover(api_version)
         res = known.get(kind)
         if res is None:
             raise ClusterError(f"the API server does not serve kind {kind} in {api_version}",

@@ -142,14 +142,20 @@ def sync_once(kube: Kube, rendered: RenderedSet, *, inventory_name: str,
     dry_run = options.apply.dry_run
     manager = options.apply.field_manager
     deletion = dataclasses.replace(options.deletion, field_manager=manager, dry_run=dry_run)
-    old = read_inventory(kube, inventory_name, inventory_namespace,
-                         create_namespace=not dry_run)
-    prepared = mark_for_cleanup(rendered)
-    scaler = Autoscaler(kube, prepared.objects, now=options.apply.clock, dry_run=dry_run,
-                        on_change=on_change)
-    scaled = scaler.before_apply()
     applier = Applier(kube, options.apply, on_change=on_change)
-    applied = applier.apply(prepared)
+    # the apply's LISTs go out now, while the inventory is read (orksync.apply.engine)
+    applier.prefetch(rendered)
+    try:
+        old = read_inventory(kube, inventory_name, inventory_namespace,
+                             create_namespace=not dry_run)
+        prepared = mark_for_cleanup(rendered)
+        scaler = Autoscaler(kube, prepared.objects, now=options.apply.clock,
+                            dry_run=dry_run, on_change=on_change)
+        scaled = scaler.before_apply()
+    except BaseException:
+        applier.discard_prefetch()
+        raise
+    applied = applier.apply(prepared, written=[c.ref for c in scaled])
     applied = merge_changes(applied, [*scaled, *scaler.after_apply(applied)])
     plan = plan_prune(old, prepared, applied, allow_empty=options.allow_empty,
                       allow_orphaning_children=options.allow_orphaning_children,
