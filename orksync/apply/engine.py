@@ -14,8 +14,9 @@ from __future__ import annotations
 import copy
 import dataclasses
 import logging
+import threading
 import time
-from collections import defaultdict
+from collections import defaultdict, deque
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -113,8 +114,8 @@ def _is_ours(item: Mapping[str, Any]) -> bool:
 
 
 class _Prefetch:
-    """The LISTs of every stage, sent at once when the apply starts (a thread each, up to
-    `workers`) instead of one stage after another: a resync is mostly waiting for them.
+    """The LISTs of every stage, sent at once when the apply starts (up to `workers` at a
+    time) instead of one stage after another: a resync is mostly waiting for them.
 
     One LIST per kind serves every stage that has it: without a selector when any stage
     lists the kind whole, a stage of children then keeping what the selector would have
@@ -136,18 +137,35 @@ class _Prefetch:
                  workers: int) -> None:
         self.kube = kube
         whole: dict[Kind, bool] = {}
-        for batch in stages.values():
-            for key, children_only in _stage_kinds(batch).items():
+        for stage in sorted(stages):
+            for key, children_only in _stage_kinds(stages[stage]).items():
                 whole[key] = whole.get(key, False) or not children_only
         first = _first_cr_stage(stages)
         if first is not None and any(o.ref.namespace for o in stages[first]):
             whole[("v1", "Namespace")] = True  # `_ensure_namespaces`
         self.whole = whole
-        self.pool = ThreadPoolExecutor(max_workers=max(1, min(workers, len(whole) or 1)),
-                                       thread_name_prefix="orksync-prefetch")
         self.listed: dict[Kind, Future[list[dict[str, Any]] | None]] = {
-            key: self.pool.submit(self._list, key, listed_whole)
-            for key, listed_whole in whole.items()}
+            key: Future() for key in whole}
+        # in stage order (the first stage's first), by up to `workers` threads of their own
+        # (not the stage's write pool, which a no-change stage never starts)
+        self.todo = deque(self.listed)
+        self.lock = threading.Lock()
+        for _ in range(max(1, min(workers, len(self.todo)))):
+            threading.Thread(target=self._run, name="orksync-prefetch", daemon=True).start()
+
+    def _run(self) -> None:
+        while True:
+            with self.lock:
+                if not self.todo:
+                    return
+                key = self.todo.popleft()
+            future = self.listed[key]
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                future.set_result(self._list(key, self.whole[key]))
+            except BaseException as err:  # handed to the stage that reads it
+                future.set_exception(err)
 
     def _list(self, key: Kind, whole: bool) -> list[dict[str, Any]] | None:
         """The kind's objects; None when discovery cannot resolve it now."""
@@ -173,8 +191,11 @@ class _Prefetch:
         return [item for item in items if _is_ours(item)]
 
     def close(self) -> None:
-        """Stop sending what was not sent yet (an apply that ended early)."""
-        self.pool.shutdown(wait=False, cancel_futures=True)
+        """Send nothing more (an apply that ended early); LISTs under way finish."""
+        with self.lock:
+            self.todo.clear()
+        for future in self.listed.values():
+            future.cancel()
 
 
 class Applier:
