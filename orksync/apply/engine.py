@@ -293,7 +293,7 @@ class Applier:
                 if o.ref.kind == "CustomResourceDefinition" and o.ref.api_version == CRD_API
                 and c.action is not Action.FAILED]
         if crds:
-            return self._wait_established(crds, results)
+            return self._wait_established(crds, results, live)
         return results
 
     def _prefetch(self, batch: list[RenderedObject], run: _Run,
@@ -543,24 +543,33 @@ class Applier:
                 changes.append(Change(ref=ref, action=Action.FAILED, message=err.detail))
         return changes
 
-    def _wait_established(self, crds: list[RenderedObject],
-                          results: list[Change]) -> list[Change]:
+    def _wait_established(self, crds: list[RenderedObject], results: list[Change],
+                          listed: Mapping[ObjRef, dict[str, Any]]) -> list[Change]:
+        """Wait until every CRD is Established, then forget the discovery of its versions
+        (they may be served only now). A CRD this apply did not write and that was
+        Established when the stage listed it is taken as it was listed, and its discovery
+        is kept when it already serves the kind in every version: a resync sends neither
+        a GET per CRD nor a discovery request per version for them."""
         if self.options.dry_run:
             return results
         res = self.kube.resource(CRD_API, "CustomResourceDefinition")
         deadline = time.monotonic() + self.options.crd_timeout
+        untouched = {c.ref for c in results if c.action is Action.UNCHANGED}
         pending = {o.ref.name: o for o in crds}
         delay = 0.05
         while pending and time.monotonic() < deadline:
             for name in list(pending):
-                live = self.kube.get_or_none(res, "", name)
-                conditions = ((live or {}).get("status") or {}).get("conditions") or []
-                if any(c.get("type") == "Established" and c.get("status") == "True"
-                       for c in conditions):
-                    crd = pending.pop(name)
-                    spec = crd.body.get("spec") or {}
-                    for v in spec.get("versions") or []:
-                        self.kube.forget(f"{spec.get('group')}/{v.get('name')}")
+                crd = pending[name]
+                kept = crd.ref in untouched and _established(listed.get(crd.ref))
+                if not kept and not _established(self.kube.get_or_none(res, "", name)):
+                    continue
+                del pending[name]
+                spec = crd.body.get("spec") or {}
+                kind = (spec.get("names") or {}).get("kind")
+                for v in spec.get("versions") or []:
+                    api_version = f"{spec.get('group')}/{v.get('name')}"
+                    if not (kept and self.kube.serves(api_version, str(kind))):
+                        self.kube.forget(api_version)
             if pending:
                 time.sleep(delay)
                 delay = min(delay * 2, 1.0)
@@ -570,6 +579,12 @@ class Applier:
         return [Change(ref=c.ref, action=Action.FAILED,
                        message=f"not Established within {self.options.crd_timeout:.0f}s")
                 if c.ref in late else c for c in results]
+
+
+def _established(crd: Mapping[str, Any] | None) -> bool:
+    conditions = ((crd or {}).get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Established" and c.get("status") == "True"
+               for c in conditions)
 
 
 def _by_stage(objects: Iterable[RenderedObject]) -> dict[int, list[RenderedObject]]:

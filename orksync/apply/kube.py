@@ -317,6 +317,11 @@ class Kube:
             self._resources[api_version] = found
         return found
 
+    def serves(self, api_version: str, kind: str) -> bool:
+        """Whether the discovery cached (no request) has the kind in the API version."""
+        with self._lock:
+            return kind in (self._resources.get(api_version) or {})
+
     def forget(self, api_version: str) -> None:
         with self._lock:
             self._resources.pop(api_version, None)
