@@ -17,11 +17,11 @@ import logging
 import threading
 import time
 from collections import defaultdict, deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from orksync.apply.compare import HASH_ANNOTATION, fingerprint, unchanged
 from orksync.apply.kube import Kube, Resource
@@ -46,6 +46,7 @@ from orksync.model import (
 log = logging.getLogger(__name__)
 
 FIELD_MANAGER = "orksync"
+S = TypeVar("S", bound="Staged")
 CRD_API = "apiextensions.k8s.io/v1"
 
 
@@ -89,7 +90,19 @@ class _Run:
 Kind = tuple[str, str]  # (apiVersion, kind)
 
 
-def _stage_kinds(batch: Iterable[RenderedObject]) -> dict[Kind, bool]:
+class Staged(Protocol):
+    """What the LISTs of an apply are planned from: a RenderedObject, or what the
+    rendered directory's index says of one before its file is read."""
+
+    @property
+    def ref(self) -> ObjRef: ...
+    @property
+    def stage(self) -> int: ...
+    @property
+    def owner(self) -> ObjRef | None: ...
+
+
+def _stage_kinds(batch: Iterable[Staged]) -> dict[Kind, bool]:
     """The kinds of one stage, each with whether it holds children only (listed by
     orksync's label) rather than custom resources, CRDs or plain objects (listed whole)."""
     kinds: dict[Kind, bool] = {}
@@ -99,7 +112,7 @@ def _stage_kinds(batch: Iterable[RenderedObject]) -> dict[Kind, bool]:
     return kinds
 
 
-def _first_cr_stage(stages: Mapping[int, list[RenderedObject]]) -> int | None:
+def _first_cr_stage(stages: Mapping[int, Sequence[Staged]]) -> int | None:
     """The stage before which the namespaces of the custom resources are created: the
     first holding an object without owner that is not a CRD."""
     return next((stage for stage in sorted(stages) if any(
@@ -133,7 +146,7 @@ class _Prefetch:
     the start; the next sync sees them (the stage-by-stage LISTs had the same race, over a
     shorter window)."""
 
-    def __init__(self, kube: Kube, stages: Mapping[int, list[RenderedObject]],
+    def __init__(self, kube: Kube, stages: Mapping[int, Sequence[Staged]],
                  workers: int) -> None:
         self.kube = kube
         whole: dict[Kind, bool] = {}
@@ -209,13 +222,18 @@ class Applier:
         self.terminating: dict[tuple[str, str], list[dict[str, Any]]] = {}
         self._prefetched: _Prefetch | None = None
 
-    def prefetch(self, rendered: RenderedSet | Iterable[RenderedObject]) -> None:
+    def prefetch(self, rendered: RenderedSet | Iterable[Staged]) -> None:
         """Send the LISTs of the coming `apply` of these objects now, so that they overlap
-        with what the caller does before it (the sync reads its inventory). `apply`
-        starts them itself otherwise; `discard_prefetch` when no apply follows."""
+        with what the caller does before it (the sync reads its inventory, `orksync
+        apply` the rendered files). `apply` starts them itself otherwise;
+        `discard_prefetch` when no apply follows."""
         self.discard_prefetch()
         objects = rendered.objects if isinstance(rendered, RenderedSet) else tuple(rendered)
         self._prefetched = _Prefetch(self.kube, _by_stage(objects), self.options.workers)
+
+    @property
+    def prefetching(self) -> bool:
+        return self._prefetched is not None
 
     def discard_prefetch(self) -> None:
         if self._prefetched is not None:
@@ -587,8 +605,8 @@ def _established(crd: Mapping[str, Any] | None) -> bool:
                for c in conditions)
 
 
-def _by_stage(objects: Iterable[RenderedObject]) -> dict[int, list[RenderedObject]]:
-    stages: dict[int, list[RenderedObject]] = defaultdict(list)
+def _by_stage(objects: Iterable[S]) -> dict[int, list[S]]:
+    stages: dict[int, list[S]] = defaultdict(list)
     for obj in objects:
         stages[obj.stage].append(obj)
     return stages

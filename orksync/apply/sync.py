@@ -133,18 +133,22 @@ def sync_once(kube: Kube, rendered: RenderedSet, *, inventory_name: str,
               hooks: Mapping[tuple[str, str], OnDeleteRenderer] | None = None,
               absent: Iterable[tuple[ObjRef, ObjRef]] | None = None,
               options: SyncOptions | None = None,
-              on_change: Callable[[Change], None] | None = None) -> SyncResult:
+              on_change: Callable[[Change], None] | None = None,
+              applier: Applier | None = None) -> SyncResult:
     """`hooks`: the onDelete renderers by (apiVersion, kind), from hook_renderers(catalog);
     without one, a custom resource is still deleted and finalized, but no onDelete runs.
     `absent`: (object, owner) pairs whose entry condition turned false; defaults to
-    `rendered.absent`. Raises InventoryError when the stored inventory is unreadable."""
+    `rendered.absent`. `applier`: one made with `options.apply` and `on_change` whose
+    prefetch the caller started (`orksync apply` starts it from the rendered directory's
+    index, before reading the files). Raises InventoryError when the stored inventory is
+    unreadable."""
     options = options or SyncOptions()
     dry_run = options.apply.dry_run
     manager = options.apply.field_manager
     deletion = dataclasses.replace(options.deletion, field_manager=manager, dry_run=dry_run)
-    applier = Applier(kube, options.apply, on_change=on_change)
-    # the apply's LISTs go out now, while the inventory is read (orksync.apply.engine)
-    applier.prefetch(rendered)
+    applier = applier or Applier(kube, options.apply, on_change=on_change)
+    if not applier.prefetching:  # the apply's LISTs go out now, while the inventory is read
+        applier.prefetch(rendered)
     try:
         old = read_inventory(kube, inventory_name, inventory_namespace,
                              create_namespace=not dry_run)
