@@ -359,17 +359,8 @@ def _run(argv: Sequence[str], env: Env) -> Timed:
     return Timed(seconds, proc.stdout + proc.stderr, cpu)
 
 
-def orksync_bin() -> str:
-    """The `orksync` console script installed with this interpreter, what `pip install`
-    puts on PATH. Found through PATH on a machine with pyenv it is pyenv's shim, a shell
-    script that runs `pyenv exec` first: about 0.1 s of start-up (and of CPU) that is
-    not orksync's was added to every timed run (kubectl is run by its path)."""
-    beside = Path(sys.executable).parent / "orksync"
-    return str(beside) if beside.is_file() else shutil.which("orksync") or "orksync"
-
-
 def orksync_argv(env: Env, rendered_dir: Path, name: str) -> list[str]:
-    return [orksync_bin(), "apply", str(rendered_dir),
+    return [shutil.which("orksync") or "orksync", "apply", str(rendered_dir),
             "--kubeconfig", env.kubeconfig, "--name", name]
 
 
@@ -479,7 +470,7 @@ def versions(env: Env) -> dict[str, str]:
         proc = subprocess.run(argv, capture_output=True, text=True, check=False)
         return (proc.stdout or proc.stderr).strip().replace("\n", "; ")
     return {
-        "orksync version": out([orksync_bin(), "version"]),
+        "orksync version": out([shutil.which("orksync") or "orksync", "version"]),
         "kubectl version": out([env.kubectl, "--kubeconfig", env.kubeconfig, "version"]),
         "nproc": out(["nproc"]),
         "python": sys.version.split()[0],
