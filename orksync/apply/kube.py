@@ -208,7 +208,8 @@ class Kube:
                      retry + 1, self.retry.attempts - 1, delay)
             time.sleep(delay)
             retry += 1
-            self.retries += 1
+            with self._lock:
+                self.retries += 1
 
     def get(self, res: Resource, namespace: str, name: str, *, subject: str = "") -> Any:
         return self.request("GET", res.path(namespace, name), subject=subject)
@@ -337,7 +338,8 @@ class Kube:
                 headers["Authorization"] = authorization
         elif self.api is not None:
             self.api.update_params_for_auth(headers, [], ["BearerToken"])
-        self.requests += 1
+        with self._lock:  # threads send at once (the prefetch, the stage's writes)
+            self.requests += 1
         started = time.monotonic()
         try:
             # retries=False: this loop is the only one (urllib3's own resends idempotent
