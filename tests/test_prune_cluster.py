@@ -545,6 +545,44 @@ def test_a_custom_resource_deleted_after_the_apply_listed_it_is_torn_down_when_i
 # --- the inventory ConfigMap ---------------------------------------------------------------------
 
 
+def test_the_inventory_namespace_is_created_when_the_inventory_is_first_written(
+        kube: Kube, repo: Repo, ns: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A sync reads the inventory without checking its namespace; the namespace is made
+    when missing just before the inventory is written, so a no-change sync, which writes
+    none, sends one GET for the inventory and nothing else for it."""
+    inventory_ns = f"inv-{uuid.uuid4().hex[:8]}"
+    repo.write({"katalog.yaml": KATALOG, "crd.yaml": CRD, "w.yaml": widget("w", ns)})
+    rendered = render_catalog(load_repository(repo.root))
+
+    def sync() -> SyncResult:
+        return sync_once(kube, rendered, inventory_name=repo.name,
+                         inventory_namespace=inventory_ns)
+
+    namespaces = kube.resource("v1", "Namespace")
+    try:
+        first = sync()
+        assert not first.changes.failed, first.changes.failed
+        created = kube.get(namespaces, "", inventory_ns)
+        assert created["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "orksync"
+        assert read_inventory(kube, repo.name, inventory_ns) == first.inventory
+        sent: list[tuple[str, str]] = []
+        send = kube.request_with_status
+
+        def counting(method: str, path: str, **kwargs: Any) -> tuple[int, Any]:
+            sent.append((method, path))
+            return send(method, path, **kwargs)
+
+        monkeypatch.setattr(kube, "request_with_status", counting)
+        again = sync()
+        monkeypatch.undo()
+        assert {c.action for c in again.changes.changes} == {Action.UNCHANGED}
+        assert [s for s in sent if inventory_ns in s[1]] == [
+            ("GET", f"/api/v1/namespaces/{inventory_ns}/configmaps/"
+                    f"orksync-inventory-{repo.name}")], sent
+    finally:
+        kube.delete(namespaces, "", inventory_ns)
+
+
 def test_a_ten_thousand_entry_inventory_round_trips_through_a_configmap(kube: Kube) -> None:
     owners = [ref("Widget", f"w{i}", f"team-{i % 40}") for i in range(1000)]
     entries = [InventoryEntry(ref=o, uid=str(uuid.uuid4())) for o in owners]

@@ -5,7 +5,7 @@ orksync.apply.inventory, the deletes in orksync.apply.prune and orksync.apply.de
 Order of one run:
 
 1. read the inventory ConfigMap (`orksync-inventory-<name>`; its namespace, default
-   `orksync-system`, is created when missing);
+   `orksync-system`, is created when missing, before the inventory is written in step 7);
 2. stamp the custom resources with the finalizer `orksync.io/cleanup` and every CRD and
    custom resource with `app.kubernetes.io/managed-by: orksync` (the ownership marker the
    prune checks), then apply (orksync.apply.engine); workloads with `autoscale` get their
@@ -151,7 +151,7 @@ def sync_once(kube: Kube, rendered: RenderedSet, *, inventory_name: str,
         applier.prefetch(rendered)
     try:
         old = read_inventory(kube, inventory_name, inventory_namespace,
-                             create_namespace=not dry_run)
+                             create_namespace=False)
         prepared = mark_for_cleanup(rendered)
         scaler = Autoscaler(kube, prepared.objects, now=options.apply.clock,
                             dry_run=dry_run, on_change=on_change)
@@ -186,6 +186,7 @@ def sync_once(kube: Kube, rendered: RenderedSet, *, inventory_name: str,
         changes.extend(cleaned.changes)
         deleted += cleaned.counts()[Action.DELETED]
     if not dry_run and inventory != old:  # an unchanged inventory costs no request
+        ensure_namespace(kube, inventory_namespace)  # not before: a resync writes none
         write_inventory(kube, inventory, inventory_name, inventory_namespace,
                         field_manager=manager)
     return SyncResult(changes=changes, inventory=inventory, pruned=deleted,
