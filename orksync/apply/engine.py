@@ -46,7 +46,6 @@ from orksync.model import (
 log = logging.getLogger(__name__)
 
 FIELD_MANAGER = "orksync"
-S = TypeVar("S", bound="Staged")
 CRD_API = "apiextensions.k8s.io/v1"
 
 
@@ -102,6 +101,9 @@ class Staged(Protocol):
     def owner(self) -> ObjRef | None: ...
 
 
+S = TypeVar("S", bound=Staged)
+
+
 def _stage_kinds(batch: Iterable[Staged]) -> dict[Kind, bool]:
     """The kinds of one stage, each with whether it holds children only (listed by
     orksync's label) rather than custom resources, CRDs or plain objects (listed whole)."""
@@ -138,7 +140,7 @@ class _Prefetch:
     written as if absent), as before.
 
     Staleness: a view taken at the start is older than the writes of the earlier stages.
-    A stage uses it only where those writes cannot have changed it (`usable`): none of
+    A stage uses it only where those writes cannot have changed it (`items`): none of
     the stage's objects of that kind was written earlier in this apply (or by the sync
     before it: the autoscaler) under the same identity, with or without a namespace, and
     no CRD of the kind's API group was written (a schema, a served version). Otherwise the
