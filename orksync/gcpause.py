@@ -1,4 +1,5 @@
-"""Pausing Python's cyclic garbage collector around the batch stages (load, render, write).
+"""Pausing Python's cyclic garbage collector around the batch stages (load, render, write,
+and reading a rendered directory back; `orksync apply DIR` runs paused throughout).
 
 Those stages build hundreds of thousands of containers (10,000 custom resources: millions)
 and free almost none of them in cycles: freed objects go by reference counting. The cyclic

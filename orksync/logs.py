@@ -45,6 +45,8 @@ def log_change(change: Change, logger: logging.Logger) -> None:
     """One INFO line per change; unchanged objects only at DEBUG."""
     level = logging.DEBUG if change.action is Action.UNCHANGED else \
         logging.ERROR if change.action is Action.FAILED else logging.INFO
+    if not logger.isEnabledFor(level):  # a resync: a thousand unchanged, none logged
+        return
     text = f"{change.action.value} {change.ref}"
     if change.message:
         text += f": {change.message}"

@@ -176,6 +176,31 @@ def test_apply_of_a_directory_rendered_with_errors_prunes_nothing_and_keeps_reta
     kube.close()
 
 
+def test_apply_of_an_edited_directory_is_refused_and_writes_nothing(
+        control_plane: ControlPlane, tmp_path: Path) -> None:
+    """The apply's LISTs go out as soon as index.yaml is read, before the files are
+    verified: an edited file still stops the apply before any write, with the same error,
+    and it is that error, not the cluster's, that a broken connection leaves to see."""
+    ns = f"t-{uuid.uuid4().hex[:8]}"
+    repo = write_repo(tmp_path / "repo", {"katalog.yaml": KATALOG, "crd.yaml": CRD,
+                                          "w.yaml": widget("w", ns, image="nginx",
+                                                           replicas=1, port=8080)})
+    out = tmp_path / "out"
+    assert run("render", str(repo), "-o", str(out)).returncode == 0
+    victim = next(out.glob("children/*/*/w/Deployment*"))
+    victim.write_text(victim.read_text().replace("replicas: 1", "replicas: 5"))
+    name = f"edited-{uuid.uuid4().hex[:8]}"
+    for kubeconfig_path in (str(control_plane.kubeconfig), str(tmp_path / "missing")):
+        proc = run("apply", str(out), "--kubeconfig", kubeconfig_path, "--name", name)
+        assert proc.returncode == 1, proc.stderr
+        assert f"{victim}: changed since it was rendered" in proc.stderr, proc.stderr
+    kube = Kube.from_kubeconfig(control_plane.kubeconfig)
+    assert kube.get_or_none(kube.resource("v1", "Namespace"), "", ns) is None
+    inventories = kube.resource("v1", "ConfigMap")
+    assert kube.get_or_none(inventories, "orksync-system", f"orksync-inventory-{name}") is None
+    kube.close()
+
+
 # What `orksync apply DIR` of a plain directory (no onDelete, no status fields, no
 # autoscale, a kubeconfig orksync reads itself) must not pay for at start-up: the template
 # and render engines, the safe YAML loader, and the kubernetes client (with `requests`).

@@ -1,6 +1,6 @@
-"""The cyclic collector is paused around load, render and write (orksync.gcpause): the
-pause itself, and the condition that makes it safe, that these stages leave no cyclic
-garbage growing with the repository."""
+"""The cyclic collector is paused around load, render, write and the read of a rendered
+directory (orksync.gcpause): the pause itself, and the condition that makes it safe, that
+these stages leave no cyclic garbage growing with the repository."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pytest
 from orksync.gcpause import gc_paused, paused_gc
 from orksync.katalog.loader import load_repository
 from orksync.render.engine import render_catalog
-from orksync.render.output import write_rendered
+from orksync.render.output import read_rendered, write_rendered
 from tests.helpers import CRD, KATALOG, widget, write_repo
 
 
@@ -74,8 +74,8 @@ def test_overlapping_pauses_in_threads_end_with_the_last(collector_on: None) -> 
 
 
 def _cyclic_garbage_of_each_stage(root: Path, crs: int) -> dict[str, int]:
-    """Objects the cyclic collector finds after load, render and write of `crs` widgets,
-    with the collector off throughout (as during the pause)."""
+    """Objects the cyclic collector finds after load, render, write and read back of `crs`
+    widgets, with the collector off throughout (as during the pause)."""
     files = {"crd.yaml": CRD, "katalog.yaml": KATALOG}
     files.update({f"crs/w{i}.yaml": widget(f"w{i}", image="nginx", replicas=i % 3,
                                             port=8080) for i in range(crs)})
@@ -90,6 +90,8 @@ def _cyclic_garbage_of_each_stage(root: Path, crs: int) -> dict[str, int]:
         found["render"] = gc.collect()
         write_rendered(rendered, root / "out")
         found["write"] = gc.collect()
+        read_rendered(root / "out")
+        found["read"] = gc.collect()
     finally:
         if was:
             gc.enable()

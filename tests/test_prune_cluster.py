@@ -3,6 +3,7 @@ the garbage collector): orksync.apply.sync, .prune, .deletion and .inventory."""
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -499,7 +500,87 @@ def test_a_no_change_sync_lists_each_custom_resource_kind_once(
     assert sent.count(widgets) == 1, sent
 
 
+def test_a_custom_resource_deleted_after_the_apply_listed_it_is_torn_down_when_its_crd_changed(
+        kube: Kube, repo: Repo, ns: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The apply lists every kind when it starts, before the CRD stage writes. A stage of a
+    kind whose CRD this apply wrote lists again, and the teardown check reads that LIST:
+    a custom resource deleted by hand after the CRD was written (after the first LIST)
+    still has its teardown started by this sync."""
+    repo.write({"katalog.yaml": ON_DELETE_JOB, "crd.yaml": CRD, "w.yaml": widget("w", ns)})
+    repo.sync()
+    w, job = ref("Widget", "w", ns), ref("Job", "w-cleanup", ns)
+    repo.write({"crd.yaml": CRD.replace("singular: widget}", "singular: widget, "
+                                        "shortNames: [wdgt]}")})
+    res = kube.resource(WIDGET_API, "Widget")
+    send = kube.request_with_status
+    sent: list[tuple[str, str]] = []
+    listed = threading.Event()
+
+    def delete_after_the_crd_write(method: str, path: str, **kwargs: Any) -> tuple[int, Any]:
+        sent.append((method, path))
+        answer = send(method, path, **kwargs)
+        if (method, path) == ("GET", res.path()):
+            listed.set()
+        if method == "PATCH" and path.endswith("/customresourcedefinitions/widgets."
+                                               "test.orksync.io"):
+            assert listed.wait(30), "the first LIST of the kind is answered"
+            send("DELETE", res.path(ns, "w"))
+        return answer
+
+    monkeypatch.setattr(kube, "request_with_status", delete_after_the_crd_write)
+    try:
+        held = repo.sync()
+    finally:
+        monkeypatch.undo()
+        repo.write({"crd.yaml": CRD}).sync()  # the CRD as the other tests have it
+    crd_write = sent.index(("PATCH", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/"
+                                     "widgets.test.orksync.io"))
+    assert ("GET", res.path()) in sent[:crd_write], "the kind was listed before the CRD write"
+    assert changes_of(held, job), "the teardown of w started in this sync"
+    assert action(held, job) is Action.FAILED and action(held, w) is Action.FAILED
+    assert must(kube, w)["metadata"].get("deletionTimestamp")
+    assert get(kube, job) is not None, "its onDelete Job runs: the teardown started"
+
+
 # --- the inventory ConfigMap ---------------------------------------------------------------------
+
+
+def test_the_inventory_namespace_is_created_when_the_inventory_is_first_written(
+        kube: Kube, repo: Repo, ns: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A sync reads the inventory without checking its namespace; the namespace is made
+    when missing just before the inventory is written, so a no-change sync, which writes
+    none, sends one GET for the inventory and nothing else for it."""
+    inventory_ns = f"inv-{uuid.uuid4().hex[:8]}"
+    repo.write({"katalog.yaml": KATALOG, "crd.yaml": CRD, "w.yaml": widget("w", ns)})
+    rendered = render_catalog(load_repository(repo.root))
+
+    def sync() -> SyncResult:
+        return sync_once(kube, rendered, inventory_name=repo.name,
+                         inventory_namespace=inventory_ns)
+
+    namespaces = kube.resource("v1", "Namespace")
+    try:
+        first = sync()
+        assert not first.changes.failed, first.changes.failed
+        created = kube.get(namespaces, "", inventory_ns)
+        assert created["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "orksync"
+        assert read_inventory(kube, repo.name, inventory_ns) == first.inventory
+        sent: list[tuple[str, str]] = []
+        send = kube.request_with_status
+
+        def counting(method: str, path: str, **kwargs: Any) -> tuple[int, Any]:
+            sent.append((method, path))
+            return send(method, path, **kwargs)
+
+        monkeypatch.setattr(kube, "request_with_status", counting)
+        again = sync()
+        monkeypatch.undo()
+        assert {c.action for c in again.changes.changes} == {Action.UNCHANGED}
+        assert [s for s in sent if inventory_ns in s[1]] == [
+            ("GET", f"/api/v1/namespaces/{inventory_ns}/configmaps/"
+                    f"orksync-inventory-{repo.name}")], sent
+    finally:
+        kube.delete(namespaces, "", inventory_ns)
 
 
 def test_a_ten_thousand_entry_inventory_round_trips_through_a_configmap(kube: Kube) -> None:

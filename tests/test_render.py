@@ -51,6 +51,24 @@ def test_an_edited_rendered_file_is_refused_by_apply(tmp_path: Path) -> None:
         read_rendered(out)
 
 
+def test_the_index_is_handed_over_before_the_files_are_read(tmp_path: Path) -> None:
+    """`orksync apply` sends its LISTs once the index is read (`on_index`), while the files
+    are read: every object's identity, stage and owner, in order, and before an edited
+    file stops the read."""
+    rendered = render(REPO_EXAMPLE)
+    out = write_rendered(rendered, tmp_path / "out")
+    seen: list[list[tuple[ObjRef, int, ObjRef | None]]] = []
+    read_rendered(out, lambda entries: seen.append([(e.ref, e.stage, e.owner)
+                                                    for e in entries]))
+    assert seen == [[(o.ref, o.stage, o.owner) for o in rendered.objects]]
+    victim = next(out.glob("children/*/team-a/shop/Deployment*"))
+    victim.write_text(victim.read_text().replace("replicas: 2", "replicas: 9"))
+    seen.clear()
+    with pytest.raises(Exception, match="changed since it was rendered"):
+        read_rendered(out, lambda entries: seen.append([e.ref for e in entries]))
+    assert len(seen) == 1 and len(seen[0]) == len(rendered.objects)
+
+
 @pytest.mark.parametrize("evil", ["../outside.yaml", "/etc/hostname", "resources/../../x"])
 def test_an_index_entry_pointing_outside_the_directory_is_refused(tmp_path: Path,
                                                                    evil: str) -> None:

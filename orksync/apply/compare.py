@@ -25,14 +25,26 @@ def fingerprint(body: Mapping[str, Any]) -> str:
 
 def is_subset(desired: Any, live: Any) -> bool:
     """True when every field of `desired` is present in `live` with an equal value.
-    Lists must have the same length; their elements are compared pairwise."""
+    Lists must have the same length; their elements are compared pairwise.
+
+    A mapping's fields in a loop rather than `all()` over a generator, and its string
+    leaves (most of a manifest) decided in place: a resync compares every field of every
+    object."""
     kind = type(desired)
     if kind is str:  # the common leaf: `==` decides (a str never equals a bool)
         return bool(desired == live)
     if kind is dict or isinstance(desired, Mapping):
-        if not isinstance(live, Mapping):
+        if type(live) is not dict and not isinstance(live, Mapping):
             return False
-        return all(k in live and is_subset(v, live[k]) for k, v in desired.items())
+        for key, value in desired.items():
+            if key not in live:
+                return False
+            if type(value) is str:
+                if value != live[key]:
+                    return False
+            elif not is_subset(value, live[key]):
+                return False
+        return True
     if isinstance(desired, list):
         if not isinstance(live, list) or len(desired) != len(live):
             return False

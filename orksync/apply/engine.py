@@ -1,10 +1,12 @@
 """The apply engine: a RenderedSet in, a ChangeSet out.
 
 Stages run in order (CRDs, then custom resources, then children in Orkestra's group
-order); objects inside one stage are written concurrently. Before each stage the live
-objects of its kinds are listed once (children by orksync's label), so an unchanged object
-costs no request at all. Owner references to the live custom resource are added here,
-since only the cluster knows its UID. Every object yields exactly one Change.
+order); objects inside one stage are written concurrently. The live objects of every
+stage's kinds are listed once (children by orksync's label), so an unchanged object costs
+no request at all; those LISTs are all sent at the start of the apply, concurrently, and
+a stage whose view may be outdated by this apply's own writes lists again (`_Prefetch`).
+Owner references to the live custom resource are added here, since only the cluster knows
+its UID. Every object yields exactly one Change.
 """
 
 from __future__ import annotations
@@ -12,13 +14,14 @@ from __future__ import annotations
 import copy
 import dataclasses
 import logging
+import threading
 import time
-from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from collections import defaultdict, deque
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from orksync.apply.compare import HASH_ANNOTATION, fingerprint, unchanged
 from orksync.apply.kube import Kube, Resource
@@ -67,6 +70,147 @@ class _Run:
     failed: set[ObjRef] = field(default_factory=set)
     # (owner, namespace, secret name) -> short hash of the Secret's data, for rollouts
     secret_hashes: dict[tuple[ObjRef, str, str], str] = field(default_factory=dict)
+    # what this apply (or the sync before it) may have written so far, for `_Prefetch`:
+    # every such object under its identity and its identity without a namespace; the
+    # API groups of the CRDs written
+    written: set[ObjRef] = field(default_factory=set)
+    crd_groups: set[str] = field(default_factory=set)
+
+    def wrote(self, refs: Iterable[ObjRef]) -> None:
+        for ref in refs:
+            self.written.add(ref)
+            self.written.add(dataclasses.replace(ref, namespace=""))
+
+    def may_have_written(self, ref: ObjRef) -> bool:
+        return ref in self.written or (ref.namespace != "" and dataclasses.replace(
+            ref, namespace="") in self.written)
+
+
+Kind = tuple[str, str]  # (apiVersion, kind)
+
+
+class Staged(Protocol):
+    """What the LISTs of an apply are planned from: a RenderedObject, or what the
+    rendered directory's index says of one before its file is read."""
+
+    @property
+    def ref(self) -> ObjRef: ...
+    @property
+    def stage(self) -> int: ...
+    @property
+    def owner(self) -> ObjRef | None: ...
+
+
+S = TypeVar("S", bound=Staged)
+
+
+def _stage_kinds(batch: Iterable[Staged]) -> dict[Kind, bool]:
+    """The kinds of one stage, each with whether it holds children only (listed by
+    orksync's label) rather than custom resources, CRDs or plain objects (listed whole)."""
+    kinds: dict[Kind, bool] = {}
+    for obj in batch:
+        key = (obj.ref.api_version, obj.ref.kind)
+        kinds[key] = kinds.get(key, True) and obj.owner is not None
+    return kinds
+
+
+def _first_cr_stage(stages: Mapping[int, Sequence[Staged]]) -> int | None:
+    """The stage before which the namespaces of the custom resources are created: the
+    first holding an object without owner that is not a CRD."""
+    return next((stage for stage in sorted(stages) if any(
+        o.owner is None and o.ref.kind != "CustomResourceDefinition"
+        for o in stages[stage])), None)
+
+
+def _is_ours(item: Mapping[str, Any]) -> bool:
+    """What the LIST with MANAGED_SELECTOR returns, decided on a LIST without it."""
+    labels = (item.get("metadata") or {}).get("labels") or {}
+    return bool(labels.get(MANAGED_BY_LABEL) == MANAGED_BY)
+
+
+class _Prefetch:
+    """The LISTs of every stage, sent at once when the apply starts (up to `workers` at a
+    time) instead of one stage after another: a resync is mostly waiting for them.
+
+    One LIST per kind serves every stage that has it: without a selector when any stage
+    lists the kind whole, a stage of children then keeping what the selector would have
+    returned. A kind that discovery cannot resolve yet (a custom resource whose CRD this
+    apply creates), or whose discovery fails, is not listed here: its stage lists it, as
+    it did before. A LIST that fails is the stage's failed prefetch (its objects are
+    written as if absent), as before.
+
+    Staleness: a view taken at the start is older than the writes of the earlier stages.
+    A stage uses it only where those writes cannot have changed it (`items`): none of
+    the stage's objects of that kind was written earlier in this apply (or by the sync
+    before it: the autoscaler) under the same identity, with or without a namespace, and
+    no CRD of the kind's API group was written (a schema, a served version). Otherwise the
+    stage lists again. Changes made by others during the apply are seen as they were at
+    the start; the next sync sees them (the stage-by-stage LISTs had the same race, over a
+    shorter window)."""
+
+    def __init__(self, kube: Kube, stages: Mapping[int, Sequence[Staged]],
+                 workers: int) -> None:
+        self.kube = kube
+        whole: dict[Kind, bool] = {}
+        for stage in sorted(stages):
+            for key, children_only in _stage_kinds(stages[stage]).items():
+                whole[key] = whole.get(key, False) or not children_only
+        first = _first_cr_stage(stages)
+        if first is not None and any(o.ref.namespace for o in stages[first]):
+            whole[("v1", "Namespace")] = True  # `_ensure_namespaces`
+        self.whole = whole
+        self.listed: dict[Kind, Future[list[dict[str, Any]] | None]] = {
+            key: Future() for key in whole}
+        # in stage order (the first stage's first), by up to `workers` threads of their own
+        # (not the stage's write pool, which a no-change stage never starts)
+        self.todo = deque(self.listed)
+        self.lock = threading.Lock()
+        for _ in range(max(1, min(workers, len(self.todo)))):
+            threading.Thread(target=self._run, name="orksync-prefetch", daemon=True).start()
+
+    def _run(self) -> None:
+        while True:
+            with self.lock:
+                if not self.todo:
+                    return
+                key = self.todo.popleft()
+            future = self.listed[key]
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                future.set_result(self._list(key, self.whole[key]))
+            except BaseException as err:  # handed to the stage that reads it
+                future.set_exception(err)
+
+    def _list(self, key: Kind, whole: bool) -> list[dict[str, Any]] | None:
+        """The kind's objects; None when discovery cannot resolve it now."""
+        try:
+            res = self.kube.resource(*key)
+        except ClusterError:
+            return None
+        return list(self.kube.list(res, label_selector=None if whole else MANAGED_SELECTOR))
+
+    def items(self, key: Kind, *, whole: bool, refs: Iterable[ObjRef], run: _Run
+              ) -> list[dict[str, Any]] | None:
+        """The kind's objects as the stage's own LIST would return them (raising its
+        ClusterError), or None: the stage lists the kind itself."""
+        future = self.listed.get(key)
+        if future is None or (whole and not self.whole[key]):
+            return None
+        group = key[0].rpartition("/")[0]
+        if group in run.crd_groups or any(run.may_have_written(r) for r in refs):
+            return None
+        items = future.result()
+        if items is None or whole or not self.whole[key]:
+            return items
+        return [item for item in items if _is_ours(item)]
+
+    def close(self) -> None:
+        """Send nothing more (an apply that ended early); LISTs under way finish."""
+        with self.lock:
+            self.todo.clear()
+        for future in self.listed.values():
+            future.cancel()
 
 
 class Applier:
@@ -78,29 +222,61 @@ class Applier:
         # per kind listed whole (no selector: custom resources, CRDs), the listed objects
         # with a deletionTimestamp; the sync's teardown check reads it instead of a LIST
         self.terminating: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        self._prefetched: _Prefetch | None = None
 
-    def apply(self, rendered: RenderedSet | Iterable[RenderedObject]) -> ChangeSet:
+    def prefetch(self, rendered: RenderedSet | Iterable[Staged]) -> None:
+        """Send the LISTs of the coming `apply` of these objects now, so that they overlap
+        with what the caller does before it (the sync reads its inventory, `orksync
+        apply` the rendered files). `apply` starts them itself otherwise;
+        `discard_prefetch` when no apply follows."""
+        self.discard_prefetch()
+        objects = rendered.objects if isinstance(rendered, RenderedSet) else tuple(rendered)
+        self._prefetched = _Prefetch(self.kube, _by_stage(objects), self.options.workers)
+
+    @property
+    def prefetching(self) -> bool:
+        return self._prefetched is not None
+
+    def discard_prefetch(self) -> None:
+        if self._prefetched is not None:
+            self._prefetched.close()
+            self._prefetched = None
+
+    def apply(self, rendered: RenderedSet | Iterable[RenderedObject], *,
+              written: Iterable[ObjRef] = ()) -> ChangeSet:
+        """`written`: objects the caller wrote since `prefetch` (a stage's view of them
+        is listed again)."""
         objects = rendered.objects if isinstance(rendered, RenderedSet) else tuple(rendered)
         changes = ChangeSet()
         if isinstance(rendered, RenderedSet):
             for ref, reason in rendered.skipped:
                 self._record(changes, Change(ref=ref, action=Action.SKIPPED, message=reason))
         run = _Run()
-        stages: dict[int, list[RenderedObject]] = defaultdict(list)
-        for obj in objects:
-            stages[obj.stage].append(obj)
-        first_cr_stage = True
-        for stage in sorted(stages):
-            batch = stages[stage]
-            if first_cr_stage and any(o.owner is None and o.ref.kind !=
-                                      "CustomResourceDefinition" for o in batch):
-                first_cr_stage = False
-                for change in self._ensure_namespaces(batch):
+        run.wrote(written)
+        stages = _by_stage(objects)
+        if self._prefetched is None:
+            self.prefetch(objects)
+        prefetched = self._prefetched
+        assert prefetched is not None
+        first_cr_stage = _first_cr_stage(stages)
+        try:
+            for stage in sorted(stages):
+                batch = stages[stage]
+                if stage == first_cr_stage:
+                    created = self._ensure_namespaces(batch, prefetched, run)
+                    for change in created:
+                        self._record(changes, change)
+                    run.wrote(c.ref for c in created)
+                for change in self._apply_stage(batch, run, prefetched):
                     self._record(changes, change)
-            for change in self._apply_stage(batch, run):
-                self._record(changes, change)
-                if change.action is Action.FAILED:
-                    run.failed.add(change.ref)
+                    if change.action is Action.FAILED:
+                        run.failed.add(change.ref)
+                    if change.action not in (Action.UNCHANGED, Action.SKIPPED):
+                        run.wrote((change.ref,))
+                        if change.ref.kind == "CustomResourceDefinition":
+                            run.crd_groups.add(change.ref.name.partition(".")[2])
+        finally:
+            self.discard_prefetch()
         return changes
 
     def _record(self, changes: ChangeSet, change: Change) -> None:
@@ -109,8 +285,9 @@ class Applier:
 
     # --- one stage ----------------------------------------------------------------------
 
-    def _apply_stage(self, batch: list[RenderedObject], run: _Run) -> list[Change]:
-        live = self._prefetch(batch)
+    def _apply_stage(self, batch: list[RenderedObject], run: _Run,
+                     prefetched: _Prefetch) -> list[Change]:
+        live = self._prefetch(batch, run, prefetched)
         def attempt(obj: RenderedObject, local: bool) -> Change | None:
             try:
                 return self._apply_one(obj, live, run, local=local)
@@ -136,21 +313,25 @@ class Applier:
                 if o.ref.kind == "CustomResourceDefinition" and o.ref.api_version == CRD_API
                 and c.action is not Action.FAILED]
         if crds:
-            return self._wait_established(crds, results)
+            return self._wait_established(crds, results, live)
         return results
 
-    def _prefetch(self, batch: list[RenderedObject]) -> dict[ObjRef, dict[str, Any]]:
-        """One LIST per kind of the stage (children by label), keyed by identity."""
-        kinds: dict[tuple[str, str], bool] = {}
+    def _prefetch(self, batch: list[RenderedObject], run: _Run,
+                  prefetched: _Prefetch) -> dict[ObjRef, dict[str, Any]]:
+        """The stage's objects as listed (one LIST per kind, children by label, sent at
+        the start of the apply when `prefetched` may serve it), keyed by identity."""
+        refs: dict[Kind, list[ObjRef]] = defaultdict(list)
         for obj in batch:
-            key = (obj.ref.api_version, obj.ref.kind)
-            kinds[key] = kinds.get(key, True) and obj.owner is not None
+            refs[(obj.ref.api_version, obj.ref.kind)].append(obj.ref)
         live: dict[ObjRef, dict[str, Any]] = {}
-        for (api_version, kind), children_only in kinds.items():
+        for (api_version, kind), children_only in _stage_kinds(batch).items():
             try:
-                res = self.kube.resource(api_version, kind)
-                items = self.kube.list(res, label_selector=MANAGED_SELECTOR
-                                       if children_only else None)
+                items = prefetched.items((api_version, kind), whole=not children_only,
+                                         refs=refs[(api_version, kind)], run=run)
+                if items is None:
+                    res = self.kube.resource(api_version, kind)
+                    items = list(self.kube.list(res, label_selector=MANAGED_SELECTOR
+                                                if children_only else None))
                 terminating = []
                 for item in items:
                     live[ObjRef.of(item)] = item
@@ -357,13 +538,18 @@ class Applier:
 
     # --- namespaces and CRDs -------------------------------------------------------------
 
-    def _ensure_namespaces(self, batch: list[RenderedObject]) -> list[Change]:
+    def _ensure_namespaces(self, batch: list[RenderedObject], prefetched: _Prefetch,
+                           run: _Run) -> list[Change]:
         """The namespaces of the custom resources are created when missing."""
         names = sorted({o.ref.namespace for o in batch if o.ref.namespace})
         if not names:
             return []
-        existing = {ObjRef.of(i).name for i in self.kube.list(
-            self.kube.resource("v1", "Namespace"))}
+        key = ("v1", "Namespace")
+        items = prefetched.items(key, whole=True, run=run, refs=[
+            ObjRef(api_version=key[0], kind=key[1], name=name) for name in names])
+        if items is None:
+            items = list(self.kube.list(self.kube.resource(*key)))
+        existing = {ObjRef.of(i).name for i in items}
         changes = []
         for name in names:
             if name in existing:
@@ -377,24 +563,33 @@ class Applier:
                 changes.append(Change(ref=ref, action=Action.FAILED, message=err.detail))
         return changes
 
-    def _wait_established(self, crds: list[RenderedObject],
-                          results: list[Change]) -> list[Change]:
+    def _wait_established(self, crds: list[RenderedObject], results: list[Change],
+                          listed: Mapping[ObjRef, dict[str, Any]]) -> list[Change]:
+        """Wait until every CRD is Established, then forget the discovery of its versions
+        (they may be served only now). A CRD this apply did not write and that was
+        Established when the stage listed it is taken as it was listed, and its discovery
+        is kept when it already serves the kind in every version: a resync sends neither
+        a GET per CRD nor a discovery request per version for them."""
         if self.options.dry_run:
             return results
         res = self.kube.resource(CRD_API, "CustomResourceDefinition")
         deadline = time.monotonic() + self.options.crd_timeout
+        untouched = {c.ref for c in results if c.action is Action.UNCHANGED}
         pending = {o.ref.name: o for o in crds}
         delay = 0.05
         while pending and time.monotonic() < deadline:
             for name in list(pending):
-                live = self.kube.get_or_none(res, "", name)
-                conditions = ((live or {}).get("status") or {}).get("conditions") or []
-                if any(c.get("type") == "Established" and c.get("status") == "True"
-                       for c in conditions):
-                    crd = pending.pop(name)
-                    spec = crd.body.get("spec") or {}
-                    for v in spec.get("versions") or []:
-                        self.kube.forget(f"{spec.get('group')}/{v.get('name')}")
+                crd = pending[name]
+                kept = crd.ref in untouched and _established(listed.get(crd.ref))
+                if not kept and not _established(self.kube.get_or_none(res, "", name)):
+                    continue
+                del pending[name]
+                spec = crd.body.get("spec") or {}
+                kind = (spec.get("names") or {}).get("kind")
+                for v in spec.get("versions") or []:
+                    api_version = f"{spec.get('group')}/{v.get('name')}"
+                    if not (kept and self.kube.serves(api_version, str(kind))):
+                        self.kube.forget(api_version)
             if pending:
                 time.sleep(delay)
                 delay = min(delay * 2, 1.0)
@@ -404,6 +599,19 @@ class Applier:
         return [Change(ref=c.ref, action=Action.FAILED,
                        message=f"not Established within {self.options.crd_timeout:.0f}s")
                 if c.ref in late else c for c in results]
+
+
+def _established(crd: Mapping[str, Any] | None) -> bool:
+    conditions = ((crd or {}).get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Established" and c.get("status") == "True"
+               for c in conditions)
+
+
+def _by_stage(objects: Iterable[S]) -> dict[int, list[S]]:
+    stages: dict[int, list[S]] = defaultdict(list)
+    for obj in objects:
+        stages[obj.stage].append(obj)
+    return stages
 
 
 def create_namespace(kube: Kube, name: str, *, field_manager: str) -> bool:

@@ -114,6 +114,7 @@ class Kube:
             self._ca_origin = f"the CA file {ca}" if ca else "the system's trusted CAs"
         self.timeout = timeout
         self._resources: dict[str, dict[str, Resource]] = {}
+        self._discovering: dict[str, threading.Lock] = {}  # per API version
         self._lock = threading.Lock()
         self.requests = 0  # every request sent, for benchmarks and tests
         self.retry = retry or RetryPolicy()
@@ -207,7 +208,8 @@ class Kube:
                      retry + 1, self.retry.attempts - 1, delay)
             time.sleep(delay)
             retry += 1
-            self.retries += 1
+            with self._lock:
+                self.retries += 1
 
     def get(self, res: Resource, namespace: str, name: str, *, subject: str = "") -> Any:
         return self.request("GET", res.path(namespace, name), subject=subject)
@@ -273,7 +275,15 @@ class Kube:
         with self._lock:
             known = self._resources.get(api_version)
         if known is None or refresh or kind not in known:
-            known = self._discover(api_version)
+            # one discovery per API version at a time: threads that ask together (the
+            # applier's concurrent LISTs) wait for it instead of each sending their own
+            with self._lock:
+                flight = self._discovering.setdefault(api_version, threading.Lock())
+            with flight:
+                with self._lock:
+                    latest = self._resources.get(api_version)
+                known = latest if latest is not None and latest is not known and \
+                    kind in latest else self._discover(api_version)
         res = known.get(kind)
         if res is None:
             raise ClusterError(f"the API server does not serve kind {kind} in {api_version}",
@@ -308,6 +318,11 @@ class Kube:
             self._resources[api_version] = found
         return found
 
+    def serves(self, api_version: str, kind: str) -> bool:
+        """Whether the discovery cached (no request) has the kind in the API version."""
+        with self._lock:
+            return kind in (self._resources.get(api_version) or {})
+
     def forget(self, api_version: str) -> None:
         with self._lock:
             self._resources.pop(api_version, None)
@@ -323,7 +338,8 @@ class Kube:
                 headers["Authorization"] = authorization
         elif self.api is not None:
             self.api.update_params_for_auth(headers, [], ["BearerToken"])
-        self.requests += 1
+        with self._lock:  # threads send at once (the prefetch, the stage's writes)
+            self.requests += 1
         started = time.monotonic()
         try:
             # retries=False: this loop is the only one (urllib3's own resends idempotent

@@ -5,7 +5,7 @@ orksync.apply.inventory, the deletes in orksync.apply.prune and orksync.apply.de
 Order of one run:
 
 1. read the inventory ConfigMap (`orksync-inventory-<name>`; its namespace, default
-   `orksync-system`, is created when missing);
+   `orksync-system`, is created when missing, before the inventory is written in step 7);
 2. stamp the custom resources with the finalizer `orksync.io/cleanup` and every CRD and
    custom resource with `app.kubernetes.io/managed-by: orksync` (the ownership marker the
    prune checks), then apply (orksync.apply.engine); workloads with `autoscale` get their
@@ -133,23 +133,33 @@ def sync_once(kube: Kube, rendered: RenderedSet, *, inventory_name: str,
               hooks: Mapping[tuple[str, str], OnDeleteRenderer] | None = None,
               absent: Iterable[tuple[ObjRef, ObjRef]] | None = None,
               options: SyncOptions | None = None,
-              on_change: Callable[[Change], None] | None = None) -> SyncResult:
+              on_change: Callable[[Change], None] | None = None,
+              applier: Applier | None = None) -> SyncResult:
     """`hooks`: the onDelete renderers by (apiVersion, kind), from hook_renderers(catalog);
     without one, a custom resource is still deleted and finalized, but no onDelete runs.
     `absent`: (object, owner) pairs whose entry condition turned false; defaults to
-    `rendered.absent`. Raises InventoryError when the stored inventory is unreadable."""
+    `rendered.absent`. `applier`: one made with `options.apply` and `on_change` whose
+    prefetch the caller started (`orksync apply` starts it from the rendered directory's
+    index, before reading the files). Raises InventoryError when the stored inventory is
+    unreadable."""
     options = options or SyncOptions()
     dry_run = options.apply.dry_run
     manager = options.apply.field_manager
     deletion = dataclasses.replace(options.deletion, field_manager=manager, dry_run=dry_run)
-    old = read_inventory(kube, inventory_name, inventory_namespace,
-                         create_namespace=not dry_run)
-    prepared = mark_for_cleanup(rendered)
-    scaler = Autoscaler(kube, prepared.objects, now=options.apply.clock, dry_run=dry_run,
-                        on_change=on_change)
-    scaled = scaler.before_apply()
-    applier = Applier(kube, options.apply, on_change=on_change)
-    applied = applier.apply(prepared)
+    applier = applier or Applier(kube, options.apply, on_change=on_change)
+    if not applier.prefetching:  # the apply's LISTs go out now, while the inventory is read
+        applier.prefetch(rendered)
+    try:
+        old = read_inventory(kube, inventory_name, inventory_namespace,
+                             create_namespace=False)
+        prepared = mark_for_cleanup(rendered)
+        scaler = Autoscaler(kube, prepared.objects, now=options.apply.clock,
+                            dry_run=dry_run, on_change=on_change)
+        scaled = scaler.before_apply()
+    except BaseException:
+        applier.discard_prefetch()
+        raise
+    applied = applier.apply(prepared, written=[c.ref for c in scaled])
     applied = merge_changes(applied, [*scaled, *scaler.after_apply(applied)])
     plan = plan_prune(old, prepared, applied, allow_empty=options.allow_empty,
                       allow_orphaning_children=options.allow_orphaning_children,
@@ -176,6 +186,7 @@ def sync_once(kube: Kube, rendered: RenderedSet, *, inventory_name: str,
         changes.extend(cleaned.changes)
         deleted += cleaned.counts()[Action.DELETED]
     if not dry_run and inventory != old:  # an unchanged inventory costs no request
+        ensure_namespace(kube, inventory_namespace)  # not before: a resync writes none
         write_inventory(kube, inventory, inventory_name, inventory_namespace,
                         field_manager=manager)
     return SyncResult(changes=changes, inventory=inventory, pruned=deleted,

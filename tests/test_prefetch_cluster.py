@@ -1,0 +1,154 @@
+"""The applier's LISTs, sent for every stage at once when the apply starts
+(orksync.apply.engine._Prefetch), against the real control plane: what is listed, when,
+how often, and the stages that must list again because this apply wrote what they read."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from orksync.apply.engine import Applier
+from orksync.apply.kube import Kube
+from orksync.model import Action, ObjRef, Origin, RenderedObject, WritePolicy
+from orksync.render.kinds import ORDER
+from orksync.render.resource import STAGE_CHILDREN, STAGE_CR, STAGE_CRD
+from orksync.testing.controlplane import ControlPlane
+
+pytestmark = pytest.mark.cluster
+
+Sent = list[tuple[str, str]]
+
+
+@pytest.fixture
+def kube(control_plane: ControlPlane) -> Iterator[Kube]:
+    k = Kube.from_kubeconfig(control_plane.kubeconfig)
+    yield k
+    k.close()
+
+
+def counting(kube: Kube, monkeypatch: pytest.MonkeyPatch) -> Sent:
+    """Every request `kube` sends from now on (any thread): (method, path)."""
+    sent: Sent = []
+    send = kube.request_with_status
+
+    def count(method: str, path: str, **kwargs: Any) -> tuple[int, Any]:
+        sent.append((method, path))
+        return send(method, path, **kwargs)
+
+    monkeypatch.setattr(kube, "request_with_status", count)
+    return sent
+
+
+def obj(body: dict[str, Any], stage: int, owner: ObjRef | None = None) -> RenderedObject:
+    return RenderedObject(ref=ObjRef.of(body), body=body, policy=WritePolicy.APPLY,
+                          origin=Origin(file="test"), stage=stage, owner=owner)
+
+
+def configmap(ns: str, name: str, data: dict[str, str], stage: int,
+              owner: ObjRef | None = None) -> RenderedObject:
+    meta: dict[str, Any] = {"name": name, "namespace": ns}
+    if owner is not None:
+        meta["labels"] = {"app.kubernetes.io/managed-by": "orksync"}
+    return obj({"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": data},
+               stage, owner)
+
+
+def gadget_crd(group: str) -> RenderedObject:
+    return obj({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+                "metadata": {"name": f"gadgets.{group}"},
+                "spec": {"group": group, "scope": "Namespaced",
+                         "names": {"kind": "Gadget", "plural": "gadgets",
+                                   "singular": "gadget"},
+                         "versions": [{"name": "v1", "served": True, "storage": True,
+                                       "schema": {"openAPIV3Schema": {
+                                           "type": "object",
+                                           "x-kubernetes-preserve-unknown-fields": True}}}]}},
+               STAGE_CRD)
+
+
+def test_custom_resources_of_a_crd_created_by_the_same_apply_are_listed_once_it_is_established(
+        kube: Kube, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Discovery cannot resolve the kind when the apply starts: its stage lists it, after
+    the CRD is Established. The resync lists it at the start, with the rest, and sends no
+    GET for the unchanged, Established CRD and no new discovery of its group."""
+    suffix = uuid.uuid4().hex[:8]
+    group, ns = f"p{suffix}.test.orksync.io", f"pf-{suffix}"
+    crd = gadget_crd(group)
+    gadget = obj({"apiVersion": f"{group}/v1", "kind": "Gadget",
+                  "metadata": {"name": "g", "namespace": ns}, "spec": {"size": 1}}, STAGE_CR)
+    child = configmap(ns, "g-config", {"k": "v"}, STAGE_CHILDREN + ORDER["configMaps"],
+                      owner=gadget.ref)
+    gadgets = kube_path(group)
+    sent = counting(kube, monkeypatch)
+    first = Applier(kube).apply([crd, gadget, child])
+    assert {c.ref: c.action for c in first.changes} == {
+        crd.ref: Action.CREATED, ObjRef(api_version="v1", kind="Namespace", name=ns):
+        Action.CREATED, gadget.ref: Action.CREATED, child.ref: Action.CREATED}
+    established = sent.index(("GET", f"/apis/apiextensions.k8s.io/v1/"
+                                      f"customresourcedefinitions/gadgets.{group}"))
+    assert [i for i, s in enumerate(sent) if s == ("GET", gadgets)] != []
+    assert all(i > established for i, s in enumerate(sent) if s == ("GET", gadgets)), sent
+
+    sent.clear()
+    again = Applier(kube).apply([crd, gadget, child])
+    assert {c.action for c in again.changes} == {Action.UNCHANGED}, again.changes
+    assert sent.count(("GET", gadgets)) == 1, sent
+    assert not [s for s in sent if "customresourcedefinitions/" in s[1]], sent
+    assert ("GET", f"/apis/{group}/v1") not in sent, "discovery kept for an unchanged CRD"
+    kube.delete(kube.resource("v1", "Namespace"), "", ns)
+
+
+def kube_path(group: str) -> str:
+    return f"/apis/{group}/v1/gadgets"
+
+
+def test_a_no_change_resync_sends_one_list_per_kind_and_one_discovery_per_version(
+        kube: Kube, control_plane: ControlPlane, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The LISTs go out together, on several threads: none is sent twice, and discovery
+    of an API version is not repeated by the threads that need it at the same time."""
+    ns = f"pf-{uuid.uuid4().hex[:8]}"
+    cr_ns = ObjRef(api_version="v1", kind="Namespace", name=ns)
+    objects = [
+        obj({"apiVersion": "v1", "kind": "ServiceAccount",
+             "metadata": {"name": f"sa{i}", "namespace": ns}}, STAGE_CR) for i in range(3)]
+    objects += [configmap(ns, f"cm{i}", {"i": str(i)}, STAGE_CR + 1) for i in range(3)]
+    objects += [obj({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+                     "metadata": {"name": "r", "namespace": ns},
+                     "rules": [{"apiGroups": [""], "resources": ["pods"],
+                                "verbs": ["get"]}]}, STAGE_CR + 3)]
+    first = Applier(kube).apply(objects)
+    assert not first.failed and first.by_ref()[cr_ns].action is Action.CREATED
+    fresh = Kube.from_kubeconfig(control_plane.kubeconfig)  # nothing discovered yet
+    try:
+        sent = counting(fresh, monkeypatch)
+        again = Applier(fresh).apply(objects)
+    finally:
+        fresh.close()
+    assert {c.action for c in again.changes} == {Action.UNCHANGED}, again.changes
+    assert sorted(sent) == sorted([
+        ("GET", "/api/v1"), ("GET", "/apis/rbac.authorization.k8s.io/v1"),
+        ("GET", "/api/v1/namespaces"), ("GET", "/api/v1/serviceaccounts"),
+        ("GET", "/api/v1/configmaps"),
+        ("GET", "/apis/rbac.authorization.k8s.io/v1/roles")]), sent
+    kube.delete(kube.resource("v1", "Namespace"), "", ns)
+
+
+def test_an_object_an_earlier_stage_wrote_is_listed_again_for_a_later_one(
+        kube: Kube, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same ConfigMap in two stages (a hand-made render): the later stage must see the
+    earlier one's write, not the view from the start of the apply, in which its own body
+    is already there (it would be taken as unchanged, and the earlier body would stay)."""
+    ns = f"pf-{uuid.uuid4().hex[:8]}"
+    later = configmap(ns, "twice", {"k": "later"}, STAGE_CR + 2)
+    Applier(kube).apply([later])
+    earlier = configmap(ns, "twice", {"k": "earlier"}, STAGE_CR + 1)
+    sent = counting(kube, monkeypatch)
+    changes = Applier(kube).apply([earlier, later]).changes
+    assert [c.action for c in changes] == [Action.CONFIGURED, Action.CONFIGURED], changes
+    res = kube.resource("v1", "ConfigMap")
+    assert kube.get(res, ns, "twice")["data"] == {"k": "later"}
+    assert sent.count(("GET", "/api/v1/configmaps")) == 2, sent
+    kube.delete(kube.resource("v1", "Namespace"), "", ns)
