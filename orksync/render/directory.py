@@ -21,12 +21,13 @@ import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeAlias, cast
 
 from orksync.forked import fork_chunks
 from orksync.gcpause import gc_paused
 from orksync.katalog.model import Catalog, CustomResource
 from orksync.model import RenderedObject, RenderedSet
-from orksync.render.engine import CrResult, CrSummary, Outcome, RenderPlan, crd_object
+from orksync.render.engine import CrResult, CrSummary, Extras, Outcome, RenderPlan, crd_object
 from orksync.render.output import ObjectWriter, finish_rendered, start_rendered
 from orksync.render.templates import Clock, utc_now
 
@@ -40,7 +41,7 @@ CHUNK = 16
 
 # (stage, apiVersion, kind, namespace, name): the order of the objects in the index, as
 # (stage, ObjRef) orders them; the file; the index entry
-Entry = tuple[tuple[int, str, str, str, str], str, str]
+Entry: TypeAlias = tuple[tuple[int, str, str, str, str], str, str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +67,14 @@ def render_to_directory(catalog: Catalog, out_dir: Path, *, revision: str = "",
                               chunk=CHUNK)
         merged = plan.merger()
         entries = _write(ObjectWriter(tmp), [crd_object(m) for m in catalog.crds])
-        for cr, (outcome, written) in zip(catalog.crs, answers, strict=True):
+        for cr, (sent, written) in zip(catalog.crs, answers, strict=True):
+            outcome: Outcome | CrSummary
+            if isinstance(sent, tuple) and sent[0] == "ok":
+                # the custom resource's own file comes first, then its children's
+                extras = cast("Extras | None", sent[1])
+                outcome = CrSummary.of([key[1:] for key, _, _ in written[1:]], extras)
+            else:
+                outcome = cast(Outcome, sent)
             if merged.accept(cr, outcome):
                 entries.extend(written)
             else:  # a conflict: rendered and written, not kept
@@ -80,16 +88,21 @@ def render_to_directory(catalog: Catalog, out_dir: Path, *, revision: str = "",
     return DirectoryRender(out_dir=out_dir, count=len(entries), facts=facts)
 
 
+# One custom resource's outcome as sent back by a job: rendered (("ok", its CrResult's
+# extras)), or not (the Outcome itself); its index entries, its own first.
+Answer: TypeAlias = "tuple[tuple[str, Extras | None] | Outcome, list[Entry]]"
+
+
 def _render_slice(plan: RenderPlan, tmp: Path, crs: Sequence[CustomResource]
-                  ) -> list[tuple[Outcome | CrSummary, list[Entry]]]:
-    """Render and write each custom resource of the slice; its outcome (without objects)
-    and its index entries."""
+                  ) -> list[Answer]:
+    """Render and write each custom resource of the slice. Only plain data goes back (no
+    object, no ObjRef of a child: the entries' keys name them)."""
     writer = ObjectWriter(tmp)
-    out: list[tuple[Outcome | CrSummary, list[Entry]]] = []
+    out: list[Answer] = []
     for cr in crs:
         outcome = plan.outcome(cr)
         if isinstance(outcome, CrResult):
-            out.append((CrSummary.of(outcome),
+            out.append((("ok", outcome.extras()),
                         _write(writer, [outcome.resource, *outcome.children])))
         else:
             out.append((outcome, []))

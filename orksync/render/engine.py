@@ -26,8 +26,9 @@ from orksync.render.resource import BLOCKS, STAGE_CR, STAGE_CRD, CrRenderer
 from orksync.render.templates import Clock, Templates, templates_for, utc_now
 from orksync.render.validate import katalog_problems
 
-__all__ = ["CrResult", "CrSummary", "Merger", "Outcome", "RenderPlan", "Templates", "crd_object",
-           "render_catalog", "render_custom_resource", "templates_for"]
+__all__ = ["CrResult", "CrSummary", "Extras", "Merger", "Outcome", "RefKey", "RenderPlan",
+           "Templates", "crd_object", "ref_key", "render_catalog", "render_custom_resource",
+           "templates_for"]
 
 log = logging.getLogger(__name__)
 
@@ -109,7 +110,7 @@ class Merger:
     absent: list[tuple[ObjRef, ObjRef]] = field(default_factory=list)
     retained: list[tuple[ObjRef, ObjRef]] = field(default_factory=list)
     declared: list[tuple[ObjRef, ObjRef, str]] = field(default_factory=list)
-    claimed: dict[ObjRef, ObjRef] = field(default_factory=dict)  # child -> its CR
+    claimed: dict[RefKey, ObjRef] = field(default_factory=dict)  # child -> its CR
     # a Katalog error -> the first custom resource it hit
     reported: dict[tuple[object, ...], ObjRef] = field(default_factory=dict)
 
@@ -128,15 +129,17 @@ class Merger:
                     f"{detail} error(s), reported above", file=cr.source.file,
                     obj=str(cr.ref)))
             return False
-        refs = outcome.child_refs()
-        conflict = next((ref for ref in refs if ref in self.claimed), None)
+        keys = outcome.child_keys()
+        conflict = next((key for key in keys if key in self.claimed), None)
         if conflict is not None:
+            api_version, kind, namespace, name = conflict
+            ref = ObjRef(api_version=api_version, kind=kind, namespace=namespace, name=name)
             self.errors.append(RenderError(
-                f"renders {conflict}, which {self.claimed[conflict]} renders too; "
+                f"renders {ref}, which {self.claimed[conflict]} renders too; "
                 "an object has one owner", file=cr.source.file, obj=str(cr.ref)))
             return False
-        for ref in refs:
-            self.claimed[ref] = cr.ref
+        for key in keys:
+            self.claimed[key] = cr.ref
         self.warnings.extend(outcome.warnings)
         self.skipped.extend(outcome.skipped)
         self.absent.extend((ref, cr.ref) for ref in outcome.absent)
@@ -184,8 +187,27 @@ class CrResult:
     # (template key, object): its .children, in declaration order (live render only)
     declared: list[tuple[str, ObjRef]] = field(default_factory=list)
 
-    def child_refs(self) -> list[ObjRef]:
-        return [child.ref for child in self.children]
+    def child_keys(self) -> list[RefKey]:
+        return [ref_key(child.ref) for child in self.children]
+
+    def extras(self) -> Extras | None:
+        """What a Merger takes of it besides its children, None when there is nothing
+        (the common case, and the cheapest to send between processes)."""
+        if self.warnings or self.skipped or self.absent or self.retained or self.declared:
+            return (self.warnings, self.skipped, self.absent, self.retained, self.declared)
+        return None
+
+
+# (apiVersion, kind, namespace, name): an object's identity as plain text, which costs
+# little to compare and to send between processes
+RefKey: TypeAlias = tuple[str, str, str, str]
+# CrResult's warnings, skipped, absent, retained and declared
+Extras: TypeAlias = tuple[list[str], list[tuple[ObjRef, str]], list[ObjRef], list[ObjRef],
+                          list[tuple[str, ObjRef]]]
+
+
+def ref_key(ref: ObjRef) -> RefKey:
+    return (ref.api_version, ref.kind, ref.namespace, ref.name)
 
 
 @dataclass(slots=True)
@@ -193,21 +215,19 @@ class CrSummary:
     """A CrResult without its objects (they were written where it was rendered): what a
     Merger needs of it."""
 
-    refs: list[ObjRef]
-    warnings: list[str]
-    skipped: list[tuple[ObjRef, str]]
-    absent: list[ObjRef]
-    retained: list[ObjRef]
-    declared: list[tuple[str, ObjRef]]
+    keys: list[RefKey]
+    warnings: list[str] = field(default_factory=list)
+    skipped: list[tuple[ObjRef, str]] = field(default_factory=list)
+    absent: list[ObjRef] = field(default_factory=list)
+    retained: list[ObjRef] = field(default_factory=list)
+    declared: list[tuple[str, ObjRef]] = field(default_factory=list)
 
-    def child_refs(self) -> list[ObjRef]:
-        return self.refs
+    def child_keys(self) -> list[RefKey]:
+        return self.keys
 
     @classmethod
-    def of(cls, result: CrResult) -> CrSummary:
-        return cls(refs=result.child_refs(), warnings=result.warnings,
-                   skipped=result.skipped, absent=result.absent, retained=result.retained,
-                   declared=result.declared)
+    def of(cls, keys: list[RefKey], extras: Extras | None) -> CrSummary:
+        return cls(keys) if extras is None else cls(keys, *extras)
 
 
 def render_custom_resource(cr: CustomResource, templates: Templates,
