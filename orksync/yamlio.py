@@ -282,9 +282,20 @@ def _scalar(value: Any) -> str:
 def _key(key: Any) -> str:
     """A map key: as a scalar, but quoted when it holds a colon (a reader finds a plain
     key's end at its first colon)."""
-    text = key if type(key) is str else str(key)
-    out = _str_scalar(text)
-    return out if ":" not in out or out[0] == '"' else _quoted(text)
+    out = _KEY_CACHE.get(key)
+    if out is None:
+        text = key if type(key) is str else str(key)
+        out = _str_scalar(text)
+        if ":" in out and out[0] != '"':
+            out = _quoted(text)
+        if type(key) is str and len(key) <= _STR_CACHE_LEN:
+            if len(_KEY_CACHE) >= _STR_CACHE_MAX:
+                _KEY_CACHE.clear()
+            _KEY_CACHE[key] = out
+    return out
+
+
+_KEY_CACHE: dict[str, str] = {}  # keys repeat even more than values
 
 
 def _is_map(value: Any) -> bool:
@@ -306,7 +317,9 @@ def _emit_map(value: Mapping[Any, Any], pad: str, lead: str, out: list[str]) -> 
     mapping is a list item)."""
     inner = pad + "  "
     for k, v in value.items():
-        if type(v) is list or isinstance(v, list):
+        if type(v) is str:  # most values: straight to the line
+            out.append(f"{lead}{_key(k)}: {_str_scalar(v)}\n")
+        elif type(v) is list or isinstance(v, list):
             out.append(f"{lead}{_key(k)}:\n" if v else f"{lead}{_key(k)}: []\n")
             if v:
                 _emit_list(v, pad, out)
