@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 import pytest
 
 from orksync.apply import kubeconfig
-from orksync.apply.kube import Kube
+from orksync.apply.kube import Kube, Resource
 from orksync.apply.kubeconfig import Credentials, Unsupported, load_kubeconfig
 from orksync.errors import ClusterError
 from orksync.secrets import pki
@@ -261,6 +261,39 @@ def test_requests_go_under_the_server_urls_path_encoded_and_never_redirected(
         ("PATCH", "/k8s/clusters/c-1/api/v1/x", b'{"k":"v \\u00e9"}'),
         ("GET", "/k8s/clusters/c-1/moved", b""),
         ("GET", "/k8s/clusters/c-1/version", b"")]
+
+
+def test_an_apply_sends_its_field_manager_force_dry_run_and_validation(
+        tmp_path: Path) -> None:
+    """Every combination of the options of a server-side apply, as the query string says
+    them (it is encoded once per combination), the body as compact JSON."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Paths)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    _Paths.seen.clear()
+    res = Resource(group="", version="v1", kind="ConfigMap", plural="configmaps",
+                   namespaced=True)
+    body = {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "a b", "namespace": "ns"}, "data": {"k": "v"}}
+    try:
+        kube = Kube(connection=load(write(tmp_path / "config",
+                                          simple(f"http://127.0.0.1:{server.server_address[1]}"))))
+        for manager, force, dry_run in (("orksync", True, False), ("orksync", False, True),
+                                        ("other/x", True, True), ("orksync", True, False)):
+            assert kube.apply(res, body, field_manager=manager, force=force,
+                              dry_run=dry_run) == (False, {})
+        kube.close()
+    finally:
+        server.shutdown()
+        server.server_close()
+    target = "/api/v1/namespaces/ns/configmaps/a%20b?fieldManager="
+    compact = b'{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a b","namespace"' \
+              b':"ns"},"data":{"k":"v"}}'
+    assert _Paths.seen == [
+        ("PATCH", target + "orksync&force=true&fieldValidation=Ignore", compact),
+        ("PATCH", target + "orksync&force=false&dryRun=All&fieldValidation=Ignore", compact),
+        ("PATCH", target + "other%2Fx&force=true&dryRun=All&fieldValidation=Ignore", compact),
+        ("PATCH", target + "orksync&force=true&fieldValidation=Ignore", compact)]
 
 
 # --- kubeconfigs that cannot be used ------------------------------------------------------------

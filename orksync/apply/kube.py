@@ -15,6 +15,7 @@ server-side apply wants plain dicts anyway.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import ssl
@@ -212,10 +213,14 @@ class Kube:
                             ) -> tuple[int, Any]:
         """Send one request, retried as orksync.apply.retry allows; (status, decoded body).
         Raises ClusterError with the last failure."""
-        url = self._prefix + path if self._direct is not None else self.host + path
         params = [(k, v) for k, v in (query or {}).items() if v is not None]
-        if params:
-            url += "?" + urlencode(params)
+        return self._send(method, path, "?" + urlencode(params) if params else "", body,
+                          content_type=content_type, subject=subject, accept=accept)
+
+    def _send(self, method: str, path: str, query: str, body: Any, *, content_type: str,
+              subject: str, accept: str) -> tuple[int, Any]:
+        """`request_with_status` with the query string encoded (`?...`, or empty)."""
+        url = (self._prefix if self._direct is not None else self.host) + path + query
         payload = None if body is None else _encode_json(body).encode()
         replayable = replay_safe(method, content_type, body)
         first = time.monotonic()
@@ -267,12 +272,11 @@ class Kube:
         """Server-side apply. Returns (created, live object); with `metadata_only`, an
         object of which only `metadata` may be read (METADATA_ONLY)."""
         meta = body.get("metadata") or {}
-        status, live = self.request_with_status(
+        status, live = self._send(
             "PATCH", res.path(str(meta.get("namespace") or ""), str(meta["name"]), subresource),
-            query={"fieldManager": field_manager, "force": "true" if force else "false",
-                   "dryRun": "All" if dry_run else None, "fieldValidation": FIELD_VALIDATION},
-            body=body, content_type=APPLY_PATCH, subject=subject,
-            accept=METADATA_ONLY if metadata_only else "application/json")
+            _apply_query(field_manager, bool(force), bool(dry_run)), body,
+            content_type=APPLY_PATCH,
+            subject=subject, accept=METADATA_ONLY if metadata_only else "application/json")
         return status == 201, live
 
     def create(self, res: Resource, body: Mapping[str, Any], *, field_manager: str,
@@ -459,6 +463,15 @@ class _Outcome:
                                f"{self.transport}{tried}", subject=subject or path)
         err.__cause__ = self.transport
         return err
+
+
+@functools.lru_cache(maxsize=32)
+def _apply_query(field_manager: str, force: bool, dry_run: bool) -> str:
+    """The query string of a server-side apply, encoded once per set of options (a sync
+    sends a thousand applies with the same)."""
+    params = {"fieldManager": field_manager, "force": "true" if force else "false",
+              "dryRun": "All" if dry_run else None, "fieldValidation": FIELD_VALIDATION}
+    return "?" + urlencode([(k, v) for k, v in params.items() if v is not None])
 
 
 def _refused_certificate(err: urllib3.exceptions.HTTPError
