@@ -21,7 +21,10 @@ from orksync.errors import OrksyncError, UsageError
 from orksync.gcpause import paused_gc
 
 if TYPE_CHECKING:
+    from concurrent.futures import Future
+
     from orksync.apply.engine import Applier, ApplyOptions
+    from orksync.apply.inventory import Inventory
     from orksync.apply.kube import Kube
     from orksync.katalog.model import Catalog
     from orksync.render.directory import DirectoryRender
@@ -321,8 +324,8 @@ def _log_change(change: Change) -> None:
 
 
 def _sync(args: argparse.Namespace, rendered: RenderedSet, catalog: Catalog | None,
-          revision: str = "", kube: Kube | None = None, applier: Applier | None = None
-          ) -> ChangeSet:
+          revision: str = "", kube: Kube | None = None, applier: Applier | None = None,
+          inventory: Future[Inventory] | None = None) -> ChangeSet:
     """Apply, tear down what left Git, prune from the inventory, record the inventory,
     then write each custom resource's status and an Event for its changes. Closes `kube`
     (`applier.kube` when an applier with its prefetch under way is given)."""
@@ -337,7 +340,7 @@ def _sync(args: argparse.Namespace, rendered: RenderedSet, catalog: Catalog | No
             options=SyncOptions(apply=applier.options if applier is not None else
                                 _apply_options(args),
                                 allow_empty=args.allow_empty, prune_crds=args.prune_crds),
-            on_change=_log_change, applier=applier)
+            on_change=_log_change, applier=applier, stored_inventory=inventory)
         if catalog is not None and not args.dry_run:
             from orksync.apply.events import report_sync  # the template engines: not for apply
 
@@ -364,17 +367,21 @@ def _apply_directory(args: argparse.Namespace) -> int:
 
     start = time.monotonic()
     started: list[Applier] = []
+    inventory: list[Future[Inventory]] = []
 
     def prefetch(entries: Sequence[IndexEntry]) -> None:
-        """The apply's LISTs, sent once the index is read, while the files are read and
-        verified. A connection that cannot be made is left to `_sync`, which reports it
-        where it did before: after the directory's own errors."""
+        """The apply's LISTs and the inventory's GET, sent once the index is read, while
+        the files are read and verified. A connection that cannot be made is left to
+        `_sync`, which reports it where it did before: after the directory's own errors."""
+        from orksync.apply.sync import prefetch_inventory
+
         try:
             kube = _kube(args)
         except Exception:  # made again, and reported, by _sync
             return
         started.append(Applier(kube, _apply_options(args), on_change=_log_change))
         started[0].prefetch(entries)
+        inventory.append(prefetch_inventory(kube, args.name, args.inventory_namespace))
 
     try:
         rendered = read_rendered(args.dir, prefetch)
@@ -385,7 +392,8 @@ def _apply_directory(args: argparse.Namespace) -> int:
         raise
     for err in rendered.errors:  # recorded by the render that wrote the directory
         log.error("error (at render): %s", err)
-    changes = _sync(args, rendered, None, applier=started[0] if started else None)
+    changes = _sync(args, rendered, None, applier=started[0] if started else None,
+                    inventory=inventory[0] if inventory else None)
     log.info(summary_line("apply", changes, seconds=time.monotonic() - start))
     return 1 if changes.failed else 0
 

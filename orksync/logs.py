@@ -47,11 +47,11 @@ def log_change(change: Change, logger: logging.Logger) -> None:
         logging.ERROR if change.action is Action.FAILED else logging.INFO
     if not logger.isEnabledFor(level):  # a resync: a thousand unchanged, none logged
         return
-    text = f"{change.action.value} {change.ref}"
+    ref = str(change.ref)
+    text = f"{change.action.value} {ref}"
     if change.message:
         text += f": {change.message}"
-    logger.log(level, text, extra={"fields": {"action": change.action.value,
-                                              "object": str(change.ref)}})
+    logger.log(level, text, extra={"fields": {"action": change.action.value, "object": ref}})
 
 
 def summary_line(verb: str, changes: ChangeSet, *, revision: str = "", seconds: float,

@@ -236,3 +236,46 @@ def test_applying_a_rendered_directory_imports_neither_template_engines_nor_kube
     kube = Kube.from_kubeconfig(control_plane.kubeconfig)
     assert kube.get(kube.resource("apps/v1", "Deployment"), ns, "w")["spec"]["replicas"] == 1
     kube.close()
+
+
+def test_apply_reads_the_inventory_with_its_lists_prunes_from_it_and_stops_on_a_corrupt_one(
+        control_plane: ControlPlane, tmp_path: Path) -> None:
+    """`orksync apply` sends the inventory's GET with the apply's LISTs, before the files
+    are read: what left the directory is still pruned from it, and an inventory that
+    cannot be decoded still stops the apply before any write, naming the ConfigMap."""
+    from orksync.model import ObjRef, Origin, RenderedObject, RenderedSet, WritePolicy
+    from orksync.render.output import write_rendered
+
+    ns = f"t-{uuid.uuid4().hex[:8]}"
+    kc, name = str(control_plane.kubeconfig), f"inv-{uuid.uuid4().hex[:8]}"
+    kube = Kube.from_kubeconfig(control_plane.kubeconfig)
+    namespaces, cm = kube.resource("v1", "Namespace"), kube.resource("v1", "ConfigMap")
+    kube.create(namespaces, {"apiVersion": "v1", "kind": "Namespace",
+                             "metadata": {"name": ns}}, field_manager="test")
+
+    def apply(step: str, *names: str) -> subprocess.CompletedProcess[str]:
+        bodies = [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {
+            "name": n, "namespace": ns, "labels": {"app.kubernetes.io/managed-by": "orksync"}},
+            "data": {"k": n}} for n in names]
+        objects = tuple(RenderedObject(ref=ObjRef.of(b), body=b, policy=WritePolicy.APPLY,
+                                       origin=Origin(file="test"), stage=10) for b in bodies)
+        out = write_rendered(RenderedSet(objects=objects), tmp_path / step)
+        return run("apply", str(out), "--kubeconfig", kc, "--name", name)
+
+    first = apply("one", "a", "b")
+    assert first.returncode == 0, first.stderr
+    second = apply("two", "a")
+    assert second.returncode == 0, second.stderr
+    assert f"deleted ConfigMap/{ns}/b" in second.stderr, second.stderr
+    assert kube.get_or_none(cm, ns, "b") is None and kube.get_or_none(cm, ns, "a")
+
+    inventory = f"orksync-inventory-{name}"
+    kube.request("PATCH", cm.path("orksync-system", inventory),
+                 body={"binaryData": {"entries": base64.b64encode(b"not zlib").decode()}},
+                 content_type="application/merge-patch+json")
+    third = apply("three", "a", "c")
+    assert third.returncode != 0, third.stderr
+    assert f"ConfigMap/orksync-system/{inventory}: unreadable inventory" in third.stderr, \
+        third.stderr
+    assert kube.get_or_none(cm, ns, "c") is None
+    kube.close()

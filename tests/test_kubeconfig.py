@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 import pytest
 
 from orksync.apply import kubeconfig
-from orksync.apply.kube import Kube
+from orksync.apply.kube import Kube, Resource
 from orksync.apply.kubeconfig import Credentials, Unsupported, load_kubeconfig
 from orksync.errors import ClusterError
 from orksync.secrets import pki
@@ -203,6 +203,97 @@ def test_basic_authentication_is_sent_over_plain_http(tmp_path: Path) -> None:
         server.shutdown()
         server.server_close()
     assert _Recorder.seen == ["Basic " + base64.b64encode(b"ann:pw:x").decode()]
+
+
+class _Paths(http.server.BaseHTTPRequestHandler):
+    """Keeps each request's method, target and body; answers `{}`, or a redirect for a
+    target under /moved (which a client must not follow)."""
+
+    seen: ClassVar[list[tuple[str, str, bytes]]] = []
+
+    def _answer(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        self.seen.append((self.command, self.path, self.rfile.read(length)))
+        moved = self.path.endswith("/moved")
+        self.send_response(307 if moved else 200)
+        if moved:
+            self.send_header("Location", "/elsewhere")
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", "2")
+        self.end_headers()
+        self.wfile.write(b"{}")
+
+    do_GET = do_PATCH = _answer
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+def test_requests_go_under_the_server_urls_path_encoded_and_never_redirected(
+        tmp_path: Path) -> None:
+    """A server URL with a path (a proxy's, e.g. Rancher's /k8s/clusters/ID) prefixes every
+    request; names and query values are percent-encoded; a redirect is an answer, not
+    followed; a Kube still sends after `close` (on new connections)."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Paths)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    _Paths.seen.clear()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/k8s/clusters/c-1/"
+        kube = Kube(connection=load(write(tmp_path / "config", simple(url))))
+        assert kube.request("GET", "/api/v1/namespaces",
+                            query={"labelSelector": "a in (b,c)", "limit": 5}) == {}
+        assert kube.request_with_status("PATCH", "/api/v1/x", body={"k": "v é"},
+                                        content_type="application/apply-patch+yaml"
+                                        ) == (200, {})
+        with pytest.raises(ClusterError) as err:
+            kube.request("GET", "/moved")
+        assert err.value.status == 307
+        kube.close()
+        assert kube.request("GET", "/version") == {}
+        kube.close()
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert _Paths.seen == [
+        ("GET", "/k8s/clusters/c-1/api/v1/namespaces?labelSelector=a+in+%28b%2Cc%29&limit=5",
+         b""),
+        ("PATCH", "/k8s/clusters/c-1/api/v1/x", b'{"k":"v \\u00e9"}'),
+        ("GET", "/k8s/clusters/c-1/moved", b""),
+        ("GET", "/k8s/clusters/c-1/version", b"")]
+
+
+def test_an_apply_sends_its_field_manager_force_dry_run_and_validation(
+        tmp_path: Path) -> None:
+    """Every combination of the options of a server-side apply, as the query string says
+    them (it is encoded once per combination), the body as compact JSON."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Paths)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    _Paths.seen.clear()
+    res = Resource(group="", version="v1", kind="ConfigMap", plural="configmaps",
+                   namespaced=True)
+    body = {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "a b", "namespace": "ns"}, "data": {"k": "v"}}
+    try:
+        kube = Kube(connection=load(write(tmp_path / "config",
+                                          simple(f"http://127.0.0.1:{server.server_address[1]}"))))
+        for manager, force, dry_run in (("orksync", True, False), ("orksync", False, True),
+                                        ("other/x", True, True), ("orksync", True, False)):
+            assert kube.apply(res, body, field_manager=manager, force=force,
+                              dry_run=dry_run) == (False, {})
+        kube.close()
+    finally:
+        server.shutdown()
+        server.server_close()
+    target = "/api/v1/namespaces/ns/configmaps/a%20b?fieldManager="
+    compact = b'{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a b","namespace"' \
+              b':"ns"},"data":{"k":"v"}}'
+    assert _Paths.seen == [
+        ("PATCH", target + "orksync&force=true&fieldValidation=Ignore", compact),
+        ("PATCH", target + "orksync&force=false&dryRun=All&fieldValidation=Ignore", compact),
+        ("PATCH", target + "other%2Fx&force=true&dryRun=All&fieldValidation=Ignore", compact),
+        ("PATCH", target + "orksync&force=true&fieldValidation=Ignore", compact)]
 
 
 # --- kubeconfigs that cannot be used ------------------------------------------------------------

@@ -297,7 +297,7 @@ def test_a_no_change_apply_hands_nothing_to_the_worker_threads(
     def no_pool(*args: Any, **kwargs: Any) -> None:
         raise AssertionError("a worker pool was started")
 
-    monkeypatch.setattr("orksync.apply.engine.ThreadPoolExecutor", no_pool)
+    monkeypatch.setattr("orksync.apply.engine._in_threads", no_pool)
     again = sync(kube, repo)
     assert {c.action for c in again.changes} == {Action.UNCHANGED}, again.changes
     assert len(again.changes) == 1 + 3 * 3  # the CRD, and per Widget: it, a Deployment, a Service

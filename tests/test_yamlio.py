@@ -3,6 +3,7 @@ the emitter's output agrees with the safe loader or steps aside."""
 
 from __future__ import annotations
 
+import json
 import math
 import random
 from pathlib import Path
@@ -205,3 +206,23 @@ def test_a_file_in_the_emitters_form_is_not_parsed_by_the_safe_loader(
                            "data": {"a": "1"}}
     path.write_text("null\n")
     assert load_documents(path) == []
+
+
+def _yaml_printable(c: str) -> bool:
+    """YAML 1.2's printable set less the YAML 1.1 line breaks NEL, LS and PS."""
+    n = ord(c)
+    return (n in (0x09, 0x0A, 0x0D) or 0x20 <= n <= 0x7E or 0xA0 <= n <= 0xD7FF
+            or 0xE000 <= n <= 0xFFFD or 0x10000 <= n <= 0x10FFFF) and \
+        n not in (0x85, 0x2028, 0x2029)
+
+
+def test_exactly_the_characters_outside_yamls_printable_set_are_escaped() -> None:
+    """Every BMP code point and the astral boundaries: each non-printable one is written
+    as a \\u or \\U escape, every printable one as itself (inside JSON string syntax)."""
+    text = "".join(map(chr, range(0x10000))) + "\U00010000\U0001F600\U0010FFFF"
+    dumped = dump_yaml({"k": text})
+    quoted = json.dumps(text, ensure_ascii=False)
+    expected = "".join(c if _yaml_printable(c) else
+                       f"\\u{ord(c):04x}" if ord(c) <= 0xFFFF else f"\\U{ord(c):08x}"
+                       for c in quoted)
+    assert dumped == f"k: {expected}\n"

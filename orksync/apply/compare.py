@@ -17,10 +17,14 @@ from typing import Any
 HASH_ANNOTATION = "orksync.io/hash"
 
 
+# what json.dumps(body, sort_keys=True, separators=(",", ":"), default=str) builds on every
+# call, built once (an encoder keeps no state between calls)
+_canonical = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=str).encode
+
+
 def fingerprint(body: Mapping[str, Any]) -> str:
     """A stable digest of a desired body (key order does not matter)."""
-    canon = json.dumps(body, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(canon.encode("utf-8")).hexdigest()[:32]
+    return hashlib.sha256(_canonical(body).encode("utf-8")).hexdigest()[:32]
 
 
 def is_subset(desired: Any, live: Any) -> bool:

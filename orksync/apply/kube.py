@@ -15,6 +15,7 @@ server-side apply wants plain dicts anyway.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import ssl
@@ -59,6 +60,13 @@ FIELD_VALIDATION = "Ignore"
 # whole object (less to encode, send and decode); a server that does not offer it picks
 # the plain JSON named second (content negotiation), so no request fails over it.
 METADATA_ONLY = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1, application/json"
+# json.dumps with `separators` builds a new encoder on every call; one is enough (it keeps
+# no state between calls)
+_encode_json = json.JSONEncoder(separators=(",", ":")).encode
+# urllib3 retries nothing and follows no redirect: the loop in `request_with_status` is the
+# only one (urllib3's own resends idempotent requests at once, without backoff, each after
+# a full timeout). Built once: urllib3 would build the same from `retries=False` per request.
+_NO_RETRIES = urllib3.Retry(total=False, redirect=False)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -100,9 +108,15 @@ class Kube:
             raise TypeError("Kube needs an ApiClient or a Connection (exactly one)")
         self.api = api_client
         self._ca_origin = ""
+        # the connection pool of the API server's host itself, on orksync's own set-up (see
+        # `_host_pool`); None through an ApiClient, whose PoolManager may be a proxy's
+        self._direct: urllib3.HTTPConnectionPool | None = None
+        self._prefix = ""  # the server URL's path (a proxy's), before every request's
         if connection is not None:
             self.host = connection.server
             self._pool = _pool(connection, pool_size)
+            self._direct = self._pool.connection_from_url(self.host)
+            self._prefix = (urllib3.util.parse_url(self.host).path or "").rstrip("/")
             self._credentials: kubeconfig.Credentials | None = connection.credentials
             self._ca_origin = connection.ca_origin
         else:
@@ -112,7 +126,7 @@ class Kube:
             self._credentials = None
             ca = api_client.configuration.ssl_ca_cert
             self._ca_origin = f"the CA file {ca}" if ca else "the system's trusted CAs"
-        self.timeout = timeout
+        self.timeout = timeout  # seconds per attempt (a property: see below)
         self._resources: dict[str, dict[str, Resource]] = {}
         self._discovering: dict[str, threading.Lock] = {}  # per API version
         self._lock = threading.Lock()
@@ -166,11 +180,22 @@ class Kube:
         configuration.connection_pool_maxsize = pool_size
         return cls(k8s_client.ApiClient(configuration))
 
+    @property
+    def timeout(self) -> float:
+        """Seconds an attempt may take in all (connect, send, answer)."""
+        return self._timeout.total  # type: ignore[return-value]
+
+    @timeout.setter
+    def timeout(self, seconds: float) -> None:
+        # one urllib3.Timeout for every request (each connection takes a copy)
+        self._timeout = urllib3.Timeout(total=seconds)
+
     def close(self) -> None:
         if self.api is not None:
             self.api.close()
         else:
             self._pool.clear()
+            self._direct = None  # closed with the pool manager's pools
 
     # --- requests -----------------------------------------------------------------------
 
@@ -188,11 +213,15 @@ class Kube:
                             ) -> tuple[int, Any]:
         """Send one request, retried as orksync.apply.retry allows; (status, decoded body).
         Raises ClusterError with the last failure."""
-        url = self.host + path
         params = [(k, v) for k, v in (query or {}).items() if v is not None]
-        if params:
-            url += "?" + urlencode(params)
-        payload = None if body is None else json.dumps(body, separators=(",", ":"))
+        return self._send(method, path, "?" + urlencode(params) if params else "", body,
+                          content_type=content_type, subject=subject, accept=accept)
+
+    def _send(self, method: str, path: str, query: str, body: Any, *, content_type: str,
+              subject: str, accept: str) -> tuple[int, Any]:
+        """`request_with_status` with the query string encoded (`?...`, or empty)."""
+        url = (self._prefix if self._direct is not None else self.host) + path + query
+        payload = None if body is None else _encode_json(body).encode()
         replayable = replay_safe(method, content_type, body)
         first = time.monotonic()
         retry = 0
@@ -243,12 +272,11 @@ class Kube:
         """Server-side apply. Returns (created, live object); with `metadata_only`, an
         object of which only `metadata` may be read (METADATA_ONLY)."""
         meta = body.get("metadata") or {}
-        status, live = self.request_with_status(
+        status, live = self._send(
             "PATCH", res.path(str(meta.get("namespace") or ""), str(meta["name"]), subresource),
-            query={"fieldManager": field_manager, "force": "true" if force else "false",
-                   "dryRun": "All" if dry_run else None, "fieldValidation": FIELD_VALIDATION},
-            body=body, content_type=APPLY_PATCH, subject=subject,
-            accept=METADATA_ONLY if metadata_only else "application/json")
+            _apply_query(field_manager, bool(force), bool(dry_run)), body,
+            content_type=APPLY_PATCH,
+            subject=subject, accept=METADATA_ONLY if metadata_only else "application/json")
         return status == 201, live
 
     def create(self, res: Resource, body: Mapping[str, Any], *, field_manager: str,
@@ -329,7 +357,7 @@ class Kube:
 
     # --- the retry path (policy: orksync.apply.retry) -------------------------------------
 
-    def _attempt(self, method: str, url: str, payload: str | None,
+    def _attempt(self, method: str, url: str, payload: bytes | None,
                  content_type: str, accept: str = "application/json") -> _Outcome:
         headers = {"Accept": accept, "Content-Type": content_type}
         if self._credentials is not None:
@@ -342,16 +370,26 @@ class Kube:
             self.requests += 1
         started = time.monotonic()
         try:
-            # retries=False: this loop is the only one (urllib3's own resends idempotent
-            # requests at once, without backoff, each after a full timeout)
-            resp = self._pool.request(
-                method, url, body=payload, headers=headers, preload_content=True,
-                timeout=urllib3.Timeout(total=self.timeout), retries=False)
+            if self._direct is not None:
+                # `url` is the path: straight to the host's pool, without the pool
+                # manager's work per request (parsing and re-encoding the URL, picking
+                # the pool by a key built from a dozen settings, copying the headers)
+                resp = self._direct.urlopen(
+                    method, url, body=payload, headers=headers, preload_content=True,
+                    timeout=self._timeout, retries=_NO_RETRIES, redirect=False,
+                    assert_same_host=False)
+            else:
+                resp = self._pool.request(
+                    method, url, body=payload, headers=headers, preload_content=True,
+                    timeout=self._timeout, retries=_NO_RETRIES, redirect=False)
         except urllib3.exceptions.HTTPError as err:
             self._note_health(started, failed=True)
             return _Outcome(transport=err)
-        self._note_health(started, failed=resp.status >= 500)
-        return _Outcome(status=resp.status, data=resp.data,
+        status = resp.status
+        self._note_health(started, failed=status >= 500)
+        if status < 300:  # Retry-After is read only where a retry may follow
+            return _Outcome(status=status, data=resp.data)
+        return _Outcome(status=status, data=resp.data,
                         retry_after=parse_retry_after(resp.headers.get("Retry-After")))
 
     def _note_health(self, started: float, *, failed: bool) -> None:
@@ -425,6 +463,15 @@ class _Outcome:
                                f"{self.transport}{tried}", subject=subject or path)
         err.__cause__ = self.transport
         return err
+
+
+@functools.lru_cache(maxsize=32)
+def _apply_query(field_manager: str, force: bool, dry_run: bool) -> str:
+    """The query string of a server-side apply, encoded once per set of options (a sync
+    sends a thousand applies with the same)."""
+    params = {"fieldManager": field_manager, "force": "true" if force else "false",
+              "dryRun": "All" if dry_run else None, "fieldValidation": FIELD_VALIDATION}
+    return "?" + urlencode([(k, v) for k, v in params.items() if v is not None])
 
 
 def _refused_certificate(err: urllib3.exceptions.HTTPError
