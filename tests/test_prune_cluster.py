@@ -192,6 +192,19 @@ def gone(kube: Kube, *refs: ObjRef) -> Callable[[], bool]:
     return lambda: all(get(kube, r) is None for r in refs)
 
 
+def record_requests(monkeypatch: pytest.MonkeyPatch, kube: Kube) -> list[tuple[str, str]]:
+    """Every (method, path) `kube` sends from now on, in order."""
+    sent: list[tuple[str, str]] = []
+    send = kube.request_with_status
+
+    def counting(method: str, path: str, **kwargs: Any) -> tuple[int, Any]:
+        sent.append((method, path))
+        return send(method, path, **kwargs)
+
+    monkeypatch.setattr(kube, "request_with_status", counting)
+    return sent
+
+
 # --- prune ---------------------------------------------------------------------------------------
 
 
@@ -486,14 +499,7 @@ def test_a_no_change_sync_lists_each_custom_resource_kind_once(
     of the kind instead of listing it again; the test above shows it still finds them."""
     repo.write({"katalog.yaml": ON_DELETE_JOB, "crd.yaml": CRD, "w.yaml": widget("w", ns)})
     repo.sync()
-    sent: list[tuple[str, str]] = []
-    send = kube.request_with_status
-
-    def counting(method: str, path: str, **kwargs: Any) -> tuple[int, Any]:
-        sent.append((method, path))
-        return send(method, path, **kwargs)
-
-    monkeypatch.setattr(kube, "request_with_status", counting)
+    sent = record_requests(monkeypatch, kube)
     again = repo.sync()
     assert {c.action for c in again.changes.changes} == {Action.UNCHANGED}
     widgets = ("GET", kube.resource(WIDGET_API, "Widget").path())
@@ -565,14 +571,7 @@ def test_the_inventory_namespace_is_created_when_the_inventory_is_first_written(
         created = kube.get(namespaces, "", inventory_ns)
         assert created["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "orksync"
         assert read_inventory(kube, repo.name, inventory_ns) == first.inventory
-        sent: list[tuple[str, str]] = []
-        send = kube.request_with_status
-
-        def counting(method: str, path: str, **kwargs: Any) -> tuple[int, Any]:
-            sent.append((method, path))
-            return send(method, path, **kwargs)
-
-        monkeypatch.setattr(kube, "request_with_status", counting)
+        sent = record_requests(monkeypatch, kube)
         again = sync()
         monkeypatch.undo()
         assert {c.action for c in again.changes.changes} == {Action.UNCHANGED}
