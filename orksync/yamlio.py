@@ -406,6 +406,8 @@ def load_emitted(text: str) -> Any:
     emitter) raises NotEmitted, and goes to the safe loader."""
     if not text.endswith("\n"):
         raise NotEmitted("no final line break")
+    if _BLANK_LINE.search(text, 0, len(text) - 1):
+        raise NotEmitted("blank line")  # the emitter writes none
     lines = text.split("\n")
     lines.pop()
     try:
@@ -414,14 +416,17 @@ def load_emitted(text: str) -> Any:
         raise NotEmitted("truncated line") from None
 
 
+_BLANK_LINE = re.compile(r"^ *$", re.MULTILINE)  # empty, or spaces only
+
+
 class _Reader:
+    """`lines`: none of them blank (load_emitted checks)."""
+
     __slots__ = ("indents", "lines", "pos")
 
     def __init__(self, lines: list[str]) -> None:
         self.lines = lines
         self.indents = [len(line) - len(line.lstrip(" ")) for line in lines]
-        if any(i == len(line) for i, line in zip(self.indents, lines, strict=True)):
-            raise NotEmitted("blank line")  # the emitter writes none
         self.pos = 0
 
     def document(self) -> Any:

@@ -516,16 +516,18 @@ class _Loader:
     def custom_resource(self, doc: Document, entry: CrdEntry) -> CustomResource | None:
         body = doc.content
         meta = body.get("metadata")
-        obj = document_identity(body, entry.kind)
+
+        def obj() -> str:  # for a message: worked out only for one
+            return document_identity(body, entry.kind)
         if not isinstance(meta, dict):
             self.errors.append(self.error(doc, f"custom resource metadata must be a map, not "
-                                          f"{_type(meta)}", ["metadata"], obj))
+                                          f"{_type(meta)}", ["metadata"], obj()))
             return None
         name = meta.get("name")
         problem = _text_problem(name, subdomain_problem) if name is not None \
             else "name is missing"
         if problem:
-            self.errors.append(self.error(doc, problem, ["metadata", "name"], obj))
+            self.errors.append(self.error(doc, problem, ["metadata", "name"], obj()))
             return None
         namespace = meta.get("namespace")
         if entry.namespaced:
@@ -533,19 +535,19 @@ class _Loader:
             problem = _text_problem(namespace, label_problem)
             if problem:
                 self.errors.append(self.error(doc, problem,
-                                              ["metadata", "namespace"], obj))
+                                              ["metadata", "namespace"], obj()))
                 return None
         else:
             namespace = ""
         spec = body.get("spec")
         if spec is not None and not isinstance(spec, dict):
             self.errors.append(self.error(doc, f"spec must be a map, not {_type(spec)}",
-                                          ["spec"], obj))
+                                          ["spec"], obj()))
             return None
         for key in ("labels", "annotations"):
             if meta.get(key) is not None and not isinstance(meta[key], dict):
                 self.errors.append(self.error(doc, f"must be a map, not {_type(meta[key])}",
-                                              ["metadata", key], obj))
+                                              ["metadata", key], obj()))
                 return None
         clean = {k: v for k, v in body.items() if k != "status"}
         clean["metadata"] = {k: v for k, v in meta.items() if k in _CR_META_KEPT}
