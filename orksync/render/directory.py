@@ -63,8 +63,15 @@ def render_to_directory(catalog: Catalog, out_dir: Path, *, revision: str = "",
     out_dir, tmp = start_rendered(out_dir)
     try:
         jobs = min(jobs, len(catalog.crs) // MIN_PER_JOB) or 1
-        answers = fork_chunks(lambda crs: _render_slice(plan, tmp, crs), catalog.crs, jobs,
-                              chunk=CHUNK)
+        writers: dict[int, ObjectWriter] = {}  # one per process: its caches span its chunks
+
+        def render(crs: Sequence[CustomResource]) -> list[Answer]:
+            writer = writers.get(os.getpid())
+            if writer is None:
+                writer = writers[os.getpid()] = ObjectWriter(tmp)
+            return _render_slice(plan, writer, crs)
+
+        answers = fork_chunks(render, catalog.crs, jobs, chunk=CHUNK)
         merged = plan.merger()
         entries = _write(ObjectWriter(tmp), [crd_object(m) for m in catalog.crds])
         for cr, (sent, written) in zip(catalog.crs, answers, strict=True):
@@ -93,11 +100,10 @@ def render_to_directory(catalog: Catalog, out_dir: Path, *, revision: str = "",
 Answer: TypeAlias = "tuple[tuple[str, Extras | None] | Outcome, list[Entry]]"
 
 
-def _render_slice(plan: RenderPlan, tmp: Path, crs: Sequence[CustomResource]
+def _render_slice(plan: RenderPlan, writer: ObjectWriter, crs: Sequence[CustomResource]
                   ) -> list[Answer]:
     """Render and write each custom resource of the slice. Only plain data goes back (no
     object, no ObjRef of a child: the entries' keys name them)."""
-    writer = ObjectWriter(tmp)
     out: list[Answer] = []
     for cr in crs:
         outcome = plan.outcome(cr)
