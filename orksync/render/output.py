@@ -193,8 +193,10 @@ def _index(rendered: RenderedSet, entries: list[str], revision: str) -> str:
     if revision:
         head["revision"] = revision
     facts = _prune_facts(rendered)
-    return (dump_yaml(head) + ("objects:\n" + "".join(entries) if entries else "objects: []\n")
-            + (dump_yaml(facts) if facts else ""))
+    tail = dump_yaml(facts) if facts else ""
+    if not entries:
+        return f"{dump_yaml(head)}objects: []\n{tail}"
+    return "".join([dump_yaml(head), "objects:\n", *entries, tail])  # one copy of the entries
 
 
 def _ref_lines(ref: ObjRef) -> str:
