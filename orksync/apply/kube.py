@@ -207,15 +207,19 @@ class Kube:
                                         content_type=content_type, subject=subject)[1]
 
     def request_with_status(self, method: str, path: str, *,
-                            query: Mapping[str, Any] | None = None, body: Any = None,
+                            query: Mapping[str, Any] | str | None = None, body: Any = None,
                             content_type: str = "application/json",
                             subject: str = "", accept: str = "application/json"
                             ) -> tuple[int, Any]:
         """Send one request, retried as orksync.apply.retry allows; (status, decoded body).
-        Raises ClusterError with the last failure."""
-        params = [(k, v) for k, v in (query or {}).items() if v is not None]
-        return self._send(method, path, "?" + urlencode(params) if params else "", body,
-                          content_type=content_type, subject=subject, accept=accept)
+        `query`: parameters, or a query string already encoded (`?...`). Every request
+        passes here (tests observe and interrupt requests at this one point). Raises
+        ClusterError with the last failure."""
+        if not isinstance(query, str):
+            params = [(k, v) for k, v in (query or {}).items() if v is not None]
+            query = "?" + urlencode(params) if params else ""
+        return self._send(method, path, query, body, content_type=content_type,
+                          subject=subject, accept=accept)
 
     def _send(self, method: str, path: str, query: str, body: Any, *, content_type: str,
               subject: str, accept: str) -> tuple[int, Any]:
@@ -272,9 +276,9 @@ class Kube:
         """Server-side apply. Returns (created, live object); with `metadata_only`, an
         object of which only `metadata` may be read (METADATA_ONLY)."""
         meta = body.get("metadata") or {}
-        status, live = self._send(
+        status, live = self.request_with_status(
             "PATCH", res.path(str(meta.get("namespace") or ""), str(meta["name"]), subresource),
-            _apply_query(field_manager, bool(force), bool(dry_run)), body,
+            query=_apply_query(field_manager, bool(force), bool(dry_run)), body=body,
             content_type=APPLY_PATCH,
             subject=subject, accept=METADATA_ONLY if metadata_only else "application/json")
         return status == 201, live
