@@ -275,10 +275,19 @@ class Agent:
                           jitter=max(int(self.config.rotate_interval * 0.05), 1), id="rotate",
                           next_run_time=datetime.now(UTC) + timedelta(seconds=random.uniform(1, 5)),
                           **common)
+        received: list[int] = []
         for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, lambda *_: self.stop_event.set())
+            # only a list append: the handler runs in the main thread between any two of its
+            # instructions, and setting the Event there could wait on the Event's own lock,
+            # held by the main thread at that instant
+            signal.signal(sig, lambda signum, _: received.append(signum))
         scheduler.start()
-        self.stop_event.wait()
+        # polled, not an endless wait: Python runs a handler only when the main thread
+        # runs, and a SIGTERM the kernel hands to another thread (the scheduler's, a
+        # request's) wakes no endless wait of the main thread
+        while not received and not self.stop_event.is_set():
+            time.sleep(0.2)
+        self.stop_event.set()
         log.info("agent: stopping (finishing the current job)")
         scheduler.shutdown(wait=True)
         with self.lock:
