@@ -4,7 +4,9 @@
 process, each other part in a child forked for it, whose result (or exception) comes back
 pickled through a pipe. The children start from this process's memory (copy on write), so
 `fn` may use anything already built here (the loaded repository, compiled templates)
-without sending it, and only small results should travel back.
+without sending it, and only small results should travel back. `fork_chunks` builds on it:
+the items in small chunks that this process and the children take one after another as
+each finishes its last, the results put back in the items' order.
 
 Forking is used only where it is safe and can pay: on a system with `fork`, in a process
 with one thread (a fork copies no other thread, and a lock another thread held stays held
