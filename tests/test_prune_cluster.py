@@ -14,11 +14,12 @@ import pytest
 
 from orksync.apply.deletion import FINALIZER, DeletionOptions, remove_finalizer
 from orksync.apply.engine import ApplyOptions
-from orksync.apply.inventory import Inventory, InventoryEntry
+from orksync.apply.inventory import DEFAULT_NAMESPACE, Inventory, InventoryEntry
 from orksync.apply.kube import Kube
 from orksync.apply.sync import (
     SyncOptions,
     SyncResult,
+    ensure_namespace,
     hook_renderers,
     read_inventory,
     sync_once,
@@ -591,7 +592,7 @@ def test_a_ten_thousand_entry_inventory_round_trips_through_a_configmap(kube: Ku
                 for i in range(9000)]
     inventory = Inventory.of(entries)
     name = f"big-{uuid.uuid4().hex[:6]}"
-    read_inventory(kube, name)  # creates the namespace
+    ensure_namespace(kube, DEFAULT_NAMESPACE)
     write_inventory(kube, inventory, name)
     assert read_inventory(kube, name) == inventory and len(inventory) == 10_000
 

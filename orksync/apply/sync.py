@@ -155,7 +155,7 @@ def sync_once(kube: Kube, rendered: RenderedSet, *, inventory_name: str,
         applier.prefetch(rendered)
     try:
         old = stored_inventory.result() if stored_inventory is not None else \
-            read_inventory(kube, inventory_name, inventory_namespace, create_namespace=False)
+            read_inventory(kube, inventory_name, inventory_namespace)
         prepared = mark_for_cleanup(rendered)
         scaler = Autoscaler(kube, prepared.objects, now=options.apply.clock,
                             dry_run=dry_run, on_change=on_change)
@@ -252,19 +252,18 @@ def finish_terminating(kube: Kube, rendered: RenderedSet, old: Inventory, plan: 
     return changes
 
 
-def read_inventory(kube: Kube, name: str, namespace: str = DEFAULT_NAMESPACE, *,
-                   create_namespace: bool = True) -> Inventory:
-    """The stored inventory (empty when there is none). Raises InventoryError when it
-    cannot be decoded: a sync must not start from a forgotten inventory."""
-    if create_namespace:
-        ensure_namespace(kube, namespace)
+def read_inventory(kube: Kube, name: str, namespace: str = DEFAULT_NAMESPACE) -> Inventory:
+    """The stored inventory (empty when there is none, its namespace included: a read
+    creates nothing, `sync_once` makes the namespace before it writes). Raises
+    InventoryError when it cannot be decoded: a sync must not start from a forgotten
+    inventory."""
     res = kube.resource("v1", "ConfigMap")
     return Inventory.from_configmap(kube.get_or_none(res, namespace, configmap_name(name)))
 
 
 def prefetch_inventory(kube: Kube, name: str, namespace: str = DEFAULT_NAMESPACE
                        ) -> Future[Inventory]:
-    """`read_inventory` (without creating the namespace) in a thread of its own, started
+    """`read_inventory` in a thread of its own, started
     now: `orksync apply` sends it with the apply's LISTs, while the rendered files are read,
     instead of after them. Its result or error (a ClusterError, an InventoryError) is
     `sync_once`'s, where it reads the inventory. It is read a fraction of a second earlier
@@ -276,7 +275,7 @@ def prefetch_inventory(kube: Kube, name: str, namespace: str = DEFAULT_NAMESPACE
         if not future.set_running_or_notify_cancel():
             return
         try:
-            future.set_result(read_inventory(kube, name, namespace, create_namespace=False))
+            future.set_result(read_inventory(kube, name, namespace))
         except BaseException as err:  # handed to sync_once
             future.set_exception(err)
 
