@@ -42,6 +42,7 @@ from orksync.model import (
     RenderedSet,
     WritePolicy,
     copy_tree,
+    is_managed,
 )
 
 log = logging.getLogger(__name__)
@@ -165,12 +166,6 @@ def _first_cr_stage(stages: Mapping[int, Sequence[Staged]]) -> int | None:
         for o in stages[stage])), None)
 
 
-def _is_ours(item: Mapping[str, Any]) -> bool:
-    """What the LIST with MANAGED_SELECTOR returns, decided on a LIST without it."""
-    labels = (item.get("metadata") or {}).get("labels") or {}
-    return bool(labels.get(MANAGED_BY_LABEL) == MANAGED_BY)
-
-
 class _Prefetch:
     """The LISTs of every stage, sent at once when the apply starts (up to `workers` at a
     time) instead of one stage after another: a resync is mostly waiting for them.
@@ -246,7 +241,8 @@ class _Prefetch:
         items = future.result()
         if items is None or whole or not self.whole[key]:
             return items
-        return [item for item in items if _is_ours(item)]
+        # what the LIST with MANAGED_SELECTOR returns, decided on a LIST without it
+        return [item for item in items if is_managed(item)]
 
     def close(self) -> None:
         """Send nothing more (an apply that ended early); LISTs under way finish."""

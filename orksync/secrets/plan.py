@@ -43,7 +43,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 from orksync.durations import parse_duration
-from orksync.model import MANAGED_BY, MANAGED_BY_LABEL, WritePolicy
+from orksync.model import MANAGED_BY_LABEL, WritePolicy, is_managed
 from orksync.render.notes.random import RandomSource, fill_generated
 from orksync.secrets.tls import TLS_KEYS, TlsSpec, plan_tls
 
@@ -276,11 +276,6 @@ def owned_desired(live: Mapping[str, Any], field_manager: str) -> dict[str, Any]
     return {"apiVersion": "v1", "kind": "Secret", "metadata": out_meta,
             "type": live.get("type") or "Opaque",
             "data": pick(live.get("data"), fields.get("f:data") or {})}
-
-
-def is_managed(obj: Mapping[str, Any]) -> bool:
-    labels = (obj.get("metadata") or {}).get("labels") or {}
-    return labels.get(MANAGED_BY_LABEL) == MANAGED_BY
 
 
 def data_hash(data: Mapping[str, str]) -> str:
