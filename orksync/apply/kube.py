@@ -216,8 +216,7 @@ class Kube:
         passes here (tests observe and interrupt requests at this one point). Raises
         ClusterError with the last failure."""
         if not isinstance(query, str):
-            params = [(k, v) for k, v in (query or {}).items() if v is not None]
-            query = "?" + urlencode(params) if params else ""
+            query = _query_string(query or {})
         return self._send(method, path, query, body, content_type=content_type,
                           subject=subject, accept=accept)
 
@@ -473,9 +472,15 @@ class _Outcome:
 def _apply_query(field_manager: str, force: bool, dry_run: bool) -> str:
     """The query string of a server-side apply, encoded once per set of options (a sync
     sends a thousand applies with the same)."""
-    params = {"fieldManager": field_manager, "force": "true" if force else "false",
-              "dryRun": "All" if dry_run else None, "fieldValidation": FIELD_VALIDATION}
-    return "?" + urlencode([(k, v) for k, v in params.items() if v is not None])
+    return _query_string({"fieldManager": field_manager, "force": "true" if force else "false",
+                          "dryRun": "All" if dry_run else None,
+                          "fieldValidation": FIELD_VALIDATION})
+
+
+def _query_string(query: Mapping[str, Any]) -> str:
+    """`?k=v&...` of the parameters that are not None, or empty."""
+    params = [(k, v) for k, v in query.items() if v is not None]
+    return "?" + urlencode(params) if params else ""
 
 
 def _refused_certificate(err: urllib3.exceptions.HTTPError
