@@ -123,7 +123,7 @@ class ObjectWriter:
         self.root = root
         self.made: set[str] = set()
         self.owners: dict[ObjRef, tuple[str, str]] = {}  # owner -> (directory, index lines)
-        self.lines: dict[tuple[str, object], str] = {}
+        self.lines: dict[tuple[str, str, object], str] = {}
 
     def write(self, objects: Iterable[RenderedObject]) -> list[str]:
         """The index entries of `objects`, in their order."""
@@ -179,9 +179,9 @@ class ObjectWriter:
 
     def line(self, key: str, value: object, pad: str) -> str:
         """`{pad}{key}: {value}` as `dump_yaml` writes it (the same few values repeat)."""
-        out = self.lines.get((key, value))
+        out = self.lines.get((pad, key, value))
         if out is None:
-            out = self.lines[(key, value)] = f"{pad}{key}: {dump_scalar(value)}\n"
+            out = self.lines[(pad, key, value)] = f"{pad}{key}: {dump_scalar(value)}\n"
         return out
 
 
