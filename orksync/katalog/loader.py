@@ -81,14 +81,14 @@ def load_repository(root: Path, *, jobs: int = 1) -> Catalog:
     that parse the files (orksync.forked); the same Catalog whatever their number."""
     root = root.resolve()
     loader = _Loader(root)
-    files = [(path, loader.resolve_walked(path)) for path in iter_yaml_files(root)]
+    files = [loader.resolve_walked(path) for path in iter_yaml_files(root)]
     jobs = min(jobs, len(files) // MIN_FILES_PER_JOB) or 1
     if jobs > 1:
         parsed = fork_chunks(loader.parse_all, files, jobs, chunk=FILES_CHUNK)
-        for (_, resolved), docs in zip(files, parsed, strict=True):
+        for resolved, docs in zip(files, parsed, strict=True):
             loader.add_file(resolved, parsed=docs)
     else:
-        for _, resolved in files:
+        for resolved in files:
             loader.add_file(resolved)
     return loader.finish()
 
@@ -155,12 +155,12 @@ class _Loader:
         except LoadError as err:
             self.errors.append(err)
 
-    def parse_all(self, files: Sequence[tuple[Path, Path]]) -> list[Parsed]:
-        """The documents of each (path, resolved path), parsed as `add_file` would: the
+    def parse_all(self, files: Sequence[Path]) -> list[Parsed]:
+        """The documents of each file (resolved paths), parsed as `add_file` would: the
         part of loading that may run in parallel (only what it returns counts; in a
         forked process, nothing it changes here is seen)."""
         out: list[Parsed] = []
-        for _, resolved in files:
+        for resolved in files:
             try:
                 out.append([(d.index, d.content) for d in
                             load_documents(resolved, display=self.rel(resolved))])
