@@ -293,10 +293,9 @@ class Applier:
         run = _Run()
         run.wrote(written)
         stages = _by_stage(objects)
-        if self._prefetched is None:
-            self.prefetch(objects)
         prefetched = self._prefetched
-        assert prefetched is not None
+        if prefetched is None:
+            prefetched = self._prefetched = _Prefetch(self.kube, stages, self.options.workers)
         first_cr_stage = _first_cr_stage(stages)
         try:
             for stage in sorted(stages):
