@@ -192,13 +192,21 @@ def test_fork_map_runs_the_parts_after_the_first_in_children_in_order(
 
 
 def test_fork_chunks_shares_the_chunks_out_and_keeps_the_order(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     fork_even_with_threads(monkeypatch)
     parent = os.getpid()
+    parent_took_one = tmp_path / "parent-took-one"
 
     def fn(chunk: Sequence[int]) -> list[tuple[int, int]]:
         if os.getpid() == parent:
+            parent_took_one.touch()
             time.sleep(0.01)  # this process is slow: the child takes more chunks
+        else:
+            # The child starts first and, unchecked, could take every chunk before this
+            # process reaches its first (seen in CI): it waits until this process has one.
+            deadline = time.monotonic() + 30
+            while not parent_took_one.exists() and time.monotonic() < deadline:
+                time.sleep(0.001)
         return [(x * x, os.getpid()) for x in chunk]
 
     results = forked.fork_chunks(fn, range(100), 2, chunk=5)
@@ -208,14 +216,20 @@ def test_fork_chunks_shares_the_chunks_out_and_keeps_the_order(
 
 
 def test_chunks_a_dead_child_had_taken_are_done_here(
-        caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+        caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch,
+        tmp_path: Path) -> None:
     fork_even_with_threads(monkeypatch)
     parent = os.getpid()
 
     def fn(chunk: Sequence[int]) -> list[int]:
         if os.getpid() != parent:
+            (tmp_path / str(os.getpid())).touch()
             os._exit(3)  # a child dies with the first chunk it takes
-        time.sleep(0.01)  # while this process works slowly through the rest
+        # This process waits until both children have taken theirs (on a loaded machine it
+        # could otherwise do every chunk before a child ran), then works through the rest.
+        deadline = time.monotonic() + 30
+        while len(list(tmp_path.iterdir())) < 2 and time.monotonic() < deadline:
+            time.sleep(0.001)
         return [x + 1 for x in chunk]
 
     assert forked.fork_chunks(fn, range(100), 3, chunk=4) == [x + 1 for x in range(100)]
