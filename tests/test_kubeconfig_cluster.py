@@ -198,12 +198,14 @@ def test_a_token_file_is_read_again_when_it_rotates(
     token_file = tmp_path / "token"
     token_file.write_text(sa_token(admin, sa_namespace, "first") + "\n")
     path = write(tmp_path / "config", document(control_plane, user={"tokenFile": "token"}))
-    monkeypatch.setattr(kubeconfig, "TOKEN_REFRESH", 0.5)
+    now = [0.0]
+    monkeypatch.setattr(kubeconfig, "CLOCK", lambda: now[0])
     kube = Kube.from_kubeconfig(path)
     try:
         assert whoami(kube) == f"system:serviceaccount:{sa_namespace}:first"
         token_file.write_text(sa_token(admin, sa_namespace, "second"))
-        time.sleep(0.6)
+        assert whoami(kube) == f"system:serviceaccount:{sa_namespace}:first"  # not yet
+        now[0] += kubeconfig.TOKEN_REFRESH
         assert whoami(kube) == f"system:serviceaccount:{sa_namespace}:second"
     finally:
         kube.close()
@@ -220,14 +222,15 @@ def test_in_cluster_reads_the_service_account_token_again_as_it_rotates(
     monkeypatch.setenv("KUBERNETES_SERVICE_HOST", host)
     monkeypatch.setenv("KUBERNETES_SERVICE_PORT", port)
     monkeypatch.setattr(kubeconfig, "SERVICE_ACCOUNT_DIR", mounted)
-    monkeypatch.setattr(kubeconfig, "TOKEN_REFRESH", 0.5)
+    now = [0.0]
+    monkeypatch.setattr(kubeconfig, "CLOCK", lambda: now[0])
     kube = Kube.in_cluster()
     try:
         assert kube.api is None
         assert whoami(kube) == f"system:serviceaccount:{sa_namespace}:agent"
         (mounted / "token").write_text(sa_token(admin, sa_namespace, "rotated"))
         assert whoami(kube) == f"system:serviceaccount:{sa_namespace}:agent"  # not yet
-        time.sleep(0.6)
+        now[0] += kubeconfig.TOKEN_REFRESH
         assert whoami(kube) == f"system:serviceaccount:{sa_namespace}:rotated"
     finally:
         kube.close()

@@ -62,6 +62,7 @@ log = logging.getLogger(__name__)
 DEFAULT_KUBECONFIG = "~/.kube/config"
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 TOKEN_REFRESH = 60.0  # seconds a token read from a file is used before reading it again
+CLOCK: Callable[[], float] = time.monotonic  # what that age is measured with (tests set it)
 PROXY_ENV = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy")
 
 _CLUSTER_FIELDS = frozenset({"server", "certificate-authority", "certificate-authority-data",
@@ -85,13 +86,13 @@ class Credentials:
 
     def __init__(self, *, token: str | None = None, token_file: Path | None = None,
                  basic: str | None = None, refresh: float | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] | None = None) -> None:
         self._header = f"Bearer {token}" if token else None
         if basic is not None:
             self._header = "Basic " + base64.b64encode(basic.encode()).decode()
         self._file = token_file
         self._refresh = TOKEN_REFRESH if refresh is None else refresh
-        self._clock = clock
+        self._clock = CLOCK if clock is None else clock
         self._read_at = -float("inf")
         self._lock = threading.Lock()
         if token_file is not None:
