@@ -99,6 +99,8 @@ class NamespaceGuard:
 
     def refusal(self, namespace: str) -> str | None:
         """Why `namespace` is refused, or None when it is allowed."""
+        if not (self.restricted or self.allowed):
+            return None
         hit = next((p for p in self.restricted if _matches(p, namespace)), None)
         if hit is not None:
             return f"namespace {namespace} is restricted by the Katalog ({hit})"

@@ -231,10 +231,12 @@ def normalize(data: Mapping[str, Any], spec_map: Mapping[str, Any],
 
 
 def mutate(data: Mapping[str, Any], rules: Sequence[Any] | None, render: Render,
-           clock: Clock, *, warnings: list[str] | None = None) -> dict[str, Any]:
-    """A copy of `data` with the mutation rules applied in order (see module docstring).
-    Rules that cannot apply are skipped; their reasons are appended to `warnings`."""
-    out = copy_tree(dict(data))
+           clock: Clock, *, warnings: list[str] | None = None,
+           in_place: bool = False) -> dict[str, Any]:
+    """A copy of `data` with the mutation rules applied in order (see module docstring);
+    `in_place`: `data` itself (a dict its caller owns). Rules that cannot apply are
+    skipped; their reasons are appended to `warnings`."""
+    out = data if in_place and type(data) is dict else copy_tree(dict(data))
     notes = warnings if warnings is not None else []
     for i, rule in enumerate(rules or ()):
         if not isinstance(rule, Mapping):
@@ -347,9 +349,11 @@ def prepare(data: Mapping[str, Any], entry_raw: Mapping[str, Any], render: Rende
     if mutation.get("mutateFirst") is False:
         verdict = validate(out, validation.get("rules"), render, clock,
                            unique_checker=unique_checker)
-        out = mutate(out, mutation.get("rules"), render, clock, warnings=warnings)
+        out = mutate(out, mutation.get("rules"), render, clock, warnings=warnings,
+                     in_place=True)
     else:
-        out = mutate(out, mutation.get("rules"), render, clock, warnings=warnings)
+        out = mutate(out, mutation.get("rules"), render, clock, warnings=warnings,
+                     in_place=True)
         verdict = validate(out, validation.get("rules"), render, clock,
                            unique_checker=unique_checker)
     return out, verdict, warnings

@@ -14,7 +14,7 @@ needed it: nothing of them is applied, and nothing is cleaned up on a guess."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from orksync.errors import ClusterError, RenderError
@@ -128,6 +128,7 @@ class CrRenderer:
                               file=cr.source.file, obj=str(cr.ref),
                               path=f"{cr.entry.path}.validation")
         self.skipped: list[tuple[ObjRef, str]] = []
+        self._system_labels: dict[str, str] | None = None
         # with a LiveView: (template key, object) .children looked up
         self.declared: list[tuple[str, ObjRef]] = []
         self.absent: list[ObjRef] = []
@@ -299,19 +300,15 @@ class CrRenderer:
                 out[key] = self.render_leaves(value, data, f"{path}.{key}")
         return out
 
-    def render_leaves(self, value: Any, data: Mapping[str, Any], path: str) -> Any:
-        if isinstance(value, str):
-            if "{{" not in value:
-                return value
-            try:
-                return self.templates.render(value, data)
-            except GoTemplateError as err:
-                raise self.fail(path, f"template error: {err}") from err
-        if isinstance(value, Mapping):
-            return {k: self.render_leaves(v, data, f"{path}.{k}") for k, v in value.items()}
-        if isinstance(value, list):
-            return [self.render_leaves(v, data, f"{path}[{i}]") for i, v in enumerate(value)]
-        return value
+    def render_leaves(self, value: Any, data: Mapping[str, Any], path: str,
+                      skip: frozenset[str] = frozenset()) -> Any:
+        """`value` with every string leaf rendered as a template (a map's keys in `skip`
+        are kept as they are). A template error names the leaf's path below `path`."""
+        try:
+            return _leaves(value, data, self.templates.render, skip)
+        except _LeafError as err:
+            raise self.fail(path + "".join(reversed(err.steps)),
+                            f"template error: {err.error}") from err.error
 
     def entry(self, spec: KindSpec, entry: Mapping[str, Any], data: Mapping[str, Any],
               block: str, path: str) -> list[RenderedObject]:
@@ -329,9 +326,7 @@ class CrRenderer:
         for field_path in unknown_fields(spec.key, entry):
             self.warnings.append(f"{self.cr.entry.source.file}: {self.cr.ref}: "
                                  f"{path}.{field_path} is not a field orksync knows; ignored")
-        rendered = {k: (v if k in ENTRY_KEYS_NOT_RENDERED else
-                        self.render_leaves(v, data, f"{path}.{k}"))
-                    for k, v in entry.items()}
+        rendered = self.render_leaves(entry, data, path, ENTRY_KEYS_NOT_RENDERED)
         if spec.key in AUTOSCALED and entry.get("autoscale") is not None:
             rendered["autoscale"] = self.autoscale(entry["autoscale"], data,
                                                    f"{path}.autoscale")
@@ -531,6 +526,15 @@ class CrRenderer:
                                directives=directives)]
 
     def labels(self, raw: Any, path: str) -> dict[str, str]:
+        """The entry's labels and the system labels (builders copy what they keep: an
+        entry without labels of its own gets the same checked dict as the others)."""
+        if raw is None:
+            if self._system_labels is None:
+                self._system_labels = self._labels(None, path)
+            return self._system_labels
+        return self._labels(raw, path)
+
+    def _labels(self, raw: Any, path: str) -> dict[str, str]:
         labels: dict[str, str] = {}
         if isinstance(raw, list):  # the pre-v0.7.13 list form: [{key, value}]
             for i, item in enumerate(raw):
@@ -548,6 +552,47 @@ class CrRenderer:
             if problem:
                 raise self.fail(f"{path}.{key}", problem)
         return labels
+
+
+class _LeafError(Exception):
+    """A template error in a leaf, on its way up to the entry that reports it: each
+    container it passes adds its step (`.key`, `[i]`), so the path is only built for
+    the leaf that failed."""
+
+    def __init__(self, error: GoTemplateError) -> None:
+        super().__init__(str(error))
+        self.error = error
+        self.steps: list[str] = []
+
+
+def _leaves(value: Any, data: Mapping[str, Any], render: Callable[[str, Mapping[str, Any]], str],
+            skip: frozenset[str] = frozenset()) -> Any:
+    if isinstance(value, str):
+        if "{{" not in value:
+            return value
+        try:
+            return render(value, data)
+        except GoTemplateError as err:
+            raise _LeafError(err) from None
+    if type(value) is dict or isinstance(value, Mapping):
+        out = {}
+        for k, v in value.items():
+            try:
+                out[k] = v if k in skip else _leaves(v, data, render)
+            except _LeafError as err:
+                err.steps.append(f".{k}")
+                raise
+        return out
+    if isinstance(value, list):
+        items = []
+        for i, v in enumerate(value):
+            try:
+                items.append(_leaves(v, data, render))
+            except _LeafError as err:
+                err.steps.append(f"[{i}]")
+                raise
+        return items
+    return value
 
 
 def copy_directive(key: str, rendered: Mapping[str, Any], cr_namespace: str

@@ -35,8 +35,11 @@ class Templates:
 
     engine: TemplateEngine
     clock: Clock
+    scoped: bool = True  # notes read the calling template's data (_SCOPE); without notes, none does
 
     def render(self, source: str, data: Mapping[str, Any]) -> str:
+        if not self.scoped:
+            return self.engine.render(source, data)
         token = _SCOPE.set(data)
         try:
             return self.engine.render(source, data)
@@ -59,4 +62,4 @@ def templates_for(katalog: Katalog, clock: Clock) -> Templates:
 
         functions.update(user_notes(katalog.notes, note_render))
     holder.append(make_engine(katalog.dialect, functions))
-    return Templates(engine=holder[0], clock=clock)
+    return Templates(engine=holder[0], clock=clock, scoped=bool(katalog.notes))
