@@ -302,7 +302,9 @@ def test_deep_nesting_is_rejected_not_crashing(engine: GoTemplateEngine) -> None
 PLAIN_DATA: dict[str, Any] = {
     "metadata": {"name": "web", "namespace": "prod", "labels": {"tier": " front "}},
     "spec": {"replicas": 3, "image": "nginx:1.27", "text": "h\u00e9", "list": ["a"],
-             "empty": "", "none": None, "nested": {"x": "y"}, "pad": "  p  "},
+             "empty": "", "none": None, "nested": {"x": "y"}, "pad": "  p  ",
+             "negative": -12, "zero": 0, "huge": 2 ** 70, "flag": True, "ratio": 0.5,
+             "big": 1e21},
 }
 PLAIN_SOURCES = [
     "{{ .metadata.name }}", "{{ .metadata.name }}-config",
@@ -312,6 +314,8 @@ PLAIN_SOURCES = [
     "{{ .spec.missing.deeper }}", "{{ .spec.replicas }}", "{{ .spec.list }}", "{{ .spec.nested }}",
     "{{ .spec.text }}", "caf\u00e9-{{ .metadata.name }}", "{{ .spec.list.x }}", "{{ . }}",
     "{{ .metadata.name.x }}", "{{ .spec.image }}{{ .spec.image }}",
+    "{{ .spec.negative }}", "n{{ .spec.zero }}-{{ .spec.replicas }}", "{{ .spec.huge }}",
+    "{{ .spec.flag }}", "{{ .spec.ratio }}", "{{ .spec.big }}", "{{ .spec.replicas.x }}",
 ]
 
 
@@ -331,7 +335,7 @@ def test_a_template_of_text_and_fields_prints_what_running_it_prints(
     assert fast == outcome()
 
 
-def test_the_shortcut_is_taken_for_a_template_of_text_and_string_fields(
+def test_the_shortcut_is_taken_for_a_template_of_text_and_string_or_int_fields(
         engine: GoTemplateEngine, monkeypatch: pytest.MonkeyPatch) -> None:
     def no_run(*args: Any) -> str:
         raise AssertionError("the template was run")
@@ -339,5 +343,7 @@ def test_the_shortcut_is_taken_for_a_template_of_text_and_string_fields(
     monkeypatch.setattr(GoTemplateEngine, "_execute", no_run)
     assert engine.render("{{ .metadata.name }}-{{ $.spec.image }}", PLAIN_DATA) == \
         "web-nginx:1.27"
-    with pytest.raises(AssertionError, match="was run"):  # an int is printed by the run
-        engine.render("{{ .spec.replicas }}", PLAIN_DATA)
+    assert engine.render("{{ .spec.replicas }}/{{ .spec.negative }}", PLAIN_DATA) == "3/-12"
+    for source in ("{{ .spec.flag }}", "{{ .spec.ratio }}"):  # printed by the run
+        with pytest.raises(AssertionError, match="was run"):
+            engine.render(source, PLAIN_DATA)

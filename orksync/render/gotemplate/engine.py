@@ -226,7 +226,7 @@ class GoTemplateEngine:
     def _plain_text(self, parts: tuple[str | tuple[str, ...], ...], data: Any) -> str | None:
         """What a template of literal text and one-field actions (`{{ .metadata.name
         }}-config`, most templates of a Katalog) prints, without running it, when the
-        answer is plain: every field is a string reached through dicts only, the output is
+        answer is plain: every field is a string or an int reached through dicts only, the output is
         ASCII, and the template is not a note's (whose run counts towards the calling
         template's budget). Anything else (None) runs the template, errors included."""
         if _ACTIVE.get() is not None:
@@ -242,7 +242,9 @@ class GoTemplateEngine:
                     return None
                 value = value.get(key)
             if type(value) is not str:
-                return None
+                if type(value) is not int:
+                    return None
+                value = str(value)  # fmt.Fprint of an int (not a bool, not a GoInt): decimal
             out.append(value)
         text = "".join(out)
         if not text.isascii() or len(text) > self._max_output:
