@@ -6,7 +6,9 @@ pickled through a pipe. The children start from this process's memory (copy on w
 `fn` may use anything already built here (the loaded repository, compiled templates)
 without sending it, and only small results should travel back. `fork_chunks` builds on it:
 the items in small chunks that this process and the children take one after another as
-each finishes its last, the results put back in the items' order.
+each finishes its last, the results put back in the items' order. A child of fork_chunks
+writes each chunk's results to its own unlinked temporary file as it goes (a pipe would
+hold them until this process, done with its own chunks, read them).
 
 Forking is used only where it is safe and can pay: on a system with `fork`, in a process
 with one thread (a fork copies no other thread, and a lock another thread held stays held
@@ -25,9 +27,10 @@ import pickle
 import signal
 import struct
 import sys
+import tempfile
 import threading
 from collections.abc import Callable, Sequence
-from typing import TypeVar, cast
+from typing import IO, TypeVar, cast
 
 log = logging.getLogger(__name__)
 
@@ -70,32 +73,69 @@ def fork_chunks(fn: Callable[[Sequence[T]], list[R]], items: Sequence[T], jobs: 
     chunks = [items[i:i + chunk] for i in range(0, len(items), chunk)]
     if jobs <= 1 or len(chunks) <= 1 or not can_fork():
         return [r for c in chunks for r in fn(c)]
+    workers = min(jobs, len(chunks))
+    spools = _spools(workers - 1)
     read_fd, write_fd = os.pipe()
     try:
         os.write(write_fd, b"".join(_RECORD.pack(i) for i in range(len(chunks))))
     finally:
         os.close(write_fd)
 
-    def work(_: object) -> dict[int, list[R]]:
+    def work(worker: int) -> dict[int, list[R]]:
         done = {}
+        spool = spools[worker - 1] if worker and spools else None
         while record := os.read(read_fd, _RECORD.size):
             (i,) = _RECORD.unpack(record)
-            done[i] = fn(chunks[i])
+            if spool is None:
+                done[i] = fn(chunks[i])
+            else:  # written as it goes, not pickled and piped at the end
+                pickle.dump((i, fn(chunks[i])), spool, protocol=pickle.HIGHEST_PROTOCOL)
+        if spool is not None:
+            spool.flush()  # a child leaves with os._exit, which flushes nothing
         return done
 
     try:
-        answers = fork_map(work, [None] * min(jobs, len(chunks)))
+        answers = fork_map(work, range(workers))
+        results: dict[int, list[R]] = {}
+        for answer in answers:
+            results.update(answer)
+        for spool in spools:
+            results.update(_read_spool(spool))
     finally:
         os.close(read_fd)
-    results: dict[int, list[R]] = {}
-    for answer in answers:
-        results.update(answer)
+        for spool in spools:
+            spool.close()
     missing = [i for i in range(len(chunks)) if i not in results]
     if missing:
         log.warning("%d chunk(s) taken by a forked worker that ended without a result were "
                     "redone in the main process", len(missing))
         results.update((i, fn(chunks[i])) for i in missing)
     return [r for i in range(len(chunks)) for r in results[i]]
+
+
+def _spools(count: int) -> list[IO[bytes]]:
+    """An unlinked temporary file per child, for its chunks' results: a child that sent
+    them through its pipe would pickle them all at its end and then wait for this process
+    to read, both after this process had finished its own chunks (a fifth of a second
+    for the 28 MB of the render of 10,000 custom resources). None (the pipe, then) where
+    no temporary file can be made."""
+    try:
+        return [tempfile.TemporaryFile() for _ in range(count)]
+    except OSError:
+        return []
+
+
+def _read_spool(spool: IO[bytes]) -> dict[int, list[R]]:
+    """The (chunk, results) records a child wrote; a record cut short (the child died
+    while writing it) ends the reading, and its chunk is redone."""
+    spool.seek(0)
+    out: dict[int, list[R]] = {}
+    while True:
+        try:
+            i, result = pickle.load(spool)
+        except Exception:  # the end (EOFError), or a record cut short: whatever it raised
+            return out
+        out[i] = result
 
 
 _RECORD = struct.Struct("=I")

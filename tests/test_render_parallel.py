@@ -236,6 +236,30 @@ def test_chunks_a_dead_child_had_taken_are_done_here(
     assert "2 chunk(s) taken by a forked worker" in caplog.text
 
 
+def test_a_spool_is_read_up_to_a_record_cut_short() -> None:
+    """A child writes each chunk's results to its spool as it goes; one killed while
+    writing leaves a record cut short, which ends the reading (that chunk is redone)."""
+    import pickle
+    import tempfile
+
+    with tempfile.TemporaryFile() as spool:
+        for i in (3, 7):
+            pickle.dump((i, [i] * 1000), spool, protocol=pickle.HIGHEST_PROTOCOL)
+        whole = spool.tell()
+        pickle.dump((9, [9] * 1000), spool, protocol=pickle.HIGHEST_PROTOCOL)
+        spool.truncate(whole + (spool.tell() - whole) // 2)
+        assert forked._read_spool(spool) == {3: [3] * 1000, 7: [7] * 1000}
+
+
+def test_chunks_come_back_through_the_pipe_where_no_spool_can_be_made(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    fork_even_with_threads(monkeypatch)
+    monkeypatch.setattr(forked, "_spools", lambda count: [])
+    results = forked.fork_chunks(lambda chunk: [(x, os.getpid()) for x in chunk], range(64),
+                                 2, chunk=4)
+    assert [x for x, _ in results] == list(range(64))
+
+
 def test_an_exception_in_a_child_is_raised_here(monkeypatch: pytest.MonkeyPatch) -> None:
     fork_even_with_threads(monkeypatch)
     def fn(part: list[int]) -> int:
