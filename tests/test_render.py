@@ -489,3 +489,48 @@ def test_the_guard_work_of_a_render_grows_linearly_with_the_custom_resources(
         assert large > 8 * small  # quadratic with cross, as the match: the control case
     else:
         assert large <= 4 * small + 4, (small, large)
+
+
+def test_an_entry_shared_by_a_yaml_alias_is_planned_for_each_place_it_appears(
+        tmp_path: Path) -> None:
+    """What a render works out once per Katalog entry (its policy, stage, forceConflict)
+    is kept per entry *and* place: one entry written under two CRD entries and blocks
+    through a YAML alias is planned for each."""
+    gadget_crd = CRD.replace("widgets.test", "gadgets.test").replace(
+        "{kind: Widget, plural: widgets, singular: widget}",
+        "{kind: Gadget, plural: gadgets, singular: gadget}")
+    katalog_text = """
+        apiVersion: orkestra.orkspace.io/v1
+        kind: Katalog
+        metadata: {name: shared}
+        spec:
+          crds:
+            widget:
+              crdFile: ./crd.yaml
+              operatorBox:
+                onCreate:
+                  configMaps:
+                    - &shared
+                      name: "{{ .metadata.name }}-config"
+                      data: {kind: "{{ .kind }}"}
+            gadget:
+              crdFile: ./gadget-crd.yaml
+              forceConflict: false
+              operatorBox:
+                onReconcile:
+                  configMaps:
+                    - *shared
+        """
+    gadget = widget("g", "ns").replace("Widget", "Gadget")
+    repo = write_repo(tmp_path, {"katalog.yaml": katalog_text, "crd.yaml": CRD,
+                                 "gadget-crd.yaml": gadget_crd, "w.yaml": widget("w", "ns"),
+                                 "g.yaml": gadget})
+    for _ in range(2):  # the second render answers from what the first worked out
+        rendered = render_catalog(load_repository(repo))
+        assert rendered.ok, rendered.errors
+        maps = {o.ref.name: o for o in rendered.objects if o.ref.kind == "ConfigMap"}
+        assert maps["w-config"].policy is WritePolicy.CREATE
+        assert "forceConflict" not in maps["w-config"].directives
+        assert maps["g-config"].policy is WritePolicy.APPLY
+        assert maps["g-config"].directives.get("forceConflict") is False
+        assert maps["g-config"].body["data"] == {"kind": "Gadget"}

@@ -15,11 +15,13 @@ needed it: nothing of them is applied, and nothing is cleaned up on a guess."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from orksync.errors import ClusterError, RenderError
 from orksync.katalog.model import CustomResource
 from orksync.katalog.motifs import MOTIF_KEY, motif_inputs
+from orksync.memo import IdentityCache
 from orksync.model import (
     MANAGED_BY,
     MANAGED_BY_LABEL,
@@ -77,9 +79,11 @@ COPY_FROM = {"configMaps": ("fromConfigMap", "ConfigMap"),
 BLOCKS = ("onCreate", "onReconcile")
 
 
-def cr_data(cr: CustomResource) -> dict[str, Any]:
-    """The data map templates see: the custom resource plus Orkestra's injected keys."""
-    data = copy_tree(cr.body)
+def cr_data(cr: CustomResource, *, deep: bool = True) -> dict[str, Any]:
+    """The data map templates see: the custom resource plus Orkestra's injected keys.
+    `deep=False`: the custom resource's own maps are shared, not copied (for a caller
+    that copies the result before anything can change it: the renderer's prepare)."""
+    data = copy_tree(cr.body) if deep else dict(cr.body)
     data.setdefault("spec", {})
     data.setdefault("status", {})
     data.update({"inputs": {}, "cross": {}, "external": {}, "children": {},
@@ -107,7 +111,7 @@ class CrRenderer:
             others = [o for o in others if not o.ref.namespace
                       or self.guard.refusal(o.ref.namespace) is None]
         try:
-            data = cr_data(cr)
+            data = cr_data(cr, deep=False)  # prepare() copies it
             if live is not None:
                 data["status"] = copy_tree((live.get(cr.ref) or {}).get("status") or {})
             data["cross"], problems = cross_data(cr, cr.entry.operator_box.get("cross"), others,
@@ -141,8 +145,9 @@ class CrRenderer:
     def children(self, live: LiveView | None) -> dict[str, Any]:
         """`.children`: the declared objects found live (offline: none, placeholders
         only). One LIST per kind, shared by every custom resource of the render."""
-        if live is None:
-            return children_map([(key, _NO_REF) for key in self.declared_keys()], {})
+        if live is None:  # placeholders only: the same for every custom resource of the entry
+            return copy_tree(_OFFLINE_CHILDREN.get(self.box, None, lambda: children_map(
+                [(key, _NO_REF) for key in self.declared_keys()], {})))
         declared = self.declared = self.declared_children()
         try:
             found = {ref: obj for _, ref in declared
@@ -312,22 +317,23 @@ class CrRenderer:
 
     def entry(self, spec: KindSpec, entry: Mapping[str, Any], data: Mapping[str, Any],
               block: str, path: str) -> list[RenderedObject]:
-        if not self.conditions(entry, data, path):
+        plan = _entry_plan(spec, entry, block, self.cr.entry.raw)
+        if plan.conditional and not self.conditions(entry, data, path):
             # Cleaned up only when reconciled (onReconcile, `reconcile: true`); Jobs and
             # plain onCreate entries are never cleaned up (semantics §2.1), so the prune
             # must not delete them either.
-            if policy_for(spec, block, entry) is WritePolicy.APPLY:
+            if plan.policy is WritePolicy.APPLY:
                 self.absent.extend(self.absent_refs(spec, entry, data))
             else:
                 self.retained.extend(self.absent_refs(spec, entry, data))
             return []
         if spec.builder is None:
             raise self.fail(path, f"{spec.key} is not supported by this version of orksync")
-        for field_path in unknown_fields(spec.key, entry):
+        for field_path in plan.unknown:
             self.warnings.append(f"{self.cr.entry.source.file}: {self.cr.ref}: "
                                  f"{path}.{field_path} is not a field orksync knows; ignored")
         rendered = self.render_leaves(entry, data, path, ENTRY_KEYS_NOT_RENDERED)
-        if spec.key in AUTOSCALED and entry.get("autoscale") is not None:
+        if plan.autoscale:
             rendered["autoscale"] = self.autoscale(entry["autoscale"], data,
                                                    f"{path}.autoscale")
         namespaced = spec.namespaced
@@ -356,19 +362,17 @@ class CrRenderer:
                            owner_key=self.cr_name, name=name, namespace=namespace,
                            labels=self.labels(rendered.get("labels"), f"{path}.labels"))
         body, directives = self.build(spec, rendered, ctx, path)
-        copy_from = copy_directive(spec.key, rendered, self.cr_namespace)
-        if copy_from:
-            directives = {**directives, "copyFrom": copy_from}
+        if plan.copies:
+            copy_from = copy_directive(spec.key, rendered, self.cr_namespace)
+            if copy_from:
+                directives = {**directives, "copyFrom": copy_from}
         cluster, refused, directives = self.cluster_scope(spec, body, directives, path)
         refused = refused or self.namespace_refusal(body) or \
             self.copy_source_refusal(entry, directives)
-        force = entry.get("forceConflict", self.cr.entry.raw.get("forceConflict", True))
-        if str(force).lower() in ("false", "0", "no"):
+        if plan.force_off:
             directives = {**directives, "forceConflict": False}
-        stage = STAGE_CHILDREN + ORDER[spec.key]
-        obj = RenderedObject(ref=ObjRef.of(body), body=body,
-                             policy=policy_for(spec, block, entry),
-                             origin=_replace_entry(self.origin, path), stage=stage,
+        obj = RenderedObject(ref=ObjRef.of(body), body=body, policy=plan.policy,
+                             origin=_replace_entry(self.origin, path), stage=plan.stage,
                              owner=self.cr.ref, directives=directives)
         produced = [*self.ingress_tls_secret(spec, rendered, ctx, obj, path)]
         targets = [obj.ref.namespace] if obj.ref.namespace else [""]
@@ -552,6 +556,42 @@ class CrRenderer:
             if problem:
                 raise self.fail(f"{path}.{key}", problem)
         return labels
+
+
+@dataclass(frozen=True, slots=True)
+class _EntryPlan:
+    """What a Katalog entry's rendering decides from the entry alone, the same for every
+    custom resource (worked out once per entry, see _entry_plan)."""
+
+    policy: WritePolicy
+    stage: int
+    unknown: tuple[str, ...]  # entry-relative paths of the fields no builder reads
+    conditional: bool  # has `when`, `or` or `anyOf`
+    autoscale: bool  # `autoscale:` on a kind that takes it
+    copies: bool  # a kind that may copy a live object (COPY_FROM)
+    force_off: bool  # `forceConflict: false` on the entry, or on its CRD entry
+
+
+def _entry_plan(spec: KindSpec, entry: Mapping[str, Any], block: str,
+                crd_raw: Mapping[str, Any]) -> _EntryPlan:
+    return _PLANS.get(entry, (spec.key, block, id(crd_raw)),
+                      lambda: _make_plan(spec, entry, block, crd_raw))
+
+
+def _make_plan(spec: KindSpec, entry: Mapping[str, Any], block: str,
+               crd_raw: Mapping[str, Any]) -> _EntryPlan:
+    force = entry.get("forceConflict", crd_raw.get("forceConflict", True))
+    return _EntryPlan(
+        policy=policy_for(spec, block, entry), stage=STAGE_CHILDREN + ORDER[spec.key],
+        unknown=tuple(unknown_fields(spec.key, entry)),
+        conditional=any(entry.get(k) is not None for k in ("when", "or", "anyOf")),
+        autoscale=spec.key in AUTOSCALED and entry.get("autoscale") is not None,
+        copies=spec.key in COPY_FROM,
+        force_off=str(force).lower() in ("false", "0", "no"))
+
+
+_PLANS: IdentityCache[_EntryPlan] = IdentityCache()
+_OFFLINE_CHILDREN: IdentityCache[dict[str, Any]] = IdentityCache()
 
 
 class _LeafError(Exception):
