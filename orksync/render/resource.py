@@ -574,6 +574,8 @@ class _EntryPlan:
 
 def _entry_plan(spec: KindSpec, entry: Mapping[str, Any], block: str,
                 crd_raw: Mapping[str, Any]) -> _EntryPlan:
+    # keyed by the place too: one entry can stand under several CRD entries and blocks
+    # (a YAML alias); the CRD entry's raw map lives as long as the entry's Katalog
     return _PLANS.get(entry, (spec.key, block, id(crd_raw)),
                       lambda: _make_plan(spec, entry, block, crd_raw))
 
