@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 
+from orksync.apply.kube import Kube
+
 REPO_EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "repo"
 # The reference Katalogs live outside the repository, in ../shared beside the checkout
 # (ORKSYNC_SHARED overrides). Tests that need them skip locally and fail in CI without them.
@@ -99,3 +101,16 @@ def finished_job_status(*, ok: bool) -> dict[str, Any]:
     else:
         status.update(failed=1, conditions=[cond("FailureTarget"), cond("Failed")])
     return status
+
+
+def record_requests(kube: Kube, monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
+    """Every (method, path) `kube` sends from now on (any thread), in order."""
+    sent: list[tuple[str, str]] = []
+    send = kube.request_with_status
+
+    def recording(method: str, path: str, **kwargs: Any) -> tuple[int, Any]:
+        sent.append((method, path))
+        return send(method, path, **kwargs)
+
+    monkeypatch.setattr(kube, "request_with_status", recording)
+    return sent

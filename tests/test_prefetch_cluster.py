@@ -16,30 +16,15 @@ from orksync.model import Action, ObjRef, Origin, RenderedObject, WritePolicy
 from orksync.render.kinds import ORDER
 from orksync.render.resource import STAGE_CHILDREN, STAGE_CR, STAGE_CRD
 from orksync.testing.controlplane import ControlPlane
+from tests.helpers import record_requests
 
 pytestmark = pytest.mark.cluster
-
-Sent = list[tuple[str, str]]
-
 
 @pytest.fixture
 def kube(control_plane: ControlPlane) -> Iterator[Kube]:
     k = Kube.from_kubeconfig(control_plane.kubeconfig)
     yield k
     k.close()
-
-
-def counting(kube: Kube, monkeypatch: pytest.MonkeyPatch) -> Sent:
-    """Every request `kube` sends from now on (any thread): (method, path)."""
-    sent: Sent = []
-    send = kube.request_with_status
-
-    def count(method: str, path: str, **kwargs: Any) -> tuple[int, Any]:
-        sent.append((method, path))
-        return send(method, path, **kwargs)
-
-    monkeypatch.setattr(kube, "request_with_status", count)
-    return sent
 
 
 def obj(body: dict[str, Any], stage: int, owner: ObjRef | None = None) -> RenderedObject:
@@ -82,7 +67,7 @@ def test_custom_resources_of_a_crd_created_by_the_same_apply_are_listed_once_it_
     child = configmap(ns, "g-config", {"k": "v"}, STAGE_CHILDREN + ORDER["configMaps"],
                       owner=gadget.ref)
     gadgets = kube_path(group)
-    sent = counting(kube, monkeypatch)
+    sent = record_requests(kube, monkeypatch)
     first = Applier(kube).apply([crd, gadget, child])
     assert {c.ref: c.action for c in first.changes} == {
         crd.ref: Action.CREATED, ObjRef(api_version="v1", kind="Namespace", name=ns):
@@ -123,7 +108,7 @@ def test_a_no_change_resync_sends_one_list_per_kind_and_one_discovery_per_versio
     assert not first.failed and first.by_ref()[cr_ns].action is Action.CREATED
     fresh = Kube.from_kubeconfig(control_plane.kubeconfig)  # nothing discovered yet
     try:
-        sent = counting(fresh, monkeypatch)
+        sent = record_requests(fresh, monkeypatch)
         again = Applier(fresh).apply(objects)
     finally:
         fresh.close()
@@ -145,7 +130,7 @@ def test_an_object_an_earlier_stage_wrote_is_listed_again_for_a_later_one(
     later = configmap(ns, "twice", {"k": "later"}, STAGE_CR + 2)
     Applier(kube).apply([later])
     earlier = configmap(ns, "twice", {"k": "earlier"}, STAGE_CR + 1)
-    sent = counting(kube, monkeypatch)
+    sent = record_requests(kube, monkeypatch)
     changes = Applier(kube).apply([earlier, later]).changes
     assert [c.action for c in changes] == [Action.CONFIGURED, Action.CONFIGURED], changes
     res = kube.resource("v1", "ConfigMap")

@@ -30,7 +30,7 @@ from orksync.katalog.loader import load_repository
 from orksync.model import Action, Change, ObjRef
 from orksync.render.engine import render_catalog
 from orksync.testing.controlplane import ControlPlane
-from tests.helpers import CRD, KATALOG, finished_job_status, widget, write_repo
+from tests.helpers import CRD, KATALOG, finished_job_status, record_requests, widget, write_repo
 
 pytestmark = pytest.mark.cluster
 
@@ -191,19 +191,6 @@ def finish_job(kube: Kube, r: ObjRef, *, ok: bool) -> None:
 
 def gone(kube: Kube, *refs: ObjRef) -> Callable[[], bool]:
     return lambda: all(get(kube, r) is None for r in refs)
-
-
-def record_requests(monkeypatch: pytest.MonkeyPatch, kube: Kube) -> list[tuple[str, str]]:
-    """Every (method, path) `kube` sends from now on, in order."""
-    sent: list[tuple[str, str]] = []
-    send = kube.request_with_status
-
-    def counting(method: str, path: str, **kwargs: Any) -> tuple[int, Any]:
-        sent.append((method, path))
-        return send(method, path, **kwargs)
-
-    monkeypatch.setattr(kube, "request_with_status", counting)
-    return sent
 
 
 # --- prune ---------------------------------------------------------------------------------------
@@ -500,7 +487,7 @@ def test_a_no_change_sync_lists_each_custom_resource_kind_once(
     of the kind instead of listing it again; the test above shows it still finds them."""
     repo.write({"katalog.yaml": ON_DELETE_JOB, "crd.yaml": CRD, "w.yaml": widget("w", ns)})
     repo.sync()
-    sent = record_requests(monkeypatch, kube)
+    sent = record_requests(kube, monkeypatch)
     again = repo.sync()
     assert {c.action for c in again.changes.changes} == {Action.UNCHANGED}
     widgets = ("GET", kube.resource(WIDGET_API, "Widget").path())
@@ -572,7 +559,7 @@ def test_the_inventory_namespace_is_created_when_the_inventory_is_first_written(
         created = kube.get(namespaces, "", inventory_ns)
         assert created["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "orksync"
         assert read_inventory(kube, repo.name, inventory_ns) == first.inventory
-        sent = record_requests(monkeypatch, kube)
+        sent = record_requests(kube, monkeypatch)
         again = sync()
         monkeypatch.undo()
         assert {c.action for c in again.changes.changes} == {Action.UNCHANGED}

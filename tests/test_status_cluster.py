@@ -18,7 +18,7 @@ from orksync.katalog.loader import load_repository
 from orksync.model import Action, Change, ChangeSet, ObjRef
 from orksync.render.engine import render_catalog, templates_for
 from orksync.testing.controlplane import ControlPlane
-from tests.helpers import CRD, widget, write_repo
+from tests.helpers import CRD, record_requests, widget, write_repo
 
 pytestmark = pytest.mark.cluster
 
@@ -150,8 +150,8 @@ def test_status_and_events_after_syncs(control_plane: ControlPlane, tmp_path: Pa
     kube.close()
 
 
-def test_no_status_subresource_writes_nothing(control_plane: ControlPlane,
-                                              tmp_path: Path) -> None:
+def test_no_status_subresource_writes_nothing(control_plane: ControlPlane, tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
     ns = f"t-{uuid.uuid4().hex[:8]}"
     crd = CRD.replace("widgets", "gadgets").replace("Widget", "Gadget") \
         .replace("widget", "gadget").replace("      subresources: {status: {}}\n", "")
@@ -160,20 +160,13 @@ def test_no_status_subresource_writes_nothing(control_plane: ControlPlane,
     body = widget("w", ns, image="nginx", replicas=1).replace("Widget", "Gadget")
     repo = write_repo(tmp_path, {"katalog.yaml": katalog, "crd.yaml": crd, "w.yaml": body})
     kube = Kube.from_kubeconfig(control_plane.kubeconfig)
-    sent: list[str] = []
-    send = kube.request_with_status
-
-    def counting(method: str, path: str, **kwargs: Any) -> tuple[int, Any]:
-        sent.append(f"{method} {path}")
-        return send(method, path, **kwargs)
-
-    kube.request_with_status = counting  # type: ignore[method-assign]
+    sent = record_requests(kube, monkeypatch)
     changes, written = sync(kube, repo, "rev1")
     assert not changes.failed
     assert written == []
     res = kube.resource("test.orksync.io/v1", "Gadget")
     assert "status" not in kube.get(res, ns, "w")
-    assert not [s for s in sent if s.endswith("/status")]  # not even one request
+    assert not [path for _, path in sent if path.endswith("/status")]  # not even one request
     kube.close()
 
 
