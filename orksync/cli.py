@@ -234,18 +234,24 @@ def _render(repo: Path, args: argparse.Namespace,
             kube: Kube | None = None) -> tuple[RenderedSet, str, Catalog]:
     """Load and render REPO; with `kube`, against the live cluster (orksync.render.children)."""
     from orksync.apply.sync import render_live
-    from orksync.katalog.loader import load_repository
     from orksync.render.engine import render_catalog
     from orksync.source import local_revision
 
-    if not repo.is_dir():
-        raise UsageError(f"{repo}: not a directory")
-    catalog = load_repository(repo)
+    catalog = _load(repo)
     strict = args.strict_cluster_scope
     rendered = render_catalog(catalog, strict_cluster_scope=strict) if kube is None else \
         render_live(kube, catalog, strict_cluster_scope=strict)
     _log_problems(rendered)
     return rendered, local_revision(repo), catalog
+
+
+def _load(repo: Path, jobs: int = 1) -> Catalog:
+    """The repository at `repo`, loaded (in `jobs` processes)."""
+    from orksync.katalog.loader import load_repository
+
+    if not repo.is_dir():
+        raise UsageError(f"{repo}: not a directory")
+    return load_repository(repo, jobs=jobs)
 
 
 def _log_problems(rendered: RenderedSet) -> None:
@@ -280,15 +286,13 @@ def _render_offline(args: argparse.Namespace) -> tuple[DirectoryRender, str]:
     """`orksync render` without --live: loaded, rendered and written in `--jobs`
     processes (orksync.render.directory), the same files as one process writes."""
     from orksync.forked import default_jobs
-    from orksync.katalog.loader import load_repository
     from orksync.render.directory import render_to_directory
     from orksync.source import local_revision
 
-    if not args.repo.is_dir():
-        raise UsageError(f"{args.repo}: not a directory")
     jobs = args.jobs or default_jobs()
+    catalog = _load(args.repo, jobs)
     revision = local_revision(args.repo)
-    written = render_to_directory(load_repository(args.repo, jobs=jobs), args.output,
+    written = render_to_directory(catalog, args.output,
                                   revision=revision, jobs=jobs,
                                   strict_cluster_scope=args.strict_cluster_scope)
     _log_problems(written.facts)
