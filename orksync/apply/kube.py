@@ -217,12 +217,6 @@ class Kube:
         ClusterError with the last failure."""
         if not isinstance(query, str):
             query = _query_string(query or {})
-        return self._send(method, path, query, body, content_type=content_type,
-                          subject=subject, accept=accept)
-
-    def _send(self, method: str, path: str, query: str, body: Any, *, content_type: str,
-              subject: str, accept: str) -> tuple[int, Any]:
-        """`request_with_status` with the query string encoded (`?...`, or empty)."""
         url = (self._prefix if self._direct is not None else self.host) + path + query
         payload = None if body is None else _encode_json(body).encode()
         replayable = replay_safe(method, content_type, body)
