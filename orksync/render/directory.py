@@ -27,7 +27,15 @@ from orksync.forked import fork_chunks
 from orksync.gcpause import gc_paused
 from orksync.katalog.model import Catalog, CustomResource
 from orksync.model import RenderedObject, RenderedSet
-from orksync.render.engine import CrResult, CrSummary, Extras, Outcome, RenderPlan, crd_object
+from orksync.render.engine import (
+    CrResult,
+    CrSummary,
+    Extras,
+    Outcome,
+    RenderPlan,
+    crd_object,
+    ref_key,
+)
 from orksync.render.output import ObjectWriter, finish_rendered, start_rendered
 from orksync.render.templates import Clock, utc_now
 
@@ -116,8 +124,7 @@ def _render_slice(plan: RenderPlan, writer: ObjectWriter, crs: Sequence[CustomRe
 
 
 def _write(writer: ObjectWriter, objects: list[RenderedObject]) -> list[Entry]:
-    return [((o.stage, o.ref.api_version, o.ref.kind, o.ref.namespace, o.ref.name),
-             *writer.write_one(o)) for o in objects]
+    return [((o.stage, *ref_key(o.ref)), *writer.write_one(o)) for o in objects]
 
 
 def _remove(root: Path, files: list[str]) -> None:
