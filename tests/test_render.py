@@ -491,15 +491,7 @@ def test_the_guard_work_of_a_render_grows_linearly_with_the_custom_resources(
         assert large <= 4 * small + 4, (small, large)
 
 
-def test_an_entry_shared_by_a_yaml_alias_is_planned_for_each_place_it_appears(
-        tmp_path: Path) -> None:
-    """What a render works out once per Katalog entry (its policy, stage, forceConflict)
-    is kept per entry *and* place: one entry written under two CRD entries and blocks
-    through a YAML alias is planned for each."""
-    gadget_crd = CRD.replace("widgets.test", "gadgets.test").replace(
-        "{kind: Widget, plural: widgets, singular: widget}",
-        "{kind: Gadget, plural: gadgets, singular: gadget}")
-    katalog_text = """
+_SHARED_ENTRY = """
         apiVersion: orkestra.orkspace.io/v1
         kind: Katalog
         metadata: {name: shared}
@@ -521,6 +513,37 @@ def test_an_entry_shared_by_a_yaml_alias_is_planned_for_each_place_it_appears(
                   configMaps:
                     - *shared
         """
+_SHARED_BLOCK = """
+        apiVersion: orkestra.orkspace.io/v1
+        kind: Katalog
+        metadata: {name: shared}
+        spec:
+          crds:
+            widget:
+              crdFile: ./crd.yaml
+              operatorBox:
+                onCreate: &shared
+                  configMaps:
+                    - name: "{{ .metadata.name }}-config"
+                      data: {kind: "{{ .kind }}"}
+            gadget:
+              crdFile: ./gadget-crd.yaml
+              forceConflict: false
+              operatorBox:
+                onReconcile: *shared
+        """
+
+
+@pytest.mark.parametrize("katalog_text", [_SHARED_ENTRY, _SHARED_BLOCK],
+                         ids=["entry", "block"])
+def test_an_entry_shared_by_a_yaml_alias_is_planned_for_each_place_it_appears(
+        tmp_path: Path, katalog_text: str) -> None:
+    """What a render works out once per Katalog entry and block (its policy, stage,
+    forceConflict, path) is kept per entry *and* place: one entry, or one whole block,
+    written under two CRD entries and blocks through a YAML alias is planned for each."""
+    gadget_crd = CRD.replace("widgets.test", "gadgets.test").replace(
+        "{kind: Widget, plural: widgets, singular: widget}",
+        "{kind: Gadget, plural: gadgets, singular: gadget}")
     gadget = widget("g", "ns").replace("Widget", "Gadget")
     repo = write_repo(tmp_path, {"katalog.yaml": katalog_text, "crd.yaml": CRD,
                                  "gadget-crd.yaml": gadget_crd, "w.yaml": widget("w", "ns"),
@@ -534,3 +557,5 @@ def test_an_entry_shared_by_a_yaml_alias_is_planned_for_each_place_it_appears(
         assert maps["g-config"].policy is WritePolicy.APPLY
         assert maps["g-config"].directives.get("forceConflict") is False
         assert maps["g-config"].body["data"] == {"kind": "Gadget"}
+        assert maps["w-config"].origin.entry == "onCreate.configMaps[0]"
+        assert maps["g-config"].origin.entry == "onReconcile.configMaps[0]"

@@ -18,6 +18,7 @@ the kind is cluster-scoped.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -257,20 +258,24 @@ def identity_problem(ref: ObjRef) -> str | None:
     """Why a rendered child's identity cannot be written (to the cluster, or as a file
     under the rendered directory), or None. Every builder's output passes through here,
     so a name with `/` or `..` never reaches a path."""
-    group, _, version = ref.api_version.rpartition("/")
-    if not version or label_problem(version) or (group and subdomain_problem(group)):
-        return (f"apiVersion {ref.api_version!r} is not valid (version, or group/version "
-                "such as example.com/v1)")
-    if not ref.kind or not ref.kind.isascii() or not ref.kind.isalnum() or \
-            not ref.kind[0].isalpha():
-        return f"kind {ref.kind!r} is not valid (letters and digits, such as ConfigMap)"
-    problem = subdomain_problem(ref.name)
+    problem = _type_problem(ref.api_version, ref.kind) or subdomain_problem(ref.name)
     if problem:
         return problem
     if ref.namespace:
         problem = label_problem(ref.namespace)
         if problem:
             return f"namespace {problem}"
+    return None
+
+
+@functools.lru_cache(maxsize=4096)  # a render meets the same few kinds again and again
+def _type_problem(api_version: str, kind: str) -> str | None:
+    group, _, version = api_version.rpartition("/")
+    if not version or label_problem(version) or (group and subdomain_problem(group)):
+        return (f"apiVersion {api_version!r} is not valid (version, or group/version "
+                "such as example.com/v1)")
+    if not kind or not kind.isascii() or not kind.isalnum() or not kind[0].isalpha():
+        return f"kind {kind!r} is not valid (letters and digits, such as ConfigMap)"
     return None
 
 

@@ -133,6 +133,7 @@ class CrRenderer:
                               path=f"{cr.entry.path}.validation")
         self.skipped: list[tuple[ObjRef, str]] = []
         self._system_labels: dict[str, str] | None = None
+        self.namespace_checked = ""  # the last namespace found valid
         # with a LiveView: (template key, object) .children looked up
         self.declared: list[tuple[str, ObjRef]] = []
         self.absent: list[ObjRef] = []
@@ -189,10 +190,12 @@ class CrRenderer:
         marker = entry.get(MOTIF_KEY)
         if not isinstance(marker, Mapping):
             return entry, self.data
-        entry = {k: v for k, v in entry.items() if k != MOTIF_KEY}
+        return _without_marker(entry), self.motif_scope(marker, path)
+
+    def motif_scope(self, marker: Mapping[str, Any], path: str) -> dict[str, Any]:
         try:
-            return entry, {**self.data, "inputs": motif_inputs(marker, self.data,
-                                                               self.templates.render)}
+            return {**self.data, "inputs": motif_inputs(marker, self.data,
+                                                        self.templates.render)}
         except GoTemplateError as err:
             raise self.fail(path, f"{marker['import']}.with ({marker['file']}): "
                             f"template error: {err}") from err
@@ -215,6 +218,23 @@ class CrRenderer:
             for spec, entry, data, _ in self.entries(block, name):
                 self.retained.extend(self.absent_refs(spec, entry, data))
             return []
+        steps = _block_plan(block, name, self.cr.entry.raw)
+        if steps is None:  # a mistake in the block: found and reported on the way
+            self.block_warnings(block, name)
+            return [obj for spec, entry, data, path in self.entries(block, name)
+                    for obj in self.entry(spec, entry, data, name, path)]
+        if steps.ignored:
+            self.block_warnings(block, name)
+        out: list[RenderedObject] = []
+        for step in steps.entries:
+            base = self.data if step.marker is None else \
+                self.motif_scope(step.marker, step.path)
+            for data in self.expand(step.entry, step.path, base) if step.for_each else (base,):
+                out.extend(self.entry(step.spec, step.entry, data, name, step.path, step.plan))
+        return out
+
+    def block_warnings(self, block: Mapping[str, Any], name: str) -> None:
+        """The keys of a block that write nothing, said; an unknown key is an error."""
         for key in block:
             if key in PLACEHOLDER_KEYS:
                 self.warnings.append(f"{self.cr.entry.source.file}: {self.cr.ref}: "
@@ -226,10 +246,6 @@ class CrRenderer:
                                      "(a render is offline); .external.<name> is empty")
             elif key not in BY_KEY and key not in BLOCK_CONTROL_KEYS:
                 raise self.fail(f"{name}.{key}", "unknown resource key")
-        out: list[RenderedObject] = []
-        for spec, entry, data, path in self.entries(block, name):
-            out.extend(self.entry(spec, entry, data, name, path))
-        return out
 
     def entries(self, block: Mapping[str, Any], name: str
                 ) -> Iterator[tuple[KindSpec, Mapping[str, Any], dict[str, Any], str]]:
@@ -316,8 +332,9 @@ class CrRenderer:
                             f"template error: {err.error}") from err.error
 
     def entry(self, spec: KindSpec, entry: Mapping[str, Any], data: Mapping[str, Any],
-              block: str, path: str) -> list[RenderedObject]:
-        plan = _entry_plan(spec, entry, block, self.cr.entry.raw)
+              block: str, path: str, plan: _EntryPlan | None = None) -> list[RenderedObject]:
+        if plan is None:
+            plan = _entry_plan(spec, entry, block, self.cr.entry.raw)
         if plan.conditional and not self.conditions(entry, data, path):
             # Cleaned up only when reconciled (onReconcile, `reconcile: true`); Jobs and
             # plain onCreate entries are never cleaned up (semantics §2.1), so the prune
@@ -355,9 +372,11 @@ class CrRenderer:
         namespace = ""
         if namespaced:
             namespace = _str(rendered.get("namespace")) or self.cr_namespace or "default"
-            problem = subdomain_problem(namespace)
-            if problem:
-                raise self.fail(f"{path}.namespace", problem)
+            if namespace != self.namespace_checked:  # most entries share one
+                problem = subdomain_problem(namespace)
+                if problem:
+                    raise self.fail(f"{path}.namespace", problem)
+                self.namespace_checked = namespace
         ctx = BuildContext(cr_name=self.cr_name, cr_namespace=self.cr_namespace,
                            owner_key=self.cr_name, name=name, namespace=namespace,
                            labels=self.labels(rendered.get("labels"), f"{path}.labels"))
@@ -368,19 +387,20 @@ class CrRenderer:
                 directives = {**directives, "copyFrom": copy_from}
         cluster, refused, directives = self.cluster_scope(spec, body, directives, path)
         refused = refused or self.namespace_refusal(body) or \
-            self.copy_source_refusal(entry, directives)
+            (self.copy_source_refusal(entry, directives) if plan.templated_source else None)
         if plan.force_off:
             directives = {**directives, "forceConflict": False}
         obj = RenderedObject(ref=ObjRef.of(body), body=body, policy=plan.policy,
                              origin=_replace_entry(self.origin, path), stage=plan.stage,
                              owner=self.cr.ref, directives=directives)
-        produced = [*self.ingress_tls_secret(spec, rendered, ctx, obj, path)]
+        produced = self.ingress_tls_secret(rendered, ctx, obj, path) \
+            if spec.key == "ingresses" else []
         targets = [obj.ref.namespace] if obj.ref.namespace else [""]
-        if entry.get("toNamespaces") and cluster:
+        if plan.to_namespaces and cluster:
             if spec.namespaced:  # a cluster-scoped key: the load-time warning says it
                 self.warnings.append(f"{self.cr.entry.source.file}: {self.cr.ref}: "
                                      f"{path}.toNamespaces is ignored: {obj.ref} is cluster-scoped")
-        elif entry.get("toNamespaces"):
+        elif plan.to_namespaces:
             raw = entry["toNamespaces"]
             if not isinstance(raw, list):
                 raise self.fail(f"{path}.toNamespaces", "must be a list")
@@ -503,13 +523,12 @@ class CrRenderer:
         body["metadata"].setdefault("annotations", {})[OWNER_ANNOTATION] = self.cr_text
         return body, directives
 
-    def ingress_tls_secret(self, spec: KindSpec, rendered: Mapping[str, Any],
-                           ctx: BuildContext, ingress: RenderedObject,
-                           path: str) -> list[RenderedObject]:
-        """`tls.create` on an Ingress: a self-signed TLS Secret written before it, left
+    def ingress_tls_secret(self, rendered: Mapping[str, Any], ctx: BuildContext,
+                           ingress: RenderedObject, path: str) -> list[RenderedObject]:
+        """`tls.create` on an Ingress entry: a self-signed TLS Secret written before it, left
         alone when it exists (Orkestra's rule), never rotated unless `rotateAfter` says."""
         tls = rendered.get("tls")
-        if spec.key != "ingresses" or not isinstance(tls, Mapping) or \
+        if not isinstance(tls, Mapping) or \
                 _str(tls.get("create")).lower() not in ("true", "1", "yes"):
             return []
         (block,) = ingress.body["spec"]["tls"]
@@ -569,6 +588,8 @@ class _EntryPlan:
     conditional: bool  # has `when`, `or` or `anyOf`
     autoscale: bool  # `autoscale:` on a kind that takes it
     copies: bool  # a kind that may copy a live object (COPY_FROM)
+    templated_source: bool  # `fromNamespace` is a template: the guard checks the source
+    to_namespaces: bool  # has `toNamespaces`
     force_off: bool  # `forceConflict: false` on the entry, or on its CRD entry
 
 
@@ -589,10 +610,72 @@ def _make_plan(spec: KindSpec, entry: Mapping[str, Any], block: str,
         conditional=any(entry.get(k) is not None for k in ("when", "or", "anyOf")),
         autoscale=spec.key in AUTOSCALED and entry.get("autoscale") is not None,
         copies=spec.key in COPY_FROM,
+        templated_source=isinstance(entry.get("fromNamespace"), str)
+        and "{{" in entry["fromNamespace"],
+        to_namespaces=bool(entry.get("toNamespaces")),
         force_off=str(force).lower() in ("false", "0", "no"))
 
 
 _PLANS: IdentityCache[_EntryPlan] = IdentityCache()
+
+
+@dataclass(frozen=True, slots=True)
+class _Step:
+    """One entry of a block, as every custom resource renders it."""
+
+    spec: KindSpec
+    entry: Mapping[str, Any]  # without its motif marker
+    path: str  # onCreate.deployments[0]
+    plan: _EntryPlan
+    marker: Mapping[str, Any] | None  # the motif it was imported from: `.inputs` to render
+    for_each: bool
+
+
+@dataclass(frozen=True, slots=True)
+class _BlockPlan:
+    entries: tuple[_Step, ...]  # in Orkestra's group order
+    ignored: bool  # has keys that write nothing (placeholders, external): warned per CR
+
+
+def _block_plan(block: Mapping[str, Any], name: str,
+                crd_raw: Mapping[str, Any]) -> _BlockPlan | None:
+    """The entries of a well-formed block in the order they render, their paths and
+    plans, worked out once per block (None when the block has a mistake: the render
+    walks it step by step and reports the mistake where it is met)."""
+    return _BLOCKS.get(block, (name, id(crd_raw)),
+                       lambda: _make_block_plan(block, name, crd_raw))
+
+
+def _make_block_plan(block: Mapping[str, Any], name: str,
+                     crd_raw: Mapping[str, Any]) -> _BlockPlan | None:
+    ignored = False
+    for key in block:
+        if key in PLACEHOLDER_KEYS or (key == "external" and block[key]):
+            ignored = True
+        elif key not in BY_KEY and key not in BLOCK_CONTROL_KEYS:
+            return None
+    steps = []
+    for spec in KINDS:
+        entries = block.get(spec.key)
+        if entries is None:
+            continue
+        if not isinstance(entries, list) or not all(isinstance(e, Mapping) for e in entries):
+            return None
+        for i, raw in enumerate(entries):
+            marker = raw.get(MOTIF_KEY)
+            entry = _without_marker(raw) if isinstance(marker, Mapping) else raw
+            steps.append(_Step(spec=spec, entry=entry, path=f"{name}.{spec.key}[{i}]",
+                               plan=_make_plan(spec, entry, name, crd_raw),
+                               marker=marker if isinstance(marker, Mapping) else None,
+                               for_each=entry.get("forEach") is not None))
+    return _BlockPlan(entries=tuple(steps), ignored=ignored)
+
+
+def _without_marker(entry: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in entry.items() if k != MOTIF_KEY}
+
+
+_BLOCKS: IdentityCache[_BlockPlan | None] = IdentityCache()
 _OFFLINE_CHILDREN: IdentityCache[dict[str, Any]] = IdentityCache()
 
 
