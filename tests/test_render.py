@@ -147,6 +147,17 @@ def test_the_index_is_exactly_what_dump_yaml_writes_for_its_content(tmp_path: Pa
     assert second["sha256"] == hashlib.sha256((out / second["file"]).read_bytes()).hexdigest()
     empty = write_rendered(RenderedSet(objects=()), tmp_path / "empty")
     assert load_emitted((empty / "index.yaml").read_text())["objects"] == []
+    # a digest starting with a digit is quoted, one starting with a letter is not
+    many = tuple(RenderedObject(
+        ref=ObjRef(api_version="v1", kind="ConfigMap", namespace="ns", name=f"m{i}"),
+        body={"apiVersion": "v1", "kind": "ConfigMap", "data": {"i": str(i)}},
+        policy=WritePolicy.APPLY, origin=Origin(file="crs/a.yaml"), stage=12)
+        for i in range(32))
+    text = (write_rendered(RenderedSet(objects=many), tmp_path / "many") /
+            "index.yaml").read_text()
+    assert dump_yaml(load_emitted(text)) == text
+    firsts = {o["sha256"][0] for o in load_emitted(text)["objects"]}
+    assert firsts & set("0123456789") and firsts & set("abcdef")
 
 
 def test_a_directory_that_is_not_a_render_is_never_replaced(tmp_path: Path) -> None:

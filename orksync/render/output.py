@@ -124,6 +124,7 @@ class ObjectWriter:
         self.made: set[str] = set()
         self.owners: dict[ObjRef, tuple[str, str]] = {}  # owner -> (directory, index lines)
         self.lines: dict[tuple[str, str, object], str] = {}
+        self.origins: dict[tuple[str, str, str, bool], str] = {}
 
     def write(self, objects: Iterable[RenderedObject]) -> list[str]:
         """The index entries of `objects`, in their order."""
@@ -168,14 +169,27 @@ class ObjectWriter:
         if obj.directives:
             lines.append(dump_yaml({"directives": dict(obj.directives)}, indent="  "))
         origin = obj.origin
-        lines.append("  origin:\n" if origin.file or origin.katalog or origin.crd or
-                     origin.entry else "  origin: {}\n")
-        for key, value in (("file", origin.file), ("katalog", origin.katalog),
-                           ("crd", origin.crd), ("entry", origin.entry)):
-            if value:
-                lines.append(self.line(key, value, "    "))
-        lines.append(f"  sha256: {dump_scalar(sha256)}\n")
+        lines.append(self.origin_head(origin.file, origin.katalog, origin.crd,
+                                      bool(origin.entry)))
+        if origin.entry:
+            lines.append(self.line("entry", origin.entry, "    "))
+        # a hex digest is written plain when it starts with a letter, quoted when with a
+        # digit (dump_scalar's rule for such text), without a trip through its cache
+        lines.append(f"  sha256: {sha256}\n" if sha256[0] > "9" else f'  sha256: "{sha256}"\n')
         return "".join(lines)
+
+    def origin_head(self, file: str, katalog: str, crd: str, entry: bool) -> str:
+        """An entry's `origin:` up to its own `entry` line (the same for every child of a
+        custom resource)."""
+        key = (file, katalog, crd, entry)
+        out = self.origins.get(key)
+        if out is None:
+            out = "".join(["  origin:\n" if file or katalog or crd or entry else
+                           "  origin: {}\n",
+                           *(f"    {k}: {dump_scalar(v)}\n" for k, v in
+                             (("file", file), ("katalog", katalog), ("crd", crd)) if v)])
+            self.origins[key] = out
+        return out
 
     def line(self, key: str, value: object, pad: str) -> str:
         """`{pad}{key}: {value}` as `dump_yaml` writes it (the same few values repeat)."""
