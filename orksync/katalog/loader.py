@@ -485,7 +485,10 @@ class _Loader:
                     obj=str(cr.ref)))
                 continue
             crs[cr.ref] = cr
-        return sorted(crs.values(), key=lambda r: r.ref)
+        # ObjRef's order, compared as plain tuples (its generated __lt__ builds two tuples
+        # per comparison)
+        return sorted(crs.values(), key=lambda r: (r.ref.api_version, r.ref.kind,
+                                                   r.ref.namespace, r.ref.name))
 
     def unhandled(self, doc: Document, groups: set[str],
                   by_type: dict[tuple[str, str], CrdEntry]) -> None:

@@ -130,21 +130,22 @@ class Merger:
                     obj=str(cr.ref)))
             return False
         keys = outcome.child_keys()
-        conflict = next((key for key in keys if key in self.claimed), None)
-        if conflict is not None:
+        if not self.claimed.keys().isdisjoint(keys):
+            conflict = next(key for key in keys if key in self.claimed)
             api_version, kind, namespace, name = conflict
             ref = ObjRef(api_version=api_version, kind=kind, namespace=namespace, name=name)
             self.errors.append(RenderError(
                 f"renders {ref}, which {self.claimed[conflict]} renders too; "
                 "an object has one owner", file=cr.source.file, obj=str(cr.ref)))
             return False
-        for key in keys:
-            self.claimed[key] = cr.ref
-        self.warnings.extend(outcome.warnings)
-        self.skipped.extend(outcome.skipped)
-        self.absent.extend((ref, cr.ref) for ref in outcome.absent)
-        self.retained.extend((ref, cr.ref) for ref in outcome.retained)
-        self.declared.extend((ref, cr.ref, key) for key, ref in outcome.declared)
+        self.claimed.update(dict.fromkeys(keys, cr.ref))
+        if outcome.warnings or outcome.skipped or outcome.absent or outcome.retained or \
+                outcome.declared:  # seldom
+            self.warnings.extend(outcome.warnings)
+            self.skipped.extend(outcome.skipped)
+            self.absent.extend((ref, cr.ref) for ref in outcome.absent)
+            self.retained.extend((ref, cr.ref) for ref in outcome.retained)
+            self.declared.extend((ref, cr.ref, key) for key, ref in outcome.declared)
         return True
 
     def rendered_set(self, objects: tuple[RenderedObject, ...]) -> RenderedSet:
