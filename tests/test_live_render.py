@@ -12,9 +12,11 @@ import pytest
 
 from orksync.errors import ClusterError, RenderError
 from orksync.katalog.loader import load_repository
-from orksync.model import MANAGED_SELECTOR, ObjRef, RenderedSet
+from orksync.model import MANAGED_SELECTOR, ObjRef, Origin, RenderedSet
 from orksync.render.children import PLACEHOLDER, children_map
 from orksync.render.engine import render_catalog
+from orksync.render.resource import CrRenderer
+from orksync.render.templates import templates_for, utc_now
 from tests.helpers import CRD, widget, write_repo
 
 WIDGET = "test.orksync.io/v1"
@@ -191,6 +193,26 @@ def test_children_map_gives_plural_maps_singulars_and_placeholders() -> None:
     assert out["customs"] == {} and out["custom"] == PLACEHOLDER
     assert out["hpas"] == {} and out["hpa"] == PLACEHOLDER
     assert "status" not in live_b  # the live object itself is not modified
+
+
+def test_an_offline_render_gives_each_custom_resource_placeholder_maps_of_its_own(
+        repo: Path) -> None:
+    """Offline, `.children` is what children_map gives with nothing found, in the same
+    order, made from a shape kept per operatorBox: every custom resource gets new maps."""
+    catalog = load_repository(repo)
+    templates = templates_for(catalog.katalogs[0], utc_now)
+    first, second = (CrRenderer(cr, templates, Origin(file=cr.source.file))
+                     for cr in catalog.crs)
+    nothing = ObjRef(api_version="", kind="", name="")
+    expected = children_map([(key, nothing) for key in first.declared_keys()], {})
+    for renderer in (first, second):
+        assert list(renderer.data["children"].items()) == list(expected.items())
+    assert set(expected) == {"jobs", "job", "configmaps", "configmap", "deployments",
+                             "deployment"}
+    for key in expected:
+        assert first.data["children"][key] is not second.data["children"][key]
+    assert first.data["children"]["job"]["status"] is not \
+        second.data["children"]["job"]["status"]
 
 
 def test_external_calls_are_not_made_a_warning_says_so_and_external_is_empty(

@@ -27,7 +27,8 @@ from typing import Any, Protocol
 from orksync.model import ObjRef
 from orksync.render.kinds import KINDS
 
-__all__ = ["CHILD_KEYS", "PLACEHOLDER", "LiveView", "children_map", "kind_key_of"]
+__all__ = ["CHILD_KEYS", "PLACEHOLDER", "PLACEHOLDER_KEY", "LiveView", "children_map",
+           "kind_key_of"]
 
 # Template key of the Katalog -> (singular, plural) under `.children` (Orkestra's names).
 CHILD_KEYS: dict[str, tuple[str, str]] = {

@@ -36,7 +36,7 @@ from orksync.model import (
 )
 from orksync.names import label_key_problem, label_value_problem, subdomain_problem
 from orksync.render.builders import BuildContext, BuildError, Built
-from orksync.render.children import LiveView, children_map
+from orksync.render.children import PLACEHOLDER_KEY, LiveView, children_map
 from orksync.render.coercion import lookup, to_namespaces
 from orksync.render.conditions import evaluate_conditions
 from orksync.render.cross import cross_data
@@ -147,8 +147,12 @@ class CrRenderer:
         """`.children`: the declared objects found live (offline: none, placeholders
         only). One LIST per kind, shared by every custom resource of the render."""
         if live is None:  # placeholders only: the same for every custom resource of the entry
-            return copy_tree(_OFFLINE_CHILDREN.get(self.box, None, lambda: children_map(
-                [(key, _NO_REF) for key in self.declared_keys()], {})))
+            shape = _OFFLINE_CHILDREN.get(self.box, None, lambda: tuple(
+                (key, bool(value)) for key, value in children_map(
+                    [(key, _NO_REF) for key in self.declared_keys()], {}).items()))
+            # each custom resource gets maps of its own: an empty plural, a placeholder
+            return {key: {PLACEHOLDER_KEY: True, "status": {}} if placeholder else {}
+                    for key, placeholder in shape}
         declared = self.declared = self.declared_children()
         try:
             found = {ref: obj for _, ref in declared
@@ -379,7 +383,7 @@ class CrRenderer:
                 self.namespace_checked = namespace
         ctx = BuildContext(cr_name=self.cr_name, cr_namespace=self.cr_namespace,
                            owner_key=self.cr_name, name=name, namespace=namespace,
-                           labels=self.labels(rendered.get("labels"), f"{path}.labels"))
+                           labels=self.labels(rendered.get("labels"), path))
         body, directives = self.build(spec, rendered, ctx, path)
         if plan.copies:
             copy_from = copy_directive(spec.key, rendered, self.cr_namespace)
@@ -549,13 +553,14 @@ class CrRenderer:
                                directives=directives)]
 
     def labels(self, raw: Any, path: str) -> dict[str, str]:
-        """The entry's labels and the system labels (builders copy what they keep: an
-        entry without labels of its own gets the same checked dict as the others)."""
+        """The entry's labels (`path`: the entry's) and the system labels (builders copy
+        what they keep: an entry without labels of its own gets the same checked dict as
+        the others)."""
         if raw is None:
             if self._system_labels is None:
-                self._system_labels = self._labels(None, path)
+                self._system_labels = self._labels(None, f"{path}.labels")
             return self._system_labels
-        return self._labels(raw, path)
+        return self._labels(raw, f"{path}.labels")
 
     def _labels(self, raw: Any, path: str) -> dict[str, str]:
         labels: dict[str, str] = {}
@@ -676,7 +681,8 @@ def _without_marker(entry: Mapping[str, Any]) -> dict[str, Any]:
 
 
 _BLOCKS: IdentityCache[_BlockPlan | None] = IdentityCache()
-_OFFLINE_CHILDREN: IdentityCache[dict[str, Any]] = IdentityCache()
+# an operatorBox's offline `.children`: (key, whether it is a placeholder) in order
+_OFFLINE_CHILDREN: IdentityCache[tuple[tuple[str, bool], ...]] = IdentityCache()
 
 
 class _LeafError(Exception):
