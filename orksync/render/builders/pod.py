@@ -195,6 +195,8 @@ def _optional(out: dict[str, Any], ref: Mapping[str, Any], field: str) -> None:
 
 def env_from(raw: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(envFrom sources, extra env entries expanded from refs that list `keys`)."""
+    if raw is None:  # not set, as most entries have it: nothing to read
+        return [], []
     spec = node(raw, "envFrom")
     sources: list[dict[str, Any]] = []
     expanded: list[dict[str, Any]] = []
@@ -226,6 +228,8 @@ def env_from(raw: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
 
 
 def resources(raw: Any, field: str = "resources") -> dict[str, Any]:
+    if raw is None:
+        return {}
     spec = node(raw, field)
     name = as_text(spec.get("profile"), sub(field, "profile"))
     if name:
@@ -240,6 +244,8 @@ def resources(raw: Any, field: str = "resources") -> dict[str, Any]:
 
 
 def probes(raw: Any, container_port: int) -> dict[str, Any]:
+    if raw is None:
+        return {}
     spec = node(raw, "probes")
     return {f"{kind}Probe": probe(node(spec[kind], sub("probes", kind)),
                                   sub("probes", kind), kind, container_port)
@@ -294,6 +300,8 @@ def security_context(raw: Any, field: str,
                      table: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
     """{profile} expands to the profile; explicit fields pass through, with the boolean
     and numeric ones typed (a template renders text) and capabilities as lists."""
+    if raw is None:
+        return {}
     spec = node(raw, field)
     name = as_text(spec.get("profile"), sub(field, "profile"))
     if name:
