@@ -502,7 +502,7 @@ def test_the_guard_work_of_a_render_grows_linearly_with_the_custom_resources(
         assert large <= 4 * small + 4, (small, large)
 
 
-_SHARED_ENTRY = """
+_SHARED_HEAD = """
         apiVersion: orkestra.orkspace.io/v1
         kind: Katalog
         metadata: {name: shared}
@@ -511,6 +511,9 @@ _SHARED_ENTRY = """
             widget:
               crdFile: ./crd.yaml
               operatorBox:
+"""
+# one entry under two CRD entries and blocks
+_SHARED_ENTRY = _SHARED_HEAD + """
                 onCreate:
                   configMaps:
                     - &shared
@@ -524,15 +527,8 @@ _SHARED_ENTRY = """
                   configMaps:
                     - *shared
         """
-_SHARED_BLOCK = """
-        apiVersion: orkestra.orkspace.io/v1
-        kind: Katalog
-        metadata: {name: shared}
-        spec:
-          crds:
-            widget:
-              crdFile: ./crd.yaml
-              operatorBox:
+# one whole block under two CRD entries, as onCreate and as onReconcile
+_SHARED_BLOCK = _SHARED_HEAD + """
                 onCreate: &shared
                   configMaps:
                     - name: "{{ .metadata.name }}-config"
