@@ -139,13 +139,14 @@ class Merger:
                 "an object has one owner", file=cr.source.file, obj=str(cr.ref)))
             return False
         self.claimed.update(dict.fromkeys(keys, cr.ref))
-        if outcome.warnings or outcome.skipped or outcome.absent or outcome.retained or \
-                outcome.declared:  # seldom
-            self.warnings.extend(outcome.warnings)
-            self.skipped.extend(outcome.skipped)
-            self.absent.extend((ref, cr.ref) for ref in outcome.absent)
-            self.retained.extend((ref, cr.ref) for ref in outcome.retained)
-            self.declared.extend((ref, cr.ref, key) for key, ref in outcome.declared)
+        extras = _extras(outcome)
+        if extras is not None:  # seldom
+            warnings, skipped, absent, retained, declared = extras
+            self.warnings.extend(warnings)
+            self.skipped.extend(skipped)
+            self.absent.extend((ref, cr.ref) for ref in absent)
+            self.retained.extend((ref, cr.ref) for ref in retained)
+            self.declared.extend((ref, cr.ref, key) for key, ref in declared)
         return True
 
     def rendered_set(self, objects: tuple[RenderedObject, ...]) -> RenderedSet:
@@ -194,9 +195,7 @@ class CrResult:
     def extras(self) -> Extras | None:
         """What a Merger takes of it besides its children, None when there is nothing
         (the common case, and the cheapest to send between processes)."""
-        if self.warnings or self.skipped or self.absent or self.retained or self.declared:
-            return (self.warnings, self.skipped, self.absent, self.retained, self.declared)
-        return None
+        return _extras(self)
 
 
 # (apiVersion, kind, namespace, name): an object's identity as plain text, which costs
@@ -205,6 +204,16 @@ RefKey: TypeAlias = tuple[str, str, str, str]
 # CrResult's warnings, skipped, absent, retained and declared
 Extras: TypeAlias = tuple[list[str], list[tuple[ObjRef, str]], list[ObjRef], list[ObjRef],
                           list[tuple[str, ObjRef]]]
+
+
+def _extras(outcome: CrResult | CrSummary) -> Extras | None:
+    """An outcome's warnings, skipped, absent, retained and declared; None when all are
+    empty."""
+    if outcome.warnings or outcome.skipped or outcome.absent or outcome.retained or \
+            outcome.declared:
+        return (outcome.warnings, outcome.skipped, outcome.absent, outcome.retained,
+                outcome.declared)
+    return None
 
 
 def ref_key(ref: ObjRef) -> RefKey:
