@@ -186,7 +186,7 @@ class ObjectWriter:
         if out is None:
             out = "".join(["  origin:\n" if file or katalog or crd or entry else
                            "  origin: {}\n",
-                           *(f"    {k}: {dump_scalar(v)}\n" for k, v in
+                           *(_field_line("    ", k, v) for k, v in
                              (("file", file), ("katalog", katalog), ("crd", crd)) if v)])
             self.origins[key] = out
         return out
@@ -195,8 +195,13 @@ class ObjectWriter:
         """`{pad}{key}: {value}` as `dump_yaml` writes it (the same few values repeat)."""
         out = self.lines.get((pad, key, value))
         if out is None:
-            out = self.lines[(pad, key, value)] = f"{pad}{key}: {dump_scalar(value)}\n"
+            out = self.lines[(pad, key, value)] = _field_line(pad, key, value)
         return out
+
+
+def _field_line(pad: str, key: str, value: object) -> str:
+    """`{pad}{key}: {value}` as `dump_yaml` writes it (keys here are plain words)."""
+    return f"{pad}{key}: {dump_scalar(value)}\n"
 
 
 def _index(rendered: RenderedSet, entries: list[str], revision: str) -> str:
