@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import itertools
 import logging
 import threading
@@ -148,6 +149,17 @@ def _in_threads(fn: Callable[[T], R], items: Sequence[T], workers: int) -> list[
     return results
 
 
+def fulfil(future: Future[R], fn: Callable[[], R]) -> None:
+    """Run `fn` for `future`, unless it was cancelled: `fn`'s result, or whatever it
+    raised, is the future's, for the thread that reads it."""
+    if not future.set_running_or_notify_cancel():
+        return
+    try:
+        future.set_result(fn())
+    except BaseException as err:  # raised again where the future is read
+        future.set_exception(err)
+
+
 def _stage_kinds(batch: Iterable[Staged]) -> dict[Kind, bool]:
     """The kinds of one stage, each with whether it holds children only (listed by
     orksync's label) rather than custom resources, CRDs or plain objects (listed whole)."""
@@ -212,13 +224,8 @@ class _Prefetch:
                 if not self.todo:
                     return
                 key = self.todo.popleft()
-            future = self.listed[key]
-            if not future.set_running_or_notify_cancel():
-                continue
-            try:
-                future.set_result(self._list(key, self.whole[key]))
-            except BaseException as err:  # handed to the stage that reads it
-                future.set_exception(err)
+            # its result or error is the stage's that reads it
+            fulfil(self.listed[key], functools.partial(self._list, key, self.whole[key]))
 
     def _list(self, key: Kind, whole: bool) -> list[dict[str, Any]] | None:
         """The kind's objects; None when discovery cannot resolve it now."""

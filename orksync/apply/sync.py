@@ -33,6 +33,7 @@ fails the custom resources that needed it, never hides a child).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -48,7 +49,13 @@ from orksync.apply.deletion import (
     finalize_custom_resource,
     find_hooks,
 )
-from orksync.apply.engine import FIELD_MANAGER, Applier, ApplyOptions, create_namespace
+from orksync.apply.engine import (
+    FIELD_MANAGER,
+    Applier,
+    ApplyOptions,
+    create_namespace,
+    fulfil,
+)
 from orksync.apply.inventory import (
     DEFAULT_NAMESPACE,
     Inventory,
@@ -263,23 +270,16 @@ def read_inventory(kube: Kube, name: str, namespace: str = DEFAULT_NAMESPACE) ->
 
 def prefetch_inventory(kube: Kube, name: str, namespace: str = DEFAULT_NAMESPACE
                        ) -> Future[Inventory]:
-    """`read_inventory` in a thread of its own, started
-    now: `orksync apply` sends it with the apply's LISTs, while the rendered files are read,
-    instead of after them. Its result or error (a ClusterError, an InventoryError) is
-    `sync_once`'s, where it reads the inventory. It is read a fraction of a second earlier
-    than otherwise, as the LISTs are: a sync in between (another `orksync apply` of the
-    same name) is the same race as before, over a slightly longer window."""
+    """`read_inventory` in a thread of its own, started now: `orksync apply` sends it with
+    the apply's LISTs, while the rendered files are read, instead of after them. Its result
+    or error (a ClusterError, an InventoryError) is `sync_once`'s, where it reads the
+    inventory. It is read a fraction of a second earlier than otherwise, as the LISTs are:
+    a sync in between (another `orksync apply` of the same name) is the same race as
+    before, over a slightly longer window."""
     future: Future[Inventory] = Future()
-
-    def read() -> None:
-        if not future.set_running_or_notify_cancel():
-            return
-        try:
-            future.set_result(read_inventory(kube, name, namespace))
-        except BaseException as err:  # handed to sync_once
-            future.set_exception(err)
-
-    threading.Thread(target=read, name="orksync-inventory", daemon=True).start()
+    read = functools.partial(read_inventory, kube, name, namespace)
+    threading.Thread(target=fulfil, args=(future, read), name="orksync-inventory",
+                     daemon=True).start()
     return future
 
 
