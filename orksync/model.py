@@ -89,14 +89,14 @@ def _is_builtin_group(group: str) -> bool:
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 MANAGED_BY = "orksync"
 MANAGED_SELECTOR = f"{MANAGED_BY_LABEL}={MANAGED_BY}"
+OWNER_ANNOTATION = "orksync.io/owner"  # the owning custom resource, `str(ObjRef)`
+OWNER_LABEL = "orkestra-owner"  # the owning custom resource's name (Orkestra's label)
 
 
 def is_managed(obj: Mapping[str, Any]) -> bool:
     """Whether a live object carries orksync's label (what MANAGED_SELECTOR selects)."""
     labels = (obj.get("metadata") or {}).get("labels") or {}
     return bool(labels.get(MANAGED_BY_LABEL) == MANAGED_BY)
-OWNER_ANNOTATION = "orksync.io/owner"  # the owning custom resource, `str(ObjRef)`
-OWNER_LABEL = "orkestra-owner"  # the owning custom resource's name (Orkestra's label)
 
 
 class WritePolicy(StrEnum):

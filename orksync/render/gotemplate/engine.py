@@ -226,9 +226,10 @@ class GoTemplateEngine:
     def _plain_text(self, parts: tuple[str | tuple[str, ...], ...], data: Any) -> str | None:
         """What a template of literal text and one-field actions (`{{ .metadata.name
         }}-config`, most templates of a Katalog) prints, without running it, when the
-        answer is plain: every field is a string or an int reached through dicts only, the output is
-        ASCII, and the template is not a note's (whose run counts towards the calling
-        template's budget). Anything else (None) runs the template, errors included."""
+        answer is plain: every field is a string or an int reached through dicts only, the
+        output is ASCII, and the template is not a note's (whose run counts towards the
+        calling template's budget). Anything else (None) runs the template, errors
+        included."""
         if _ACTIVE.get() is not None:
             return None
         out = []
