@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,7 @@ import pytest
 from orksync.errors import RenderError
 from orksync.katalog.loader import load_repository
 from orksync.model import ObjRef, Origin, RenderedObject, RenderedSet, WritePolicy
+from orksync.render import output
 from orksync.render.engine import render_catalog
 from orksync.render.kinds import BY_KEY, KINDS
 from orksync.render.output import read_rendered, write_rendered
@@ -110,6 +112,32 @@ def test_an_index_above_the_yaml_file_size_bound_reads_back(tmp_path: Path) -> N
     out = write_rendered(RenderedSet(objects=objects), tmp_path / "out")
     assert (out / "index.yaml").stat().st_size > MAX_FILE_BYTES
     assert [o.ref for o in read_rendered(out).objects] == [o.ref for o in objects]
+
+
+def test_an_index_written_in_short_writes_is_the_same_file(tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """The index goes out in batches of entries (writev); a batch the system takes only
+    part of is finished, never cut or repeated."""
+    objects = tuple(RenderedObject(
+        ref=ObjRef(api_version="v1", kind="ConfigMap", namespace="ns", name=f"m{i:04d}"),
+        body={"apiVersion": "v1", "kind": "ConfigMap", "data": {"i": str(i)}},
+        policy=WritePolicy.APPLY, origin=Origin(file="crs/a.yaml"), stage=5)
+        for i in range(2100))  # three batches of at most 1,024 entries
+    whole = (write_rendered(RenderedSet(objects=objects), tmp_path / "whole") /
+             "index.yaml").read_bytes()
+    calls = []
+
+    def short_writev(fd: int, buffers: list[bytes]) -> int:
+        calls.append(len(buffers))
+        return os.write(fd, b"".join(buffers)[:1000])
+
+    monkeypatch.setattr(output.os, "writev", short_writev)
+    short = (write_rendered(RenderedSet(objects=objects), tmp_path / "short") /
+             "index.yaml").read_bytes()
+    assert len(calls) >= 3 and max(calls) <= 1024
+    assert short == whole
+    assert [o.ref for o in read_rendered(tmp_path / "short").objects] == \
+        [o.ref for o in objects]
 
 
 def test_the_index_is_exactly_what_dump_yaml_writes_for_its_content(tmp_path: Path) -> None:

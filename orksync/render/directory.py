@@ -48,8 +48,8 @@ MIN_PER_JOB = 64
 CHUNK = 16
 
 # (stage, apiVersion, kind, namespace, name): the order of the objects in the index, as
-# (stage, ObjRef) orders them; the file; the index entry
-Entry: TypeAlias = tuple[tuple[int, str, str, str, str], str, str]
+# (stage, ObjRef) orders them; the file; the index entry (UTF-8)
+Entry: TypeAlias = tuple[tuple[int, str, str, str, str], str, bytes]
 
 
 @dataclass(frozen=True, slots=True)
