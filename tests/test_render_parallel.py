@@ -112,6 +112,7 @@ spec:
         onCreate:
           configMaps:
             - name: "{{ .spec.config }}"
+              namespace: team-a
               data: {owner: "{{ .metadata.name }}"}
           secrets:
             - name: "{{ .metadata.name }}-creds"
@@ -136,6 +137,10 @@ def sharing_repo(root: Path) -> Path:
             f"apiVersion: test.orksync.io/v1\nkind: Widget\nmetadata:\n  name: w{i:02d}\n"
             f"  namespace: {namespace}\nspec:\n  config: {config}\n  image: nginx\n")
     files["apps/zz-again.yaml"] = files["apps/w05.yaml"]
+    # alone in its namespace, and in conflict: its namespace's directory goes too
+    files["apps/zz-solo.yaml"] = (
+        "apiVersion: test.orksync.io/v1\nkind: Widget\nmetadata:\n  name: solo\n"
+        "  namespace: team-b\nspec:\n  config: shared\n  image: nginx\n")
     return write_repo(root, files)
 
 
@@ -145,13 +150,15 @@ def test_a_conflict_across_processes_is_decided_in_order_and_leaves_no_file(
     facts = assert_same_render(repo, tmp_path, 3, forced)
     errors = [str(e) for e in facts.errors]
     assert sum("which Widget.test.orksync.io/team-a/w01 renders too" in e
-               for e in errors) == 2, errors
+               for e in errors) == 3, errors
     assert any("w08" in e and "configMaps[0].name" in e for e in errors), errors
     assert any("duplicate" in e for e in errors), errors
     assert [str(ref) for ref, _ in facts.skipped] == ["Widget.test.orksync.io/other/w03"]
     children = tmp_path / "parallel" / "children" / "Widget.test.orksync.io" / "team-a"
     assert sorted(p.name for p in children.iterdir()) == \
         [f"w{i:02d}" for i in range(12) if i not in (3, 6, 8, 11)]
+    assert sorted(p.name for p in children.parent.iterdir()) == ["team-a"]
+    assert not list((tmp_path / "parallel" / "resources").glob("*solo*"))
     # the directory reads back whole; the Secrets carry the placeholder, not a value
     rendered = read_rendered(tmp_path / "parallel")
     assert len(rendered.objects) == 1 + 8 + 8 * 3

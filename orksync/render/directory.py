@@ -36,7 +36,7 @@ from orksync.render.engine import (
     crd_object,
     ref_key,
 )
-from orksync.render.output import ObjectWriter, finish_rendered, start_rendered
+from orksync.render.output import ObjectWriter, finish_rendered, owned_files, start_rendered
 from orksync.render.templates import Clock, utc_now
 
 __all__ = ["MIN_PER_JOB", "DirectoryRender", "render_to_directory"]
@@ -48,8 +48,8 @@ MIN_PER_JOB = 64
 CHUNK = 16
 
 # (stage, apiVersion, kind, namespace, name): the order of the objects in the index, as
-# (stage, ObjRef) orders them; the file; the index entry (UTF-8)
-Entry: TypeAlias = tuple[tuple[int, str, str, str, str], str, bytes]
+# (stage, ObjRef) orders them; the index entry (UTF-8)
+Entry: TypeAlias = tuple[tuple[int, str, str, str, str], bytes]
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,16 +87,16 @@ def render_to_directory(catalog: Catalog, out_dir: Path, *, revision: str = "",
             if isinstance(sent, tuple) and sent[0] == "ok":
                 # the custom resource's own file comes first, then its children's
                 extras = cast("Extras | None", sent[1])
-                outcome = CrSummary.of([key[1:] for key, _, _ in written[1:]], extras)
+                outcome = CrSummary.of([key[1:] for key, _ in written[1:]], extras)
             else:
                 outcome = cast(Outcome, sent)
             if merged.accept(cr, outcome):
                 entries.extend(written)
-            else:  # a conflict: rendered and written, not kept
-                _remove(tmp, [rel for _, rel, _ in written])
+            elif written:  # a conflict: rendered and written, not kept
+                _remove(tmp, *owned_files(cr.ref))
         entries.sort(key=lambda e: e[0])
         facts = merged.rendered_set(())
-        finish_rendered(tmp, out_dir, facts, [e[2] for e in entries], revision)
+        finish_rendered(tmp, out_dir, facts, [e[1] for e in entries], revision)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -124,15 +124,20 @@ def _render_slice(plan: RenderPlan, writer: ObjectWriter, crs: Sequence[CustomRe
 
 
 def _write(writer: ObjectWriter, objects: list[RenderedObject]) -> list[Entry]:
-    return [((o.stage, *ref_key(o.ref)), *writer.write_one(o)) for o in objects]
+    return [((o.stage, *ref_key(o.ref)), writer.write_one(o)) for o in objects]
 
 
-def _remove(root: Path, files: list[str]) -> None:
-    """Remove `files` (relative to `root`) and the directories they leave empty, up to
-    `root` (exclusive)."""
-    for rel in files:
-        os.unlink(root / rel)
-    for rel in sorted({f.rpartition("/")[0] for f in files}, key=len, reverse=True):
+def _remove(root: Path, own_file: str, children: str) -> None:
+    """Remove a custom resource's files (relative to `root`): its own, and the directory
+    of its children, which holds nothing else (no other custom resource writes there);
+    then the directories they leave empty, up to `root` (exclusive). Only the index
+    entries come back from the processes, not the files' names: the custom resource's
+    identity names them."""
+    os.unlink(root / own_file)
+    if os.path.isdir(root / children):  # none when it has no children
+        shutil.rmtree(root / children)
+    for rel in sorted({own_file.rpartition("/")[0], children.rpartition("/")[0]},
+                      key=len, reverse=True):
         parts = rel.split("/")
         while parts:
             try:

@@ -42,10 +42,15 @@ def object_path(obj: RenderedObject) -> str:
     renderer validate; this is the last line of defence: a piece that could leave its
     directory (`..`, `/`, NUL, a leading dot) is refused, never written."""
     if obj.owner is None:
-        if obj.ref.kind == "CustomResourceDefinition":
-            return f"crds/{_segment(obj.ref.name, obj.ref)}.yaml"
-        return f"resources/{_leaf(obj.ref)}"
+        return _own_path(obj.ref)
     return f"{_owner_dir(obj.owner)}/{_leaf(obj.ref)}"
+
+
+def _own_path(ref: ObjRef) -> str:
+    """The file of an object that has no owner (a CRD, a custom resource)."""
+    if ref.kind == "CustomResourceDefinition":
+        return f"crds/{_segment(ref.name, ref)}.yaml"
+    return f"resources/{_leaf(ref)}"
 
 
 def _leaf(ref: ObjRef) -> str:
@@ -53,6 +58,11 @@ def _leaf(ref: ObjRef) -> str:
     name = _segment(ref.name, ref)
     return f"{kind}.{_segment(ref.namespace, ref)}.{name}.yaml" if ref.namespace else \
         f"{kind}.{name}.yaml"
+
+
+def owned_files(cr: ObjRef) -> tuple[str, str]:
+    """A custom resource's own file and the directory of its children's files."""
+    return _own_path(cr), _owner_dir(cr)
 
 
 def _owner_dir(owner: ObjRef) -> str:
@@ -128,10 +138,10 @@ class ObjectWriter:
 
     def write(self, objects: Iterable[RenderedObject]) -> list[bytes]:
         """The index entries of `objects`, in their order."""
-        return [self.write_one(obj)[1] for obj in objects]
+        return [self.write_one(obj) for obj in objects]
 
-    def write_one(self, obj: RenderedObject) -> tuple[str, bytes]:
-        """(its file relative to the root, its index entry in UTF-8)."""
+    def write_one(self, obj: RenderedObject) -> bytes:
+        """Write its file; its index entry in UTF-8."""
         owner = None
         if obj.owner is None:
             rel = object_path(obj)
@@ -146,8 +156,7 @@ class ObjectWriter:
         if parent not in self.made:
             self.mkdirs(parent)
         _write_file(f"{self.root}/{rel}", data)
-        return rel, self.entry(obj, rel, hashlib.sha256(data).hexdigest(),
-                               owner[1] if owner else "")
+        return self.entry(obj, rel, hashlib.sha256(data).hexdigest(), owner[1] if owner else "")
 
     def mkdirs(self, rel: str) -> None:
         """`rel` and its parents under the root, one system call per directory not made
