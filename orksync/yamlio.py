@@ -56,7 +56,7 @@ def load_documents(path: Path, *, display: str | None = None) -> list[Document]:
     any other file goes to the safe loader and its checks."""
     name = display or str(path)
     try:
-        raw = path.read_bytes()
+        raw = read_file(path)
     except OSError as err:
         raise LoadError(f"cannot read: {err.strerror}", file=name) from err
     text = _text(raw, name)
@@ -74,6 +74,22 @@ def load_documents(path: Path, *, display: str | None = None) -> list[Document]:
     return parse_documents(text, path=path, display=name)
 
 
+def read_file(path: Path | str) -> bytes:
+    """The whole file, in a few system calls: `Path.read_bytes` adds an fstat, an ioctl
+    and an lseek, and an object or two, to each of the thousands of files a repository
+    or a rendered directory holds (a custom resource's file: 4.4 against 1.2 µs)."""
+    fd = os.open(path, _READ)
+    try:
+        chunks = []
+        while chunk := os.read(fd, _CHUNK):
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+_READ = os.O_RDONLY | os.O_CLOEXEC
+_CHUNK = 256 * 1024
 _LONG_INTEGER = re.compile(f"[0-9]{{{MAX_INT_CHARS + 1}}}")
 
 

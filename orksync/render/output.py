@@ -26,7 +26,7 @@ from typing import Any, Concatenate, ParamSpec
 from orksync.errors import InputError, LoadError, RenderError
 from orksync.gcpause import gc_paused
 from orksync.model import ObjRef, Origin, RenderedObject, RenderedSet, WritePolicy
-from orksync.yamlio import dump_scalar, dump_yaml, load_document
+from orksync.yamlio import dump_scalar, dump_yaml, load_document, read_file
 
 INDEX = "index.yaml"
 # about 500 bytes per object: 4 MiB (the bound for other YAML files) is 9,000 objects
@@ -414,20 +414,7 @@ def read_rendered(out_dir: Path, on_index: OnIndex | None = None) -> RenderedSet
 
 
 def _read(path: Path | str) -> bytes:
-    """The whole file, in a few system calls (`Path.read_bytes` adds an fstat, an ioctl
-    and an lseek to each of the thousands of files, and an object or two)."""
     try:
-        fd = os.open(path, _READ)
-        try:
-            chunks = []
-            while chunk := os.read(fd, _CHUNK):
-                chunks.append(chunk)
-        finally:
-            os.close(fd)
+        return read_file(path)
     except OSError as err:
         raise LoadError(f"cannot read ({err.strerror})", file=str(path)) from err
-    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
-
-
-_READ = os.O_RDONLY | os.O_CLOEXEC
-_CHUNK = 256 * 1024
