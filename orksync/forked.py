@@ -64,53 +64,76 @@ def can_fork() -> bool:
 def fork_chunks(fn: Callable[[Sequence[T]], list[R]], items: Sequence[T], jobs: int, *,
                 chunk: int) -> list[R]:
     """`fn(items)`, computed as `fn` of consecutive chunks of about `chunk` items, with the
-    results concatenated in the items' order. With `jobs` > 1 the chunks are shared out
-    as the work goes: this process and `jobs - 1` forked children each take the next chunk
-    when done with the last (a pipe holds the chunk numbers; a read of one record is
-    atomic), so a process that meets heavier items, or runs slower, takes fewer. A chunk a
-    child took but did not answer for is done here."""
+    results concatenated in the items' order (`fork_chunks_into`)."""
+    out: list[R] = []
+    fork_chunks_into(fn, items, jobs, chunk=chunk, take=out.extend)
+    return out
+
+
+def fork_chunks_into(fn: Callable[[Sequence[T]], list[R]], items: Sequence[T], jobs: int, *,
+                     chunk: int, take: Callable[[list[R]], object]) -> None:
+    """`take(fn(c))` for consecutive chunks `c` of about `chunk` items, in the items'
+    order, always in this process. With `jobs` > 1 the chunks are shared out as the work
+    goes: this process and `jobs - 1` forked children each take the next chunk when done
+    with the last (a pipe holds the chunk numbers; a read of one record is atomic), so a
+    process that meets heavier items, or runs slower, or spends time in `take`, takes
+    fewer. `take` runs as soon as a chunk and all before it are done: between this
+    process's own chunks, on the children's results found so far in their spools, and at
+    the end; so what it does runs while the children work (they take the chunks this
+    process does not). A chunk a child took but did not answer for is done here."""
     chunk = max(chunk, -(-len(items) // MAX_CHUNKS))
     chunks = [items[i:i + chunk] for i in range(0, len(items), chunk)]
     if jobs <= 1 or len(chunks) <= 1 or not can_fork():
-        return [r for c in chunks for r in fn(c)]
+        for c in chunks:
+            take(fn(c))
+        return
     workers = min(jobs, len(chunks))
-    spools = _spools(workers - 1)
+    spools = [_Spool(f) for f in _spools(workers - 1)]
     read_fd, write_fd = os.pipe()
     try:
         os.write(write_fd, b"".join(_RECORD.pack(i) for i in range(len(chunks))))
     finally:
         os.close(write_fd)
+    ready: dict[int, list[R]] = {}
+    taken = 0  # the chunks handed to `take`
+
+    def take_ready() -> None:
+        nonlocal taken
+        while taken in ready:
+            take(ready.pop(taken))
+            taken += 1
 
     def work(worker: int) -> dict[int, list[R]]:
-        done = {}
+        done: dict[int, list[R]] = {}
         spool = spools[worker - 1] if worker and spools else None
         while record := os.read(read_fd, _RECORD.size):
             (i,) = _RECORD.unpack(record)
-            if spool is None:
+            if spool is not None:  # written as it goes, not pickled and piped at the end
+                spool.write(i, fn(chunks[i]))
+            elif worker:
                 done[i] = fn(chunks[i])
-            else:  # written as it goes, not pickled and piped at the end
-                pickle.dump((i, fn(chunks[i])), spool, protocol=pickle.HIGHEST_PROTOCOL)
-        if spool is not None:
-            spool.flush()  # a child leaves with os._exit, which flushes nothing
+            else:  # this process: its chunk, and what the children have written so far
+                ready[i] = fn(chunks[i])
+                for own in spools:
+                    ready.update(own.read())
+                take_ready()
         return done
 
     try:
-        answers = fork_map(work, range(workers))
-        results: dict[int, list[R]] = {}
-        for answer in answers:
-            results.update(answer)
+        for answer in fork_map(work, range(workers)):
+            ready.update(answer)
         for spool in spools:
-            results.update(_read_spool(spool))
+            ready.update(spool.read())
     finally:
         os.close(read_fd)
         for spool in spools:
             spool.close()
-    missing = [i for i in range(len(chunks)) if i not in results]
+    missing = [i for i in range(taken, len(chunks)) if i not in ready]
     if missing:
         log.warning("%d chunk(s) taken by a forked worker that ended without a result were "
                     "redone in the main process", len(missing))
-        results.update((i, fn(chunks[i])) for i in missing)
-    return [r for i in range(len(chunks)) for r in results[i]]
+        ready.update((i, fn(chunks[i])) for i in missing)
+    take_ready()
 
 
 def _spools(count: int) -> list[IO[bytes]]:
@@ -125,17 +148,51 @@ def _spools(count: int) -> list[IO[bytes]]:
         return []
 
 
-def _read_spool(spool: IO[bytes]) -> dict[int, list[R]]:
-    """The (chunk, results) records a child wrote; a record cut short (the child died
-    while writing it) ends the reading, and its chunk is redone."""
-    spool.seek(0)
-    out: dict[int, list[R]] = {}
-    while True:
-        try:
-            i, result = pickle.load(spool)
-        except Exception:  # the end (EOFError), or a record cut short: whatever it raised
-            return out
-        out[i] = result
+class _Spool:
+    """A child's results, as records (length, pickled (chunk, results)) that the child
+    appends and this process reads from where it stopped, while the child still writes:
+    a record whose bytes are not all there yet is read the next time. A record cut short
+    because the child died while writing it is never whole, and its chunk is redone, as
+    is a record that does not unpickle here. Positioned reads and writes only: the file
+    offset the two processes share is never used."""
+
+    def __init__(self, file: IO[bytes]) -> None:
+        self.file = file
+        self.fd = file.fileno()
+        self.end = 0  # the child's: where its next record goes
+        self.offset = 0  # this process's: where the next record starts
+
+    def write(self, i: int, result: object) -> None:
+        data = pickle.dumps((i, result), protocol=pickle.HIGHEST_PROTOCOL)
+        view = memoryview(_LENGTH.pack(len(data)) + data)
+        while view:
+            written = os.pwrite(self.fd, view, self.end)
+            self.end += written
+            view = view[written:]
+
+    def read(self) -> dict[int, list[R]]:
+        """The whole records written since the last read."""
+        out: dict[int, list[R]] = {}
+        while True:
+            head = os.pread(self.fd, _LENGTH.size, self.offset)
+            if len(head) < _LENGTH.size:
+                return out
+            (size,) = _LENGTH.unpack(head)
+            data = os.pread(self.fd, size, self.offset + _LENGTH.size)
+            if len(data) < size:
+                return out
+            self.offset += _LENGTH.size + size
+            try:
+                i, result = pickle.loads(data)
+            except Exception:  # whatever it raised: the record's chunk is redone here
+                continue
+            out[i] = result
+
+    def close(self) -> None:
+        self.file.close()
+
+
+_LENGTH = struct.Struct("=Q")
 
 
 _RECORD = struct.Struct("=I")

@@ -222,6 +222,38 @@ def test_fork_chunks_shares_the_chunks_out_and_keeps_the_order(
     assert len(by_process) == 2 and by_process[parent] < 50, by_process
 
 
+def test_fork_chunks_into_takes_results_in_order_while_the_children_still_work(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The main process hands results to `take` between its own chunks, in the items'
+    order, the children's included (read from their spools as they are written): so what
+    `take` does (the render's merge) runs while the children render."""
+    fork_even_with_threads(monkeypatch)
+    parent = os.getpid()
+    events: list[tuple[str, int]] = []  # this process's only
+
+    def fn(chunk: Sequence[int]) -> list[int]:
+        if os.getpid() == parent:
+            events.append(("own", chunk[0]))
+            time.sleep(0.02)
+        else:
+            time.sleep(0.005)
+        return [x * 2 for x in chunk]
+
+    taken: list[int] = []
+
+    def take(results: list[int]) -> None:
+        events.append(("take", results[0] // 2))
+        taken.extend(results)
+
+    forked.fork_chunks_into(fn, range(200), 2, chunk=5, take=take)
+    assert taken == [x * 2 for x in range(200)]
+    firsts = [first for what, first in events if what == "take"]
+    assert firsts == list(range(0, 200, 5))  # every chunk once, in order
+    last_own = max(i for i, (what, _) in enumerate(events) if what == "own")
+    # chunks were taken before this process's last chunk, not all at the end
+    assert sum(1 for what, _ in events[:last_own] if what == "take") > 0, events
+
+
 def test_chunks_a_dead_child_had_taken_are_done_here(
         caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch,
         tmp_path: Path) -> None:
@@ -243,19 +275,37 @@ def test_chunks_a_dead_child_had_taken_are_done_here(
     assert "2 chunk(s) taken by a forked worker" in caplog.text
 
 
-def test_a_spool_is_read_up_to_a_record_cut_short() -> None:
-    """A child writes each chunk's results to its spool as it goes; one killed while
-    writing leaves a record cut short, which ends the reading (that chunk is redone)."""
+def test_a_spool_is_read_while_it_is_written_and_up_to_a_record_cut_short() -> None:
+    """A child appends each chunk's results to its spool as it goes, and this process reads
+    them between its own chunks: a record not yet whole is read once it is; one cut short
+    (the child killed while writing it) never is, nor is one that does not unpickle, and
+    their chunks are redone."""
     import pickle
     import tempfile
 
-    with tempfile.TemporaryFile() as spool:
-        for i in (3, 7):
-            pickle.dump((i, [i] * 1000), spool, protocol=pickle.HIGHEST_PROTOCOL)
-        whole = spool.tell()
-        pickle.dump((9, [9] * 1000), spool, protocol=pickle.HIGHEST_PROTOCOL)
-        spool.truncate(whole + (spool.tell() - whole) // 2)
-        assert forked._read_spool(spool) == {3: [3] * 1000, 7: [7] * 1000}
+    with tempfile.TemporaryFile() as file:
+        child, reader = forked._Spool(file), forked._Spool(file)
+        assert reader.read() == {}
+        child.write(3, [3] * 1000)
+        assert reader.read() == {3: [3] * 1000}
+        data = pickle.dumps((7, [7] * 1000))
+        record = forked._LENGTH.pack(len(data)) + data
+        os.pwrite(child.fd, record[:5], child.end)  # the length not yet whole
+        assert reader.read() == {}
+        os.pwrite(child.fd, record[:len(record) // 2], child.end)  # half the record
+        assert reader.read() == {}
+        os.pwrite(child.fd, record, child.end)
+        child.end += len(record)
+        assert reader.read() == {7: [7] * 1000}
+        garbage = b"not a pickle"
+        os.pwrite(child.fd, forked._LENGTH.pack(len(garbage)) + garbage, child.end)
+        child.end += forked._LENGTH.size + len(garbage)
+        child.write(8, [8])
+        child.write(9, [9] * 1000)
+        os.truncate(child.fd, child.end - 100)  # the last record cut short
+        assert reader.read() == {8: [8]}
+        assert reader.read() == {}
+        assert file.tell() == 0  # the offset the processes share was never moved
 
 
 def test_chunks_come_back_through_the_pipe_where_no_spool_can_be_made(

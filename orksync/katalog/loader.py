@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from orksync.errors import InputError, LoadError, printable
-from orksync.forked import fork_chunks
+from orksync.forked import fork_chunks_into
 from orksync.gcpause import gc_paused
 from orksync.katalog.model import (
     KATALOG_API_VERSIONS,
@@ -84,9 +84,15 @@ def load_repository(root: Path, *, jobs: int = 1) -> Catalog:
     files = [loader.resolve_walked(path) for path in iter_yaml_files(root)]
     jobs = min(jobs, len(files) // MIN_FILES_PER_JOB) or 1
     if jobs > 1:
-        parsed = fork_chunks(loader.parse_all, files, jobs, chunk=FILES_CHUNK)
-        for resolved, docs in zip(files, parsed, strict=True):
-            loader.add_file(resolved, parsed=docs)
+        walked = iter(files)
+
+        def take(parsed: list[Parsed]) -> None:  # the next files, in the walk's order
+            for docs in parsed:
+                loader.add_file(next(walked), parsed=docs)
+
+        fork_chunks_into(loader.parse_all, files, jobs, chunk=FILES_CHUNK, take=take)
+        if next(walked, None) is not None:
+            raise AssertionError("the load lost files")  # pragma: no cover
     else:
         for resolved in files:
             loader.add_file(resolved)

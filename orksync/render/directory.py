@@ -5,13 +5,14 @@ The same directory, byte for byte, as `write_rendered(render_catalog(catalog), o
 the work is laid out differently. After the repository is loaded and its templates
 compiled (orksync.render.engine.RenderPlan), the custom resources are shared out in small
 consecutive chunks among the jobs, each taking the next chunk when done with the last
-(orksync.forked.fork_chunks). A job renders a chunk one custom resource after another,
-writes each one's files into the temporary directory at once and keeps only their index
-entries, so no job holds more than one custom resource's objects. Back in this
-process, a Merger takes the outcomes in the repository's order, exactly as the serial
-render does: a custom resource that renders an object an earlier one owns is an error, and
-its files, all under its own directory (`children/<its kind>/<namespace>/<name>/`) and
-its own `resources/` file, are removed again. Then the index, and the rename into place.
+(orksync.forked.fork_chunks_into). A job renders a chunk one custom resource after
+another, writes each one's files into the temporary directory at once and keeps only their
+index entries, so no job holds more than one custom resource's objects. In this process,
+between its own chunks and at the end, a Merger takes the outcomes in the repository's
+order, exactly as the serial render does: a custom resource that renders an object an
+earlier one owns is an error, and its files, all under its own directory
+(`children/<its kind>/<namespace>/<name>/`) and its own `resources/` file, are removed
+again once every job is done. Then the index, and the rename into place.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeAlias, cast
 
-from orksync.forked import fork_chunks
+from orksync.forked import fork_chunks_into
 from orksync.gcpause import gc_paused
 from orksync.katalog.model import Catalog, CustomResource
 from orksync.model import RenderedObject, RenderedSet
@@ -79,21 +80,33 @@ def render_to_directory(catalog: Catalog, out_dir: Path, *, revision: str = "",
                 writer = writers[os.getpid()] = ObjectWriter(tmp)
             return _render_slice(plan, writer, crs)
 
-        answers = fork_chunks(render, catalog.crs, jobs, chunk=CHUNK)
         merged = plan.merger()
         entries = _write(ObjectWriter(tmp), [crd_object(m) for m in catalog.crds])
-        for cr, (sent, written) in zip(catalog.crs, answers, strict=True):
-            outcome: Outcome | CrSummary
-            if isinstance(sent, tuple) and sent[0] == "ok":
-                # the custom resource's own file comes first, then its children's
-                extras = cast("Extras | None", sent[1])
-                outcome = CrSummary.of([key[1:] for key, _ in written[1:]], extras)
-            else:
-                outcome = cast(Outcome, sent)
-            if merged.accept(cr, outcome):
-                entries.extend(written)
-            elif written:  # a conflict: rendered and written, not kept
-                _remove(tmp, *owned_files(cr.ref))
+        crs = iter(catalog.crs)
+        rejected: list[CustomResource] = []
+
+        def merge(answers: list[Answer]) -> None:
+            """The next custom resources' answers, in the repository's order (run between
+            this process's own chunks, while the other processes render theirs)."""
+            for sent, written in answers:
+                cr = next(crs)
+                outcome: Outcome | CrSummary
+                if isinstance(sent, tuple) and sent[0] == "ok":
+                    # the custom resource's own file comes first, then its children's
+                    extras = cast("Extras | None", sent[1])
+                    outcome = CrSummary.of([key[1:] for key, _ in written[1:]], extras)
+                else:
+                    outcome = cast(Outcome, sent)
+                if merged.accept(cr, outcome):
+                    entries.extend(written)
+                elif written:  # a conflict: rendered and written, not kept
+                    rejected.append(cr)
+
+        fork_chunks_into(render, catalog.crs, jobs, chunk=CHUNK, take=merge)
+        if next(crs, None) is not None:
+            raise AssertionError("the render lost custom resources")  # pragma: no cover
+        for cr in rejected:  # once no process writes: a directory it empties may be one
+            _remove(tmp, *owned_files(cr.ref))  # that a process's writer knows as made
         entries.sort(key=lambda e: e[0])
         facts = merged.rendered_set(())
         finish_rendered(tmp, out_dir, facts, [e[1] for e in entries], revision)
