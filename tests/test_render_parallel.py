@@ -229,13 +229,18 @@ def test_fork_chunks_into_takes_results_in_order_while_the_children_still_work(
     `take` does (the render's merge) runs while the children render."""
     fork_even_with_threads(monkeypatch)
     parent = os.getpid()
+    parent_took_one = tmp_path / "parent-took-one"
     events: list[tuple[str, int]] = []  # this process's only
 
     def fn(chunk: Sequence[int]) -> list[int]:
         if os.getpid() == parent:
             events.append(("own", chunk[0]))
+            parent_took_one.touch()
             time.sleep(0.02)
-        else:
+        else:  # as in the test above: not every chunk before this process has one
+            deadline = time.monotonic() + 30
+            while not parent_took_one.exists() and time.monotonic() < deadline:
+                time.sleep(0.001)
             time.sleep(0.005)
         return [x * 2 for x in chunk]
 
