@@ -239,16 +239,17 @@ class CrRenderer:
 
     def block_warnings(self, block: Mapping[str, Any], name: str) -> None:
         """The keys of a block that write nothing, said; an unknown key is an error."""
-        for key in block:
-            if key in PLACEHOLDER_KEYS:
+        for key, value in block.items():
+            role = _key_role(key, value)
+            if role == "placeholder":
                 self.warnings.append(f"{self.cr.entry.source.file}: {self.cr.ref}: "
                                      f"{name}.{key} is declared by Orkestra but not "
                                      "implemented there or here; ignored")
-            elif key == "external" and block[key]:
+            elif role == "external":
                 self.warnings.append(f"{self.cr.entry.source.file}: {self.cr.ref}: "
                                      f"{name}.external: HTTP calls are not made by orksync "
                                      "(a render is offline); .external.<name> is empty")
-            elif key not in BY_KEY and key not in BLOCK_CONTROL_KEYS:
+            elif role == "unknown":
                 raise self.fail(f"{name}.{key}", "unknown resource key")
 
     def entries(self, block: Mapping[str, Any], name: str
@@ -651,14 +652,25 @@ def _block_plan(block: Mapping[str, Any], name: str,
                        lambda: _make_block_plan(block, name, crd_raw))
 
 
+def _key_role(key: str, value: Any) -> str | None:
+    """What a block's key is when it is neither a kind's entries nor a control key:
+    "placeholder" or "external" (it writes nothing, and each custom resource's render
+    says so), "unknown" (an error); None otherwise."""
+    if key in PLACEHOLDER_KEYS:
+        return "placeholder"
+    if key == "external" and value:
+        return "external"
+    if key not in BY_KEY and key not in BLOCK_CONTROL_KEYS:
+        return "unknown"
+    return None
+
+
 def _make_block_plan(block: Mapping[str, Any], name: str,
                      crd_raw: Mapping[str, Any]) -> _BlockPlan | None:
-    ignored = False
-    for key in block:
-        if key in PLACEHOLDER_KEYS or (key == "external" and block[key]):
-            ignored = True
-        elif key not in BY_KEY and key not in BLOCK_CONTROL_KEYS:
-            return None
+    roles = {_key_role(key, value) for key, value in block.items()}
+    if "unknown" in roles:
+        return None
+    ignored = bool(roles - {None})
     steps = []
     for spec in KINDS:
         entries = block.get(spec.key)
