@@ -279,11 +279,15 @@ def _write_file(path: str, data: bytes) -> None:
     the thousands of files)."""
     fd = os.open(path, _CREATE, 0o666)
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
+        _write_all(fd, data)
     finally:
         os.close(fd)
+
+
+def _write_all(fd: int, data: bytes | memoryview) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
 
 
 def _iov_max() -> int:
@@ -308,9 +312,7 @@ def _write_parts(path: str, parts: list[bytes]) -> None:
             batch = parts[start:start + _IOV_MAX]
             done = os.writev(fd, batch)
             if done < sum(map(len, batch)):  # a short write: the rest of the batch as one
-                view = memoryview(b"".join(batch))[done:]
-                while view:
-                    view = view[os.write(fd, view):]
+                _write_all(fd, memoryview(b"".join(batch))[done:])
     finally:
         os.close(fd)
 
