@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import re
 from datetime import timedelta
-from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
 
 __all__ = ["UNIT_NANOS", "format_duration", "format_go_duration", "parse_duration"]
 
@@ -51,6 +50,9 @@ def parse_duration(text: str) -> timedelta:
     """Parse an extended duration (see the module docstring) into a timedelta.
 
     Raises ValueError naming the text when it does not follow the grammar."""
+    # imported here: `orksync apply` loads this module and seldom parses a duration
+    from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
+
     if not isinstance(text, str):
         raise ValueError(f"invalid duration {text!r}: expected a string such as '90d' or '1h30m'")
     raw = text.strip()

@@ -93,19 +93,20 @@ _CHUNK = 256 * 1024
 _LONG_INTEGER = re.compile(f"[0-9]{{{MAX_INT_CHARS + 1}}}")
 
 
-def load_document(raw: bytes, *, path: Path, display: str,
+def load_document(raw: bytes, *, path: Path | str, display: str,
                   max_bytes: int = MAX_FILE_BYTES) -> Any:
     """The first document of a file already read. Files orksync wrote itself (the rendered
     directory) take the exact reader, `load_emitted`, about ten times faster than the
     safe loader; anything else goes through the safe loader and its checks. `max_bytes`:
     a larger bound for a file orksync writes and that grows with the repository (the
-    index of a rendered directory)."""
+    index of a rendered directory). `path` may be given as text: it is made a Path only
+    for the safe loader (a rendered directory's thousand files need none)."""
     text = _text(raw, display, max_bytes)
     try:
         return load_emitted(text)
     except NotEmitted:
         pass
-    docs = parse_documents(text, path=path, display=display)
+    docs = parse_documents(text, path=Path(path), display=display)
     if not docs:
         raise LoadError("no YAML document", file=display)
     return docs[0].content

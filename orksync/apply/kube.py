@@ -1,14 +1,14 @@
-"""A narrow REST layer over urllib3: JSON in, JSON out, discovery cached, failed requests
-retried where that is safe (orksync.apply.retry), every failure turned into a ClusterError
-naming the object. The only module importing `kubernetes` (besides the test control
+"""A narrow REST layer over orksync.apply.transport: JSON in, JSON out, discovery cached,
+failed requests retried where that is safe (orksync.apply.retry), every failure turned into
+a ClusterError naming the object. The only module importing `kubernetes` (besides the test control
 plane), and only when it must.
 
 Connections: the kubeconfig and in-cluster settings are read by orksync.apply.kubeconfig
 (one TLS context, the Authorization header, token files re-read as they rotate) without
 importing `kubernetes`, which costs a third of a second of start-up. A kubeconfig that
 needs the `kubernetes` client (an `exec` plugin, an `auth-provider`, a proxy, ...) is
-handed to it as before: then its ApiClient supplies the connection pool, TLS and
-authentication (refresh included). A Kube can also be built on an ApiClient directly
+handed to it as before: then its ApiClient supplies the connection pool (urllib3's), TLS
+and authentication (refresh included). A Kube can also be built on an ApiClient directly
 (the tests do). Either way the generated models are not used: plain dicts are faster and
 server-side apply wants plain dicts anyway.
 """
@@ -27,8 +27,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlencode
 
-import urllib3
-
 from orksync.apply import kubeconfig
 from orksync.apply.retry import (
     APPLY_PATCH,
@@ -37,6 +35,14 @@ from orksync.apply.retry import (
     parse_retry_after,
     replay_safe,
     retryable_status,
+)
+from orksync.apply.transport import (
+    AnswerTimeout,
+    ConnectFailed,
+    ConnectionLost,
+    Pool,
+    Response,
+    TransportError,
 )
 from orksync.errors import ClusterError
 
@@ -63,10 +69,6 @@ METADATA_ONLY = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1, a
 # json.dumps with `separators` builds a new encoder on every call; one is enough (it keeps
 # no state between calls)
 _encode_json = json.JSONEncoder(separators=(",", ":")).encode
-# urllib3 retries nothing and follows no redirect: the loop in `request_with_status` is the
-# only one (urllib3's own resends idempotent requests at once, without backoff, each after
-# a full timeout). Built once: urllib3 would build the same from `retries=False` per request.
-_NO_RETRIES = urllib3.Retry(total=False, redirect=False)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -97,7 +99,9 @@ class Resource:
 
 
 class Kube:
-    """One cluster connection. Thread-safe: requests go through urllib3's pool."""
+    """One cluster connection. Thread-safe: requests go through a pool of connections
+    (orksync.apply.transport's, or the `kubernetes` ApiClient's). Neither retries nor
+    follows a redirect: the loop in `request_with_status` is the only one."""
 
     def __init__(self, api_client: ApiClient | None = None, *,
                  connection: kubeconfig.Connection | None = None, pool_size: int = 16,
@@ -108,25 +112,22 @@ class Kube:
             raise TypeError("Kube needs an ApiClient or a Connection (exactly one)")
         self.api = api_client
         self._ca_origin = ""
-        # the connection pool of the API server's host itself, on orksync's own set-up (see
-        # `_host_pool`); None through an ApiClient, whose PoolManager may be a proxy's
-        self._direct: urllib3.HTTPConnectionPool | None = None
-        self._prefix = ""  # the server URL's path (a proxy's), before every request's
+        self._pool: Pool | _ClientPool
         if connection is not None:
             self.host = connection.server
-            self._pool = _pool(connection, pool_size)
-            self._direct = self._pool.connection_from_url(self.host)
-            self._prefix = (urllib3.util.parse_url(self.host).path or "").rstrip("/")
+            self._pool = Pool(connection.server, tls=connection.tls,
+                                        server_name=connection.tls_server_name,
+                                        size=pool_size)
             self._credentials: kubeconfig.Credentials | None = connection.credentials
             self._ca_origin = connection.ca_origin
         else:
             assert api_client is not None
             self.host = api_client.configuration.host.rstrip("/")
-            self._pool = api_client.rest_client.pool_manager
+            self._pool = _ClientPool(api_client, self.host)
             self._credentials = None
             ca = api_client.configuration.ssl_ca_cert
             self._ca_origin = f"the CA file {ca}" if ca else "the system's trusted CAs"
-        self.timeout = timeout  # seconds per attempt (a property: see below)
+        self.timeout = timeout  # seconds an attempt may take in all (connect, send, answer)
         self._resources: dict[str, dict[str, Resource]] = {}
         self._discovering: dict[str, threading.Lock] = {}  # per API version
         self._lock = threading.Lock()
@@ -180,22 +181,12 @@ class Kube:
         configuration.connection_pool_maxsize = pool_size
         return cls(k8s_client.ApiClient(configuration))
 
-    @property
-    def timeout(self) -> float:
-        """Seconds an attempt may take in all (connect, send, answer)."""
-        return self._timeout.total  # type: ignore[return-value]
-
-    @timeout.setter
-    def timeout(self, seconds: float) -> None:
-        # one urllib3.Timeout for every request (each connection takes a copy)
-        self._timeout = urllib3.Timeout(total=seconds)
-
     def close(self) -> None:
+        """Close the idle connections; a request sent after this makes new ones."""
         if self.api is not None:
             self.api.close()
         else:
-            self._pool.clear()
-            self._direct = None  # closed with the pool manager's pools
+            self._pool.close()
 
     # --- requests -----------------------------------------------------------------------
 
@@ -217,7 +208,7 @@ class Kube:
         ClusterError with the last failure."""
         if not isinstance(query, str):
             query = _query_string(query or {})
-        url = (self._prefix if self._direct is not None else self.host) + path + query
+        url = self._pool.prefix + path + query
         payload = None if body is None else _encode_json(body).encode()
         replayable = replay_safe(method, content_type, body)
         first = time.monotonic()
@@ -367,19 +358,8 @@ class Kube:
             self.requests += 1
         started = time.monotonic()
         try:
-            if self._direct is not None:
-                # `url` is the path: straight to the host's pool, without the pool
-                # manager's work per request (parsing and re-encoding the URL, picking
-                # the pool by a key built from a dozen settings, copying the headers)
-                resp = self._direct.urlopen(
-                    method, url, body=payload, headers=headers, preload_content=True,
-                    timeout=self._timeout, retries=_NO_RETRIES, redirect=False,
-                    assert_same_host=False)
-            else:
-                resp = self._pool.request(
-                    method, url, body=payload, headers=headers, preload_content=True,
-                    timeout=self._timeout, retries=_NO_RETRIES, redirect=False)
-        except urllib3.exceptions.HTTPError as err:
+            resp = self._pool.request(method, url, payload, headers, self.timeout)
+        except TransportError as err:
             self._note_health(started, failed=True)
             return _Outcome(transport=err)
         status = resp.status
@@ -387,7 +367,7 @@ class Kube:
         if status < 300:  # Retry-After is read only where a retry may follow
             return _Outcome(status=status, data=resp.data)
         return _Outcome(status=status, data=resp.data,
-                        retry_after=parse_retry_after(resp.headers.get("Retry-After")))
+                        retry_after=parse_retry_after(resp.headers.get("retry-after")))
 
     def _note_health(self, started: float, *, failed: bool) -> None:
         """Track since when every request failed (benign races: a flag, not a count)."""
@@ -412,8 +392,7 @@ class Kube:
             if _refused_certificate(outcome.transport):
                 return None  # a configuration error: the next attempt is refused too
             # a connection that was never established carried no request
-            never_sent = isinstance(outcome.transport, urllib3.exceptions.ConnectTimeoutError)
-            allowed = never_sent or replayable
+            allowed = not outcome.transport.sent or replayable
         else:
             allowed = retryable_status(outcome.status, replayable=replayable)
         if not allowed or retry >= self.retry.attempts:
@@ -433,7 +412,7 @@ class _Outcome:
 
     status: int = 0
     data: bytes = b""
-    transport: urllib3.exceptions.HTTPError | None = None
+    transport: TransportError | None = None
     retry_after: float | None = None
 
     def summary(self) -> str:
@@ -477,30 +456,56 @@ def _query_string(query: Mapping[str, Any]) -> str:
     return "?" + urlencode(params) if params else ""
 
 
-def _refused_certificate(err: urllib3.exceptions.HTTPError
-                         ) -> ssl.SSLCertVerificationError | None:
-    """The verification failure behind a TLS error: the server's certificate is not
+def _refused_certificate(err: BaseException) -> ssl.SSLCertVerificationError | None:
+    """The verification failure behind a transport error: the server's certificate is not
     signed by the CA this client trusts, or names another host (permanent, unlike a
-    handshake cut short)."""
-    if isinstance(err, urllib3.exceptions.SSLError):
-        for arg in err.args:
-            if isinstance(arg, ssl.SSLCertVerificationError):
-                return arg
-        if isinstance(err.__cause__, ssl.SSLCertVerificationError):
-            return err.__cause__
+    handshake cut short). Found among the causes (orksync.apply.transport) and their
+    arguments (urllib3, through the `kubernetes` client)."""
+    seen: list[BaseException] = [err]
+    while seen:
+        cause = seen.pop()
+        if isinstance(cause, ssl.SSLCertVerificationError):
+            return cause
+        if len(seen) < 8:
+            seen.extend(a for a in cause.args if isinstance(a, BaseException))
+            if cause.__cause__ is not None:
+                seen.append(cause.__cause__)
     return None
 
 
-def _pool(connection: kubeconfig.Connection, size: int) -> urllib3.PoolManager:
-    """The connection pool on orksync's own set-up: as the kubernetes client builds it
-    (4 hosts of `size` connections each), with one TLS context shared by every
-    connection."""
-    options: dict[str, Any] = {}
-    if connection.tls_server_name:
-        options["server_hostname"] = connection.tls_server_name
-    return urllib3.PoolManager(
-        num_pools=4, maxsize=size, ssl_context=connection.tls,
-        cert_reqs=ssl.CERT_REQUIRED if connection.verify else ssl.CERT_NONE, **options)
+class _ClientPool:
+    """The `kubernetes` ApiClient's urllib3 pool behind the interface of
+    orksync.apply.transport.Pool, its errors turned into TransportErrors."""
+
+    prefix = ""  # requests carry the whole URL: the pool manager may be a proxy's
+
+    def __init__(self, api_client: ApiClient, host: str) -> None:
+        import urllib3
+
+        self._urllib3 = urllib3
+        self._manager = api_client.rest_client.pool_manager
+        self._host = host
+        self._no_retries = urllib3.Retry(total=False, redirect=False)
+
+    def request(self, method: str, target: str, body: bytes | None,
+                headers: Mapping[str, str], timeout: float) -> Response:
+        errors = self._urllib3.exceptions
+        try:
+            resp = self._manager.request(
+                method, self._host + target, body=body, headers=dict(headers),
+                preload_content=True, timeout=self._urllib3.Timeout(total=timeout),
+                retries=self._no_retries, redirect=False)
+        except errors.ConnectTimeoutError as err:  # NewConnectionError among them
+            raise ConnectFailed(str(err)) from err
+        except errors.ReadTimeoutError as err:
+            raise AnswerTimeout(str(err)) from err
+        except errors.HTTPError as err:
+            raise ConnectionLost(f"{type(err).__name__}: {err}") from err
+        return Response(resp.status, {"retry-after": resp.headers.get(
+            "Retry-After") or ""}, resp.data)
+
+    def close(self) -> None:
+        self._manager.clear()
 
 
 def _error(status: int, data: bytes, method: str, path: str, subject: str, *,

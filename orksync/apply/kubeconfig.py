@@ -1,7 +1,8 @@
 """Where the API server is and how to authenticate to it, read without the `kubernetes`
 package (importing it costs about a third of a second: its client imports every generated
-model, and `requests`). orksync.apply.kube sends every request itself through urllib3, so
-all it needs from a kubeconfig is a server URL, a TLS context and an Authorization header.
+model, and `requests`). orksync.apply.kube sends every request itself
+(orksync.apply.transport), so all it needs from a kubeconfig is a server URL, a TLS context
+and an Authorization header.
 
 Read natively, with kubectl's (client-go's) rules:
 
@@ -50,8 +51,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-from urllib3.util import create_urllib3_context
 
 from orksync.errors import ClusterError
 
@@ -379,10 +378,18 @@ def _connection(cluster: _Entry, user: _Entry | None) -> Connection:
 
 def _tls_context(*, verify: bool, ca_file: Path | None, ca_data: bytes | None,
                  problem: Callable[[str], ClusterError]) -> ssl.SSLContext:
-    """One TLS context for every connection of the pool (urllib3 would build one per
-    connection and load the CA each time). urllib3's own factory, so the protocol
-    options are those it would choose."""
-    tls = create_urllib3_context(cert_reqs=ssl.CERT_REQUIRED if verify else ssl.CERT_NONE)
+    """One TLS context for every connection of the pool: TLS 1.2 or later, no TLS
+    compression or session tickets, HTTP/1.1 offered by ALPN, and unless
+    `insecure-skip-tls-verify`, the server's certificate verified and its host name
+    checked against the certificate's subject alternative names only."""
+    tls = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    tls.minimum_version = ssl.TLSVersion.TLSv1_2
+    tls.options |= ssl.OP_NO_COMPRESSION | ssl.OP_NO_TICKET
+    tls.hostname_checks_common_name = False
+    tls.set_alpn_protocols(["http/1.1"])
+    if not verify:
+        tls.check_hostname = False
+        tls.verify_mode = ssl.CERT_NONE
     try:
         if ca_data is not None:
             tls.load_verify_locations(cadata=ca_data.decode("ascii", "replace"))

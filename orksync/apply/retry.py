@@ -28,7 +28,6 @@ import random
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from email.utils import parsedate_to_datetime
 from typing import Any
 
 APPLY_PATCH = "application/apply-patch+yaml"
@@ -91,6 +90,8 @@ def parse_retry_after(value: str | None, now: datetime | None = None) -> float |
     value = value.strip()
     if value.isdigit():
         return float(value)
+    from email.utils import parsedate_to_datetime  # rare: not worth its import at start-up
+
     try:
         when = parsedate_to_datetime(value)
     except (TypeError, ValueError):

@@ -392,7 +392,7 @@ def read_rendered(out_dir: Path, on_index: OnIndex | None = None) -> RenderedSet
         if hashlib.sha256(data).hexdigest() != entry.get("sha256"):
             raise LoadError("changed since it was rendered (sha256 differs from index.yaml); "
                             "render again", file=path)
-        body = load_document(data, path=Path(path), display=path)
+        body = load_document(data, path=path, display=path)
         origin = entry.get("origin") or {}
         owner = plan.owner
         objects.append(RenderedObject(

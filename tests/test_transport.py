@@ -1,0 +1,278 @@
+"""orksync.apply.transport against servers on 127.0.0.1 that answer with scripted bytes:
+the three ways an answer's body ends, keep-alive and when a connection is not reused, a
+connection the server closed while idle, one deadline for the whole attempt, and the
+errors (whether the request may have been sent, what was wrong). TLS against the real API
+server: tests/test_kubeconfig_cluster.py and tests/test_faults_cluster.py."""
+
+from __future__ import annotations
+
+import re
+import socket
+import ssl
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+import pytest
+
+from orksync.apply.transport import (
+    USER_AGENT,
+    AnswerTimeout,
+    BadAnswer,
+    ConnectFailed,
+    ConnectionLost,
+    Pool,
+)
+
+Action = bytes | Callable[[socket.socket], None]
+OK = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
+
+
+class Server:
+    """Answers each request with the next action: bytes to send, or a function given the
+    connection's socket. Keeps what each connection received (`requests`, per accepted
+    connection in order)."""
+
+    def __init__(self, actions: list[Action]) -> None:
+        self.actions = list(actions)
+        self.requests: list[list[bytes]] = []
+        self.closed = threading.Event()  # set when a connection handler ends
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.lock = threading.Lock()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def url(self, scheme: str = "http") -> str:
+        return f"{scheme}://127.0.0.1:{self.port}"
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            with self.lock:
+                self.requests.append([])
+                seen = self.requests[-1]
+            threading.Thread(target=self._serve, args=(conn, seen), daemon=True).start()
+
+    def _serve(self, conn: socket.socket, seen: list[bytes]) -> None:
+        buf = b""
+        try:
+            while True:
+                while b"\r\n\r\n" not in buf:
+                    chunk = conn.recv(65536)
+                    if not chunk:
+                        return
+                    buf += chunk
+                head, _, buf = buf.partition(b"\r\n\r\n")
+                length = 0
+                for line in head.split(b"\r\n")[1:]:
+                    name, _, value = line.partition(b":")
+                    if name.lower() == b"content-length":
+                        length = int(value)
+                while len(buf) < length:
+                    buf += conn.recv(65536)
+                seen.append(head + b"\r\n\r\n" + buf[:length])
+                buf = buf[length:]
+                with self.lock:
+                    action = self.actions.pop(0)
+                if callable(action):
+                    action(conn)
+                else:
+                    conn.sendall(action)
+        except OSError:
+            return
+        finally:
+            conn.close()
+            self.closed.set()
+
+    def close(self) -> None:
+        self.listener.close()
+
+
+@contextmanager
+def serving(*actions: Action) -> Iterator[Server]:
+    server = Server(list(actions))
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+def close_after(data: bytes) -> Action:
+    def act(conn: socket.socket) -> None:
+        conn.sendall(data)
+        conn.shutdown(socket.SHUT_RDWR)
+        conn.close()
+    return act
+
+
+def in_pieces(*pieces: bytes, pause: float = 0.02) -> Action:
+    def act(conn: socket.socket) -> None:
+        for piece in pieces:
+            conn.sendall(piece)
+            time.sleep(pause)
+    return act
+
+
+def test_a_request_says_host_agent_and_length_and_a_kept_connection_serves_the_next() -> None:
+    with serving(OK, OK, OK) as server:
+        pool = Pool(server.url() + "/prefix/")
+        assert pool.prefix == "/prefix"
+        first = pool.request("GET", "/api?x=1", None, {"Accept": "application/json"}, 5)
+        assert (first.status, first.data, first.headers["content-type"]) == \
+            (200, b"{}", "application/json")
+        assert pool.request("PATCH", "/api/v1/x", b'{"a":1}',
+                            {"Content-Type": "application/apply-patch+yaml"}, 5).data == b"{}"
+        assert pool.request("POST", "/api/v1/y", None, {}, 5).status == 200
+        pool.close()
+    assert len(server.requests) == 1  # one connection for the three
+    get, patch, post = server.requests[0]
+    assert get == (f"GET /api?x=1 HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\n"
+                   f"User-Agent: {USER_AGENT}\r\nAccept: application/json\r\n\r\n").encode()
+    assert patch.endswith(b"Content-Type: application/apply-patch+yaml\r\n"
+                          b"Content-Length: 7\r\n\r\n{\"a\":1}")
+    assert post.endswith(b"Content-Length: 0\r\n\r\n")  # a POST has a body, if empty
+
+
+def test_a_chunked_answer_with_extensions_and_trailers_arriving_in_pieces() -> None:
+    answer = (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n",
+              b"5;ext=1\r\n{\"a\":", b"\r\n", b"1a\r\n 1, \"b\": \"xxxxxxxxxxxxxx\"}\r\n",
+              b"0\r\nX-Trailer: t\r\n\r\n")
+    with serving(in_pieces(*answer), OK) as server:
+        pool = Pool(server.url())
+        assert pool.request("GET", "/", None, {}, 5).data == \
+            b'{"a": 1, "b": "xxxxxxxxxxxxxx"}'
+        assert pool.request("GET", "/", None, {}, 5).data == b"{}"
+    assert [len(r) for r in server.requests] == [2]  # kept after a chunked answer
+
+
+@pytest.mark.parametrize("first", [
+    close_after(b"HTTP/1.1 200 OK\r\n\r\n{\"until\": \"the end\"}"),  # no length: to the end
+    b"HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\n{}",  # HTTP/1.0: not kept
+    b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\n{}",
+], ids=["until-closed", "http-1.0", "connection-close"])
+def test_a_connection_that_may_not_serve_another_request_is_not_reused(first: Action) -> None:
+    with serving(first, OK) as server:
+        pool = Pool(server.url())
+        data = pool.request("GET", "/", None, {}, 5).data
+        assert data in (b"{}", b'{"until": "the end"}')
+        assert pool.request("GET", "/", None, {}, 5).data == b"{}"
+    assert [len(r) for r in server.requests] == [1, 1]
+
+
+def test_interim_answers_are_skipped_and_a_204_has_no_body() -> None:
+    early = b"HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n"
+    with serving(early + OK, b"HTTP/1.1 204 No Content\r\n\r\n", OK) as server:
+        pool = Pool(server.url())
+        assert pool.request("GET", "/", None, {}, 5).data == b"{}"
+        none = pool.request("DELETE", "/", None, {}, 5)
+        assert (none.status, none.data) == (204, b"")
+        assert pool.request("GET", "/", None, {}, 5).data == b"{}"
+    assert [len(r) for r in server.requests] == [3]
+
+
+def test_a_connection_the_server_closed_while_idle_is_replaced_without_an_error() -> None:
+    with serving(close_after(OK), OK) as server:
+        pool = Pool(server.url())
+        assert pool.request("GET", "/", None, {}, 5).data == b"{}"
+        assert server.closed.wait(5)
+        time.sleep(0.05)  # the FIN reaches the client's socket
+        assert pool.request("POST", "/", b"{}", {}, 5).data == b"{}"
+    assert [len(r) for r in server.requests] == [1, 1]
+
+
+def test_one_deadline_bounds_the_whole_answer_even_when_bytes_keep_coming() -> None:
+    trickle = in_pieces(b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n",
+                        *([b"x"] * 200), pause=0.05)
+    with serving(trickle) as server:
+        pool = Pool(server.url())
+        started = time.monotonic()
+        with pytest.raises(AnswerTimeout, match=r"no complete answer within 0\.5s") as err:
+            pool.request("GET", "/", None, {}, 0.5)
+        # each byte came within any per-read timeout; the deadline is for all of it
+        assert time.monotonic() - started < 3
+        assert err.value.sent
+
+
+def test_an_answer_cut_short_is_a_lost_connection_that_may_have_been_sent() -> None:
+    cut = close_after(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{\"partial")
+    with serving(cut, close_after(b"")) as server:
+        pool = Pool(server.url())
+        with pytest.raises(ConnectionLost, match="closed the connection before") as err:
+            pool.request("POST", "/", b"{}", {}, 5)
+        assert err.value.sent
+        with pytest.raises(ConnectionLost):  # closed without an answer
+            pool.request("POST", "/", b"{}", {}, 5)
+
+
+def test_a_refused_connection_was_never_sent() -> None:
+    probe = socket.create_server(("127.0.0.1", 0))
+    port = probe.getsockname()[1]
+    probe.close()
+    refused = re.escape(f"cannot connect to 127.0.0.1:{port}")
+    with pytest.raises(ConnectFailed, match=refused) as err:
+        Pool(f"http://127.0.0.1:{port}").request("POST", "/", b"{}", {}, 5)
+    assert not err.value.sent
+
+
+def test_a_failed_tls_handshake_was_never_sent() -> None:
+    with serving() as server:  # speaks no TLS: the handshake fails or times out
+        tls = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        with pytest.raises(ConnectFailed, match=r"TLS handshake with 127\.0\.0\.1") as err:
+            Pool(server.url("https"), tls=tls).request("GET", "/", None, {}, 0.5)
+        assert not err.value.sent
+
+
+@pytest.mark.parametrize(("answer", "problem"), [
+    (b"HTTP/2 200 OK\r\n\r\n", "not an HTTP/1.x status line"),
+    (b"SSH-2.0-OpenSSH\r\n\r\n", "not an HTTP/1.x status line"),
+    (b"HTTP/1.1 200 OK\r\nno colon here\r\n\r\n", "a header line without a name"),
+    (b"HTTP/1.1 200 OK\r\nContent-Length: ten\r\n\r\n", "Content-Length 'ten'"),
+    (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", "chunk size b'zz'"),
+    (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nabc\r\n0\r\n\r\n",
+     "a chunk is longer than its size"),
+    (b"HTTP/1.1 101 Switching Protocols\r\n\r\n", "no upgrade was asked for"),
+])
+def test_what_is_not_an_http_answer_is_a_bad_answer(answer: bytes, problem: str) -> None:
+    with serving(answer) as server, pytest.raises(BadAnswer, match=re.escape(problem)):
+        Pool(server.url()).request("GET", "/", None, {}, 5)
+
+
+def test_requests_at_once_each_get_a_connection_and_at_most_size_are_kept() -> None:
+    together = threading.Barrier(4, timeout=10)
+
+    def answer_when_all_four_are_under_way(conn: socket.socket) -> None:
+        together.wait()
+        conn.sendall(OK)
+    with serving(*([answer_when_all_four_are_under_way] * 4)) as server:
+        pool = Pool(server.url(), size=2)
+        threads = [threading.Thread(target=pool.request, args=("GET", "/", None, {}, 5))
+                   for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert len(server.requests) == 4 and len(pool._idle) == 2
+        pool.close()
+        assert pool._idle == []
+
+
+def test_a_header_value_with_a_line_break_is_refused_before_anything_is_sent() -> None:
+    with serving(OK) as server, pytest.raises(ValueError, match="holds a line break"):
+        Pool(server.url()).request("GET", "/", None,
+                                   {"Authorization": "Bearer x\r\nX-Evil: 1"}, 5)
+    assert server.requests == []
+
+
+def test_an_ipv6_server_url_and_the_default_ports() -> None:
+    assert Pool("http://[::1]:8080").authority == "[::1]:8080"
+    assert Pool("https://example.test", tls=ssl.create_default_context()).authority == \
+        "example.test"
+    assert Pool("http://example.test:80").port == 80
+    with pytest.raises(ValueError, match="needs a TLS context"):
+        Pool("https://example.test")
+    with pytest.raises(ValueError, match="not an http"):
+        Pool("ftp://example.test")
