@@ -101,6 +101,19 @@ def test_the_stored_bytes_depend_on_the_content_only() -> None:
     assert Inventory.of(shuffled).to_configmap("a") == OLD.to_configmap("a")
 
 
+def test_the_entries_are_kept_in_the_order_of_their_identities() -> None:
+    """The order `Inventory.of` sorts by is the entries' own (their dataclass order, which
+    their unique refs decide), over refs that differ in each field in turn."""
+    refs = [ObjRef(api_version=v, kind=k, namespace=ns, name=n)
+            for v in ("apps/v1", "v1", "example.io/v1")
+            for k in ("Service", "ConfigMap", "Deployment")
+            for ns in ("", "b", "a") for n in ("z", "x-1", "x")]
+    entries = [entry(ref, W if i % 2 else None, uid=str(i)) for i, ref in enumerate(refs)]
+    random.Random(5).shuffle(entries)
+    assert list(Inventory.of(entries)) == sorted(entries)
+    assert [e.ref for e in Inventory.of(entries)] == sorted(refs)
+
+
 def test_ten_thousand_entries_fit_one_configmap_compressed() -> None:
     owners = [cr(f"w{i}", f"team-{i % 50}") for i in range(1000)]
     entries = [entry(o, uid=f"{i:08x}-0000-4000-8000-{i:012x}") for i, o in enumerate(owners)]

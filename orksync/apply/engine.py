@@ -85,6 +85,8 @@ class _Run:
             self.written.add(dataclasses.replace(ref, namespace=""))
 
     def may_have_written(self, ref: ObjRef) -> bool:
+        if not self.written:  # a resync that has written nothing yet: the common case
+            return False
         return ref in self.written or (ref.namespace != "" and dataclasses.replace(
             ref, namespace="") in self.written)
 

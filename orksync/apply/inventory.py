@@ -100,6 +100,14 @@ class InventoryEntry:
         return self.owner is None and not self.is_crd
 
 
+def _order(entry: InventoryEntry) -> tuple[str, str, str, str]:
+    """The entries' order (the dataclass's, decided by `ref` since refs are unique in an
+    Inventory) as a key of plain strings: a sort of 1,000 entries no longer calls the
+    generated `__lt__` of the entry and of its ref some 20,000 times."""
+    ref = entry.ref
+    return ref.api_version, ref.kind, ref.namespace, ref.name
+
+
 def is_crd(ref: ObjRef) -> bool:
     return ref.kind == CRD_KIND and ref.group == CRD_GROUP
 
@@ -115,7 +123,7 @@ class Inventory:
         by_ref: dict[ObjRef, InventoryEntry] = {}
         for entry in entries:
             by_ref[entry.ref] = entry  # later entries win
-        return cls(tuple(sorted(by_ref.values())))
+        return cls(tuple(sorted(by_ref.values(), key=_order)))
 
     def __len__(self) -> int:
         return len(self.entries)
