@@ -318,9 +318,14 @@ def _key(key: Any) -> str:
 _KEY_CACHE: dict[str, str] = {}  # keys repeat even more than values
 
 
+# types that are never a Mapping: decided without `isinstance(value, Mapping)`, an ABC check
+# that goes through a Python-level __instancecheck__ (most leaves of a manifest are these)
+_NOT_MAPS = frozenset({str, list, int, bool, float, type(None)})
+
+
 def _is_map(value: Any) -> bool:
     kind = type(value)
-    return kind is dict or (kind is not str and kind is not list and isinstance(value, Mapping))
+    return kind is dict or (kind not in _NOT_MAPS and isinstance(value, Mapping))
 
 
 def _emit(value: Any, pad: str, out: list[str]) -> None:

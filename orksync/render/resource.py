@@ -710,14 +710,17 @@ class _LeafError(Exception):
 
 def _leaves(value: Any, data: Mapping[str, Any], render: Callable[[str, Mapping[str, Any]], str],
             skip: frozenset[str] = frozenset()) -> Any:
-    if isinstance(value, str):
+    kind = type(value)
+    if kind is str or isinstance(value, str):
         if "{{" not in value:
             return value
         try:
             return render(value, data)
         except GoTemplateError as err:
             raise _LeafError(err) from None
-    if type(value) is dict or isinstance(value, Mapping):
+    if kind is int or kind is bool or kind is float or value is None:
+        return value  # before the ABC check of Mapping, which every scalar leaf paid
+    if kind is dict or (kind is not list and isinstance(value, Mapping)):
         out = {}
         for k, v in value.items():
             try:

@@ -57,7 +57,7 @@ def node(value: Any, field: str) -> dict[str, Any]:
     """A nested map; absent/null is {}."""
     if value is None:
         return {}
-    if not isinstance(value, Mapping):
+    if type(value) is not dict and not isinstance(value, Mapping):
         raise BuildError(field, f"must be a map, got a {_kind(value)}: {value!r}")
     return dict(value)
 
