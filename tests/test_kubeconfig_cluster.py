@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from orksync import __version__
 from orksync.apply import kubeconfig
 from orksync.apply.kube import Kube
 from orksync.errors import ClusterError
@@ -112,6 +113,25 @@ def test_the_control_planes_kubeconfig_connects_natively_as_the_admin(
     user, kube = connected_as(control_plane.kubeconfig)
     assert user == ADMIN
     assert kube.api is None  # orksync's own connection, not the kubernetes client's
+
+
+def test_requests_name_orksync_and_its_version_as_their_user_agent(
+        control_plane: ControlPlane, namespace: str) -> None:
+    """What the API server's audit log records of a write sent on orksync's own connection
+    (the session's control plane logs every write)."""
+    assert control_plane.audit_log is not None
+    kube = Kube.from_kubeconfig(control_plane.kubeconfig)
+    name = f"agent-{uuid.uuid4().hex[:8]}"
+    try:
+        kube.create(kube.resource("v1", "ConfigMap"), {
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": namespace}}, field_manager="tests")
+    finally:
+        kube.close()
+    events = [json.loads(line) for line in
+              control_plane.audit_log.read_text().splitlines() if name in line]
+    assert [e["userAgent"] for e in events if e["verb"] == "create"] == \
+        [f"orksync/{__version__}"]
 
 
 def test_file_fields_relative_to_the_kubeconfig_connect(
