@@ -163,6 +163,16 @@ def test_a_connection_that_may_not_serve_another_request_is_not_reused(first: Ac
     assert [len(r) for r in server.requests] == [1, 1]
 
 
+def test_a_blank_line_or_a_chunk_line_split_between_reads_is_found() -> None:
+    head = in_pieces(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r", b"\n\r", b"\n{}")
+    chunks = in_pieces(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r",
+                       b"\n{}\r", b"\n0\r", b"\n\r", b"\n")
+    with serving(head, chunks) as server:
+        pool = Pool(server.url())
+        assert pool.request("GET", "/", None, {}, 2).data == b"{}"
+        assert pool.request("GET", "/", None, {}, 2).data == b"{}"
+
+
 def test_interim_answers_are_skipped_and_a_204_has_no_body() -> None:
     early = b"HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n"
     with serving(early + OK, b"HTTP/1.1 204 No Content\r\n\r\n", OK) as server:

@@ -42,6 +42,7 @@ __all__ = ["AnswerTimeout", "BadAnswer", "ConnectFailed", "ConnectionLost",
 
 USER_AGENT = f"orksync/{__version__}"
 MAX_HEAD = 256 * 1024  # the status line and headers of one answer, at most
+_LONG_HEAD = f"the answer's headers are longer than {MAX_HEAD} bytes"
 _RECV = 256 * 1024  # bytes asked of one recv
 _NO_BODY = frozenset({204, 304})
 # methods whose request has a body by definition: sent with Content-Length even when empty
@@ -284,16 +285,23 @@ class _Connection:
         return True
 
     def _head(self, deadline: float) -> bytes:
+        return self._until(b"\r\n\r\n", deadline, _LONG_HEAD)
+
+    def _line(self, deadline: float) -> bytes:
+        return self._until(b"\r\n", deadline, "a chunk header is too long")
+
+    def _until(self, mark: bytes, deadline: float, too_long: str) -> bytes:
+        """What comes before the next `mark` (which is taken too)."""
         start = 0
         while True:
-            end = self.buf.find(b"\r\n\r\n", start)
+            end = self.buf.find(mark, start)
             if end >= 0:
-                head = bytes(self.buf[:end])
-                del self.buf[:end + 4]
-                return head
+                data = bytes(self.buf[:end])
+                del self.buf[:end + len(mark)]
+                return data
             if len(self.buf) > MAX_HEAD:
-                raise BadAnswer(f"the answer's headers are longer than {MAX_HEAD} bytes")
-            start = max(0, len(self.buf) - 3)
+                raise BadAnswer(too_long)
+            start = max(0, len(self.buf) - len(mark) + 1)  # a mark split between reads
             self._fill(deadline)
 
     def _exactly(self, n: int, deadline: float) -> bytes:
@@ -303,19 +311,6 @@ class _Connection:
             data = bytes(view[:n])
         del self.buf[:n]
         return data
-
-    def _line(self, deadline: float) -> bytes:
-        start = 0
-        while True:
-            end = self.buf.find(b"\r\n", start)
-            if end >= 0:
-                line = bytes(self.buf[:end])
-                del self.buf[:end + 2]
-                return line
-            if len(self.buf) > MAX_HEAD:
-                raise BadAnswer("a chunk header is too long")
-            start = max(0, len(self.buf) - 1)
-            self._fill(deadline)
 
     def _chunked(self, deadline: float) -> bytes:
         parts: list[bytes] = []
