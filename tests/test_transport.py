@@ -286,3 +286,19 @@ def test_an_ipv6_server_url_and_the_default_ports() -> None:
         Pool("https://example.test")
     with pytest.raises(ValueError, match="not an http"):
         Pool("ftp://example.test")
+
+
+def test_a_certificate_refusal_is_found_behind_causes_and_arguments_and_loops_end() -> None:
+    """`Kube` gives up at once on a refused certificate, wherever the transport put it: as
+    the cause (orksync's transport) or an argument (urllib3, through the kubernetes
+    client); a chain that loops back ends."""
+    from orksync.apply.kube import _refused_certificate
+
+    refused = ssl.SSLCertVerificationError(1, "certificate verify failed")
+    caused = ConnectFailed("TLS handshake failed")
+    caused.__cause__ = refused
+    assert _refused_certificate(caused) is refused
+    assert _refused_certificate(ConnectionLost("SSLError", OSError(refused))) is refused
+    looped = ConnectionLost("a")
+    looped.__cause__ = ValueError(looped)
+    assert _refused_certificate(looped) is None

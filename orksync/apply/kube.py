@@ -1,7 +1,7 @@
 """A narrow REST layer over orksync.apply.transport: JSON in, JSON out, discovery cached,
 failed requests retried where that is safe (orksync.apply.retry), every failure turned into
-a ClusterError naming the object. The only module importing `kubernetes` (besides the test control
-plane), and only when it must.
+a ClusterError naming the object. The only module importing `kubernetes` (besides the test
+control plane), and only when it must.
 
 Connections: the kubeconfig and in-cluster settings are read by orksync.apply.kubeconfig
 (one TLS context, the Authorization header, token files re-read as they rotate) without
@@ -116,8 +116,7 @@ class Kube:
         if connection is not None:
             self.host = connection.server
             self._pool = Pool(connection.server, tls=connection.tls,
-                                        server_name=connection.tls_server_name,
-                                        size=pool_size)
+                              server_name=connection.tls_server_name, size=pool_size)
             self._credentials: kubeconfig.Credentials | None = connection.credentials
             self._ca_origin = connection.ca_origin
         else:
@@ -461,15 +460,18 @@ def _refused_certificate(err: BaseException) -> ssl.SSLCertVerificationError | N
     signed by the CA this client trusts, or names another host (permanent, unlike a
     handshake cut short). Found among the causes (orksync.apply.transport) and their
     arguments (urllib3, through the `kubernetes` client)."""
-    seen: list[BaseException] = [err]
-    while seen:
-        cause = seen.pop()
+    todo: list[BaseException] = [err]
+    seen: set[int] = set()
+    while todo and len(seen) < 16:  # a chain that loops back is walked once
+        cause = todo.pop()
+        if id(cause) in seen:
+            continue
+        seen.add(id(cause))
         if isinstance(cause, ssl.SSLCertVerificationError):
             return cause
-        if len(seen) < 8:
-            seen.extend(a for a in cause.args if isinstance(a, BaseException))
-            if cause.__cause__ is not None:
-                seen.append(cause.__cause__)
+        todo.extend(a for a in cause.args if isinstance(a, BaseException))
+        if cause.__cause__ is not None:
+            todo.append(cause.__cause__)
     return None
 
 

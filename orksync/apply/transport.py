@@ -169,7 +169,7 @@ class Pool:
         conn.close()
 
     def _connect(self, deadline: float, timeout: float) -> _Connection:
-        where = f"{self.authority}"
+        where = self.authority
         try:
             sock = socket.create_connection((self.host, self.port),
                                             timeout=_remaining(deadline))
