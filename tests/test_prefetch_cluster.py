@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from orksync.apply.engine import Applier
+from orksync.apply.engine import Applier, ApplyOptions
 from orksync.apply.kube import Kube
 from orksync.model import Action, ObjRef, Origin, RenderedObject, WritePolicy
 from orksync.render.kinds import ORDER
@@ -84,6 +84,41 @@ def test_custom_resources_of_a_crd_created_by_the_same_apply_are_listed_once_it_
     assert not [s for s in sent if "customresourcedefinitions/" in s[1]], sent
     assert ("GET", f"/apis/{group}/v1") not in sent, "discovery kept for an unchanged CRD"
     kube.delete(kube.resource("v1", "Namespace"), "", ns)
+
+
+def test_a_custom_resource_waits_until_discovery_serves_the_kind_of_its_new_crd(
+        kube: Kube, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The API server serves a new kind in discovery a moment after its CRD is Established;
+    a custom resource applied in between failed as a kind "not served" (seen once in CI).
+    Here discovery holds the kind back from its first two answers after the CRD is
+    Established: the apply waits for it, and the custom resource is created."""
+    suffix = uuid.uuid4().hex[:8]
+    group, ns = f"d{suffix}.test.orksync.io", f"dc-{suffix}"
+    crd = gadget_crd(group)
+    gadget = obj({"apiVersion": f"{group}/v1", "kind": "Gadget",
+                  "metadata": {"name": "g", "namespace": ns}, "spec": {"size": 1}}, STAGE_CR)
+    discover = kube._discover
+    held_back = []
+
+    def lagging(api_version: str) -> dict[str, Any]:
+        found = discover(api_version)
+        if api_version == f"{group}/v1" and "Gadget" in found and len(held_back) < 2:
+            held_back.append(api_version)
+            found = {k: v for k, v in found.items() if k != "Gadget"}
+            kube._resources[api_version] = found
+        return found
+    monkeypatch.setattr(kube, "_discover", lagging)
+    changes = {c.ref: c for c in Applier(kube).apply([crd, gadget]).changes}
+    assert changes[gadget.ref].action is Action.CREATED, changes[gadget.ref]
+    assert len(held_back) == 2
+
+    # a kind that discovery never serves: the CRD fails after the timeout, saying why
+    other = gadget_crd(f"n{suffix}.test.orksync.io")
+    monkeypatch.setattr(kube, "_discover", lambda api_version: {} if api_version.startswith(
+        f"n{suffix}.") else discover(api_version))
+    failed = Applier(kube, ApplyOptions(crd_timeout=1)).apply([other]).changes
+    assert [(c.action, c.message) for c in failed] == [
+        (Action.FAILED, "not served by discovery within 1s")]
 
 
 def kube_path(group: str) -> str:

@@ -611,17 +611,20 @@ class Applier:
 
     def _wait_established(self, crds: list[RenderedObject], results: list[Change],
                           listed: Mapping[ObjRef, dict[str, Any]]) -> list[Change]:
-        """Wait until every CRD is Established, then forget the discovery of its versions
-        (they may be served only now). A CRD this apply did not write and that was
-        Established when the stage listed it is taken as it was listed, and its discovery
-        is kept when it already serves the kind in every version: a resync sends neither
-        a GET per CRD nor a discovery request per version for them."""
+        """Wait until every CRD is Established and discovery serves its kind in each of
+        its served versions (the API server updates discovery a moment after the
+        condition: a custom resource applied in between failed as a kind "not served").
+        A CRD this apply did not write and that was Established when the stage listed it
+        is taken as it was listed, and its discovery is kept when it already serves the
+        kind in every version: a resync sends neither a GET per CRD nor a discovery
+        request per version for them."""
         if self.options.dry_run:
             return results
         res = self.kube.resource(CRD_API, "CustomResourceDefinition")
         deadline = time.monotonic() + self.options.crd_timeout
         untouched = {c.ref for c in results if c.action is Action.UNCHANGED}
         pending = {o.ref.name: o for o in crds}
+        waiting_for = dict.fromkeys(pending, "Established")  # what each CRD still waits for
         delay = 0.05
         while pending and time.monotonic() < deadline:
             for name in list(pending):
@@ -629,22 +632,36 @@ class Applier:
                 kept = crd.ref in untouched and _established(listed.get(crd.ref))
                 if not kept and not _established(self.kube.get_or_none(res, "", name)):
                     continue
-                del pending[name]
                 spec = crd.body.get("spec") or {}
-                kind = (spec.get("names") or {}).get("kind")
-                for v in spec.get("versions") or []:
-                    api_version = f"{spec.get('group')}/{v.get('name')}"
-                    if not (kept and self.kube.serves(api_version, str(kind))):
-                        self.kube.forget(api_version)
+                kind = str((spec.get("names") or {}).get("kind"))
+                versions = [f"{spec.get('group')}/{v.get('name')}"
+                            for v in spec.get("versions") or [] if v.get("served", True)]
+                if kept:
+                    for api_version in versions:
+                        if not self.kube.serves(api_version, kind):
+                            self.kube.forget(api_version)
+                elif not all(self._discovered(v, kind) for v in versions):
+                    waiting_for[name] = "served by discovery"
+                    continue
+                del pending[name]
             if pending:
                 time.sleep(delay)
                 delay = min(delay * 2, 1.0)
         if not pending:
             return results
-        late = {pending[n].ref for n in pending}
+        late = {pending[n].ref: waiting_for[n] for n in pending}
         return [Change(ref=c.ref, action=Action.FAILED,
-                       message=f"not Established within {self.options.crd_timeout:.0f}s")
+                       message=f"not {late[c.ref]} within {self.options.crd_timeout:.0f}s")
                 if c.ref in late else c for c in results]
+
+    def _discovered(self, api_version: str, kind: str) -> bool:
+        """Whether discovery, asked again now, serves `kind` in `api_version`."""
+        self.kube.forget(api_version)
+        try:
+            self.kube.resource(api_version, kind)
+        except ClusterError:
+            return False
+        return True
 
 
 def _established(crd: Mapping[str, Any] | None) -> bool:

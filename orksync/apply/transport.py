@@ -9,10 +9,10 @@ pipelining or watches.
 
 Why not urllib3: importing it (with `http.client` and the `email` package under it) was a
 tenth of a no-change `orksync apply` of 1,000 objects, which starts a new process for a
-few requests; and its per-request work (a dozen settings copied, headers in a
-case-insensitive mapping, the answer through `http.client`'s line-by-line parser) was
-most of the client's CPU for each object of a fresh apply. docs/performance.md has the
-figures.
+few requests; and with it the client of a fresh apply of 1,000 objects took 0.77-0.90
+CPU-s, against 0.43-0.52 with this module (its layers per request: the pool's settings,
+headers in a case-insensitive mapping, the answer through `http.client`'s parser).
+docs/performance.md, change 43, has the figures.
 
 Failures are TransportErrors, which say whether the request may have reached the server
 (`sent`): a connection that was never made, or whose TLS handshake failed, carried none
