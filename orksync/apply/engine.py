@@ -634,15 +634,19 @@ class Applier:
                     continue
                 spec = crd.body.get("spec") or {}
                 kind = str((spec.get("names") or {}).get("kind"))
-                versions = [f"{spec.get('group')}/{v.get('name')}"
-                            for v in spec.get("versions") or [] if v.get("served", True)]
+                versions = {f"{spec.get('group')}/{v.get('name')}": v.get("served", True)
+                            for v in spec.get("versions") or []}
                 if kept:
                     for api_version in versions:
                         if not self.kube.serves(api_version, kind):
                             self.kube.forget(api_version)
-                elif not all(self._discovered(v, kind) for v in versions):
-                    waiting_for[name] = "served by discovery"
-                    continue
+                else:
+                    for api_version in versions:  # a version no longer served included
+                        self.kube.forget(api_version)
+                    if not all(self._discovered(v, kind) for v, served in versions.items()
+                               if served):
+                        waiting_for[name] = "served by discovery"
+                        continue
                 del pending[name]
             if pending:
                 time.sleep(delay)
@@ -655,8 +659,8 @@ class Applier:
                 if c.ref in late else c for c in results]
 
     def _discovered(self, api_version: str, kind: str) -> bool:
-        """Whether discovery, asked again now, serves `kind` in `api_version`."""
-        self.kube.forget(api_version)
+        """Whether discovery, asked again now, serves `kind` in `api_version` (a cached
+        answer that does is kept: it was asked after the CRD was Established)."""
         try:
             self.kube.resource(api_version, kind)
         except ClusterError:
