@@ -181,11 +181,9 @@ class Kube:
         return cls(k8s_client.ApiClient(configuration))
 
     def close(self) -> None:
-        """Close the idle connections; a request sent after this makes new ones."""
-        if self.api is not None:
-            self.api.close()
-        else:
-            self._pool.close()
+        """Close the idle connections; a request sent after this makes new ones (on
+        orksync's own connection; an ApiClient is closed for good)."""
+        self._pool.close()
 
     # --- requests -----------------------------------------------------------------------
 
@@ -485,6 +483,7 @@ class _ClientPool:
         import urllib3
 
         self._urllib3 = urllib3
+        self._api = api_client
         self._manager = api_client.rest_client.pool_manager
         self._host = host
         self._no_retries = urllib3.Retry(total=False, redirect=False)
@@ -507,7 +506,7 @@ class _ClientPool:
             "Retry-After") or ""}, resp.data)
 
     def close(self) -> None:
-        self._manager.clear()
+        self._api.close()  # its pool manager, and its thread pool if it made one
 
 
 def _error(status: int, data: bytes, method: str, path: str, subject: str, *,
