@@ -630,8 +630,10 @@ class Applier:
             for name in list(pending):
                 crd = pending[name]
                 kept = crd.ref in untouched and _established(listed.get(crd.ref))
-                if not kept and not _established(self.kube.get_or_none(res, "", name)):
-                    continue
+                if not kept and waiting_for[name] == "Established":  # not read once it is
+                    if not _established(self.kube.get_or_none(res, "", name)):
+                        continue
+                    waiting_for[name] = "served by discovery"
                 spec = crd.body.get("spec") or {}
                 kind = str((spec.get("names") or {}).get("kind"))
                 versions = {f"{spec.get('group')}/{v.get('name')}": v.get("served", True)
@@ -645,7 +647,6 @@ class Applier:
                         self.kube.forget(api_version)
                     if not all(self._discovered(v, kind) for v, served in versions.items()
                                if served):
-                        waiting_for[name] = "served by discovery"
                         continue
                 del pending[name]
             if pending:
