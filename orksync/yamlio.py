@@ -572,11 +572,13 @@ def _token(text: str) -> Any:
     return text
 
 
-def iter_yaml_files(root: Path) -> Iterator[Path]:
+def iter_yaml_files(root: Path, *, resolve_links: bool = False) -> Iterator[Path]:
     """Every *.yaml / *.yml file under root, sorted, skipping hidden files and directories
     (never entered: a checkout's .git holds thousands of files) and not entering symbolic
-    links to directories."""
+    links to directories. `resolve_links`: a file that is a symbolic link is given
+    resolved (the listing says which are: no system call for the others)."""
     found: list[str] = []
+    links: set[str] = set()
     pending = [os.fspath(root)]
     while pending:  # the directory entries' types come with the listing: no stat per file
         try:
@@ -590,5 +592,8 @@ def iter_yaml_files(root: Path) -> Iterator[Path]:
                 pending.append(entry.path)
             elif entry.name.endswith((".yaml", ".yml")) and entry.is_file():
                 found.append(entry.path)
+                if resolve_links and entry.is_symlink():
+                    links.add(entry.path)
     found.sort(key=lambda path: path.split(os.sep))  # the order of the Paths' parts
-    yield from map(Path, found)
+    for path in found:
+        yield Path(path).resolve() if path in links else Path(path)

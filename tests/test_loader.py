@@ -110,6 +110,22 @@ def test_the_same_custom_resource_twice_keeps_the_first_and_reports_the_second(
     assert "b.yaml" in str(err) and "duplicate of a.yaml" in str(err)
 
 
+def test_a_file_linked_into_the_repository_is_loaded_once_as_itself(tmp_path: Path) -> None:
+    """A symbolic link to a file is read through (the walk's listing says it is a link:
+    the loader resolves it, and a file seen twice, as itself and through a link, is one
+    file, never two copies of its custom resources)."""
+    write_repo(tmp_path, {"op/katalog.yaml": KATALOG, "op/crd.yaml": CRD,
+                          "crs/a.yaml": widget("a", image="nginx")})
+    (tmp_path / "crs" / "z-alias.yaml").symlink_to(tmp_path / "crs" / "a.yaml")
+    outside = tmp_path.parent / f"{tmp_path.name}-outside.yaml"
+    outside.write_text(widget("b", image="nginx"))
+    (tmp_path / "crs" / "b.yaml").symlink_to(outside)
+    catalog = load_repository(tmp_path)
+    assert not catalog.errors and not catalog.warnings
+    assert [(cr.ref.name, cr.source.file) for cr in catalog.crs] == [
+        ("a", "crs/a.yaml"), ("b", str(outside.resolve()))]
+
+
 def test_binary_and_oversized_files_are_refused_by_name(tmp_path: Path) -> None:
     (tmp_path / "blob.yaml").write_bytes(b"\x00\x01\x02")
     (tmp_path / "huge.yaml").write_text("a: " + "x" * (5 * 1024 * 1024))

@@ -146,6 +146,11 @@ def test_the_yaml_files_of_a_tree_sorted_without_hidden_ones_or_linked_directori
     found = [str(p.relative_to(tmp_path)) for p in iter_yaml_files(tmp_path)]
     assert found == ["7.yaml", "a/1.yaml", "a/file.yaml", "b/c/4.yml", "d/8.yaml",
                      "x.yaml/10.yaml", "\u00e9 dir/9.yaml"]
+    # the loader's walk: the same files in the same order, a link resolved (the listing
+    # says which entries are links), the others as found
+    resolved = [str(p.relative_to(tmp_path)) for p in
+                iter_yaml_files(tmp_path, resolve_links=True)]
+    assert resolved == [*found[:2], "7.yaml", *found[3:]]
 
 
 @settings(max_examples=300, deadline=None)

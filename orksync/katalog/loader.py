@@ -81,7 +81,7 @@ def load_repository(root: Path, *, jobs: int = 1) -> Catalog:
     that parse the files (orksync.forked); the same Catalog whatever their number."""
     root = root.resolve()
     loader = _Loader(root)
-    files = [loader.resolve_walked(path) for path in iter_yaml_files(root)]
+    files = list(iter_yaml_files(root, resolve_links=True))
     jobs = min(jobs, len(files) // MIN_FILES_PER_JOB) or 1
     if jobs > 1:
         walked = iter(files)
@@ -132,12 +132,6 @@ class _Loader:
             shown = text[len(self.prefix):] if text.startswith(self.prefix) else text
             self.rels[path] = shown
         return shown
-
-    def resolve_walked(self, path: Path) -> Path:
-        """A file the walk of the (resolved) root found, resolved: the walk enters no
-        symbolic link to a directory, so only the file itself can be a link (one system
-        call, where resolving costs one per component of the path)."""
-        return path.resolve() if os.path.islink(path) else path
 
     def add_file(self, resolved: Path, parsed: Parsed | None = None) -> None:
         """Load a file (`resolved`: its resolved path), unless loaded already; `parsed`:
