@@ -137,6 +137,26 @@ def test_a_request_says_host_agent_and_length_and_a_kept_connection_serves_the_n
     assert post.endswith(b"Content-Length: 0\r\n\r\n")  # a POST has a body, if empty
 
 
+def test_answers_larger_than_one_receive_are_read_whole() -> None:
+    """Each receive asks for less than glibc's mmap threshold (128 KiB: a larger buffer is
+    a fresh mapping per receive, docs/performance.md, change 47), so a LIST's answer of
+    megabytes takes many; each way an answer ends still gives all of it."""
+    from orksync.apply import transport
+
+    assert transport._RECV < 128 * 1024
+    big = bytes(range(256)) * 4096  # 1 MiB
+    sized = b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(big), big)
+    chunked = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + b"".join(
+        b"%x\r\n%s\r\n" % (len(part), part) for part in
+        (big[:300_000], big[300_000:700_000], big[700_000:])) + b"0\r\n\r\n"
+    to_end = b"HTTP/1.0 200 OK\r\n\r\n" + big
+    with serving(sized, chunked, close_after(to_end)) as server:
+        pool = Pool(server.url())
+        for _ in range(3):
+            assert pool.request("GET", "/big", None, {}, 10).data == big
+        pool.close()
+
+
 def test_a_chunked_answer_with_extensions_and_trailers_arriving_in_pieces() -> None:
     answer = (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n",
               b"5;ext=1\r\n{\"a\":", b"\r\n", b"1a\r\n 1, \"b\": \"xxxxxxxxxxxxxx\"}\r\n",

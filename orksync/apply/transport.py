@@ -43,7 +43,12 @@ __all__ = ["AnswerTimeout", "BadAnswer", "ConnectFailed", "ConnectionLost",
 USER_AGENT = f"orksync/{__version__}"
 MAX_HEAD = 256 * 1024  # the status line and headers of one answer, at most
 _LONG_HEAD = f"the answer's headers are longer than {MAX_HEAD} bytes"
-_RECV = 256 * 1024  # bytes asked of one recv
+# bytes asked of one recv. `recv` allocates them before it receives, then shrinks the
+# buffer to what came; at or above glibc's mmap threshold (128 KiB) that is a fresh mapping,
+# shrunk in place and later freed as a small one, so glibc never raises its threshold and
+# every answer cost an mmap, an mremap and a munmap (256 KiB did; docs/performance.md,
+# change 47). A TLS read returns one record, 16 KiB at most, anyway.
+_RECV = 64 * 1024
 _NO_BODY = frozenset({204, 304})
 # methods whose request has a body by definition: sent with Content-Length even when empty
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
