@@ -99,11 +99,12 @@ def load_repository(root: Path, *, jobs: int = 1) -> Catalog:
     return loader.finish()
 
 
-# Fewer files than this per job are parsed in one process: a file in the emitter's form
-# takes about 40 µs to read (the exact reader), and with 1,000 of them a second process did
-# not pay for its fork and the trip back of the documents (0.06 s in one process, 0.06-0.08
-# in two; 10,000: 0.66 and 0.50).
-MIN_FILES_PER_JOB = 512
+# Fewer files than this per job are parsed in one process: below it a second process does
+# not pay for its fork and the trip back of the documents. The load in
+# `bench/render.py --child render`, medians of 20 alternating pairs (docs/performance.md,
+# change 48): 1,000 files 59 ms in one process, 49 in two; 512 files 30 and 29. With 256
+# files, two processes were no faster (7 pairs).
+MIN_FILES_PER_JOB = 256
 FILES_CHUNK = 64  # files a process takes at a time (orksync.forked.fork_chunks)
 
 # A file's documents, as (index, content), parsed ahead (load_repository's jobs), or the
