@@ -347,3 +347,21 @@ def test_the_shortcut_is_taken_for_a_template_of_text_and_string_or_int_fields(
     for source in ("{{ .spec.flag }}", "{{ .spec.ratio }}"):  # printed by the run
         with pytest.raises(AssertionError, match="was run"):
             engine.render(source, PLAIN_DATA)
+
+
+def test_a_template_of_text_and_fields_is_compiled_to_jinja_only_when_first_run(
+        engine: GoTemplateEngine) -> None:
+    """Checking one (a render plan checks every template of a Katalog) parses it; the
+    Jinja2 compilation, most of the cost, waits until a render has to run it."""
+    source = "{{ .spec.list }}-{{ .metadata.name }}"
+    engine.check(source)
+    compiled = engine._get(source)
+    assert compiled.plain is not None and compiled.template is None
+    assert engine.render(source, {"metadata": {"name": "web"}, "spec": {"list": "a"}}) == \
+        "a-web"  # printed without running it
+    assert compiled.template is None
+    assert engine.render(source, PLAIN_DATA) == "[a]-web"  # a list: the template runs
+    assert compiled.template is not None
+    assert engine.render(source, PLAIN_DATA) == "[a]-web"
+    engine.check("{{ .metadata.name }} {{ len .spec.list }}")  # not plain: compiled at once
+    assert engine._get("{{ .metadata.name }} {{ len .spec.list }}").template is not None
