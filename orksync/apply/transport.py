@@ -107,13 +107,13 @@ class Pool:
             raise ValueError(f"not an http(s) server URL: {url!r}")
         if scheme == "https" and tls is None:
             raise ValueError("an https server needs a TLS context")
+        default = 443 if scheme == "https" else 80
         self.host = parts.hostname
-        self.port = parts.port or (443 if scheme == "https" else 80)
+        self.port = parts.port or default
         self.prefix = parts.path.rstrip("/")
         self.tls = tls if scheme == "https" else None
         self.server_name = server_name or self.host
         shown = f"[{self.host}]" if ":" in self.host else self.host
-        default = 443 if scheme == "https" else 80
         self.authority = shown if self.port == default else f"{shown}:{self.port}"
         self.size = size
         self._idle: list[_Connection] = []
