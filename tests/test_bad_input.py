@@ -316,6 +316,30 @@ def test_the_rendered_directory_refuses_a_path_that_could_leave_it(
     assert [p.name for p in tmp_path.rglob("*")] == ["a"]  # nothing written, no temp left
 
 
+
+@pytest.mark.parametrize(("kind", "name", "namespace"), [
+    ("ConfigMap", "../x", "default"), ("ConfigMap", "x", "../up"), ("Config/Map", "x", "default"),
+    ("ConfigMap", "a\x00b", "default"),
+])
+def test_a_child_is_refused_a_path_that_could_leave_it_after_a_safe_one(
+        kind: str, name: str, namespace: str, tmp_path: Path) -> None:
+    """The writer checks a child's kind and namespace once each (ObjectWriter.leaf): what
+    it has seen safe for one object must not let an unsafe part of the next one through."""
+    owner = ObjRef(api_version="x.io/v1", kind="App", namespace="default", name="a")
+
+    def child(kind: str, name: str, namespace: str) -> RenderedObject:
+        body = {"apiVersion": "v1", "kind": kind,
+                "metadata": {"name": name, "namespace": namespace}}
+        return RenderedObject(ref=ObjRef.of(body), body=body, policy=WritePolicy.APPLY,
+                              origin=Origin(file="x.yaml"), stage=0, owner=owner)
+
+    safe = child("ConfigMap", "x", "default")
+    assert write_rendered(RenderedSet(objects=(safe,)), tmp_path / "ok").is_dir()
+    out = tmp_path / "a" / "out"
+    with pytest.raises(InputError, match="is not a safe file name"):
+        write_rendered(RenderedSet(objects=(safe, child(kind, name, namespace))), out)
+    assert [p.name for p in (tmp_path / "a").rglob("*")] == []  # nothing left behind
+
 def test_a_tampered_index_is_a_load_error_naming_the_entry(tmp_path: Path) -> None:
     out = write_rendered(_rendered("ConfigMap"), tmp_path / "out")
     index = out / "index.yaml"

@@ -135,6 +135,11 @@ class ObjectWriter:
         self.owners: dict[ObjRef, tuple[str, str]] = {}  # owner -> (directory, index lines)
         self.lines: dict[tuple[str, str, object], str] = {}
         self.origins: dict[tuple[str, str, str, bool], str] = {}
+        # (apiVersion, kind, namespace, policy, stage) -> the lines of an index entry
+        # before and after its object's name
+        self.heads: dict[tuple[str, str, str, WritePolicy, int], tuple[str, str]] = {}
+        self.kinds: dict[tuple[str, str], str] = {}  # (apiVersion, kind) -> file name part
+        self.spaces: set[str] = set()  # namespaces found safe as a file name part
 
     def write(self, objects: Iterable[RenderedObject]) -> list[bytes]:
         """The index entries of `objects`, in their order."""
@@ -150,7 +155,7 @@ class ObjectWriter:
             if owner is None:
                 owner = self.owners[obj.owner] = (_owner_dir(obj.owner),
                                                   "  owner:\n" + _ref_lines(obj.owner))
-            rel = f"{owner[0]}/{_leaf(obj.ref)}"
+            rel = f"{owner[0]}/{self.leaf(obj.ref)}"
         data = dump_yaml(obj.body).encode("utf-8")
         parent = rel.rpartition("/")[0]
         if parent not in self.made:
@@ -168,26 +173,49 @@ class ObjectWriter:
             os.mkdir(f"{self.root}/{rel}")
         self.made.add(rel)
 
+    def leaf(self, ref: ObjRef) -> str:
+        """`_leaf(ref)`: the kind's and the namespace's parts checked once per writer, the
+        name's every time."""
+        kind = self.kinds.get((ref.api_version, ref.kind))
+        if kind is None:
+            kind = _segment(f"{ref.kind}.{ref.group}" if ref.group else ref.kind, ref)
+            self.kinds[(ref.api_version, ref.kind)] = kind
+        name = _segment(ref.name, ref)
+        namespace = ref.namespace
+        if not namespace:
+            return f"{kind}.{name}.yaml"
+        if namespace not in self.spaces:
+            self.spaces.add(_segment(namespace, ref))
+        return f"{kind}.{namespace}.{name}.yaml"
+
     def entry(self, obj: RenderedObject, rel: str, sha256: str, owner: str) -> bytes:
         """One item of index.yaml's `objects`, as `dump_yaml` writes it there: file,
         object, policy, stage, owner, directives, origin, sha256. Written directly rather
         than built as a mapping and emitted (the index has an entry per object), and
         encoded here: the index is written from its entries' bytes (`_write_parts`), and
         in the parallel render (orksync.render.directory) each process encodes its own."""
-        lines = [f"- file: {dump_scalar(rel)}\n  object:\n", _ref_lines(obj.ref),
-                 self.line("policy", obj.policy.value, "  "),
-                 self.line("stage", obj.stage, "  "), owner]
-        if obj.directives:
-            lines.append(dump_yaml({"directives": dict(obj.directives)}, indent="  "))
+        ref = obj.ref
+        key = (ref.api_version, ref.kind, ref.namespace, obj.policy, obj.stage)
+        head = self.heads.get(key)
+        if head is None:
+            namespace = f"    namespace: {dump_scalar(ref.namespace)}\n" if ref.namespace else ""
+            head = self.heads[key] = (
+                f"    apiVersion: {dump_scalar(ref.api_version)}\n    kind: "
+                f"{dump_scalar(ref.kind)}\n{namespace}",
+                _field_line("  ", "policy", obj.policy.value) +
+                _field_line("  ", "stage", obj.stage))
+        directives = dump_yaml({"directives": dict(obj.directives)}, indent="  ") \
+            if obj.directives else ""
         origin = obj.origin
-        lines.append(self.origin_head(origin.file, origin.katalog, origin.crd,
-                                      bool(origin.entry)))
-        if origin.entry:
-            lines.append(self.line("entry", origin.entry, "    "))
+        entry = origin.entry
         # a hex digest is written plain when it starts with a letter, quoted when with a
         # digit (dump_scalar's rule for such text), without a trip through its cache
-        lines.append(f"  sha256: {sha256}\n" if sha256[0] > "9" else f'  sha256: "{sha256}"\n')
-        return "".join(lines).encode("utf-8")
+        digest = sha256 if sha256[0] > "9" else f'"{sha256}"'
+        return (f"- file: {dump_scalar(rel)}\n  object:\n{head[0]}    name: "
+                f"{dump_scalar(ref.name)}\n{head[1]}{owner}{directives}"
+                f"{self.origin_head(origin.file, origin.katalog, origin.crd, bool(entry))}"
+                f"{self.line('entry', entry, '    ') if entry else ''}  sha256: {digest}\n"
+                ).encode()
 
     def origin_head(self, file: str, katalog: str, crd: str, entry: bool) -> str:
         """An entry's `origin:` up to its own `entry` line (the same for every child of a
