@@ -10,8 +10,9 @@ Each measurement runs in a fresh subprocess so peak RSS is its own.
 
     python bench/render.py [--sizes 1000,10000] [--runs 3] [--no-record]
 
-Each size runs the three `--runs` times, rotating which goes first; the table shows the
-median run of each (by total seconds). The floor writes each file as the render does
+Each size runs the three `--runs` times, rotating which goes first, and the sizes take
+turns run by run (1,000, 10,000, 1,000, ...), so that the 10k/1k ratio compares sizes
+measured in the same minutes; the table shows the median run of each (by total seconds). The floor writes each file as the render does
 (`orksync.render.output._write_file`: open, write, close), with the cyclic collector off
 as the render has it (orksync.gcpause).
 """
@@ -178,20 +179,24 @@ def main() -> int:
         print(json.dumps(child(mode, Path(repo), Path(out))))
         return 0
     sizes = [int(s) for s in args.sizes.split(",")]
-    rows = []
     with tempfile.TemporaryDirectory() as tmp:
         filesystem = subprocess.run(["stat", "-f", "-c", "%T", tmp], capture_output=True,
                                     text=True).stdout.strip() or "unknown"
-        for n in sizes:
-            repo = Path(tmp) / f"repo-{n}"
+        repos = {n: Path(tmp) / f"repo-{n}" for n in sizes}
+        for n, repo in repos.items():
             make_repo(repo, n)
-            runs: dict[str, list[dict[str, float]]] = {m: [] for m in MODES}
-            for run in range(args.runs):  # rotating which goes first
-                for mode in MODES[run % 3:] + MODES[:run % 3]:
-                    runs[mode].append(measure(mode, repo, Path(tmp)))
-                print(f"{n}: " + " ".join(f"{m} {runs[m][-1]['seconds']:.2f}s"
+        runs: dict[int, dict[str, list[dict[str, float]]]] = {
+            n: {m: [] for m in MODES} for n in sizes}
+        # the sizes take turns, run by run, as the modes do within a run: a change in the
+        # machine's speed during the benchmark (docs/performance.md, "The margins") then
+        # falls on every size, not on the ones measured last
+        for run in range(args.runs):
+            for n, repo in repos.items():
+                for mode in MODES[run % 3:] + MODES[:run % 3]:  # rotating which goes first
+                    runs[n][mode].append(measure(mode, repo, Path(tmp)))
+                print(f"{n}: " + " ".join(f"{m} {runs[n][m][-1]['seconds']:.2f}s"
                                           for m in MODES), file=sys.stderr, flush=True)
-            rows.append((n, {m: median_run(runs[m]) for m in MODES}))
+        rows = [(n, {m: median_run(runs[n][m]) for m in MODES}) for n in sizes]
     lines = ["| custom resources | objects | processes | render+write s | (load / render and "
              "write s) | CPU s | objects/s | peak MiB (largest process) | floor s (YAML only) "
              "| floor objects/s | speed vs floor |",
@@ -233,7 +238,8 @@ def main() -> int:
                    "writes the same final objects with `orksync.yamlio.dump_yaml` to the same "
                    "files (directories made as the render makes them), no loading, templating, "
                    "hashing or index, in one process with the cyclic collector off as the "
-                   "render has it; the runs rotate which goes first.\n\n"
+                   "render has it; the runs rotate which goes first, and the sizes take "
+                   "turns run by run.\n\n"
                    f"{table}\n")
         perf = ROOT / "docs" / "performance.md"
         if not perf.exists():
