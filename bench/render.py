@@ -6,7 +6,10 @@ Service, ConfigMap, once-Secret, ServiceAccount, Role, RoleBinding, PDB). For N 
 `orksync.forked.default_jobs()` processes), and the same in one process (objects per
 second, CPU seconds, peak RSS), and the floor: writing the same final objects as YAML files
 at the same paths with no loading, templating, hashing or index.
-Each measurement runs in a fresh subprocess so peak RSS is its own.
+Each measurement runs in a fresh subprocess so peak RSS is its own, and its output is
+removed once measured: kept until the end (as before 2026-12-01), the outputs filled the
+tmpfs by gigabytes and every run after the first of 10,000 ran slower, the floor most
+(docs/performance.md, ninth round).
 
     python bench/render.py [--sizes 1000,10000] [--runs 3] [--no-record]
 
@@ -25,6 +28,7 @@ import json
 import os
 import platform
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -160,6 +164,7 @@ def measure(mode: str, repo: Path, workdir: Path) -> dict[str, float]:
     out = workdir / f"out-{mode}-{time.monotonic_ns()}"
     proc = subprocess.run([sys.executable, __file__, "--child", mode, str(repo), str(out)],
                           capture_output=True, text=True, check=True)
+    shutil.rmtree(out)  # not kept for the next runs (10,000: 90,001 files, 0.4 GB in tmpfs)
     return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
 
 
