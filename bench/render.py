@@ -8,16 +8,16 @@ second, CPU seconds, peak RSS), and the floor: writing the same final objects as
 at the same paths with no loading, templating, hashing or index.
 Each measurement runs in a fresh subprocess so peak RSS is its own, and its output is
 removed once measured: kept until the end (as before 2026-12-01), the outputs filled the
-tmpfs by gigabytes and every run after the first of 10,000 ran slower, the floor most
-(docs/performance.md, ninth round).
+tmpfs by gigabytes, and after the first run or two of 10,000 every run was slower, the
+floor most (docs/performance.md, change 54).
 
     python bench/render.py [--sizes 1000,10000] [--runs 3] [--no-record]
 
 Each size runs the three `--runs` times, rotating which goes first, and the sizes take
 turns run by run (1,000, 10,000, 1,000, ...), so that the 10k/1k ratio compares sizes
-measured in the same minutes; the table shows the median run of each (by total seconds). The floor writes each file as the render does
-(`orksync.render.output._write_file`: open, write, close), with the cyclic collector off
-as the render has it (orksync.gcpause).
+measured in the same minutes; the table shows the median run of each (by total seconds).
+The floor writes each file as the render does (`orksync.render.output._write_file`: open,
+write, close), with the cyclic collector off as the render has it (orksync.gcpause).
 """
 
 
