@@ -316,7 +316,6 @@ def test_the_rendered_directory_refuses_a_path_that_could_leave_it(
     assert [p.name for p in tmp_path.rglob("*")] == ["a"]  # nothing written, no temp left
 
 
-
 @pytest.mark.parametrize(("kind", "name", "namespace"), [
     ("ConfigMap", "../x", "default"), ("ConfigMap", "x", "../up"), ("Config/Map", "x", "default"),
     ("ConfigMap", "a\x00b", "default"),
@@ -339,6 +338,7 @@ def test_a_child_is_refused_a_path_that_could_leave_it_after_a_safe_one(
     with pytest.raises(InputError, match="is not a safe file name"):
         write_rendered(RenderedSet(objects=(safe, child(kind, name, namespace))), out)
     assert [p.name for p in (tmp_path / "a").rglob("*")] == []  # nothing left behind
+
 
 def test_a_tampered_index_is_a_load_error_naming_the_entry(tmp_path: Path) -> None:
     out = write_rendered(_rendered("ConfigMap"), tmp_path / "out")

@@ -53,8 +53,13 @@ def _own_path(ref: ObjRef) -> str:
     return f"resources/{_leaf(ref)}"
 
 
+def _kind_part(ref: ObjRef) -> str:
+    """The kind of a file or directory name: `Deployment`, `Website.demo.io`."""
+    return _segment(f"{ref.kind}.{ref.group}" if ref.group else ref.kind, ref)
+
+
 def _leaf(ref: ObjRef) -> str:
-    kind = _segment(f"{ref.kind}.{ref.group}" if ref.group else ref.kind, ref)
+    kind = _kind_part(ref)
     name = _segment(ref.name, ref)
     return f"{kind}.{_segment(ref.namespace, ref)}.{name}.yaml" if ref.namespace else \
         f"{kind}.{name}.yaml"
@@ -67,7 +72,7 @@ def owned_files(cr: ObjRef) -> tuple[str, str]:
 
 def _owner_dir(owner: ObjRef) -> str:
     """The directory of an owner's children."""
-    okind = _segment(f"{owner.kind}.{owner.group}" if owner.group else owner.kind, owner)
+    okind = _kind_part(owner)
     scope = _segment(owner.namespace, owner) if owner.namespace else "_cluster"
     return f"children/{okind}/{scope}/{_segment(owner.name, owner)}"
 
@@ -178,7 +183,7 @@ class ObjectWriter:
         name's every time."""
         kind = self.kinds.get((ref.api_version, ref.kind))
         if kind is None:
-            kind = _segment(f"{ref.kind}.{ref.group}" if ref.group else ref.kind, ref)
+            kind = _kind_part(ref)
             self.kinds[(ref.api_version, ref.kind)] = kind
         name = _segment(ref.name, ref)
         namespace = ref.namespace

@@ -38,7 +38,7 @@ from orksync.names import label_key_problem, label_value_problem, subdomain_prob
 from orksync.render.builders import BuildContext, BuildError, Built
 from orksync.render.children import PLACEHOLDER_KEY, LiveView, children_map
 from orksync.render.coercion import lookup, to_namespaces
-from orksync.render.conditions import evaluate_conditions
+from orksync.render.conditions import Render, evaluate_conditions
 from orksync.render.cross import cross_data
 from orksync.render.gotemplate import GoTemplateError
 from orksync.render.guard import (
@@ -753,8 +753,6 @@ def _leaves(value: Any, data: Mapping[str, Any], render: Callable[[str, Mapping[
         return items
     return value
 
-
-Render = Callable[[str, Mapping[str, Any]], str]
 
 # Bounds of what _compile_leaves writes as one function: deeper or larger entries take the
 # walk (Python's parser refuses some 200 nested brackets; a huge function costs more to
