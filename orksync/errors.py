@@ -69,6 +69,11 @@ class ClusterError(OrksyncError):
         super().__init__(message, subject=subject)
 
 
+class LeadershipLost(OrksyncError):
+    """This process no longer holds the Lease: it must not write. Not a ClusterError, so
+    that no per-object handler takes it for one object's failure: it ends the whole job."""
+
+
 class ControlPlaneError(OrksyncError):
     """The local test control plane could not be built or started."""
 

@@ -49,7 +49,18 @@ def add_agent_parser(sub: Any, *, common_flags: tuple[Callable[[argparse.Argumen
                    help="namespace of the Lease [ORKSYNC_LEASE_NAMESPACE, else the pod's "
                         "ORKSYNC_NAMESPACE, else orksync-system]")
     p.add_argument("--lease-duration", type=seconds,
-                   default=env("ORKSYNC_LEASE_DURATION", "15s"))
+                   default=env("ORKSYNC_LEASE_DURATION", "15s"),
+                   help="a standby takes the Lease over once it has seen no renewal for this "
+                        "long [ORKSYNC_LEASE_DURATION, default 15s]")
+    p.add_argument("--renew-deadline", type=seconds,
+                   default=env("ORKSYNC_RENEW_DEADLINE", "10s"),
+                   help="the leader stops writing when it could not renew for this long; "
+                        "less than the lease duration minus the retry period "
+                        "[ORKSYNC_RENEW_DEADLINE, default 10s]")
+    p.add_argument("--retry-period", type=seconds,
+                   default=env("ORKSYNC_RETRY_PERIOD", "2s"),
+                   help="time between tries to renew or acquire the Lease "
+                        "[ORKSYNC_RETRY_PERIOD, default 2s]")
     p.add_argument("--identity", default=env("ORKSYNC_POD_NAME"),
                    help="holder identity in the Lease [ORKSYNC_POD_NAME, else host-pid]")
     p.add_argument("--shards", type=int, default=int(env("ORKSYNC_SHARDS", "1")),
@@ -104,7 +115,9 @@ def cmd_agent(args: argparse.Namespace, kube: Kube) -> int:
                          leader_elect=not args.no_leader_elect,
                          lease_name=f"orksync-{args.name}{suffix}",
                          lease_namespace=args.lease_namespace,
-                         lease_duration=args.lease_duration, name=f"{args.name}{suffix}",
+                         lease_duration=args.lease_duration,
+                         renew_deadline=args.renew_deadline, retry_period=args.retry_period,
+                         name=f"{args.name}{suffix}",
                          inventory_namespace=args.inventory_namespace, workers=args.workers,
                          auth=auth, shard=args.shard, shards=args.shards, verify=verify,
                          strict_cluster_scope=args.strict_cluster_scope,

@@ -1,109 +1,204 @@
 """Leader election on a coordination.k8s.io/v1 Lease, so that only one replica writes.
 
-The holder renews the Lease every tick; a standby takes over once `renewTime +
-leaseDurationSeconds` has passed. Every write carries the resourceVersion it read, so two
-candidates cannot both win. Releasing clears the holder so a standby takes over at once.
+The rules are client-go's leader election:
+
+* A thread of its own tries to acquire or renew the Lease every `retry_period` seconds,
+  whatever the sync and rotation jobs are doing.
+* Expiry is judged on this process's monotonic clock only: when a standby sees the
+  Lease's spec change, it takes the change to have happened one retry period before (the
+  earliest time its previous try, had it run on time, could have missed it), and takes the
+  Lease over once it has seen no change for `lease_duration` seconds after that. The
+  `renewTime` written by another machine is never compared with our clock. A standby
+  whose tries ran late only waits longer.
+* The leader may write only while its last successful renewal was sent less than
+  `renew_deadline` seconds ago (`leading`, `check`). A renewal that keeps failing closes
+  the gate at the deadline, before any standby can take over: a standby waits at least
+  `lease_duration - retry_period` seconds after the renewal it saw last, which must be
+  longer than `renew_deadline`.
+* A standby takes over at most `lease_duration + retry_period` after the leader's last
+  renewal (it sees that renewal within a retry period, and tries every retry period).
+* Every write carries the resourceVersion it read, so two candidates never both win.
+* Releasing on shutdown clears the holder, so a standby takes over at its next try.
 """
 
 from __future__ import annotations
 
 import logging
+import random
+import threading
+import time
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
-from orksync.apply.kube import Kube
-from orksync.errors import ClusterError
+from orksync.apply.kube import Kube, Resource
+from orksync.errors import ClusterError, LeadershipLost, UsageError
 
 log = logging.getLogger(__name__)
 
 MICROTIME = "%Y-%m-%dT%H:%M:%S.%fZ"
-
-
-def _parse(value: Any) -> datetime | None:
-    if not isinstance(value, str) or not value:
-        return None
-    for fmt in (MICROTIME, "%Y-%m-%dT%H:%M:%SZ"):
-        try:
-            return datetime.strptime(value, fmt).replace(tzinfo=UTC)
-        except ValueError:
-            continue
-    return None
+LEASE = Resource(group="coordination.k8s.io", version="v1", kind="Lease", plural="leases",
+                 namespaced=True)  # built in: no discovery, which could fail at start-up
+JITTER = 0.2  # a standby's tries are spread by up to this fraction of the retry period
 
 
 class LeaderElector:
     def __init__(self, kube: Kube, *, name: str, namespace: str, identity: str,
-                 duration: float = 15.0,
-                 clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
+                 lease_duration: float = 15.0, renew_deadline: float = 10.0,
+                 retry_period: float = 2.0,
+                 monotonic: Callable[[], float] = time.monotonic,
+                 wallclock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
+        if not 0 < retry_period < renew_deadline < lease_duration - retry_period:
+            raise UsageError(
+                f"leader election needs retry period ({retry_period:g}s) < renew deadline "
+                f"({renew_deadline:g}s) < lease duration ({lease_duration:g}s) - retry "
+                "period, so that a leader stops writing before a standby can take over")
         self.kube = kube
         self.name = name
         self.namespace = namespace
         self.identity = identity
-        self.duration = duration
-        self.clock = clock
-        self.res = kube.resource("coordination.k8s.io/v1", "Lease")
-        self.is_leader = False
+        self.lease_duration = lease_duration
+        self.renew_deadline = renew_deadline
+        self.retry_period = retry_period
+        self.monotonic = monotonic
+        self.wallclock = wallclock
+        self.res = LEASE
+        self._lock = threading.Lock()
+        self._renewed_at: float | None = None  # when our last successful write was sent
+        self._observed: dict[str, Any] | None = None  # the Lease's spec as last seen
+        self._observed_at = 0.0  # when it changed, at the earliest (see the module doc)
+        self._was_leading: bool | None = None  # None until the first try has an answer
+        self.on_started_leading: Callable[[], None] = lambda: None
+        self.on_stopped_leading: Callable[[], None] = lambda: None
 
-    def _body(self, current: dict[str, Any] | None, transitions: int) -> dict[str, Any]:
-        now = self.clock().strftime(MICROTIME)
-        spec: dict[str, Any] = {"holderIdentity": self.identity,
-                                "leaseDurationSeconds": int(self.duration),
-                                "renewTime": now, "leaseTransitions": transitions}
-        held = current and (current.get("spec") or {}).get("holderIdentity") == self.identity
-        spec["acquireTime"] = (current or {}).get("spec", {}).get("acquireTime") if held \
-            else now
+    # --- the write gate ------------------------------------------------------------------
+
+    @property
+    def leading(self) -> bool:
+        """True while this process may write: it holds the Lease, renewed less than the
+        renew deadline ago."""
+        with self._lock:
+            renewed = self._renewed_at
+        return renewed is not None and self.monotonic() - renewed < self.renew_deadline
+
+    def check(self) -> None:
+        """Raise LeadershipLost unless this process may write (the Kube write gate)."""
+        if not self.leading:
+            raise LeadershipLost(f"{self.identity} does not hold the lease "
+                                 f"{self.namespace}/{self.name}; writes stopped")
+
+    # --- one try -------------------------------------------------------------------------
+
+    def try_acquire_or_renew(self) -> bool:
+        """One round: create, renew or take over the Lease. True when this process holds
+        it afterwards."""
+        sent = self.monotonic()
+        try:
+            current = self.kube.get_or_none(self.res, self.namespace, self.name)
+            if current is None:
+                self.kube.create(self.res, self._body(None, 0, sent=sent),
+                                 field_manager="orksync")
+                return self._won(sent)
+            spec = dict(current.get("spec") or {})
+            now = self.monotonic()
+            if spec != self._observed:
+                self._observed = spec
+                self._observed_at = now - self.retry_period
+            holder = str(spec.get("holderIdentity") or "")
+            transitions = int(spec.get("leaseTransitions") or 0)
+            if holder and holder != self.identity:
+                silent = now - self._observed_at
+                # the holder's declared duration, or ours if longer (the margin above
+                # rests on ours)
+                duration = max(float(spec.get("leaseDurationSeconds") or 0),
+                               self.lease_duration)
+                if silent < duration:
+                    return self._lost()
+                log.info("leader election: %s takes over the lease %s/%s from %s "
+                         "(unchanged for %.1fs)", self.identity, self.namespace, self.name,
+                         holder, silent)
+            if holder != self.identity:
+                transitions += 1
+            self.kube.request("PUT", self.res.path(self.namespace, self.name),
+                              body=self._body(current, transitions, sent=sent),
+                              subject=f"Lease/{self.namespace}/{self.name}")
+            return self._won(sent)
+        except ClusterError as err:
+            if err.status != 409:  # 409: another candidate wrote first; it wins this round
+                log.warning("leader election: %s", err)
+            return self._lost() if not self.leading else True
+
+    def _body(self, current: dict[str, Any] | None, transitions: int, *,
+              sent: float) -> dict[str, Any]:
+        now = self.wallclock().strftime(MICROTIME)
+        spec_now = (current or {}).get("spec") or {}
+        held = spec_now.get("holderIdentity") == self.identity
+        spec: dict[str, Any] = {
+            "holderIdentity": self.identity,
+            "leaseDurationSeconds": max(int(self.lease_duration), 1),
+            "acquireTime": spec_now.get("acquireTime") if held else now,
+            "renewTime": now, "leaseTransitions": transitions}
         meta: dict[str, Any] = {"name": self.name, "namespace": self.namespace}
         if current is not None:
             meta["resourceVersion"] = current["metadata"]["resourceVersion"]
         return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": meta,
                 "spec": spec}
 
-    def try_acquire(self) -> bool:
-        """Acquire or renew; True while this process is the leader."""
-        try:
-            current = self.kube.get_or_none(self.res, self.namespace, self.name)
-            if current is None:
-                self.kube.create(self.res, self._body(None, 0), field_manager="orksync")
-                return self._became(True)
-            spec = current.get("spec") or {}
-            holder = spec.get("holderIdentity") or ""
-            transitions = int(spec.get("leaseTransitions") or 0)
-            if holder == self.identity:
-                self._put(self._body(current, transitions))
-                return self._became(True)
-            renewed = _parse(spec.get("renewTime"))
-            ttl = timedelta(seconds=float(spec.get("leaseDurationSeconds") or self.duration))
-            if holder and renewed is not None and renewed + ttl > self.clock():
-                return self._became(False)
-            self._put(self._body(current, transitions + 1))
-            log.info("leader election: %s took over the lease %s/%s from %s", self.identity,
-                     self.namespace, self.name, holder or "nobody")
-            return self._became(True)
-        except ClusterError as err:
-            if err.status != 409:
-                log.warning("leader election: %s", err)
-            return self._became(False)
+    def _won(self, sent: float) -> bool:
+        with self._lock:
+            self._renewed_at = sent
+        self._observed = None  # our own write: the next try sees a record to note
+        self._transition(True)
+        return True
 
-    def _put(self, body: dict[str, Any]) -> None:
-        self.kube.request("PUT", self.res.path(self.namespace, self.name), body=body,
-                          subject=f"Lease/{self.namespace}/{self.name}")
+    def _lost(self) -> bool:
+        with self._lock:
+            self._renewed_at = None
+        self._transition(False)
+        return False
 
-    def _became(self, leader: bool) -> bool:
-        if leader != self.is_leader:
-            log.info("leader election: %s is %s", self.identity,
-                     "now the leader" if leader else "a standby")
-        self.is_leader = leader
-        return leader
+    def _transition(self, leading: bool) -> None:
+        if leading is self._was_leading:
+            return
+        self._was_leading = leading
+        log.info("leader election: %s is %s", self.identity,
+                 "now the leader" if leading else "a standby")
+        (self.on_started_leading if leading else self.on_stopped_leading)()
+
+    # --- the loop ------------------------------------------------------------------------
+
+    def run(self, stop: threading.Event) -> None:
+        """Try every retry period until `stop` is set; a standby's tries are jittered so
+        that candidates do not collide."""
+        while not stop.is_set():
+            self.try_acquire_or_renew()
+            if self._was_leading and not self.leading:  # renewals failed until the deadline
+                self._lost()
+            period = self.retry_period if self._was_leading else \
+                self.retry_period * (1 - JITTER * random.random())
+            stop.wait(period)
+
+    def start(self, stop: threading.Event) -> threading.Thread:
+        thread = threading.Thread(target=self.run, args=(stop,), name="leader-election",
+                                  daemon=True)
+        thread.start()
+        return thread
 
     def release(self) -> None:
-        if not self.is_leader:
+        """Give the Lease up (holder cleared) if we hold it."""
+        was_leading = self.leading
+        with self._lock:
+            self._renewed_at = None
+        self._transition(False)
+        if not was_leading:
             return
         try:
             current = self.kube.get_or_none(self.res, self.namespace, self.name)
             if current and (current.get("spec") or {}).get("holderIdentity") == self.identity:
-                body = self._body(current, int(current["spec"].get("leaseTransitions") or 0))
+                body = self._body(current, int(current["spec"].get("leaseTransitions") or 0),
+                                  sent=self.monotonic())
                 body["spec"]["holderIdentity"] = ""
-                self._put(body)
+                self.kube.request("PUT", self.res.path(self.namespace, self.name), body=body,
+                                  subject=f"Lease/{self.namespace}/{self.name}")
         except ClusterError as err:
             log.warning("leader election: releasing the lease failed: %s", err)
-        self.is_leader = False

@@ -3,14 +3,19 @@ again when the revision moved), render it against the live cluster (`.children`,
 `.status`, `.cross` status: a render per sync, so conditions on them converge) and sync
 it; rotate due Secrets on a schedule of its own.
 
-APScheduler runs the two jobs, never overlapping (one instance each); a failed sync backs
-off exponentially (interval x 2^failures, at most 15 minutes). SIGTERM lets the current
-job finish, releases the lease and stops the HTTP server. An unreachable remote keeps the
-last good revision: the agent keeps syncing it and says so in /readyz and the metrics.
+Leader election (orksync.agent.lease) runs on a thread of its own, with connections of its
+own; every request of the jobs passes its gate (`Kube.gate`), so a leader that could not
+renew in time stops writing at once and its running job is abandoned (LeadershipLost). Becoming the
+leader starts a sync at once. APScheduler runs the two jobs, never overlapping (one
+instance each); a failed sync backs off exponentially (interval x 2^failures, at most 15
+minutes). SIGTERM lets the current job finish, releases the lease and stops the HTTP
+server. An unreachable remote keeps the last good revision: the agent keeps syncing it and
+says so in /readyz and the metrics.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import os
@@ -34,6 +39,7 @@ from orksync.agent.shard import shard_filter, shard_of
 from orksync.apply.engine import ApplyOptions
 from orksync.apply.events import report_sync
 from orksync.apply.kube import Kube
+from orksync.apply.retry import RetryPolicy
 from orksync.apply.secrets import rotate_due
 from orksync.apply.sync import (
     SyncOptions,
@@ -42,7 +48,8 @@ from orksync.apply.sync import (
     render_live,
     sync_once,
 )
-from orksync.errors import OrksyncError, SourceError
+from orksync.apply.transport import USER_AGENT
+from orksync.errors import LeadershipLost, OrksyncError, SourceError
 from orksync.katalog.loader import load_repository
 from orksync.katalog.model import Catalog
 from orksync.logs import log_change, summary_line
@@ -71,6 +78,8 @@ class AgentConfig:
     lease_name: str = "orksync"
     lease_namespace: str = "orksync-system"
     lease_duration: float = 15.0
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
     identity: str = field(default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}")
     name: str = "default"
     inventory_namespace: str = "orksync-system"
@@ -106,17 +115,30 @@ class Agent:
                                               path=config.path, auth=config.auth,
                                               verify=config.verify),
                                 config.state_dir / "checkout")
-        self.elector = LeaderElector(kube, name=config.lease_name,
-                                     namespace=config.lease_namespace,
-                                     identity=config.identity,
-                                     duration=config.lease_duration) \
-            if config.leader_elect else None
+        self.elector: LeaderElector | None = None
+        if not kube.user_agent:  # the audit log tells the replicas apart by it
+            kube.user_agent = f"{USER_AGENT} (agent {config.identity})"
+        if config.leader_elect:
+            # its own connections and a short timeout; its loop is its retry
+            lease_kube = kube.sibling(timeout=max(config.retry_period,
+                                                  config.renew_deadline / 2),
+                                      retry=RetryPolicy(attempts=1))
+            self.elector = LeaderElector(lease_kube, name=config.lease_name,
+                                         namespace=config.lease_namespace,
+                                         identity=config.identity,
+                                         lease_duration=config.lease_duration,
+                                         renew_deadline=config.renew_deadline,
+                                         retry_period=config.retry_period)
+            self.elector.on_started_leading = self._started_leading
+            self.elector.on_stopped_leading = lambda: self.metrics.leader.set(0)
+            kube.gate = self.elector.check
+        self.scheduler: BackgroundScheduler | None = None
         self.lock = threading.Lock()  # one job touches the cluster at a time
 
     # --- readiness -----------------------------------------------------------------------
 
     def ready(self) -> tuple[bool, str]:
-        if self.elector is not None and not self.elector.is_leader:
+        if self.elector is not None and not self.elector.leading:
             return True, "standby: another replica holds the lease"
         if not self.state.synced_once:
             why = f": {self.state.last_error}" if self.state.last_error else ""
@@ -128,9 +150,19 @@ class Agent:
     # --- jobs ----------------------------------------------------------------------------
 
     def is_leader(self) -> bool:
-        leader = self.elector.try_acquire() if self.elector is not None else True
-        self.metrics.leader.set(1 if leader else 0)
-        return leader
+        return self.elector.leading if self.elector is not None else True
+
+    def _started_leading(self) -> None:
+        """A new leader syncs at once and checks rotations soon after, not at their next
+        interval; its backoff is from before, when another replica may have written."""
+        self.metrics.leader.set(1)
+        self.state.next_attempt = 0.0
+        self.state.said = ((), ())
+        if self.scheduler is not None and not self.stop_event.is_set():
+            now = datetime.now(UTC)
+            with contextlib.suppress(LookupError):  # the scheduler is shutting down
+                self.scheduler.modify_job("sync", next_run_time=now)
+                self.scheduler.modify_job("rotate", next_run_time=now + timedelta(seconds=5))
 
     def sync_job(self) -> None:
         if self.stop_event.is_set() or time.monotonic() < self.state.next_attempt:
@@ -141,6 +173,10 @@ class Agent:
             start = time.monotonic()
             try:
                 ok = self.sync()
+            except LeadershipLost as err:
+                self.metrics.errors.labels(reason="leadership_lost").inc()
+                log.error("sync abandoned: %s", err)
+                return
             except OrksyncError as err:
                 ok = False
                 self.state.last_error = str(err)
@@ -248,6 +284,10 @@ class Agent:
                 return
             try:
                 changes = rotate_due(self.kube, now=datetime.now(UTC), random=CryptoRandom())
+            except LeadershipLost as err:
+                self.metrics.errors.labels(reason="leadership_lost").inc()
+                log.error("rotation abandoned: %s", err)
+                return
             except OrksyncError as err:
                 self.metrics.errors.labels(reason="rotate").inc()
                 log.error("rotation failed: %s", err)
@@ -260,13 +300,14 @@ class Agent:
 
     def run(self) -> int:
         self.config.state_dir.mkdir(parents=True, exist_ok=True)
-        if self.elector is not None:
-            ensure_namespace(self.kube, self.config.lease_namespace)
+        if self.elector is not None:  # before leading: through the ungated connection
+            ensure_namespace(self.elector.kube, self.config.lease_namespace)
         server = serve(self.config.listen, self.metrics.registry, self.ready)
         log.info("agent %s: %s@%s every %.0fs; listening on %s", self.config.identity,
                  self.config.repo_url, self.config.ref, self.config.interval,
                  f"{server.server_address[0]!s}:{server.server_address[1]}")
         scheduler = BackgroundScheduler(timezone="UTC")
+        self.scheduler = scheduler
         jitter = max(int(self.config.interval * self.config.jitter), 0) or None
         common: dict[str, Any] = {"max_instances": 1, "coalesce": True}
         scheduler.add_job(self.sync_job, "interval", seconds=self.config.interval,
@@ -282,6 +323,7 @@ class Agent:
             # held by the main thread at that instant
             signal.signal(sig, lambda signum, _: received.append(signum))
         scheduler.start()
+        elector_thread = self.elector.start(self.stop_event) if self.elector else None
         # polled, not an endless wait: Python runs a handler only when the main thread
         # runs, and a SIGTERM the kernel hands to another thread (the scheduler's, a
         # request's) wakes no endless wait of the main thread
@@ -290,10 +332,14 @@ class Agent:
         self.stop_event.set()
         log.info("agent: stopping (finishing the current job)")
         scheduler.shutdown(wait=True)
+        if elector_thread is not None:
+            elector_thread.join()
         with self.lock:
             if self.elector is not None:
                 self.elector.release()
         server.shutdown()
+        if self.elector is not None:
+            self.elector.kube.close()
         self.kube.close()
         log.info("agent: stopped")
         return 0

@@ -358,6 +358,7 @@ def run_jobs(kube: Kube, jobs: Sequence[RenderedObject], cr_live: Mapping[str, A
         if not pending or options.clock() >= deadline:
             break
         options.sleep(options.poll)
+        kube.check_gate()  # a long wait ends as soon as this process may not write
     for ref in pending:
         results[ref] = Change(ref=ref, action=Action.FAILED,
                               message="onDelete job not finished in time")
@@ -397,6 +398,7 @@ def _wait_gone(kube: Kube, refs: list[ObjRef], deadline: float,
         if not refs or options.clock() >= deadline:
             break
         options.sleep(options.poll)
+        kube.check_gate()
     return refs
 
 

@@ -21,7 +21,7 @@ import logging
 import ssl
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -111,6 +111,7 @@ class Kube:
         if (api_client is None) == (connection is None):
             raise TypeError("Kube needs an ApiClient or a Connection (exactly one)")
         self.api = api_client
+        self._connection = connection
         self._ca_origin = ""
         self._pool: Pool | _ClientPool
         if connection is not None:
@@ -135,6 +136,30 @@ class Kube:
         self.retries = 0  # requests sent again (see the retry path below)
         # start of the first attempt of the current run of server failures (None: healthy)
         self._failing_since: float | None = None
+        # called before every attempt of every request; raises to stop the caller's whole
+        # job (the agent's leader election: a job of a replica that may no longer write
+        # is abandoned at its next request, read or write; orksync.agent.lease)
+        self.gate: Callable[[], None] | None = None
+        self.user_agent = ""  # sent instead of the transport's default when set
+
+    def sibling(self, *, timeout: float, retry: RetryPolicy | None = None,
+                pool_size: int = 2) -> Kube:
+        """Another Kube on the same cluster and credentials with a pool of its own, no
+        gate and the given timeout and retries: the leader election's, so that its
+        renewals never queue behind the sync's requests nor pass through its gate."""
+        if self._connection is not None:
+            other = Kube(connection=self._connection, pool_size=pool_size, timeout=timeout,
+                         retry=retry)
+        else:
+            assert self.api is not None
+            other = Kube(self.api, timeout=timeout, retry=retry)
+        other.user_agent = self.user_agent
+        return other
+
+    def check_gate(self) -> None:
+        """Raise what the gate raises (a long wait between requests asks this)."""
+        if self.gate is not None:
+            self.gate()
 
     @classmethod
     def from_kubeconfig(cls, path: str | Path | None = None, context: str | None = None,
@@ -208,9 +233,12 @@ class Kube:
         url = self._pool.prefix + path + query
         payload = None if body is None else _encode_json(body).encode()
         replayable = replay_safe(method, content_type, body)
+        gate = self.gate
         first = time.monotonic()
         retry = 0
         while True:
+            if gate is not None:
+                gate()
             outcome = self._attempt(method, url, payload, content_type, accept)
             if outcome.status and outcome.status < 300:
                 return outcome.status, (json.loads(outcome.data) if outcome.data else None)
@@ -345,6 +373,8 @@ class Kube:
     def _attempt(self, method: str, url: str, payload: bytes | None,
                  content_type: str, accept: str = "application/json") -> _Outcome:
         headers = {"Accept": accept, "Content-Type": content_type}
+        if self.user_agent:
+            headers["User-Agent"] = self.user_agent
         if self._credentials is not None:
             authorization = self._credentials.authorization()
             if authorization:

@@ -124,8 +124,9 @@ class Pool:
         """One attempt: `target` is the path and query (the prefix is the caller's).
         Raises TransportError."""
         deadline = time.monotonic() + timeout
-        lines = [f"{method} {target} HTTP/1.1", f"Host: {self.authority}",
-                 f"User-Agent: {USER_AGENT}"]
+        lines = [f"{method} {target} HTTP/1.1", f"Host: {self.authority}"]
+        if "User-Agent" not in headers:
+            lines.append(f"User-Agent: {USER_AGENT}")
         for name, value in headers.items():
             if "\r" in value or "\n" in value:
                 raise ValueError(f"header {name} holds a line break")

@@ -342,9 +342,9 @@ rules:
   - level: RequestResponse
     verbs: [create, update, patch]
     resources: [{group: "", resources: [secrets]}]
-  # Every other write with its body (objects, status subresources, Events).
+  # Every other write with its body (objects, status subresources, Events), and deletes.
   - level: Request
-    verbs: [create, update, patch]
+    verbs: [create, update, patch, delete, deletecollection]
   - level: None
 """
 
