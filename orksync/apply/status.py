@@ -7,8 +7,8 @@
     resource failed to render: `render_error_text`, its first real error with file:line,
     field and message, then `(and N more)`), each with `observedGeneration`;
     `lastTransitionTime` is kept from the live condition of the same type when its status
-    did not change. Conditions of other types
-    found on the live object are kept as they are;
+    did not change. Conditions of other types found on the live object are kept as they
+    are;
   - `status.observedGeneration`;
   - `status.orksync`: `lastAppliedRevision` (the revision of the last fully successful
     sync), `lastAttemptedRevision`, `inventory` (the children, `str(ObjRef)`), `counts`
