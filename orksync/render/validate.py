@@ -11,6 +11,7 @@ resource (it keeps its own checks for callers that render without this validatio
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -118,7 +119,13 @@ def shape_problems(box: Mapping[str, Any]) -> Iterator[tuple[list[str | int], st
             if key in BY_KEY:
                 yield from _entries_problems([name, str(key)], str(key), entries)
             elif key not in BLOCK_CONTROL_KEYS and key not in PLACEHOLDER_KEYS:
-                yield [name, str(key)], "unknown resource key"
+                yield [name, str(key)], unknown_resource_key(str(key))
+
+
+def unknown_resource_key(key: str) -> str:
+    """`unknown resource key (did you mean 'deployments'?)`."""
+    nearest = difflib.get_close_matches(key, [*BY_KEY, *PLACEHOLDER_KEYS], n=1)
+    return "unknown resource key" + (f" (did you mean {nearest[0]!r}?)" if nearest else "")
 
 
 def _entries_problems(path: list[str | int], key: str,
