@@ -136,7 +136,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(workers=8)
 
     p = sub.add_parser("validate", help="load and render a repository, report every error",
-                       description="Like render, but writes nothing.")
+                       description="Like render, but writes nothing; also checks the custom "
+                       "resources against their CRDs' schemas from the repository.")
     p.add_argument("repo", type=Path)
     _add_render_flags(p)
 
@@ -300,10 +301,18 @@ def _render_offline(args: argparse.Namespace) -> tuple[DirectoryRender, str]:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    rendered, _, _ = _render(args.repo, args)
+    from orksync.katalog.schema import catalog_schema_errors
+
+    rendered, _, catalog = _render(args.repo, args)
+    # the custom resources (and the rendered children of the repository's kinds) against
+    # their CRDs' schemas, as the API server would check them
+    schema_errors = catalog_schema_errors(catalog, rendered.objects)
+    for err in schema_errors:
+        log.error("error: %s", err)
+    errors = len(rendered.errors) + len(schema_errors)
     log.info("validate objects=%d errors=%d warnings=%d", len(rendered.objects),
-             len(rendered.errors), len(rendered.warnings))
-    return 1 if rendered.errors else 0
+             errors, len(rendered.warnings))
+    return 1 if errors else 0
 
 
 def _kube(args: argparse.Namespace) -> Kube:

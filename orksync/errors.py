@@ -36,16 +36,20 @@ class InputError(OrksyncError):
     """Bad input in the repository: YAML, a Katalog, a CRD, a custom resource, a template.
 
     `location` names the file (and line where YAML gives one), `path` the field inside the
-    object (`spec.crds.web.operatorBox.onCreate.deployments[0].image`)."""
+    object (`spec.crds.web.operatorBox.onCreate.deployments[0].image`). `causes`: the
+    errors, reported on their own, that left this object out (the problems of its broken
+    Katalog entry; the same error of the custom resource that hit it first): where the
+    object's own error is read alone (its status), they are quoted instead."""
 
     def __init__(
         self, message: str, *, file: str = "", line: int | None = None, path: str = "",
-        obj: str = "",
+        obj: str = "", causes: tuple[InputError, ...] = (),
     ) -> None:
         self.file = file
         self.line = line
         self.path = path
         self.obj = obj
+        self.causes = causes
         where = printable(file) + (f":{line}" if line else "")
         parts = [printable(p) for p in (where, obj, path) if p]
         super().__init__(message, subject=" ".join(parts))

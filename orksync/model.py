@@ -157,6 +157,9 @@ class Action(StrEnum):
     CONFIGURED = "configured"
     UNCHANGED = "unchanged"
     SKIPPED = "skipped"
+    # the live object is being deleted (a deletionTimestamp, held by finalizers): nothing
+    # is written to it; the first sync after it is gone creates it again
+    WAITING = "waiting"
     DELETED = "deleted"
     FAILED = "failed"
 
@@ -254,8 +257,11 @@ class ChangeSet:
         return [c for c in self.changes if c.action is Action.FAILED]
 
     def summary(self) -> str:
+        """`created=1 configured=0 ... failed=0`: every action's count, `waiting` only
+        when some object waits for its deletion."""
         counts = self.counts()
-        return " ".join(f"{a.value}={counts.get(a, 0)}" for a in Action)
+        return " ".join(f"{a.value}={counts.get(a, 0)}" for a in Action
+                        if a is not Action.WAITING or counts.get(a))
 
     def by_ref(self) -> dict[ObjRef, Change]:
         return {c.ref: c for c in self.changes}

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from orksync.render.builders import BuildContext, BuildError
-from orksync.render.builders.fields import ACCEPTED, unknown_fields
+from orksync.render.builders.fields import ACCEPTED, unknown_fields, unknown_paths
 from orksync.render.builders.profiles import (
     CONTAINER_SECURITY,
     HPA_BEHAVIORS,
@@ -688,13 +688,13 @@ def test_unknown_fields_reports_top_level_and_nested_keys_no_builder_reads() -> 
              "volumes": [{"name": "a", "emptyDir": {}}, {"name": "b", "nfs": {}}],
              "labels": {"anything": "goes"}, "envFrom": {"secretRef": [{"name": "s",
                                                                        "prefixx": "A"}]}}
-    assert unknown_fields("deployments", entry) == [
+    assert unknown_paths("deployments", entry) == [
         "replicaCount", "autoscale.maxReplicas", "autoscale.scaleUp.step",
         "probes.liveness.intialDelaySeconds", "volumes[1].nfs", "envFrom.secretRef[0].prefixx"]
 
 
 def test_unknown_fields_reports_misspelled_security_fields() -> None:
-    assert unknown_fields("pods", {"image": "x", "securityContext": {
+    assert unknown_paths("pods", {"image": "x", "securityContext": {
         "runAsNonroot": True, "capabilities": {"drop": ["ALL"], "remove": []}},
         "podSecurity": {"fsGroup": 1, "fsgroup": 1}}) == [
         "securityContext.runAsNonroot", "securityContext.capabilities.remove",
@@ -704,28 +704,45 @@ def test_unknown_fields_reports_misspelled_security_fields() -> None:
 def test_unknown_fields_accepts_the_common_and_copy_keys() -> None:
     common = {"name": "a", "namespace": "b", "labels": {}, "when": [], "or": [], "anyOf": [],
               "reconcile": True, "forEach": {}, "sleep": "1s", "forceConflict": True}
-    assert unknown_fields("configMaps", {**common, "toNamespaces": [], "fromNamespace": "x",
+    assert unknown_paths("configMaps", {**common, "toNamespaces": [], "fromNamespace": "x",
                                          "fromConfigMap": "y", "data": {}}) == []
-    assert unknown_fields("networkPolicies", {**common, "fromNetworkPolicy": "p"}) == []
-    assert unknown_fields("resourceQuotas", {"fromResourceQuota": "q"}) == []
-    assert unknown_fields("limitRanges", {"fromLimitRange": "l"}) == []
-    assert unknown_fields("deployments", {"fromConfigMap": "y"}) == ["fromConfigMap"]
-    assert unknown_fields("deployments", {"toNamespaces": ["a"]}) == []
-    assert unknown_fields("clusterRoles", {"toNamespaces": ["a"]}) == ["toNamespaces"]
+    assert unknown_paths("networkPolicies", {**common, "fromNetworkPolicy": "p"}) == []
+    assert unknown_paths("resourceQuotas", {"fromResourceQuota": "q"}) == []
+    assert unknown_paths("limitRanges", {"fromLimitRange": "l"}) == []
+    assert unknown_paths("deployments", {"fromConfigMap": "y"}) == ["fromConfigMap"]
+    assert unknown_paths("deployments", {"toNamespaces": ["a"]}) == []
+    assert unknown_paths("clusterRoles", {"toNamespaces": ["a"]}) == ["toNamespaces"]
 
 
 def test_unknown_fields_reports_a_namespace_on_a_cluster_scoped_kind() -> None:
-    assert unknown_fields("clusterRoles", {"namespace": "x", "rules": []}) == ["namespace"]
-    assert unknown_fields("namespaces", {"finalizers": [], "annotations": {}}) == [
+    assert unknown_paths("clusterRoles", {"namespace": "x", "rules": []}) == ["namespace"]
+    assert unknown_paths("namespaces", {"finalizers": [], "annotations": {}}) == [
         "annotations"]
 
 
+def test_an_unknown_field_names_the_nearest_known_key_and_only_scope_keys_are_ignored(
+        ) -> None:
+    (typo,) = unknown_fields("deployments", {"image": "x", "replicass": 3})
+    assert (typo.path, typo.nearest, typo.ignored) == ("replicass", "replicas", False)
+    assert typo.message("deployments") == \
+        "unknown field 'replicass' of a deployments entry (did you mean 'replicas'?)"
+    (nested,) = unknown_fields("deployments", {"probes": {"liveness": {"pth": "/"}}})
+    assert (nested.path, nested.nearest) == ("probes.liveness.pth", "path")
+    (far,) = unknown_fields("deployments", {"zzzzzz": 1})
+    assert far.nearest == "" and "did you mean" not in far.message("deployments")
+    scope = unknown_fields("clusterRoles", {"namespace": "x", "toNamespaces": ["a"],
+                                            "rulez": []})
+    assert [(u.path, u.ignored) for u in scope] == [
+        ("namespace", True), ("toNamespaces", True), ("rulez", False)]
+    assert unknown_fields("deployments", {"namespace": "x"}) == []
+
+
 def test_unknown_fields_lets_custom_entries_pass_anything_but_checks_metadata() -> None:
-    assert unknown_fields("custom", {"apiVersion": "v1", "kind": "X", "data": {}, "rules": [],
+    assert unknown_paths("custom", {"apiVersion": "v1", "kind": "X", "data": {}, "rules": [],
                                      "metadata": {"name": "a", "namespaced": True,
                                                   "generateName": "b"}}) == [
         "metadata.generateName"]
-    assert unknown_fields("secrets", {"whatever": 1}) == []
+    assert unknown_paths("secrets", {"whatever": 1}) == []
     with pytest.raises(KeyError):
         unknown_fields("daemonSets", {})
 

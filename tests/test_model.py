@@ -8,7 +8,16 @@ import pickle
 
 import pytest
 
-from orksync.model import Change, ObjRef, Origin, RenderedObject, WritePolicy, quick_init
+from orksync.model import (
+    Action,
+    Change,
+    ChangeSet,
+    ObjRef,
+    Origin,
+    RenderedObject,
+    WritePolicy,
+    quick_init,
+)
 from orksync.render.builders import BuildContext
 
 QUICK = (ObjRef, Origin, RenderedObject, Change, BuildContext)
@@ -65,3 +74,14 @@ def test_quick_init_refuses_a_class_it_would_build_wrong(options: dict[str, bool
 
     with pytest.raises(TypeError, match="quick_init: Loose"):
         quick_init(Loose)
+
+
+def test_the_summary_counts_every_action_and_waiting_only_when_an_object_waits() -> None:
+    ref = ObjRef(api_version="v1", kind="ConfigMap", namespace="ns", name="c")
+    changes = ChangeSet()
+    changes.add(ref, Action.CREATED)
+    assert changes.summary() == \
+        "created=1 configured=0 unchanged=0 skipped=0 deleted=0 failed=0"
+    changes.add(ref, Action.WAITING, "being deleted (finalizers: x)")
+    assert changes.summary() == \
+        "created=1 configured=0 unchanged=0 skipped=0 waiting=1 deleted=0 failed=0"

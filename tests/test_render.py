@@ -269,7 +269,8 @@ def test_to_namespaces_on_a_cluster_scoped_key_is_ignored_with_a_warning(
                           "crd.yaml": CRD, "w.yaml": widget("w", "shop")})
     rendered = render(tmp_path)
     assert [str(o.ref) for o in rendered.objects if o.owner] == ["ClusterRole/reader"]
-    assert any("clusterRoles[0].toNamespaces is not a field orksync knows" in w
+    assert any(w.startswith("katalog.yaml:") and "clusterRoles[0].toNamespaces is ignored: "
+               "clusterRoles objects are cluster-scoped" in w
                for w in rendered.warnings), rendered.warnings
 
 
@@ -456,7 +457,39 @@ def test_keys_orkestra_never_implemented_are_ignored_with_a_warning(tmp_path: Pa
                           "w.yaml": widget("w", image="nginx")})
     rendered = render(tmp_path)
     assert rendered.ok, rendered.errors
-    assert any("daemonSets" in w and "not implemented" in w for w in rendered.warnings)
+    assert any(w.startswith("katalog.yaml:10: ") and "onCreate.daemonSets" in w
+               and "not implemented" in w for w in rendered.warnings), rendered.warnings
+
+
+def test_an_unknown_entry_key_is_an_error_naming_file_line_field_and_the_nearest_key(
+        tmp_path: Path) -> None:
+    gadgets = KATALOG.replace("{name: widgets}", "{name: gadgets}").replace(
+        "widget:", "gadget:").replace("./crd.yaml", "./gadget-crd.yaml")
+    gadget_crd = CRD.replace("widgets.", "gadgets.").replace(
+        "{kind: Widget, plural: widgets, singular: widget}",
+        "{kind: Gadget, plural: gadgets, singular: gadget}")
+    write_repo(tmp_path, {
+        "katalog.yaml": KATALOG.replace('image: "{{ .spec.image }}"\n',
+                                        'image: "{{ .spec.image }}"\n'
+                                        '              replicass: "3"\n'),
+        "crd.yaml": CRD, "w.yaml": widget("w", image="nginx"),
+        "v.yaml": widget("v", image="nginx"),
+        "gadgets.yaml": gadgets, "gadget-crd.yaml": gadget_crd,
+        "g.yaml": widget("g", image="nginx").replace("Widget", "Gadget")})
+    rendered = render(tmp_path)
+    katalog_err, *cr_errs = rendered.errors
+    assert isinstance(katalog_err, RenderError)
+    assert (katalog_err.file, katalog_err.line) == ("katalog.yaml", 13)
+    assert katalog_err.path == "spec.crds.widget.operatorBox.onCreate.deployments[0].replicass"
+    assert "unknown field 'replicass'" in str(katalog_err)
+    assert "did you mean 'replicas'?" in str(katalog_err)
+    # every custom resource of the entry is left out, the other entry's still render
+    assert sorted(e.obj for e in cr_errs) == ["Widget.test.orksync.io/default/v",
+                                              "Widget.test.orksync.io/default/w"]
+    assert all("not rendered" in str(e) for e in cr_errs)
+    owners = {str(o.owner) for o in rendered.objects if o.owner}
+    assert owners == {"Gadget.test.orksync.io/default/g"}
+    assert not any("replicass" in w for w in rendered.warnings)
 
 
 def test_cross_reads_another_custom_resource_of_the_repository(tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ from orksync.apply.retry import (
     parse_retry_after,
     replay_safe,
     retryable_status,
+    unclassified,
 )
 
 
@@ -46,6 +47,21 @@ def test_429_is_always_retryable_and_5xx_only_when_replayable() -> None:
     assert all(retryable_status(s, replayable=True) for s in (500, 502, 503, 504))
     assert not any(retryable_status(s, replayable=False) for s in (500, 502, 503, 504))
     assert not any(retryable_status(s, replayable=True) for s in (400, 404, 409, 422, 501))
+
+
+def test_the_api_servers_unclassified_500_is_a_refusal_not_an_unknown_outcome() -> None:
+    typed = (b'{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",'
+             b'"message":"failed to create typed patch object (x): .spec.colour: field not '
+             b'declared in schema","code":500}')
+    internal = (b'{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",'
+                b'"message":"etcdserver: request timed out","reason":"InternalError",'
+                b'"code":500}')
+    assert unclassified(500, typed)
+    assert not retryable_status(500, replayable=True, body=typed)
+    for status, body in ((500, internal), (500, b""), (500, b"<html>bad gateway</html>"),
+                         (500, b"{not json"), (503, typed.replace(b"500", b"503"))):
+        assert not unclassified(status, body)
+        assert retryable_status(status, replayable=True, body=body)
 
 
 def test_backoff_doubles_with_jitter_up_to_the_cap_and_retry_after_wins() -> None:

@@ -7,7 +7,14 @@ from pathlib import Path
 from typing import Any
 
 from orksync.apply.events import sync_event
-from orksync.apply.status import desired_status, status_equal
+from orksync.apply.status import (
+    MAX_CONDITION_MESSAGE,
+    bounded,
+    desired_status,
+    render_error_text,
+    status_equal,
+)
+from orksync.errors import RenderError
 from orksync.katalog.loader import load_repository
 from orksync.model import Action, Change, ObjRef
 from orksync.render.engine import templates_for
@@ -113,13 +120,14 @@ def test_an_error_sets_ready_false_scrubbed_and_cut(tmp_path: Path) -> None:
     live["status"] = {"flagged": "yes", "phase": "Old", "orksync": {"lastAppliedRevision": "r0"}}
     secret = "s3cr3t-value"
     dep = ObjRef(api_version="apps/v1", kind="Deployment", namespace="ns1", name="w")
-    changes = [Change(ref=dep, action=Action.FAILED, message=f"denied {secret} " + "x" * 400)]
+    changes = [Change(ref=dep, action=Action.FAILED, message=f"denied {secret} " + "x" * 2000)]
     status = desired_status(live, cr.entry, templates, changes, revision="r1",
                             render_error=None, now=NOW, secrets=[secret])
     ready = conditions(status)["Ready"]
     assert ready["status"] == "False" and ready["reason"] == "ReconcileError"
     assert secret not in ready["message"] and "***" in ready["message"]
-    assert len(ready["message"]) == 256 and ready["message"].startswith("Deployment/ns1/w: ")
+    assert len(ready["message"]) == 1024 and ready["message"].startswith("Deployment/ns1/w: ")
+    assert ready["message"].endswith("x…")
     assert status["orksync"]["lastAppliedRevision"] == "r0"
     assert status["orksync"]["lastAttemptedRevision"] == "r1"
     # only conditional entries run after an error: phase keeps its live value,
@@ -135,6 +143,28 @@ def test_a_render_error_stalls(tmp_path: Path) -> None:
     cond = conditions(status)
     assert cond["Stalled"]["status"] == "True" and cond["Stalled"]["reason"] == "RenderFailed"
     assert cond["Ready"]["message"] == "template error"
+
+
+def test_a_render_failure_is_told_by_its_first_real_error_scrubbed_cut_and_counted() -> None:
+    cause = RenderError("unknown field 'replicass' (did you mean 'replicas'?)",
+                        file="katalog.yaml", line=13, obj="Katalog/widgets",
+                        path="spec.crds.widget.operatorBox.onCreate.deployments[0].replicass")
+    other = RenderError("unknown resource key", file="katalog.yaml", line=20,
+                        obj="Katalog/widgets", path="spec.crds.widget.operatorBox.onCreate.x")
+    left_out = RenderError("not rendered: Katalog widgets entry widget has 2 error(s), "
+                           "reported above", file="w.yaml", obj="Widget.test.orksync.io/ns/w",
+                           causes=(cause, other))
+    assert render_error_text([left_out]) == (
+        "katalog.yaml:13 Katalog/widgets spec.crds.widget.operatorBox.onCreate.deployments[0]"
+        ".replicass: unknown field 'replicass' (did you mean 'replicas'?) (and 1 more)")
+    own = RenderError("template error: hunter2-value is not a list", file="katalog.yaml",
+                      line=12, obj="Widget.test.orksync.io/ns/w", path="spec.x")
+    assert render_error_text([own], ["hunter2-value"]) == \
+        "katalog.yaml:12 Widget.test.orksync.io/ns/w spec.x: template error: *** is not a list"
+    long = RenderError("y" * 3000, file="katalog.yaml", line=1)
+    text = render_error_text([long, own])
+    assert len(text) == MAX_CONDITION_MESSAGE and text.endswith("y… (and 1 more)")
+    assert bounded("abc", 10) == "abc" and bounded("abcdefghijk", 10) == "abcdefghi…"
 
 
 def test_sync_event_only_for_changes_and_errors() -> None:

@@ -141,7 +141,7 @@ def test_status_and_events_after_syncs(control_plane: ControlPlane, tmp_path: Pa
     cr = live_cr(kube, ns)
     cond = conditions(cr)
     assert cond["Ready"]["status"] == "False" and cond["Ready"]["reason"] == "ReconcileError"
-    assert "image" in cond["Ready"]["message"] and len(cond["Ready"]["message"]) <= 256
+    assert "image" in cond["Ready"]["message"] and len(cond["Ready"]["message"]) <= 1024
     assert cond["Stalled"]["status"] == "True"
     assert cr["status"]["orksync"]["lastAppliedRevision"] == "rev1"
     assert cr["status"]["orksync"]["lastAttemptedRevision"] == "rev2"
@@ -195,4 +195,29 @@ def test_reporting_on_many_custom_resources_costs_one_list_per_kind_once_settled
     written = report_sync(kube, catalog, rendered, result.changes, revision="r1")
     assert written == []  # nothing changed: no status write
     assert kube.requests <= 3  # one LIST each for Widget, Deployment and Service
+    kube.close()
+
+
+def test_a_custom_resource_of_a_broken_katalog_entry_shows_the_first_error_in_its_status(
+        control_plane: ControlPlane, tmp_path: Path) -> None:
+    ns = f"t-{uuid.uuid4().hex[:8]}"
+    repo = write_repo(tmp_path, {"katalog.yaml": KATALOG, "crd.yaml": CRD,
+                                 "w.yaml": widget("w", ns, image="nginx", replicas=2)})
+    kube = Kube.from_kubeconfig(control_plane.kubeconfig)
+    changes, _ = sync(kube, repo, "rev1")
+    assert not changes.failed
+    broken = KATALOG.replace('              replicas: "{{ .spec.replicas }}"\n',
+                             '              replicass: "{{ .spec.replicas }}"\n'
+                             '              imagePullPolicyy: Always\n')
+    write_repo(tmp_path, {"katalog.yaml": broken})
+    changes, written = sync(kube, repo, "rev2")
+    assert written
+    cond = conditions(live_cr(kube, ns))
+    stalled = cond["Stalled"]
+    assert stalled["status"] == "True" and stalled["reason"] == "RenderFailed"
+    assert stalled["message"] == (
+        "katalog.yaml:13 Katalog/widgets spec.crds.widget.operatorBox.onCreate.deployments[0]"
+        ".replicass: unknown field 'replicass' of a deployments entry (did you mean "
+        "'replicas'?) (and 1 more)"), stalled["message"]
+    assert cond["Ready"]["message"] == stalled["message"]
     kube.close()

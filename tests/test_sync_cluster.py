@@ -16,7 +16,7 @@ from orksync.katalog.loader import load_repository
 from orksync.model import Action, ChangeSet, ObjRef
 from orksync.render.engine import render_catalog
 from orksync.testing.controlplane import ControlPlane
-from tests.helpers import CRD, KATALOG, REPO_EXAMPLE, widget, write_repo
+from tests.helpers import CRD, KATALOG, REPO_EXAMPLE, record_requests, widget, write_repo
 
 pytestmark = pytest.mark.cluster
 
@@ -301,4 +301,105 @@ def test_a_no_change_apply_hands_nothing_to_the_worker_threads(
     again = sync(kube, repo)
     assert {c.action for c in again.changes} == {Action.UNCHANGED}, again.changes
     assert len(again.changes) == 1 + 3 * 3  # the CRD, and per Widget: it, a Deployment, a Service
+    kube.close()
+
+
+HELD_KATALOG = """
+apiVersion: orkestra.orkspace.io/v1
+kind: Katalog
+metadata: {name: widgets}
+spec:
+  crds:
+    widget:
+      crdFile: ./crd.yaml
+      operatorBox:
+        onReconcile:
+          configMaps:
+            - name: "{{ .metadata.name }}-config"
+              data: {colour: blue}
+"""
+
+
+def test_a_child_being_deleted_is_reported_waiting_then_created_again_once_gone(
+        control_plane: ControlPlane, tmp_path: Path) -> None:
+    ns = f"t-{uuid.uuid4().hex[:8]}"
+    repo = write_repo(tmp_path / "repo", {"katalog.yaml": HELD_KATALOG, "crd.yaml": CRD,
+                                          "w.yaml": widget("w", ns)})
+    cmd = [sys.executable, "-m", "orksync", "sync", str(repo), "--once",
+           "--kubeconfig", str(control_plane.kubeconfig)]
+    first = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert first.returncode == 0, first.stderr
+    assert f"created ConfigMap/{ns}/w-config" in first.stderr
+    kube = Kube.from_kubeconfig(control_plane.kubeconfig)
+    res = kube.resource("v1", "ConfigMap")
+    path = res.path(ns, "w-config")
+    hold = "test.orksync.io/hold"
+    kube.request("PATCH", path, body={"metadata": {"finalizers": [hold]}},
+                 content_type="application/merge-patch+json")
+    kube.delete(res, ns, "w-config")
+    assert live(kube, ObjRef(api_version="v1", kind="ConfigMap", namespace=ns,
+                             name="w-config"))["metadata"]["deletionTimestamp"]
+
+    held = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert held.returncode == 0, held.stderr
+    assert f"waiting ConfigMap/{ns}/w-config: being deleted (finalizers: {hold})" \
+        in held.stderr, held.stderr
+    summary = held.stderr.splitlines()[-1]
+    assert "unchanged=2 skipped=0 waiting=1 deleted=0 failed=0" in summary, summary
+
+    kube.request("PATCH", path, body={"metadata": {"finalizers": None}},
+                 content_type="application/merge-patch+json")
+    assert kube.get_or_none(res, ns, "w-config") is None
+    again = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0, again.stderr
+    assert f"created ConfigMap/{ns}/w-config" in again.stderr, again.stderr
+    assert kube.get(res, ns, "w-config")["data"] == {"colour": "blue"}
+    kube.close()
+
+
+STRICT_CRD = """
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: gizmos.strict.orksync.io
+spec:
+  group: strict.orksync.io
+  scope: Namespaced
+  names: {kind: Gizmo, plural: gizmos, singular: gizmo}
+  versions:
+    - name: v1
+      served: true
+      storage: true
+      schema:
+        openAPIV3Schema:
+          type: object
+          properties:
+            spec:
+              type: object
+              properties:
+                image: {type: string}
+"""
+
+
+def test_a_custom_resource_outside_its_crds_schema_is_refused_once_not_retried(
+        control_plane: ControlPlane, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ns = f"t-{uuid.uuid4().hex[:8]}"
+    katalog = KATALOG.replace("{name: widgets}", "{name: gizmos}").replace("widget:", "gizmo:")
+    gizmo = widget("g", ns, image="nginx").replace("test.orksync.io/v1\nkind: Widget",
+                                                   "strict.orksync.io/v1\nkind: Gizmo")
+    repo = write_repo(tmp_path, {"katalog.yaml": katalog, "crd.yaml": STRICT_CRD,
+                                 "g.yaml": gizmo})
+    kube = Kube.from_kubeconfig(control_plane.kubeconfig)
+    assert not sync(kube, repo).failed
+    write_repo(repo, {"g.yaml": gizmo.replace("  image: nginx\n",
+                                              "  image: nginx\n  colour: red\n")})
+    rendered = render_catalog(load_repository(repo))
+    sent = record_requests(kube, monkeypatch)
+    kube.requests = 0
+    changes = Applier(kube).apply(rendered)
+    path = kube.resource("strict.orksync.io/v1", "Gizmo").path(ns, "g")
+    assert [method for method, p in sent if p == path] == ["PATCH"]
+    assert kube.requests == len(sent) and kube.retries == 0, "nothing was sent again"
+    failed = {str(c.ref): c.message for c in changes.failed}
+    assert ".spec.colour: field not declared in schema" in failed[f"Gizmo.strict.orksync.io/{ns}/g"]
     kube.close()

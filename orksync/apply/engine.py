@@ -6,7 +6,9 @@ stage's kinds are listed once (children by orksync's label), so an unchanged obj
 no request at all; those LISTs are all sent at the start of the apply, concurrently, and
 a stage whose view may be outdated by this apply's own writes lists again (`_Prefetch`).
 Owner references to the live custom resource are added here, since only the cluster knows
-its UID. Every object yields exactly one Change.
+its UID. Every object yields exactly one Change; a child whose live object is being
+deleted (a deletionTimestamp, held by a finalizer) is `waiting`, not written, and is
+created again by the first sync after it is gone.
 """
 
 from __future__ import annotations
@@ -318,7 +320,8 @@ class Applier:
                     self._record(changes, change)
                     if change.action is Action.FAILED:
                         run.failed.add(change.ref)
-                    if change.action not in (Action.UNCHANGED, Action.SKIPPED):
+                    if change.action not in (Action.UNCHANGED, Action.SKIPPED,
+                                             Action.WAITING):
                         run.wrote((change.ref,))
                         if change.ref.kind == "CustomResourceDefinition":
                             run.crd_groups.add(change.ref.name.partition(".")[2])
@@ -403,6 +406,10 @@ class Applier:
                           message=f"not applied: its owner {obj.owner} failed")
         res = self.kube.resource(obj.ref.api_version, obj.ref.kind)
         current = live.get(obj.ref)
+        if current is not None and obj.owner is not None:
+            waiting = being_deleted(current)
+            if waiting:
+                return Change(ref=obj.ref, action=Action.WAITING, message=waiting)
         if local and (obj.directives.get("copyFrom") or current is None or
                       (obj.ref.kind == "Secret" and obj.ref.api_version == "v1") or
                       (obj.owner is not None and not res.namespaced)):
@@ -667,6 +674,19 @@ class Applier:
         except ClusterError:
             return False
         return True
+
+
+def being_deleted(live: Mapping[str, Any]) -> str:
+    """Why a live child cannot be written now: it has a deletionTimestamp (an apply
+    would change an object on its way out, and a create-if-absent would count it as
+    present); "" otherwise. A custom resource that is being deleted is not asked: its
+    teardown (orksync.apply.sync.finish_terminating) handles it."""
+    meta = live.get("metadata") or {}
+    if not meta.get("deletionTimestamp"):
+        return ""
+    finalizers = [str(f) for f in meta.get("finalizers") or []]
+    held = f" (finalizers: {', '.join(finalizers)})" if finalizers else ""
+    return f"being deleted{held}; created again by the first sync after it is gone"
 
 
 def _established(crd: Mapping[str, Any] | None) -> bool:

@@ -30,14 +30,23 @@ from orksync.apply.status import (
     desired_status,
     first_error,
     read_children,
+    render_error_text,
     rfc3339,
     status_cross,
     write_status,
 )
 from orksync.errors import ClusterError
 from orksync.katalog.model import Catalog, CustomResource
-from orksync.model import Action, Change, ChangeSet, ObjRef, RenderedObject, RenderedSet
-from orksync.secrets.mask import scrub
+from orksync.model import (
+    MANAGED_SELECTOR,
+    Action,
+    Change,
+    ChangeSet,
+    ObjRef,
+    RenderedObject,
+    RenderedSet,
+)
+from orksync.secrets.mask import scrub, secret_values
 
 __all__ = ["MAX_EVENT_MESSAGE", "emit", "report_sync", "sync_event"]
 
@@ -112,13 +121,11 @@ def report_sync(kube: Kube, catalog: Catalog, rendered: RenderedSet, changes: Ch
 
     now = now or datetime.now(UTC)
     templates = {k.name: templates_for(k, clock or utc_now) for k in catalog.katalogs}
-    render_errors: dict[str, str] = {}
+    render_errors: dict[str, list[Exception]] = {}
     for err in rendered.errors:
         obj = getattr(err, "obj", "")
-        if obj and obj not in render_errors:
-            path = getattr(err, "path", "")
-            detail = getattr(err, "detail", str(err))
-            render_errors[obj] = f"{path}: {detail}" if path else detail
+        if obj:
+            render_errors.setdefault(obj, []).append(err)
     by_owner: dict[ObjRef, list[RenderedObject]] = {}
     for o in rendered.objects:
         if o.owner is not None:
@@ -144,6 +151,27 @@ def report_sync(kube: Kube, catalog: Catalog, rendered: RenderedSet, changes: Ch
     return written
 
 
+def _live_secret_values(index: LiveIndex, cr_live: dict[str, Any]) -> list[str]:
+    """The values of the live Secrets a custom resource wrote (its last status's
+    inventory): what a render error of it must not quote (a template may read them
+    through `.children`)."""
+    inventory = ((cr_live.get("status") or {}).get("orksync") or {}).get("inventory") or []
+    out: list[str] = []
+    for text in inventory:
+        kind, _, rest = str(text).partition("/")
+        namespace, _, name = rest.partition("/")
+        if kind != "Secret" or not name:
+            continue
+        try:
+            secret = index.get(ObjRef(api_version="v1", kind="Secret", namespace=namespace,
+                                      name=name), MANAGED_SELECTOR)
+        except ClusterError as err:
+            log.debug("cannot read %s/%s to scrub a message: %s", namespace, name, err)
+            continue
+        out.extend(secret_values(secret))
+    return out
+
+
 def _refused_by_owner(catalog: Catalog, rendered: RenderedSet) -> dict[ObjRef, list[str]]:
     """What the render refused, by custom resource: a refused custom resource itself, and
     each child whose reason starts with its custom resource (`<cr> <entry>: <rule>`)."""
@@ -158,7 +186,7 @@ def _refused_by_owner(catalog: Catalog, rendered: RenderedSet) -> dict[ObjRef, l
 
 def _report_one(kube: Kube, index: LiveIndex, cr: CustomResource, templates: Any,
                 children: list[RenderedObject], by_ref: dict[ObjRef, list[Change]],
-                render_error: str | None, revision: str, now: datetime,
+                render_errors: Sequence[Exception] | None, revision: str, now: datetime,
                 others: Sequence[CustomResource] = (),
                 declared: Sequence[tuple[str, ObjRef]] = (),
                 refused_at_render: Sequence[str] = ()) -> bool:
@@ -169,6 +197,10 @@ def _report_one(kube: Kube, index: LiveIndex, cr: CustomResource, templates: Any
     refused = sorted({*refused_at_render,
                       *(f"{c.ref}: {c.message}" for c in mine if c.action is Action.SKIPPED)})
     secrets = child_secret_values(children)
+    render_error = None
+    if render_errors:
+        secrets += _live_secret_values(index, live)
+        render_error = render_error_text(render_errors, secrets)
     status = desired_status(live, cr.entry, templates, mine, revision=revision,
                             render_error=render_error, now=now,
                             children=read_children(kube, cr.ref, children, index,

@@ -421,7 +421,8 @@ class Kube:
             # a connection that was never established carried no request
             allowed = not outcome.transport.sent or replayable
         else:
-            allowed = retryable_status(outcome.status, replayable=replayable)
+            allowed = retryable_status(outcome.status, replayable=replayable,
+                                       body=outcome.data)
         if not allowed or retry >= self.retry.attempts:
             return None
         delay = self.retry.delay(retry, outcome.retry_after)

@@ -6,7 +6,13 @@ A request is sent again only when that cannot do harm:
 * the server refused it before doing anything: 429 Too Many Requests (priority and
   fairness, `--max-requests-inflight`), or the connection was never established;
 * the outcome is unknown (a 500/502/503/504, a connection cut or timed out after the
-  request went out) and sending it twice has the effect of sending it once. That holds for
+  request went out) and sending it twice has the effect of sending it once. Not a 500
+  that the API server itself answered with a Status without a `reason`: that is an error
+  of the request it could not classify (server-side apply's "failed to create typed patch
+  object ...: field not declared in schema"), the same at every repeat; a failure of its
+  own (etcd, a webhook) it reports as `InternalError`, and a proxy's 500 carries no
+  Status. Every other 4xx (400, 403, 404, 409, 422, ...) is a decision: never sent
+  again. That holds for
   GET, HEAD, PUT, DELETE, server-side apply and JSON merge patches, a JSON patch that
   carries a `test` operation (a repeat fails the test instead of applying twice), and a
   POST of an object with a fixed `metadata.name` (a repeat answers 409 AlreadyExists,
@@ -24,6 +30,7 @@ during a long outage fails in about `deadline` seconds instead of once per objec
 
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -77,9 +84,27 @@ def replay_safe(method: str, content_type: str, body: Any) -> bool:
     return False
 
 
-def retryable_status(status: int, *, replayable: bool) -> bool:
-    """A status that may succeed when sent again (429 always, 5xx only when replayable)."""
-    return status == BUSY or (status in UNKNOWN_OUTCOME and replayable)
+def retryable_status(status: int, *, replayable: bool, body: bytes = b"") -> bool:
+    """An answer that may succeed when sent again (429 always, 5xx only when replayable
+    and not the API server's unclassified refusal of the request: see `unclassified`).
+    `body`: the answer's body."""
+    if status == BUSY:
+        return True
+    return status in UNKNOWN_OUTCOME and replayable and not unclassified(status, body)
+
+
+def unclassified(status: int, body: bytes) -> bool:
+    """Whether an answer is a Kubernetes Status with code 500 and no reason: what the API
+    server answers for an error of the request that is not a Status of its own (the same
+    error at every repeat), unlike its `InternalError`s (storage, webhooks: transient)."""
+    if status != 500 or not body.startswith(b"{"):
+        return False
+    try:
+        doc = json.loads(body)
+    except ValueError:
+        return False
+    return isinstance(doc, dict) and doc.get("kind") == "Status" and \
+        doc.get("code") == 500 and not doc.get("reason")
 
 
 def parse_retry_after(value: str | None, now: datetime | None = None) -> float | None:

@@ -2,11 +2,13 @@
 
 * `desired_status` (pure) computes the whole `status` orksync owns:
   - kstatus conditions `Ready` (True/ReconcileSucceeded, or False/ReconcileError with the
-    first error, scrubbed of secret values and cut to 256 characters), `Reconciling`
-    (False: the sync is done) and `Stalled` (True when the custom resource failed to
-    render), each with `observedGeneration`; `lastTransitionTime` is kept from the live
-    condition of the same type when its status did not change. Conditions of other types
-    found on the live object are kept as they are;
+    first error, scrubbed of secret values and cut to 1,024 characters, ending in `…` when
+    cut), `Reconciling` (False: the sync is done) and `Stalled` (True when the custom
+    resource failed to render: `render_error_text`, its first real error with file:line,
+    field and message, then `(and N more)`), each with `observedGeneration`;
+    `lastTransitionTime` is kept from the live condition of the same type when its status
+    did not change. Conditions of other types found on the live object are kept as they
+    are;
   - `status.observedGeneration`;
   - `status.orksync`: `lastAppliedRevision` (the revision of the last fully successful
     sync), `lastAttemptedRevision`, `inventory` (the children, `str(ObjRef)`), `counts`
@@ -57,9 +59,9 @@ from orksync.render.cross import cross_data
 from orksync.render.gotemplate import GoTemplateError
 from orksync.secrets.mask import scrub, secret_values
 
-__all__ = ["FIELD_MANAGER", "MAX_CONDITION_MESSAGE", "OWNER_LABEL", "LiveIndex",
-           "child_secret_values", "desired_status", "first_error", "read_children", "rfc3339",
-           "status_cross", "status_equal", "write_status"]
+__all__ = ["FIELD_MANAGER", "MAX_CONDITION_MESSAGE", "OWNER_LABEL", "LiveIndex", "bounded",
+           "child_secret_values", "desired_status", "first_error", "read_children",
+           "render_error_text", "rfc3339", "status_cross", "status_equal", "write_status"]
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +70,8 @@ log = logging.getLogger(__name__)
 FIELD_MANAGER = "orksync-status"
 MAX_REFUSED = 20  # reasons kept in status.orksync.refused, each cut to 512 characters
 MAX_REFUSED_MESSAGE = 512
-MAX_CONDITION_MESSAGE = 256
+MAX_CONDITION_MESSAGE = 1024
+ELLIPSIS = "…"
 OWNER_LABEL = "orkestra-owner"
 OWN_CONDITIONS = ("Ready", "Reconciling", "Stalled")
 _LIVE_ACTIONS = (Action.CREATED, Action.CONFIGURED, Action.UNCHANGED)
@@ -83,6 +86,26 @@ def first_error(changes: Sequence[Change], render_error: str | None) -> str | No
         if change.action is Action.FAILED:
             return f"{change.ref}: {change.message}" if change.message else str(change.ref)
     return None
+
+
+def bounded(text: str, limit: int = MAX_CONDITION_MESSAGE, suffix: str = "") -> str:
+    """`text` + `suffix` in at most `limit` characters: `text` cut, ending in `…`, when
+    they do not fit (the suffix is kept whole)."""
+    room = limit - len(suffix)
+    if len(text) > room:
+        text = text[:max(room - len(ELLIPSIS), 0)] + ELLIPSIS
+    return text + suffix
+
+
+def render_error_text(errors: Sequence[Exception], secrets: Iterable[str] = ()) -> str:
+    """The render failure of one custom resource as its status says it: the first real
+    error (for an error that only stands for others, such as the custom resource's broken
+    Katalog entry, its first cause), whole: `file:line object field: message`, scrubbed of
+    `secrets`, cut to fit, then `(and N more)` when there are more."""
+    real = [cause for err in errors
+            for cause in (getattr(err, "causes", ()) or (err,))]
+    suffix = f" (and {len(real) - 1} more)" if len(real) > 1 else ""
+    return bounded(scrub(str(real[0]), secrets), suffix=suffix)
 
 
 def child_secret_values(children: Iterable[RenderedObject]) -> list[str]:
@@ -158,12 +181,12 @@ def desired_status(cr_live: Mapping[str, Any], entry: CrdEntry, templates: Any,
     existing = {c.get("type"): c for c in live_status.get("conditions") or []
                 if isinstance(c, Mapping)}
     if error:
-        message = scrub(error, secrets)[:MAX_CONDITION_MESSAGE]
+        message = bounded(scrub(error, secrets))
         ready = ("False", "ReconcileError", message)
     else:
         ready = ("True", "ReconcileSucceeded",
                  f"applied revision {revision}" if revision else "applied")
-    stalled = ("True", "RenderFailed", scrub(render_error, secrets)[:MAX_CONDITION_MESSAGE]) \
+    stalled = ("True", "RenderFailed", bounded(scrub(render_error, secrets))) \
         if render_error else ("False", "NotStalled", "")
     wanted = {"Ready": ready, "Reconciling": ("False", "ReconcileComplete", ""),
               "Stalled": stalled}

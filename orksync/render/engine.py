@@ -12,7 +12,7 @@ render. One broken custom resource becomes one error in the set; the others stil
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypeAlias
 
@@ -71,12 +71,13 @@ class RenderPlan:
         self.catalog = catalog
         self.errors: list[Exception] = list(catalog.errors)
         self.templates = {k.name: templates_for(k, clock) for k in catalog.katalogs}
-        self.broken: dict[tuple[str, str], int] = {}
+        # a Katalog entry's problems, by (Katalog, entry key)
+        self.broken: dict[tuple[str, str], tuple[InputError, ...]] = {}
         for katalog in catalog.katalogs:
             engine = self.templates[katalog.name].engine
             for key, problems in katalog_problems(katalog, engine).items():
                 self.errors.extend(problems)
-                self.broken[(katalog.name, key)] = len(problems)
+                self.broken[(katalog.name, key)] = tuple(problems)
         self.scope = ClusterScope.of(catalog.crds, strict=strict_cluster_scope)
 
     def outcome(self, cr: CustomResource, live: LiveView | None = None) -> Outcome:
@@ -84,9 +85,9 @@ class RenderPlan:
         refusal = guard.refusal(cr.ref.namespace) if cr.ref.namespace else None
         if refusal:
             return ("refused", refusal)
-        count = self.broken.get((cr.entry.katalog, cr.entry.key))
-        if count:
-            return ("broken", count)
+        problems = self.broken.get((cr.entry.katalog, cr.entry.key))
+        if problems:
+            return ("broken", len(problems))
         try:
             return render_custom_resource(cr, self.templates[cr.entry.katalog],
                                           self.catalog.crs, scope=self.scope, live=live)
@@ -94,7 +95,8 @@ class RenderPlan:
             return err
 
     def merger(self) -> Merger:
-        return Merger(errors=list(self.errors), warnings=list(self.catalog.warnings))
+        return Merger(errors=list(self.errors), warnings=list(self.catalog.warnings),
+                      broken=self.broken)
 
 
 @dataclass(slots=True)
@@ -106,6 +108,9 @@ class Merger:
 
     errors: list[Exception]
     warnings: list[str]
+    # a broken Katalog entry's problems, by (Katalog, entry key): the causes of the error
+    # of each custom resource it leaves out
+    broken: Mapping[tuple[str, str], tuple[InputError, ...]] = field(default_factory=dict)
     skipped: list[tuple[ObjRef, str]] = field(default_factory=list)
     absent: list[tuple[ObjRef, ObjRef]] = field(default_factory=list)
     retained: list[tuple[ObjRef, ObjRef]] = field(default_factory=list)
@@ -127,7 +132,8 @@ class Merger:
                 self.errors.append(RenderError(
                     f"not rendered: Katalog {cr.entry.katalog} entry {cr.entry.key} has "
                     f"{detail} error(s), reported above", file=cr.source.file,
-                    obj=str(cr.ref)))
+                    obj=str(cr.ref),
+                    causes=self.broken.get((cr.entry.katalog, cr.entry.key), ())))
             return False
         keys = outcome.child_keys()
         if not self.claimed.keys().isdisjoint(keys):
@@ -167,7 +173,8 @@ def _once(err: InputError, cr: CustomResource,
     if first == cr.ref:
         return err
     return RenderError(f"not rendered: {err.detail} (the same error as {first}, reported "
-                       "above)", file=cr.source.file, obj=str(cr.ref), path=err.path)
+                       "above)", file=cr.source.file, obj=str(cr.ref), path=err.path,
+                       causes=(err,))
 
 
 def crd_object(m: CrdManifest) -> RenderedObject:

@@ -9,7 +9,7 @@ from orksync.render.builders import Builder
 from orksync.render.builders.availability import build_hpa, build_pdb
 from orksync.render.builders.batch import build_cron_job, build_job
 from orksync.render.builders.config import build_config_map, build_custom
-from orksync.render.builders.fields import unknown_fields
+from orksync.render.builders.fields import UnknownField, unknown_fields
 from orksync.render.builders.network import (
     build_ingress,
     build_network_policy,
@@ -40,7 +40,7 @@ from orksync.render.builders.workloads import (
 )
 
 __all__ = ["BLOCK_CONTROL_KEYS", "BY_KEY", "KINDS", "ORDER", "PLACEHOLDER_KEYS", "KindSpec",
-           "unknown_fields"]
+           "UnknownField", "unknown_fields"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

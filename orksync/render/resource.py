@@ -56,6 +56,7 @@ from orksync.render.kinds import (
     ORDER,
     PLACEHOLDER_KEYS,
     KindSpec,
+    UnknownField,
     unknown_fields,
 )
 from orksync.render.prepare import PrepareError, prepare
@@ -204,6 +205,16 @@ class CrRenderer:
             raise self.fail(path, f"{marker['import']}.with ({marker['file']}): "
                             f"template error: {err}") from err
 
+    def warn(self, path: str, message: str) -> None:
+        """A warning about the field at `path` (below operatorBox) of the Katalog entry:
+        `file:line: <cr>: <path> <message>` (the line looked up once per entry and path)."""
+        entry = self.cr.entry
+        full = f"{entry.path}.operatorBox.{path}"
+        line = _LINES.get(entry, full, lambda: locate(entry.source.path, entry.source.index,
+                                                       split_path(full)))
+        where = f"{entry.source.file}:{line}" if line else entry.source.file
+        self.warnings.append(f"{where}: {self.cr.ref}: {path} {message}")
+
     def fail(self, path: str, message: str) -> RenderError:
         full = f"{self.cr.entry.path}.operatorBox.{path}"
         source = self.cr.entry.source
@@ -242,13 +253,11 @@ class CrRenderer:
         for key, value in block.items():
             role = _key_role(key, value)
             if role == "placeholder":
-                self.warnings.append(f"{self.cr.entry.source.file}: {self.cr.ref}: "
-                                     f"{name}.{key} is declared by Orkestra but not "
-                                     "implemented there or here; ignored")
+                self.warn(f"{name}.{key}", "is declared by Orkestra but not implemented "
+                          "there or here; ignored")
             elif role == "external":
-                self.warnings.append(f"{self.cr.entry.source.file}: {self.cr.ref}: "
-                                     f"{name}.external: HTTP calls are not made by orksync "
-                                     "(a render is offline); .external.<name> is empty")
+                self.warn(f"{name}.external", "HTTP calls are not made by orksync (a render "
+                          "is offline); .external.<name> is empty")
             elif role == "unknown":
                 raise self.fail(f"{name}.{key}", "unknown resource key")
 
@@ -360,9 +369,10 @@ class CrRenderer:
             return []
         if spec.builder is None:
             raise self.fail(path, f"{spec.key} is not supported by this version of orksync")
-        for field_path in plan.unknown:
-            self.warnings.append(f"{self.cr.entry.source.file}: {self.cr.ref}: "
-                                 f"{path}.{field_path} is not a field orksync knows; ignored")
+        for unknown in plan.unknown:  # errors found when the Katalog loaded, if validated
+            if not unknown.ignored:
+                raise self.fail(f"{path}.{unknown.path}", unknown.message(spec.key))
+            self.warn(f"{path}.{unknown.path}", unknown.message(spec.key))
         rendered = self.render_leaves(entry, data, path, ENTRY_KEYS_NOT_RENDERED, plan.leaves)
         if plan.autoscale:
             rendered["autoscale"] = self.autoscale(entry["autoscale"], data,
@@ -599,7 +609,7 @@ class _EntryPlan:
 
     policy: WritePolicy
     stage: int
-    unknown: tuple[str, ...]  # entry-relative paths of the fields no builder reads
+    unknown: tuple[UnknownField, ...]  # the fields no builder reads
     conditional: bool  # has `when`, `or` or `anyOf`
     autoscale: bool  # `autoscale:` on a kind that takes it
     copies: bool  # a kind that may copy a live object (COPY_FROM)
@@ -706,6 +716,8 @@ def _without_marker(entry: Mapping[str, Any]) -> dict[str, Any]:
 
 
 _BLOCKS: IdentityCache[_BlockPlan | None] = IdentityCache()
+# a Katalog entry's warning lines: (entry, field path) -> line
+_LINES: IdentityCache[int | None] = IdentityCache()
 # an operatorBox's offline `.children`: (key, whether it is a placeholder) in order
 _OFFLINE_CHILDREN: IdentityCache[tuple[tuple[str, bool], ...]] = IdentityCache()
 

@@ -1,13 +1,17 @@
 """Load-time checks of a Katalog, before any custom resource is rendered: every template
 compiles (syntax, unknown functions), every condition is well formed (Orkestra silently
 passes an unknown operator; orksync refuses it here), and the onCreate / onReconcile
-blocks have their shape (maps of resource lists of entries, known resource keys, a
-`forEach.field`, a literal `custom` apiVersion and kind that are valid). A problem here is
+blocks have their shape (maps of resource lists of entries, known resource keys, entries
+without keys no builder reads (docs/differences.md T7: `replicass:` is an error naming the
+nearest known key; `namespace`/`toNamespaces` on a cluster-scoped kind are only warned
+about, by the renderer), a `forEach.field`, a literal `custom` apiVersion and kind that
+are valid). A problem here is
 one error for the Katalog; the renderer would otherwise report it once per custom
 resource (it keeps its own checks for callers that render without this validation). Pure."""
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -17,11 +21,11 @@ from orksync.katalog.motifs import MOTIF_KEY
 from orksync.names import api_version_problem, kind_problem
 from orksync.render.conditions import validate_condition
 from orksync.render.gotemplate import GoTemplateError
-from orksync.render.kinds import BLOCK_CONTROL_KEYS, BY_KEY, PLACEHOLDER_KEYS
+from orksync.render.kinds import BLOCK_CONTROL_KEYS, BY_KEY, PLACEHOLDER_KEYS, unknown_fields
 from orksync.render.prepare import rule_problems
 from orksync.render.resource import BLOCKS
 from orksync.render.templates import TemplateEngine
-from orksync.yamlio import dotted, locate
+from orksync.yamlio import dotted, locate, split_path
 
 CONDITION_KEYS = ("when", "or", "anyOf")
 
@@ -115,7 +119,13 @@ def shape_problems(box: Mapping[str, Any]) -> Iterator[tuple[list[str | int], st
             if key in BY_KEY:
                 yield from _entries_problems([name, str(key)], str(key), entries)
             elif key not in BLOCK_CONTROL_KEYS and key not in PLACEHOLDER_KEYS:
-                yield [name, str(key)], "unknown resource key"
+                yield [name, str(key)], unknown_resource_key(str(key))
+
+
+def unknown_resource_key(key: str) -> str:
+    """`unknown resource key (did you mean 'deployments'?)`."""
+    nearest = difflib.get_close_matches(key, [*BY_KEY, *PLACEHOLDER_KEYS], n=1)
+    return "unknown resource key" + (f" (did you mean {nearest[0]!r}?)" if nearest else "")
 
 
 def _entries_problems(path: list[str | int], key: str,
@@ -132,6 +142,14 @@ def _entries_problems(path: list[str | int], key: str,
         each = entry.get("forEach")
         if each is not None and (not isinstance(each, Mapping) or not each.get("field")):
             yield [*path, i, "forEach"], "needs field (a dot path)"
+        marker = entry.get(MOTIF_KEY)
+        own = {k: v for k, v in entry.items() if k != MOTIF_KEY} \
+            if isinstance(marker, Mapping) else entry
+        origin = f" (imported from motif {marker.get('file')})" \
+            if isinstance(marker, Mapping) else ""
+        for unknown in unknown_fields(key, own):
+            if not unknown.ignored:
+                yield [*path, i, *split_path(unknown.path)], unknown.message(key) + origin
         if key != "custom":
             continue
         for field, rule in (("apiVersion", api_version_problem), ("kind", kind_problem)):

@@ -1,12 +1,14 @@
 """The keys each kind's entry accepts, and `unknown_fields` to report the others. Pure data.
 
-`unknown_fields(kind_key, entry)` returns the entry-relative paths of keys no builder (nor
-the engine) reads — `replicaCount`, `probes.liveness.intialDelaySeconds`,
-`volumes[1].nfs` — so that the engine can warn instead of dropping them silently. It
-descends into the structured blocks (probes, resources, volumes, rules, tls, ...) but not
-into free-form maps (labels, annotations, selectors, data, hard, requests/limits, custom
-`spec`) nor into the values of securityContext/podSecurity fields, which pass through to
-the API server. A value of the
+`unknown_fields(kind_key, entry)` returns the keys no builder (nor the engine) reads —
+`replicaCount`, `probes.liveness.intialDelaySeconds`, `volumes[1].nfs` — each with its
+entry-relative path, the nearest accepted key (difflib) and whether it is merely ignored
+(`namespace` and `toNamespaces` on a cluster-scoped kind: Orkestra's common keys, which
+mean nothing there, docs/differences.md W8) rather than an error (docs/differences.md T7).
+`unknown_paths` gives the paths alone. It descends into the structured blocks (probes,
+resources, volumes, rules, tls, ...) but not into free-form maps (labels, annotations,
+selectors, data, hard, requests/limits, custom `spec`) nor into the values of
+securityContext/podSecurity fields, which pass through to the API server. A value of the
 wrong shape is not reported here: the builder raises BuildError for it.
 
 Accepted everywhere: the common keys name, labels, when, or, anyOf, reconcile, forEach,
@@ -19,6 +21,7 @@ Secrets, ConfigMaps, NetworkPolicies, ResourceQuotas and LimitRanges); `fromName
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Union
@@ -152,18 +155,44 @@ ACCEPTED: dict[str, dict[str, Schema]] = {
     "pods": {**NAMESPACED, **POD, **_keys("annotations")},
 }
 _CUSTOM_METADATA = _keys("name", "namespace", "namespaced", "labels", "annotations")
+# Orkestra's common keys of a namespaced entry: on a cluster-scoped kind they mean nothing,
+# and are ignored with a warning rather than refused
+_IGNORED_ON_CLUSTER_SCOPED = frozenset({"namespace", "toNamespaces"})
 
 
-def unknown_fields(kind_key: str, entry: Mapping[str, Any]) -> list[str]:
-    """Entry-relative paths of the keys that no builder reads, in entry order (asked for
-    every custom resource of a Katalog entry: worked out once per entry)."""
+@dataclass(frozen=True, slots=True)
+class UnknownField:
+    """A key of an entry that no builder reads."""
+
+    path: str  # entry-relative: `probes.liveness.intialDelaySeconds`
+    key: str  # its last step: `intialDelaySeconds`
+    nearest: str  # the closest accepted key at that place ("" when none is close)
+    ignored: bool  # a key with no meaning here (warned), not a mistake (an error)
+
+    def message(self, kind_key: str) -> str:
+        """`unknown field 'replicass' of a deployments entry (did you mean 'replicas'?)`;
+        for an ignored key, why it is ignored (said after its path)."""
+        if self.ignored:
+            return f"is ignored: {kind_key} objects are cluster-scoped"
+        hint = f" (did you mean {self.nearest!r}?)" if self.nearest else ""
+        return f"unknown field {self.key!r} of a {kind_key} entry{hint}"
+
+
+def unknown_fields(kind_key: str, entry: Mapping[str, Any]) -> list[UnknownField]:
+    """The keys that no builder reads, in entry order (asked for every custom resource
+    of a Katalog entry: worked out once per entry)."""
     return list(_UNKNOWN.get(entry, kind_key, lambda: tuple(_unknown_fields(kind_key, entry))))
 
 
-_UNKNOWN: IdentityCache[tuple[str, ...]] = IdentityCache()
+def unknown_paths(kind_key: str, entry: Mapping[str, Any]) -> list[str]:
+    """Entry-relative paths of the keys that no builder reads, in entry order."""
+    return [u.path for u in unknown_fields(kind_key, entry)]
 
 
-def _unknown_fields(kind_key: str, entry: Mapping[str, Any]) -> list[str]:
+_UNKNOWN: IdentityCache[tuple[UnknownField, ...]] = IdentityCache()
+
+
+def _unknown_fields(kind_key: str, entry: Mapping[str, Any]) -> list[UnknownField]:
     if kind_key == "secrets":
         return []
     if kind_key == "custom":
@@ -172,10 +201,14 @@ def _unknown_fields(kind_key: str, entry: Mapping[str, Any]) -> list[str]:
     schema = ACCEPTED.get(kind_key)
     if schema is None:
         raise KeyError(f"no field list for kind key {kind_key!r}")
-    return _walk(entry, schema, "")
+    found = _walk(entry, schema, "")
+    if "namespace" in schema:
+        return found
+    return [UnknownField(u.path, u.key, u.nearest, True)
+            if u.path in _IGNORED_ON_CLUSTER_SCOPED else u for u in found]
 
 
-def _walk(value: Any, schema: Schema, path: str) -> list[str]:
+def _walk(value: Any, schema: Schema, path: str) -> list[UnknownField]:
     if schema is None:
         return []
     if isinstance(schema, ListOf):
@@ -188,7 +221,9 @@ def _walk(value: Any, schema: Schema, path: str) -> list[str]:
     for key, child in value.items():
         key = str(key)
         if key not in schema:
-            found.append(sub(path, key))
+            nearest = difflib.get_close_matches(key, list(schema), n=1)
+            found.append(UnknownField(sub(path, key), key, nearest[0] if nearest else "",
+                                      False))
         else:
             found.extend(_walk(child, schema[key], sub(path, key)))
     return found
