@@ -10,7 +10,7 @@ import sys
 import time
 import urllib.request
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -65,11 +65,13 @@ class AgentProcess:
 
     def __init__(self, control_plane: ControlPlane, url: str, state: Path, *,
                  interval: float | None = 1, name: str = "default",
-                 identity: str | None = None, kubeconfig: Path | None = None) -> None:
+                 identity: str | None = None, kubeconfig: Path | None = None,
+                 flags: Sequence[str] = ()) -> None:
         self.port = free_port()
         self.log = state / "agent.log"
         state.mkdir(parents=True, exist_ok=True)
         extra = ["--interval", str(interval)] if interval is not None else []
+        extra += flags
         if identity:
             extra += ["--identity", identity]
         self.proc = subprocess.Popen(

@@ -198,7 +198,7 @@ def test_the_cluster_role_grants_every_kind_a_katalog_produces_and_nothing_broad
     (ns_role,) = load(DEPLOY / "role.yaml")
     assert ns_role["metadata"]["namespace"] == NAMESPACE
     ns_grants = granted(ns_role["rules"])
-    assert ns_grants[("coordination.k8s.io", "leases")] == {"get", "create", "update"}
+    assert ns_grants[("coordination.k8s.io", "leases")] == {"get", "create", "update", "patch"}
     assert ns_grants[("", "configmaps")] == ALL_VERBS
 
 

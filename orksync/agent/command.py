@@ -63,6 +63,11 @@ def add_agent_parser(sub: Any, *, common_flags: tuple[Callable[[argparse.Argumen
                         "[ORKSYNC_RETRY_PERIOD, default 2s]")
     p.add_argument("--identity", default=env("ORKSYNC_POD_NAME"),
                    help="holder identity in the Lease [ORKSYNC_POD_NAME, else host-pid]")
+    p.add_argument("--webhook-secret-file", type=Path,
+                   default=env("ORKSYNC_WEBHOOK_SECRET_FILE"),
+                   help="serve POST /hooks/git, accepting hooks signed with this secret "
+                        "(GitHub X-Hub-Signature-256, GitLab X-Gitlab-Token); a valid hook "
+                        "fetches at once [ORKSYNC_WEBHOOK_SECRET_FILE]")
     p.add_argument("--shards", type=int, default=int(env("ORKSYNC_SHARDS", "1")),
                    help="split the custom resources across this many shards [ORKSYNC_SHARDS]")
     p.add_argument("--shard", type=int, default=int(env("ORKSYNC_SHARD", "0")),
@@ -121,5 +126,6 @@ def cmd_agent(args: argparse.Namespace, kube: Kube) -> int:
                          inventory_namespace=args.inventory_namespace, workers=args.workers,
                          auth=auth, shard=args.shard, shards=args.shards, verify=verify,
                          strict_cluster_scope=args.strict_cluster_scope,
+                         webhook_secret_file=args.webhook_secret_file,
                          **identity)
     return Agent(config, kube).run()

@@ -19,6 +19,10 @@ The rules are client-go's leader election:
   renewal (it sees that renewal within a retry period, and tries every retry period).
 * Every write carries the resourceVersion it read, so two candidates never both win.
 * Releasing on shutdown clears the holder, so a standby takes over at its next try.
+
+A standby that is asked to sync (a Git webhook reached it) says so on the Lease, with the
+annotation SYNC_REQUESTED; the leader notices it at its next renewal (`on_sync_requested`),
+whose write, a PUT of the whole Lease, removes it.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ log = logging.getLogger(__name__)
 MICROTIME = "%Y-%m-%dT%H:%M:%S.%fZ"
 LEASE = Resource(group="coordination.k8s.io", version="v1", kind="Lease", plural="leases",
                  namespaced=True)  # built in: no discovery, which could fail at start-up
+SYNC_REQUESTED = "orksync.io/sync-requested"
 JITTER = 0.2  # a standby's tries are spread by up to this fraction of the retry period
 
 
@@ -70,6 +75,7 @@ class LeaderElector:
         self._was_leading: bool | None = None  # None until the first try has an answer
         self.on_started_leading: Callable[[], None] = lambda: None
         self.on_stopped_leading: Callable[[], None] = lambda: None
+        self.on_sync_requested: Callable[[], None] = lambda: None
 
     # --- the write gate ------------------------------------------------------------------
 
@@ -122,7 +128,10 @@ class LeaderElector:
             self.kube.request("PUT", self.res.path(self.namespace, self.name),
                               body=self._body(current, transitions, sent=sent),
                               subject=f"Lease/{self.namespace}/{self.name}")
-            return self._won(sent)
+            won = self._won(sent)
+            if SYNC_REQUESTED in ((current.get("metadata") or {}).get("annotations") or {}):
+                self.on_sync_requested()
+            return won
         except ClusterError as err:
             if err.status != 409:  # 409: another candidate wrote first; it wins this round
                 log.warning("leader election: %s", err)
@@ -183,6 +192,15 @@ class LeaderElector:
                                   daemon=True)
         thread.start()
         return thread
+
+    def request_sync(self) -> None:
+        """Ask the leader, whoever it is, to sync now (see the module doc)."""
+        self.kube.request(
+            "PATCH", self.res.path(self.namespace, self.name),
+            body={"metadata": {"annotations": {SYNC_REQUESTED: self.wallclock().strftime(
+                MICROTIME)}}},
+            content_type="application/merge-patch+json",
+            subject=f"Lease/{self.namespace}/{self.name}")
 
     def release(self) -> None:
         """Give the Lease up (holder cleared) if we hold it."""

@@ -28,4 +28,7 @@ class Metrics:
                                registry=r)
         self.leader = Gauge("orksync_leader", "1 while this replica holds the lease",
                             registry=r)
+        self.webhooks = Counter("orksync_webhooks_total",
+                                "Git webhooks by result (accepted, ping, refused, error)",
+                                ["result"], registry=r)
         self.rotations = Counter("orksync_rotations_total", "Secrets rotated", registry=r)

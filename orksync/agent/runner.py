@@ -32,6 +32,7 @@ from typing import Any
 
 from apscheduler.schedulers.background import BackgroundScheduler
 
+from orksync.agent import webhook
 from orksync.agent.lease import LeaderElector
 from orksync.agent.metrics import Metrics
 from orksync.agent.server import serve
@@ -49,7 +50,7 @@ from orksync.apply.sync import (
     sync_once,
 )
 from orksync.apply.transport import USER_AGENT
-from orksync.errors import LeadershipLost, OrksyncError, SourceError
+from orksync.errors import ClusterError, LeadershipLost, OrksyncError, SourceError
 from orksync.katalog.loader import load_repository
 from orksync.katalog.model import Catalog
 from orksync.logs import log_change, summary_line
@@ -89,6 +90,7 @@ class AgentConfig:
     shards: int = 1
     verify: GitVerify | None = None  # refuse revisions not signed by an allowed key
     strict_cluster_scope: bool = False  # no cluster-scoped kind without an allow-list
+    webhook_secret_file: Path | None = None  # POST /hooks/git is served only with one
 
 
 @dataclass(slots=True)
@@ -130,9 +132,15 @@ class Agent:
                                          renew_deadline=config.renew_deadline,
                                          retry_period=config.retry_period)
             self.elector.on_started_leading = self._started_leading
+            self.elector.on_sync_requested = self._sync_now
             self.elector.on_stopped_leading = lambda: self.metrics.leader.set(0)
             kube.gate = self.elector.check
         self.scheduler: BackgroundScheduler | None = None
+        # set by a webhook; a sync that starts clears it, one that ends finds it set when
+        # a hook came during it, and runs again at once
+        self.sync_wanted = threading.Event()
+        if config.webhook_secret_file is not None:
+            webhook.read_secret(config.webhook_secret_file)  # refused at start-up if bad
         self.lock = threading.Lock()  # one job touches the cluster at a time
 
     # --- readiness -----------------------------------------------------------------------
@@ -164,19 +172,70 @@ class Agent:
                 self.scheduler.modify_job("sync", next_run_time=now)
                 self.scheduler.modify_job("rotate", next_run_time=now + timedelta(seconds=5))
 
+    def _sync_now(self) -> None:
+        """Run the sync job now (its backoff forgotten), or right after the running one."""
+        self.state.next_attempt = 0.0
+        self.sync_wanted.set()
+        if self.scheduler is not None and not self.stop_event.is_set():
+            with contextlib.suppress(LookupError):  # the scheduler is shutting down
+                self.scheduler.modify_job("sync", next_run_time=datetime.now(UTC))
+
+    def handle_hook(self, headers: webhook.Headers, body: bytes,
+                    client: str) -> webhook.Verdict:
+        """POST /hooks/git: verified, then a sync now (by the leader, told through the
+        Lease when this replica is a standby)."""
+        assert self.config.webhook_secret_file is not None
+        try:
+            secret = webhook.read_secret(self.config.webhook_secret_file)
+        except OrksyncError as err:
+            self.metrics.webhooks.labels(result="error").inc()
+            log.error("webhook: %s", err)
+            return webhook.Verdict(500, "the webhook secret cannot be read")
+        verdict = webhook.verify(secret, headers, body)
+        if verdict.status == 401:
+            self.metrics.webhooks.labels(result="refused").inc()
+            log.warning("webhook from %s refused: %s", client, verdict.message)
+            return verdict
+        if not verdict.accepted:
+            self.metrics.webhooks.labels(result="ping").inc()
+            return verdict
+        self.metrics.webhooks.labels(result="accepted").inc()
+        if self.is_leader():
+            log.info("webhook (%s): fetching now", verdict.provider)
+            self._sync_now()
+            return verdict
+        assert self.elector is not None
+        try:
+            self.elector.request_sync()
+        except ClusterError as err:
+            log.error("webhook (%s): could not pass the request on to the leader: %s",
+                      verdict.provider, err)
+            return webhook.Verdict(503, "standby: the leader could not be told")
+        log.info("webhook (%s): passed on to the leader through the Lease", verdict.provider)
+        return webhook.Verdict(202, "fetch requested from the leader", verdict.provider)
+
     def sync_job(self) -> None:
+        """A sync; again at once while webhooks came during the last one (the scheduler
+        skips a run asked for while this one runs), whatever its outcome."""
+        while self._sync_job() and self.sync_wanted.is_set() and not self.stop_event.is_set():
+            self.state.next_attempt = 0.0
+
+    def _sync_job(self) -> bool:
+        """One sync, unless this replica is not the leader, is stopping or backs off;
+        whether it ran."""
         if self.stop_event.is_set() or time.monotonic() < self.state.next_attempt:
-            return
+            return False
         with self.lock:
             if not self.is_leader():
-                return
+                return False
+            self.sync_wanted.clear()
             start = time.monotonic()
             try:
                 ok = self.sync()
             except LeadershipLost as err:
                 self.metrics.errors.labels(reason="leadership_lost").inc()
                 log.error("sync abandoned: %s", err)
-                return
+                return False
             except OrksyncError as err:
                 ok = False
                 self.state.last_error = str(err)
@@ -195,6 +254,7 @@ class Agent:
                 self.state.next_attempt = time.monotonic() + backoff
                 log.info("next sync attempt in %.0fs (failure %d)", backoff,
                          self.state.failures)
+            return True
 
     def fetch(self) -> Revision | None:
         start = time.monotonic()
@@ -302,7 +362,8 @@ class Agent:
         self.config.state_dir.mkdir(parents=True, exist_ok=True)
         if self.elector is not None:  # before leading: through the ungated connection
             ensure_namespace(self.elector.kube, self.config.lease_namespace)
-        server = serve(self.config.listen, self.metrics.registry, self.ready)
+        server = serve(self.config.listen, self.metrics.registry, self.ready,
+                       self.handle_hook if self.config.webhook_secret_file else None)
         log.info("agent %s: %s@%s every %.0fs; listening on %s", self.config.identity,
                  self.config.repo_url, self.config.ref, self.config.interval,
                  f"{server.server_address[0]!s}:{server.server_address[1]}")

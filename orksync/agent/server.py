@@ -1,4 +1,5 @@
-"""/healthz, /readyz and /metrics over HTTP, in a daemon thread."""
+"""/healthz, /readyz, /metrics and the Git webhook (POST /hooks/git) over HTTP, in daemon
+threads."""
 
 from __future__ import annotations
 
@@ -8,13 +9,40 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
+from orksync.agent import webhook
+
+BODY_TIMEOUT = 10.0  # seconds a client may take to send a hook's body
+
 
 def serve(address: str, registry: CollectorRegistry,
-          ready: Callable[[], tuple[bool, str]]) -> ThreadingHTTPServer:
-    """Start serving on `host:port` (port 0 picks a free one); returns the running server."""
+          ready: Callable[[], tuple[bool, str]],
+          hook: Callable[[webhook.Headers, bytes, str], webhook.Verdict] | None = None,
+          ) -> ThreadingHTTPServer:
+    """Start serving on `host:port` (port 0 picks a free one); returns the running server.
+    `hook(headers, body, client)` answers POST /hooks/git; without it that path is 404."""
     host, _, port = address.rpartition(":")
 
     class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            if self.path.split("?", 1)[0] != webhook.PATH or hook is None:
+                self._send(404, b"not found\n", "text/plain")
+                return
+            length = self.headers.get("Content-Length")
+            if length is None or not length.isdigit():
+                self._send(411, b"Content-Length required\n", "text/plain")
+                return
+            if int(length) > webhook.MAX_BODY:
+                self.close_connection = True  # the body is not read
+                self._send(413, b"body too large\n", "text/plain")
+                return
+            self.connection.settimeout(BODY_TIMEOUT)
+            try:
+                body = self.rfile.read(int(length))
+            except OSError:
+                return
+            verdict = hook(self.headers, body, self.client_address[0])
+            self._send(verdict.status, (verdict.message + "\n").encode(), "text/plain")
+
         def do_GET(self) -> None:
             if self.path == "/healthz":
                 self._send(200, b"ok\n", "text/plain")
