@@ -27,7 +27,13 @@ from typing import Any, Protocol, TypeVar
 
 from orksync.apply.compare import HASH_ANNOTATION, fingerprint, unchanged
 from orksync.apply.kube import Kube, Resource
-from orksync.apply.rollout import add_rollout_annotation
+from orksync.apply.rollout import (
+    ROLLOUT_FIELD_MANAGER,
+    add_rollout_annotation,
+    is_rolled,
+    live_digest,
+    rollout_body,
+)
 from orksync.errors import ClusterError
 from orksync.model import (
     MANAGED_BY,
@@ -45,6 +51,7 @@ from orksync.model import (
     copy_tree,
     is_managed,
 )
+from orksync.secrets.ca import ca_secret_ref, has_ca_secret
 
 log = logging.getLogger(__name__)
 
@@ -414,8 +421,13 @@ class Applier:
         if obj.directives.get("copyFrom"):
             body = self._copy_from(obj, res, body)
         if obj.ref.kind == "Secret" and obj.ref.api_version == "v1":
-            return self._write_secret(obj, body, current, run)
+            ca_live = live.get(ca_secret_ref(obj.ref)) if has_ca_secret(obj) else None
+            return self._write_secret(obj, body, current, run, ca_live)
         if obj.policy in (WritePolicy.CREATE, WritePolicy.CREATE_ONLY):
+            if current is not None and self._needs_rollout(obj, body, current):
+                if local:
+                    return None
+                return self._roll(obj, res, body)
             return self._create_if_absent(obj, res, body, current)
         if unchanged(body, current):
             self._remember(obj, current, run)
@@ -521,7 +533,8 @@ class Applier:
         return body
 
     def _write_secret(self, obj: RenderedObject, body: dict[str, Any],
-                      current: dict[str, Any] | None, run: _Run) -> Change:
+                      current: dict[str, Any] | None, run: _Run,
+                      ca_live: dict[str, Any] | None) -> Change:
         # imported here: the secrets stack (and cryptography) is a noticeable part of the
         # start-up of an `orksync apply` that has no Secret to write
         from orksync.apply.secrets import write_secret
@@ -530,10 +543,33 @@ class Applier:
         change, digest = write_secret(self.kube, obj, body, current,
                                       field_manager=self.options.field_manager,
                                       now=self.options.clock(), random=CryptoRandom(),
-                                      dry_run=self.options.dry_run)
+                                      dry_run=self.options.dry_run, ca_live=ca_live)
         if digest and obj.owner is not None:
             run.secret_hashes[(obj.owner, obj.ref.namespace, obj.ref.name)] = digest
         return change
+
+    @staticmethod
+    def _needs_rollout(obj: RenderedObject, body: Mapping[str, Any],
+                       current: Mapping[str, Any]) -> bool:
+        """An existing workload whose Secrets changed since its pod template was stamped
+        (rotation, re-issue, added keys): rolled whatever its write policy."""
+        if obj.owner is None or not is_rolled(obj.ref):
+            return False
+        want = live_digest(body)
+        return want is not None and want != live_digest(current)
+
+    def _roll(self, obj: RenderedObject, res: Resource, body: Mapping[str, Any]) -> Change:
+        """Write the pod template's secrets-hash annotation alone, under orksync's rollout
+        field manager (orksync.apply.rollout): the rest of an existing create-if-absent
+        workload stays as it is."""
+        digest = live_digest(body)
+        assert digest is not None
+        self.kube.apply(res, rollout_body(obj.ref, digest), field_manager=ROLLOUT_FIELD_MANAGER,
+                        force=True, subject=str(obj.ref), dry_run=self.options.dry_run,
+                        metadata_only=True)
+        suffix = " (dry run)" if self.options.dry_run else ""
+        return Change(ref=obj.ref, action=Action.CONFIGURED,
+                      message="rolled: a Secret it reads changed" + suffix)
 
     def _create_if_absent(self, obj: RenderedObject, res: Resource, body: dict[str, Any],
                           current: dict[str, Any] | None) -> Change:
@@ -575,11 +611,13 @@ class Applier:
                     "apiVersion": obj.owner.api_version, "kind": obj.owner.kind,
                     "name": obj.owner.name, "uid": uid, "controller": True,
                     "blockOwnerDeletion": True}]
-        if obj.owner is not None:
-            add_rollout_annotation(body, obj.owner, obj.ref.namespace, run.secret_hashes)
         annotations = meta.setdefault("annotations", {})
         annotations.pop(HASH_ANNOTATION, None)
         annotations[HASH_ANNOTATION] = fingerprint(body)
+        if obj.owner is not None:
+            # after the fingerprint: the annotation is orksync's own field, not the
+            # user's spec (orksync.apply.rollout); `unchanged` still compares it
+            add_rollout_annotation(body, obj.owner, obj.ref.namespace, run.secret_hashes)
         return body
 
     # --- namespaces and CRDs -------------------------------------------------------------

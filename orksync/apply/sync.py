@@ -78,6 +78,7 @@ from orksync.model import (
     RenderedObject,
     RenderedSet,
 )
+from orksync.secrets.ca import with_ca_secrets
 
 if TYPE_CHECKING:
     from orksync.apply.hooks import HookRenderer
@@ -172,7 +173,10 @@ def sync_once(kube: Kube, rendered: RenderedSet, *, inventory_name: str,
         raise
     applied = applier.apply(prepared, written=[c.ref for c in scaled])
     applied = merge_changes(applied, [*scaled, *scaler.after_apply(applied)])
-    plan = plan_prune(old, prepared, applied, allow_empty=options.allow_empty,
+    # the CA Secrets of `tls:` Secrets are written with them, not rendered: recorded here
+    recorded = [(e.ref, e.owner) for e in old]
+    plan = plan_prune(old, with_ca_secrets(prepared, recorded), applied,
+                      allow_empty=options.allow_empty,
                       allow_orphaning_children=options.allow_orphaning_children,
                       prune_crds=options.prune_crds)
     for reason in plan.refused:
