@@ -365,6 +365,7 @@ spec:
             - name: "{{ .metadata.name }}-creds"
               once: true
               data:
+                user: admin
                 password: "{{ randomAlphanumeric 24 }}"
             - name: "{{ .metadata.name }}-tls"
               tls:

@@ -111,8 +111,8 @@ def write_secret(kube: Kube, obj: RenderedObject, body: Mapping[str, Any],
         plan = plan_secret(body, obj.directives, live, policy=obj.policy, now=now,
                            random=random, source=source, ca_live=ca_live)
         try:
-            change = _write_plan(kube, res, ref, plan, live, field_manager=field_manager,
-                                 dry_run=dry_run)
+            change, after = _write_plan(kube, res, ref, plan, live,
+                                        field_manager=field_manager, dry_run=dry_run)
         except _AlreadyExists as exists:
             try:
                 if exists.ca:
@@ -122,9 +122,7 @@ def write_secret(kube: Kube, obj: RenderedObject, body: Mapping[str, Any],
             except ClusterError as err:
                 return Change(ref=ref, action=Action.FAILED, message=err.detail), None
             continue
-        written = change.action in (Action.CREATED, Action.CONFIGURED, Action.UNCHANGED)
-        digest = plan.data_hash if written and plan.write != "skip" else _hash_of(live)
-        return change, digest
+        return change, _hash_of(after)
     return (Change(ref=ref, action=Action.FAILED,
                    message="created and deleted concurrently; retried on the next run"),
             None)
@@ -166,14 +164,16 @@ def rotate_due(kube: Kube, *, now: datetime, random: RandomSource, dry_run: bool
             changes.add(ref, Action.UNCHANGED, "not due")
             continue
         try:
-            change = _write_plan(kube, res, ref, plan, live, field_manager=field_manager,
-                                 dry_run=dry_run)
-        except _AlreadyExists:  # pragma: no cover - rotations never create
-            changes.add(ref, Action.FAILED, "unexpected create during rotation")
+            change, after = _write_plan(kube, res, ref, plan, live,
+                                        field_manager=field_manager, dry_run=dry_run)
+        except _AlreadyExists:  # a CA Secret created meanwhile: planned again next run
+            changes.add(ref, Action.FAILED, "its CA Secret was created meanwhile; retried "
+                        "on the next run")
             continue
         changes.changes.append(change)
-        if change.action is Action.CONFIGURED and plan.data_hash:
-            rotated[(ref.namespace, ref.name)] = plan.data_hash
+        digest = _hash_of(after)
+        if change.action is Action.CONFIGURED and digest:
+            rotated[(ref.namespace, ref.name)] = digest
     for key in sorted(set(force) - seen):
         ns, _, name = key.rpartition("/")
         changes.add(ObjRef(api_version="v1", kind="Secret", namespace=ns, name=name),
@@ -254,7 +254,7 @@ def _roll_one(kube: Kube, res: Resource, workload: dict[str, Any],
 
 def _write_plan(kube: Kube, res: Resource, ref: ObjRef, plan: SecretPlan,
                 live: Mapping[str, Any] | None, *, field_manager: str,
-                dry_run: bool) -> Change:
+                dry_run: bool) -> Written:
     """The plan's writes, in order: the CA Secret, the Secret, the removal of a legacy
     `ca.key` from it. A failure stops the sequence (the next run plans again from what
     was written: the CA key is never lost, since the TLS Secret loses it last)."""
@@ -265,23 +265,23 @@ def _write_plan(kube: Kube, res: Resource, ref: ObjRef, plan: SecretPlan,
         problem = _write_ca(kube, res, plan.ca_body, field_manager=field_manager,
                             dry_run=dry_run)
         if problem:
-            return Change(ref=ref, action=Action.FAILED, message=problem)
-    change = _execute(kube, res, ref, plan, live, field_manager=field_manager,
-                      dry_run=dry_run)
+            return Change(ref=ref, action=Action.FAILED, message=problem), live
+    change, after = _execute(kube, res, ref, plan, live, field_manager=field_manager,
+                             dry_run=dry_run)
     if not plan.drop_legacy_ca_key or change.action is Action.FAILED or dry_run:
-        return change
+        return change, after
     try:
-        kube.request("PATCH", res.path(ref.namespace, ref.name), subject=str(ref),
-                     body={"data": {"ca.key": None}},
-                     content_type="application/merge-patch+json")
+        after = kube.request("PATCH", res.path(ref.namespace, ref.name), subject=str(ref),
+                             body={"data": {"ca.key": None}},
+                             content_type="application/merge-patch+json")
     except ClusterError as err:
         message = scrub(err.detail, secret_values(plan.body) + secret_values(live))
-        return Change(ref=ref, action=Action.FAILED,
-                      message=f"the CA key was copied to Secret {ca_secret_name(ref.name)}, "
-                              f"but not removed from this one: {message}")
+        return (Change(ref=ref, action=Action.FAILED,
+                       message=f"the CA key was copied to Secret {ca_secret_name(ref.name)}, "
+                               f"but not removed from this one: {message}"), after)
     if change.action is Action.UNCHANGED:
-        return Change(ref=ref, action=Action.CONFIGURED, message=plan.reason)
-    return change
+        return Change(ref=ref, action=Action.CONFIGURED, message=plan.reason), after
+    return change, after
 
 
 def _write_ca(kube: Kube, res: Resource, body: Mapping[str, Any], *, field_manager: str,
@@ -308,46 +308,49 @@ def _write_ca(kube: Kube, res: Resource, body: Mapping[str, Any], *, field_manag
     return None
 
 
+Written = tuple[Change, "Mapping[str, Any] | None"]  # the change, the Secret afterwards
+
+
 def _execute(kube: Kube, res: Resource, ref: ObjRef, plan: SecretPlan,
              live: Mapping[str, Any] | None, *, field_manager: str,
-             dry_run: bool) -> Change:
-    """Send the plan's one request (if any) and describe what happened."""
+             dry_run: bool) -> Written:
+    """Send the plan's one request (if any) and describe what happened. The Secret
+    afterwards is the API server's answer (the whole object: the rollout hash is taken
+    from the data it holds, so a sync and a rotation compute the same), else `live`."""
     suffix = " (dry run)" if dry_run else ""
     if plan.failed:
-        return Change(ref=ref, action=Action.FAILED, message=plan.reason.removeprefix("error: "))
+        return (Change(ref=ref, action=Action.FAILED,
+                       message=plan.reason.removeprefix("error: ")), live)
     if plan.write == "skip" or plan.body is None:
         action = Action.SKIPPED if plan.reason == UNMANAGED else Action.UNCHANGED
-        return Change(ref=ref, action=action, message=plan.reason)
+        return Change(ref=ref, action=action, message=plan.reason), live
     body = plan.body
     try:
         if plan.write == "create":
-            if dry_run:
-                kube.request("POST", res.path(ref.namespace), body=body, subject=str(ref),
-                             query={"fieldManager": field_manager, "dryRun": "All"})
-            else:
-                kube.create(res, body, field_manager=field_manager, subject=str(ref),
-                            metadata_only=True)
+            query = {"fieldManager": field_manager, **({"dryRun": "All"} if dry_run else {})}
+            made = kube.request("POST", res.path(ref.namespace), body=body, subject=str(ref),
+                                query=query)
             log.debug("%s: %s", ref, plan.reason)
-            return Change(ref=ref, action=Action.CREATED, message=plan.reason + suffix)
+            return Change(ref=ref, action=Action.CREATED, message=plan.reason + suffix), made
         if plan.write == "apply" and live is not None and is_subset(body, live):
-            return Change(ref=ref, action=Action.UNCHANGED)
+            return Change(ref=ref, action=Action.UNCHANGED), live
         before = ((live or {}).get("metadata") or {}).get("resourceVersion")
         created, result = kube.apply(res, body, field_manager=field_manager, force=True,
-                                     subject=str(ref), dry_run=dry_run, metadata_only=True)
+                                     subject=str(ref), dry_run=dry_run)
     except ClusterError as err:
         if plan.write == "create" and err.status == 409:
             raise _AlreadyExists from None
         if err.status == 409:
-            return Change(ref=ref, action=Action.FAILED, message=CONFLICT_MESSAGE)
+            return Change(ref=ref, action=Action.FAILED, message=CONFLICT_MESSAGE), live
         message = scrub(err.detail, secret_values(body) + secret_values(live))
-        return Change(ref=ref, action=Action.FAILED, message=message)
+        return Change(ref=ref, action=Action.FAILED, message=message), live
     after = ((result or {}).get("metadata") or {}).get("resourceVersion")
     log.debug("%s: %s", ref, plan.reason)
     if created:
-        return Change(ref=ref, action=Action.CREATED, message=plan.reason + suffix)
+        return Change(ref=ref, action=Action.CREATED, message=plan.reason + suffix), result
     if plan.write == "apply" and before is not None and before == after:
-        return Change(ref=ref, action=Action.UNCHANGED)
-    return Change(ref=ref, action=Action.CONFIGURED, message=plan.reason + suffix)
+        return Change(ref=ref, action=Action.UNCHANGED), result
+    return Change(ref=ref, action=Action.CONFIGURED, message=plan.reason + suffix), result
 
 
 def _hash_of(live: Mapping[str, Any] | None) -> str | None:
