@@ -58,7 +58,7 @@ from orksync.model import (
     WritePolicy,
 )
 from orksync.render.notes.random import RandomSource
-from orksync.secrets.ca import ca_secret_name
+from orksync.secrets.ca import CA_OF_ANNOTATION, ca_secret_name
 from orksync.secrets.mask import scrub, secret_values
 from orksync.secrets.plan import (
     ROTATE_AFTER,
@@ -198,9 +198,10 @@ def roll_readers(kube: Kube, secrets: list[dict[str, Any]],
     hashes: dict[tuple[str, str, str], str] = {}  # (owner, namespace, name) -> data hash
     for secret in secrets:
         ref = ObjRef.of(secret)
-        owner = ((secret.get("metadata") or {}).get("annotations") or {}).get(OWNER_ANNOTATION)
-        if not owner:
-            continue
+        annotations = (secret.get("metadata") or {}).get("annotations") or {}
+        owner = annotations.get(OWNER_ANNOTATION)
+        if not owner or annotations.get(CA_OF_ANNOTATION):
+            continue  # a CA Secret is not rendered, so a sync never hashes it either
         owners[(ref.namespace, ref.name)] = owner
         digest = changed.get((ref.namespace, ref.name)) or _hash_of(secret)
         if digest:
