@@ -441,10 +441,16 @@ def test_rotation_and_a_re_issue_roll_the_workloads_at_once_and_a_sync_leaves_th
     # a re-issued certificate (dnsNames changed) rolls the Deployment that mounts it, in
     # the sync that re-issues it; the StatefulSet does not read the TLS Secret
     tls_before = values(get(kube, ns, "w-tls"))
+    ca_before = values(get(kube, ns, "w-tls-ca"))
     write_repo(tmp_path / "repo", {"w.yaml": cr.replace("a.example", "b.example")})
     reissue = run_cli(*sync)
     assert reissue.returncode == 0, reissue.stderr
-    assert values(get(kube, ns, "w-tls"))["tls.crt"] != tls_before["tls.crt"]
+    tls_after = values(get(kube, ns, "w-tls"))
+    assert tls_after["tls.crt"] != tls_before["tls.crt"]
+    # signed with the CA key read from the CA Secret: the same CA, which stays as it was
+    assert tls_after["ca.crt"] == tls_before["ca.crt"]
+    assert values(get(kube, ns, "w-tls-ca")) == ca_before
+    assert_complete_certificate(tls_after, ca_before)
     leaf = x509.load_pem_x509_certificate(values(get(kube, ns, "w-tls"))["tls.crt"])
     sans = leaf.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
     assert "b.example" in sans.get_values_for_type(x509.DNSName)
