@@ -78,7 +78,6 @@ from orksync.model import (
     RenderedObject,
     RenderedSet,
 )
-from orksync.secrets.ca import with_ca_secrets
 
 if TYPE_CHECKING:
     from orksync.apply.hooks import HookRenderer
@@ -173,10 +172,7 @@ def sync_once(kube: Kube, rendered: RenderedSet, *, inventory_name: str,
         raise
     applied = applier.apply(prepared, written=[c.ref for c in scaled])
     applied = merge_changes(applied, [*scaled, *scaler.after_apply(applied)])
-    # the CA Secrets of `tls:` Secrets are written with them, not rendered: recorded here
-    recorded = [(e.ref, e.owner) for e in old]
-    plan = plan_prune(old, with_ca_secrets(prepared, recorded), applied,
-                      allow_empty=options.allow_empty,
+    plan = plan_prune(old, prepared, applied, allow_empty=options.allow_empty,
                       allow_orphaning_children=options.allow_orphaning_children,
                       prune_crds=options.prune_crds)
     for reason in plan.refused:

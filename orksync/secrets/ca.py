@@ -49,9 +49,10 @@ def with_ca_secrets(rendered: RenderedSet, recorded: Iterable[tuple[ObjRef, ObjR
     Secret retained too."""
     extra = [dataclasses.replace(o, ref=ca_secret_ref(o.ref), body={}, directives={})
              for o in rendered.objects if has_ca_secret(o)]
-    known = set(recorded)
-    retained = [(ca_secret_ref(ref), owner) for ref, owner in rendered.retained
-                if ref.kind == "Secret" and (ca_secret_ref(ref), owner) in known]
+    secrets = [(ca_secret_ref(ref), owner) for ref, owner in rendered.retained
+               if ref.kind == "Secret" and ref.api_version == "v1"]
+    known = set(recorded) if secrets else set()
+    retained = [pair for pair in secrets if pair in known]
     if not extra and not retained:
         return rendered
     return dataclasses.replace(rendered, objects=(*rendered.objects, *extra),
