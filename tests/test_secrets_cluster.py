@@ -588,3 +588,30 @@ def test_a_tls_secret_holding_its_ca_key_is_migrated_at_the_next_sync_certificat
     for text in (migrated.stderr, settled.stderr, rotated.stderr):
         for value in (*legacy.values(), *after.values()):
             assert value.decode() not in text
+
+
+def test_a_workload_never_stamped_is_rolled_only_when_a_secret_it_reads_changes(
+        kube: Kube, control_plane: ControlPlane, tmp_path: Path) -> None:
+    """Adopting a create-if-absent workload without the annotation (made before, by hand
+    or by another tool) restarts nothing; a rotation of a Secret it reads rolls it."""
+    ns = f"t-{uuid.uuid4().hex[:8]}"
+    repo = write_repo(tmp_path / "repo", {
+        "katalog.yaml": ROLL_KATALOG.replace("RECONCILE", "false"), "crd.yaml": CRD,
+        "w.yaml": f"apiVersion: test.orksync.io/v1\nkind: Widget\nmetadata:\n  name: w\n"
+                  f"  namespace: {ns}\nspec: {{host: a.example}}\n"})
+    kc = str(control_plane.kubeconfig)
+    sync = ("sync", str(repo), "--once", "--kubeconfig", kc)
+    assert run_cli(*sync).returncode == 0
+    kube.request("PATCH", kube.resource("apps/v1", "Deployment").path(ns, "w"),
+                 body=[{"op": "remove", "path": "/spec/template/metadata/annotations/"
+                                               "orksync.io~1secrets-hash"}],
+                 content_type="application/json-patch+json")
+    unstamped = template_state(kube, "Deployment", ns, "w")
+    assert unstamped[1] == "None"
+    again = run_cli(*sync)
+    assert again.returncode == 0, again.stderr
+    assert template_state(kube, "Deployment", ns, "w") == unstamped
+    rotated = run_cli("rotate", "--force", f"{ns}/w-creds", "--kubeconfig", kc)
+    assert rotated.returncode == 0, rotated.stderr
+    generation, digest = template_state(kube, "Deployment", ns, "w")
+    assert generation > unstamped[0] and digest != "None"

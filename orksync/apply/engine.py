@@ -32,6 +32,8 @@ from orksync.apply.rollout import (
     add_rollout_annotation,
     is_rolled,
     live_digest,
+    pod_template,
+    referenced_secrets,
     rollout_body,
 )
 from orksync.errors import ClusterError
@@ -80,6 +82,8 @@ class _Run:
     failed: set[ObjRef] = field(default_factory=set)
     # (owner, namespace, secret name) -> short hash of the Secret's data, for rollouts
     secret_hashes: dict[tuple[ObjRef, str, str], str] = field(default_factory=dict)
+    # the same keys, for the Secrets this apply created or changed
+    secrets_written: set[tuple[ObjRef, str, str]] = field(default_factory=set)
     # what this apply (or the sync before it) may have written so far, for `_Prefetch`:
     # every such object under its identity and its identity without a namespace; the
     # API groups of the CRDs written
@@ -424,7 +428,7 @@ class Applier:
             ca_live = live.get(ca_secret_ref(obj.ref)) if has_ca_secret(obj) else None
             return self._write_secret(obj, body, current, run, ca_live)
         if obj.policy in (WritePolicy.CREATE, WritePolicy.CREATE_ONLY):
-            if current is not None and self._needs_rollout(obj, body, current):
+            if current is not None and self._needs_rollout(obj, body, current, run):
                 if local:
                     return None
                 return self._roll(obj, res, body)
@@ -546,17 +550,27 @@ class Applier:
                                       dry_run=self.options.dry_run, ca_live=ca_live)
         if digest and obj.owner is not None:
             run.secret_hashes[(obj.owner, obj.ref.namespace, obj.ref.name)] = digest
+        if obj.owner is not None and change.action in (Action.CREATED, Action.CONFIGURED):
+            run.secrets_written.add((obj.owner, obj.ref.namespace, obj.ref.name))
         return change
 
     @staticmethod
     def _needs_rollout(obj: RenderedObject, body: Mapping[str, Any],
-                       current: Mapping[str, Any]) -> bool:
+                       current: Mapping[str, Any], run: _Run) -> bool:
         """An existing workload whose Secrets changed since its pod template was stamped
-        (rotation, re-issue, added keys): rolled whatever its write policy."""
+        (rotation, re-issue, added keys): rolled whatever its write policy. One never
+        stamped (made by Orkestra, or by hand) is rolled only when this apply changed a
+        Secret it reads: adopting it restarts nothing."""
         if obj.owner is None or not is_rolled(obj.ref):
             return False
-        want = live_digest(body)
-        return want is not None and want != live_digest(current)
+        want, have = live_digest(body), live_digest(current)
+        if want is None or want == have:
+            return False
+        if have is not None:
+            return True
+        template = pod_template(dict(body)) or {}
+        return any((obj.owner, obj.ref.namespace, name) in run.secrets_written
+                   for name in referenced_secrets(template.get("spec") or {}))
 
     def _roll(self, obj: RenderedObject, res: Resource, body: Mapping[str, Any]) -> Change:
         """Write the pod template's secrets-hash annotation alone, under orksync's rollout
