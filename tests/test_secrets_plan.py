@@ -172,6 +172,7 @@ def test_a_live_secret_without_generated_at_gets_it_now_and_is_not_due() -> None
         assert p.write == "apply" and not p.rotated
         assert p.body is not None and p.body["data"] == live["data"]
         assert p.body["metadata"]["annotations"][GENERATED_AT] == "2031-02-06T03:04:05Z"
+        assert p.work == (f"rotation clock to start: {GENERATED_AT} set now",)
 
 
 # --- rotation ------------------------------------------------------------------------------

@@ -186,6 +186,8 @@ def plan_secret(desired: Mapping[str, Any], directives: Mapping[str, Any],
     missing = [k for k in filled if k not in TLS_KEYS]
     if live is not None and missing and not rotate:
         work.append(f"generated keys to add: {', '.join(missing)}")
+    if live is not None and d.rotate_after and GENERATED_AT not in live_ann:
+        work.append(f"rotation clock to start: {GENERATED_AT} set now")
     if d.tls is not None:
         name = str((desired.get("metadata") or {}).get("name") or "")
         problem = _ca_secret_problem(name, ca_live)
