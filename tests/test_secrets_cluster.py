@@ -403,7 +403,9 @@ def template_state(kube: Kube, kind: str, namespace: str, name: str) -> tuple[in
     return int(live["metadata"]["generation"]), str(annotations.get("orksync.io/secrets-hash"))
 
 
-@pytest.mark.parametrize("reconcile", ["false", "true"], ids=["create-if-absent", "apply"])
+@pytest.mark.parametrize("reconcile", [
+    "false", "true", "true\n              forceConflict: false"],
+    ids=["create-if-absent", "apply", "apply-without-force"])
 def test_rotation_and_a_re_issue_roll_the_workloads_at_once_and_a_sync_leaves_them(
         kube: Kube, control_plane: ControlPlane, tmp_path: Path, reconcile: str) -> None:
     ns = f"t-{uuid.uuid4().hex[:8]}"

@@ -433,6 +433,13 @@ class Applier:
                     return None
                 return self._roll(obj, res, body)
             return self._create_if_absent(obj, res, body, current)
+        if current is not None and not obj.directives.get("forceConflict", True) and \
+                self._needs_rollout(obj, body, current, run):
+            # the rollout manager may own the annotation (a rotation wrote it): moved by
+            # that manager first, the unforced apply then sends the value it holds
+            if local:
+                return None
+            self._roll(obj, res, body)
         if unchanged(body, current):
             self._remember(obj, current, run)
             return Change(ref=obj.ref, action=Action.UNCHANGED)
