@@ -529,3 +529,20 @@ def test_mask_secret_hides_every_value_and_scrub_removes_values_from_text() -> N
     text = "invalid value 'secret' (c2VjcmV0) and hunter22"
     assert scrub(text, secret_values(obj)) == "invalid value '***' (***) and ***"
     assert scrub("a 1 b", ["1"]) == "a 1 b"
+
+
+def test_the_data_after_a_write_keeps_what_the_manager_did_not_own_and_drops_what_it_did(
+        ) -> None:
+    from orksync.secrets.plan import data_after_write
+
+    live = {"metadata": {"name": "db", "managedFields": [
+        {"manager": "orksync", "operation": "Apply",
+         "fieldsV1": {"f:data": {"f:a": {}, "f:b": {}}}},
+        {"manager": "orksync", "operation": "Update",  # the create: not the apply's
+         "fieldsV1": {"f:data": {"f:c": {}}}}]},
+        "data": {"a": "QQ==", "b": "Qg==", "c": "Qw=="}}
+    body = {"data": {"a": "YQ==", "d": "ZA=="}}
+    assert data_after_write(body, live, "orksync") == {"a": "YQ==", "c": "Qw==", "d": "ZA=="}
+    assert data_after_write(body, None, "orksync") == {"a": "YQ==", "d": "ZA=="}
+    assert data_after_write(body, live, "someone") == {"a": "YQ==", "b": "Qg==", "c": "Qw==",
+                                                       "d": "ZA=="}

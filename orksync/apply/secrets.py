@@ -36,7 +36,7 @@ from datetime import datetime
 from typing import Any
 
 from orksync.apply.compare import is_subset
-from orksync.apply.kube import Kube, Resource
+from orksync.apply.kube import METADATA_ONLY, Kube, Resource
 from orksync.apply.rollout import (
     ROLLED_KINDS,
     ROLLOUT_FIELD_MANAGER,
@@ -65,6 +65,7 @@ from orksync.secrets.plan import (
     TLS_ANNOTATION,
     UNMANAGED,
     SecretPlan,
+    data_after_write,
     data_hash,
     directives_from_annotations,
     owned_desired,
@@ -122,7 +123,7 @@ def write_secret(kube: Kube, obj: RenderedObject, body: Mapping[str, Any],
             except ClusterError as err:
                 return Change(ref=ref, action=Action.FAILED, message=err.detail), None
             continue
-        return change, _hash_of(after)
+        return change, data_hash(after) if after is not None else None
     return (Change(ref=ref, action=Action.FAILED,
                    message="created and deleted concurrently; retried on the next run"),
             None)
@@ -171,9 +172,8 @@ def rotate_due(kube: Kube, *, now: datetime, random: RandomSource, dry_run: bool
                         "on the next run")
             continue
         changes.changes.append(change)
-        digest = _hash_of(after)
-        if change.action is Action.CONFIGURED and digest:
-            rotated[(ref.namespace, ref.name)] = digest
+        if change.action is Action.CONFIGURED and after is not None:
+            rotated[(ref.namespace, ref.name)] = data_hash(after)
     for key in sorted(set(force) - seen):
         ns, _, name = key.rpartition("/")
         changes.add(ObjRef(api_version="v1", kind="Secret", namespace=ns, name=name),
@@ -277,14 +277,16 @@ def _write_plan(kube: Kube, res: Resource, ref: ObjRef, plan: SecretPlan,
     if not plan.drop_legacy_ca_key or change.action is Action.FAILED or dry_run:
         return change, after
     try:
-        after = kube.request("PATCH", res.path(ref.namespace, ref.name), subject=str(ref),
-                             body={"data": {"ca.key": None}},
-                             content_type="application/merge-patch+json")
+        kube.request_with_status("PATCH", res.path(ref.namespace, ref.name),
+                                 subject=str(ref), body={"data": {"ca.key": None}},
+                                 content_type="application/merge-patch+json",
+                                 accept=METADATA_ONLY)
     except ClusterError as err:
         message = scrub(err.detail, secret_values(plan.body) + secret_values(live))
         return (Change(ref=ref, action=Action.FAILED,
                        message=f"the CA key was copied to Secret {ca_secret_name(ref.name)}, "
                                f"but not removed from this one: {message}"), after)
+    after = {k: v for k, v in (after or {}).items() if k != "ca.key"}
     if change.action is Action.UNCHANGED:
         return Change(ref=ref, action=Action.CONFIGURED, message=plan.reason), after
     return change, after
@@ -300,8 +302,8 @@ def _write_ca(kube: Kube, res: Resource, body: Mapping[str, Any], *, field_manag
         query["dryRun"] = "All"
     try:
         if "resourceVersion" not in meta:
-            kube.request("POST", res.path(str(meta["namespace"])), body=body, subject=subject,
-                         query=query)
+            kube.request_with_status("POST", res.path(str(meta["namespace"])), body=body,
+                                     subject=subject, query=query, accept=METADATA_ONLY)
         else:
             kube.apply(res, body, field_manager=field_manager, force=True, subject=subject,
                        dry_run=dry_run, metadata_only=True)
@@ -314,49 +316,60 @@ def _write_ca(kube: Kube, res: Resource, body: Mapping[str, Any], *, field_manag
     return None
 
 
-Written = tuple[Change, "Mapping[str, Any] | None"]  # the change, the Secret afterwards
+Written = tuple[Change, "Mapping[str, str] | None"]  # the change, the data afterwards
 
 
 def _execute(kube: Kube, res: Resource, ref: ObjRef, plan: SecretPlan,
              live: Mapping[str, Any] | None, *, field_manager: str,
              dry_run: bool) -> Written:
-    """Send the plan's one request (if any) and describe what happened. The Secret
-    afterwards is the API server's answer (the whole object: the rollout hash is taken
-    from the data it holds, so a sync and a rotation compute the same), else `live`."""
+    """Send the plan's one request (if any) and describe what happened, with the data the
+    Secret holds afterwards (for the rollout hash: computed, not read back, see
+    `data_after_write`; the live data when nothing was written; None when absent)."""
     suffix = " (dry run)" if dry_run else ""
+    kept = _data_or_none(live)
     if plan.failed:
         return (Change(ref=ref, action=Action.FAILED,
-                       message=plan.reason.removeprefix("error: ")), live)
+                       message=plan.reason.removeprefix("error: ")), kept)
     if plan.write == "skip" or plan.body is None:
         action = Action.SKIPPED if plan.reason == UNMANAGED else Action.UNCHANGED
-        return Change(ref=ref, action=action, message=plan.reason), live
+        return Change(ref=ref, action=action, message=plan.reason), kept
     body = plan.body
+    after = data_after_write(body, live if plan.write != "create" else None, field_manager)
     try:
         if plan.write == "create":
-            query = {"fieldManager": field_manager, **({"dryRun": "All"} if dry_run else {})}
-            made = kube.request("POST", res.path(ref.namespace), body=body, subject=str(ref),
-                                query=query)
+            if dry_run:
+                kube.request("POST", res.path(ref.namespace), body=body, subject=str(ref),
+                             query={"fieldManager": field_manager, "dryRun": "All"})
+            else:
+                kube.create(res, body, field_manager=field_manager, subject=str(ref),
+                            metadata_only=True)
             log.debug("%s: %s", ref, plan.reason)
-            return Change(ref=ref, action=Action.CREATED, message=plan.reason + suffix), made
+            return Change(ref=ref, action=Action.CREATED, message=plan.reason + suffix), after
         if plan.write == "apply" and live is not None and is_subset(body, live):
-            return Change(ref=ref, action=Action.UNCHANGED), live
+            return Change(ref=ref, action=Action.UNCHANGED), kept
         before = ((live or {}).get("metadata") or {}).get("resourceVersion")
         created, result = kube.apply(res, body, field_manager=field_manager, force=True,
-                                     subject=str(ref), dry_run=dry_run)
+                                     subject=str(ref), dry_run=dry_run, metadata_only=True)
     except ClusterError as err:
         if plan.write == "create" and err.status == 409:
             raise _AlreadyExists from None
         if err.status == 409:
-            return Change(ref=ref, action=Action.FAILED, message=CONFLICT_MESSAGE), live
+            return Change(ref=ref, action=Action.FAILED, message=CONFLICT_MESSAGE), kept
         message = scrub(err.detail, secret_values(body) + secret_values(live))
-        return Change(ref=ref, action=Action.FAILED, message=message), live
-    after = ((result or {}).get("metadata") or {}).get("resourceVersion")
+        return Change(ref=ref, action=Action.FAILED, message=message), kept
+    done = ((result or {}).get("metadata") or {}).get("resourceVersion")
     log.debug("%s: %s", ref, plan.reason)
     if created:
-        return Change(ref=ref, action=Action.CREATED, message=plan.reason + suffix), result
-    if plan.write == "apply" and before is not None and before == after:
-        return Change(ref=ref, action=Action.UNCHANGED), result
-    return Change(ref=ref, action=Action.CONFIGURED, message=plan.reason + suffix), result
+        return Change(ref=ref, action=Action.CREATED, message=plan.reason + suffix), after
+    if plan.write == "apply" and before is not None and before == done:
+        return Change(ref=ref, action=Action.UNCHANGED), after
+    return Change(ref=ref, action=Action.CONFIGURED, message=plan.reason + suffix), after
+
+
+def _data_or_none(live: Mapping[str, Any] | None) -> dict[str, str] | None:
+    if live is None:
+        return None
+    return {str(k): str(v) for k, v in (live.get("data") or {}).items()}
 
 
 def _hash_of(live: Mapping[str, Any] | None) -> str | None:

@@ -56,7 +56,8 @@ from orksync.secrets.ca import CA_OF_ANNOTATION, MAX_NAME, ca_secret_name
 from orksync.secrets.tls import CA_KEYS, LEGACY_CA_KEY, TLS_KEYS, TlsSpec, plan_tls
 
 __all__ = ["GENERATED_AT", "GENERATORS", "MANAGED_BY_LABEL", "ROTATE_AFTER", "TLS_ANNOTATION",
-           "UNMANAGED", "SecretPlan", "data_hash", "directives_from_annotations",
+           "UNMANAGED", "SecretPlan", "data_after_write", "data_hash",
+           "directives_from_annotations",
            "format_time", "is_managed", "owned_desired", "plan_secret", "rotation_due"]
 
 GENERATED_AT = "orkestra.orkspace.io/generated-at"
@@ -330,11 +331,7 @@ def owned_desired(live: Mapping[str, Any], field_manager: str) -> dict[str, Any]
     values: what a rotation must send again so that the apply removes nothing. (An apply by
     the same manager drops every field it owned and no longer sends.)"""
     meta = live.get("metadata") or {}
-    fields: dict[str, Any] = {}
-    for entry in meta.get("managedFields") or []:
-        if entry.get("manager") == field_manager and entry.get("operation") == "Apply" \
-                and not entry.get("subresource"):
-            _merge(fields, entry.get("fieldsV1") or {})
+    fields = _applied_fields(live, field_manager)
     owned_meta = fields.get("f:metadata") or {}
 
     def pick(values: Mapping[str, Any] | None, owned: Mapping[str, Any]) -> dict[str, Any]:
@@ -360,6 +357,31 @@ def owned_desired(live: Mapping[str, Any], field_manager: str) -> dict[str, Any]
     return {"apiVersion": "v1", "kind": "Secret", "metadata": out_meta,
             "type": live.get("type") or "Opaque",
             "data": pick(live.get("data"), fields.get("f:data") or {})}
+
+
+def data_after_write(body: Mapping[str, Any], live: Mapping[str, Any] | None,
+                     field_manager: str) -> dict[str, str]:
+    """The (base64) data a Secret holds after `field_manager` created or server-side
+    applied `body` onto `live`: the keys it sent, and the live keys it did not own (an
+    apply drops those it owned and no longer sends). Known without reading the answer,
+    so a write asks for metadata only and no value comes back."""
+    sent = _data_of(body)
+    if live is None:
+        return sent
+    owned = _applied_fields(live, field_manager).get("f:data") or {}
+    out = {k: v for k, v in _data_of(live).items() if f"f:{k}" not in owned}
+    out.update(sent)
+    return out
+
+
+def _applied_fields(live: Mapping[str, Any], field_manager: str) -> dict[str, Any]:
+    """The fieldsV1 tree of what `field_manager` last server-side applied to `live`."""
+    fields: dict[str, Any] = {}
+    for entry in (live.get("metadata") or {}).get("managedFields") or []:
+        if entry.get("manager") == field_manager and entry.get("operation") == "Apply" \
+                and not entry.get("subresource"):
+            _merge(fields, entry.get("fieldsV1") or {})
+    return fields
 
 
 def data_hash(data: Mapping[str, str]) -> str:
