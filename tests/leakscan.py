@@ -33,6 +33,7 @@ from typing import Any
 
 GENERATORS = "orksync.io/generators"
 TLS_ANNOTATION = "orksync.io/tls"
+CA_OF_ANNOTATION = "orksync.io/ca-of"  # the CA Secret of a tls: Secret (its ca.key)
 PRIVATE_TLS_KEYS = ("tls.key", "ca.key")
 MIN_LENGTH = 12  # shorter values could match random text by chance; they are counted, not scanned
 MAX_FILE = 64 << 20
@@ -103,8 +104,8 @@ def _generated(body: Any) -> Iterator[Secret]:
     keys: set[str] = set()
     with contextlib.suppress(ValueError):
         keys.update(json.loads(annotations.get(GENERATORS) or "{}"))
-    if annotations.get(TLS_ANNOTATION):
-        keys.update(PRIVATE_TLS_KEYS)
+    if annotations.get(TLS_ANNOTATION) or annotations.get(CA_OF_ANNOTATION):
+        keys.update(PRIVATE_TLS_KEYS)  # a TLS Secret, or the CA Secret beside it
     data = body.get("data") or {}
     where = f"{meta.get('namespace', '')}/{meta.get('name', '')}"
     for key in sorted(keys & set(data)):

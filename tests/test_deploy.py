@@ -334,3 +334,22 @@ def test_the_service_account_can_sync_the_example_and_is_not_cluster_admin(
                       check=False)
     assert refused.returncode != 0
     assert "forbidden" in refused.stderr.lower(), refused.stderr
+
+    # `orksync rotate` as the agent's identity (the rotate CronJob's): it rotates, looks
+    # for the workloads to roll among those it may read (no DaemonSets: no Katalog key
+    # makes one, and the role grants none) and succeeds
+    token = {"apiVersion": "v1", "kind": "Secret", "metadata": {
+        "name": "shop-token", "namespace": "team-a",
+        "labels": {"app.kubernetes.io/managed-by": "orksync", "orkestra-owner": "shop"},
+        "annotations": {"orksync.io/generators": '{"token":"<generate:randomHex:16>"}',
+                        "orksync.io/owner": "WebApp.platform.example.com/team-a/shop"}},
+        "stringData": {"token": os.urandom(16).hex()}}
+    kubectl(cp, "apply", "--server-side", "--field-manager=orksync", "-f", "-",
+            stdin=dump([token]))
+    rotated = subprocess.run(
+        [sys.executable, "-m", "orksync", "rotate", "--force", "team-a/shop-token",
+         "--kubeconfig", str(config)],
+        cwd=ROOT, capture_output=True, text=True, timeout=300, check=False,
+        env=_env_without_kubeconfig())
+    assert rotated.returncode == 0, rotated.stdout + rotated.stderr
+    assert "configured Secret/team-a/shop-token" in rotated.stderr, rotated.stderr

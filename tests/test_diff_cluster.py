@@ -101,3 +101,79 @@ def test_errors_classify_as_exit_code_2(control_plane: ControlPlane, tmp_path: P
     assert result.errors and "bad" in result.errors[0]
     assert result.exit_code == 2
     kube.close()
+
+
+SECRET_WORK_KATALOG = """
+apiVersion: orkestra.orkspace.io/v1
+kind: Katalog
+metadata: {name: widgets}
+spec:
+  crds:
+    widget:
+      crdFile: ./crd.yaml
+      operatorBox:
+        onCreate:
+          secrets:
+            - name: "{{ .metadata.name }}-creds"
+              once: true
+              data:
+                user: admin
+                password: "{{ randomAlphanumeric 32 }}"
+EXTRA
+            - name: "{{ .metadata.name }}-tls"
+              tls:
+                dnsNames: ["{{ .spec.host }}"]
+                algorithm: ecdsa
+            - name: "{{ .metadata.name }}-token"
+              rotateAfter: 1h
+              data:
+                token: "{{ randomHex 16 }}"
+"""
+
+
+def test_diff_shows_the_secret_work_a_sync_would_do_and_the_sync_does_it(
+        control_plane: ControlPlane, tmp_path: Path) -> None:
+    ns = f"t-{uuid.uuid4().hex[:8]}"
+    katalog = SECRET_WORK_KATALOG.replace("EXTRA\n", "")
+    repo = write_repo(tmp_path, {"katalog.yaml": katalog, "crd.yaml": CRD,
+                                 "w.yaml": widget("w", ns, host="a.example")})
+    kube = Kube.from_kubeconfig(control_plane.kubeconfig)
+    assert not Applier(kube).apply(render(repo)).failed
+    assert diff_objects(kube, render(repo)).exit_code == 0
+    res = kube.resource("v1", "Secret")
+    creds_before = kube.get(res, ns, "w-creds")["data"]
+    tls_before = kube.get(res, ns, "w-tls")["data"]
+
+    # a changed dnsNames, a generated key added to the once Secret, a rotation that is due
+    write_repo(tmp_path, {
+        "katalog.yaml": SECRET_WORK_KATALOG.replace(
+            "EXTRA\n", '                apiKey: "{{ randomHex 16 }}"\n'),
+        "w.yaml": widget("w", ns, host="b.example")})
+    kube.request("PATCH", res.path(ns, "w-token"), content_type="application/merge-patch+json",
+                 body={"metadata": {"annotations": {
+                     "orkestra.orkspace.io/generated-at": "2020-01-01T00:00:00Z"}}})
+    result = diff_objects(kube, render(repo))
+    assert result.exit_code == 1 and not result.errors, result.errors
+    lines = result.text().splitlines()
+    assert f"Secret/{ns}/w-tls: certificate would be re-issued: dnsNames changed" in lines
+    assert f"Secret/{ns}/w-creds: generated keys to add: apiKey" in lines
+    assert any(line.startswith(f"Secret/{ns}/w-token: rotation due: rotateAfter 1h elapsed")
+               for line in lines), lines
+    differ = {str(ref) for ref, _ in result.diffs}
+    assert {f"Secret/{ns}/w-tls", f"Secret/{ns}/w-creds", f"Secret/{ns}/w-token"} <= differ
+    token_before = kube.get(res, ns, "w-token")["data"]
+    for value in (*creds_before.values(), *tls_before.values(), *token_before.values()):
+        assert value not in result.text()
+        assert base64.b64decode(value).decode() not in result.text()
+
+    # the sync does exactly that: the missing key generated, every existing value kept
+    changes = Applier(kube).apply(render(repo))
+    assert not changes.failed, changes.failed
+    creds_after = kube.get(res, ns, "w-creds")["data"]
+    assert {k: creds_after[k] for k in creds_before} == creds_before
+    assert len(base64.b64decode(creds_after["apiKey"])) == 32
+    assert kube.get(res, ns, "w-tls")["data"]["tls.crt"] != tls_before["tls.crt"]
+    assert kube.get(res, ns, "w-token")["data"]["token"] != token_before["token"]
+    settled = diff_objects(kube, render(repo))
+    assert settled.exit_code == 0, settled.text()
+    kube.close()

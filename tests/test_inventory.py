@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import random
 
@@ -276,3 +277,23 @@ def test_objects_the_namespace_guard_refused_are_not_pruned() -> None:
     assert plan.delete == [] and not plan.halted
     assert plan.keep.refs() == old.refs()
     assert f"{CM}: not pruned: {reason}" in plan.refused
+
+
+def test_the_ca_secret_of_a_tls_secret_is_recorded_kept_and_pruned_with_it() -> None:
+    tls, ca = child("Secret", "w-tls"), child("Secret", "w-tls-ca")
+    tls_obj = dataclasses.replace(obj(tls, W), directives={"tls": {"commonName": "w"}})
+    first = rendered(obj(CRD), obj(W), obj(DEPLOY, W), tls_obj)
+    plan = plan_prune(Inventory.of([]), first, applied(first))
+    assert plan.keep.by_ref()[ca].owner == W  # recorded with its owner
+    with_ca = plan.keep
+    # rendered again: kept; retained (condition false, never cleaned up): kept
+    again = plan_prune(with_ca, first, applied(first))
+    assert ca in again.keep.by_ref() and not again.delete
+    retained = dataclasses.replace(rendered(obj(CRD), obj(W), obj(DEPLOY, W)),
+                                   retained=((tls, W),))
+    kept = plan_prune(with_ca, retained, applied(retained))
+    assert {e.ref for e in kept.delete} == set() and ca in kept.keep.by_ref()
+    # the tls entry leaves the Katalog: both are pruned
+    gone = rendered(obj(CRD), obj(W), obj(DEPLOY, W))
+    pruned = plan_prune(with_ca, gone, applied(gone))
+    assert {e.ref for e in pruned.delete} == {tls, ca}

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -30,6 +31,7 @@ from orksync.render.builders import BuildContext
 from orksync.render.builders.secret import build_secret
 from orksync.render.notes.random import CryptoRandom
 from orksync.testing.controlplane import ControlPlane
+from tests.helpers import CRD, write_repo
 
 pytestmark = pytest.mark.cluster
 
@@ -80,8 +82,10 @@ def write(kube: Kube, obj: RenderedObject, now: datetime,
           live: dict[str, Any] | str | None = "read") -> tuple[Change, str | None]:
     current = get(kube, obj.ref.namespace, obj.ref.name) if live == "read" else live
     assert not isinstance(current, str)
+    ca_live = get(kube, obj.ref.namespace, obj.ref.name + "-ca") \
+        if obj.directives.get("tls") and live == "read" else None
     return write_secret(kube, obj, sent(obj), current, field_manager="orksync", now=now,
-                        random=CryptoRandom(), dry_run=False)
+                        random=CryptoRandom(), dry_run=False, ca_live=ca_live)
 
 
 def values(secret: dict[str, Any] | None) -> dict[str, bytes]:
@@ -320,16 +324,296 @@ def test_a_rotation_killed_at_any_moment_leaves_a_present_and_complete_secret(
         db, cert = get(kube, namespace, "db"), get(kube, namespace, "cert")
         assert set(values(db)) == {"user", "password", "dsn"}
         assert len(values(db)["password"]) == 32
-        assert_complete_certificate(values(cert))
+        assert_complete_certificate(values(cert), values(get(kube, namespace, "cert-ca")))
         versions |= {rv(db), rv(cert)}
     assert len(versions) > 4  # rotations did happen between the kills
 
 
-def assert_complete_certificate(data: dict[str, bytes]) -> None:
-    assert {"tls.crt", "tls.key", "ca.crt", "ca.key"} <= set(data)
+def public_der(key: Any) -> bytes:
+    return bytes(key.public_bytes(serialization.Encoding.DER,
+                                  serialization.PublicFormat.SubjectPublicKeyInfo))
+
+
+def assert_complete_certificate(data: dict[str, bytes], ca: dict[str, bytes]) -> None:
+    """The TLS Secret holds a certificate, its key and the CA bundle, never the CA key;
+    the CA Secret holds a CA with its key (a new CA is written there before the TLS
+    Secret that uses it, so a kill in between leaves the TLS Secret on its old CA)."""
+    assert set(data) == {"tls.crt", "tls.key", "ca.crt"}
     leaf = x509.load_pem_x509_certificate(data["tls.crt"])
     key = serialization.load_pem_private_key(data["tls.key"], password=None)
-    der = serialization.Encoding.DER
-    spki = serialization.PublicFormat.SubjectPublicKeyInfo
-    assert leaf.public_key().public_bytes(der, spki) == key.public_key().public_bytes(der, spki)
+    assert public_der(leaf.public_key()) == public_der(key.public_key())
     leaf.verify_directly_issued_by(x509.load_pem_x509_certificates(data["ca.crt"])[0])
+    assert set(ca) == {"ca.crt", "ca.key"}
+    ca_key = serialization.load_pem_private_key(ca["ca.key"], password=None)
+    ca_cert = x509.load_pem_x509_certificate(ca["ca.crt"])
+    assert public_der(ca_cert.public_key()) == public_der(ca_key.public_key())
+
+
+# --- rotation and re-issue roll the workloads that read the Secret, whatever their policy -
+
+ROLL_KATALOG = """
+apiVersion: orkestra.orkspace.io/v1
+kind: Katalog
+metadata: {name: apps}
+spec:
+  crds:
+    widget:
+      crdFile: ./crd.yaml
+      operatorBox:
+        onCreate:
+          secrets:
+            - name: "{{ .metadata.name }}-creds"
+              once: true
+              data:
+                user: admin
+                password: "{{ randomAlphanumeric 24 }}"
+            - name: "{{ .metadata.name }}-tls"
+              tls:
+                dnsNames: ["{{ .spec.host }}"]
+                algorithm: ecdsa
+          deployments:
+            - name: "{{ .metadata.name }}"
+              image: nginx
+              reconcile: RECONCILE
+              env:
+                - name: PASSWORD
+                  valueFrom:
+                    secretKeyRef: {name: "{{ .metadata.name }}-creds", key: password}
+              volumes:
+                - name: certs
+                  secret: {secretName: "{{ .metadata.name }}-tls"}
+          statefulSets:
+            - name: "{{ .metadata.name }}-db"
+              image: postgres
+              reconcile: RECONCILE
+              envFrom:
+                secretRef: [{name: "{{ .metadata.name }}-creds"}]
+"""
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "orksync", *args], capture_output=True,
+                          text=True, timeout=180, cwd=ROOT)
+
+
+def template_state(kube: Kube, kind: str, namespace: str, name: str) -> tuple[int, str]:
+    """(metadata.generation, the pod template's secrets-hash annotation)."""
+    live = kube.get(kube.resource("apps/v1", kind), namespace, name)
+    annotations = live["spec"]["template"].get("metadata", {}).get("annotations") or {}
+    return int(live["metadata"]["generation"]), str(annotations.get("orksync.io/secrets-hash"))
+
+
+@pytest.mark.parametrize("reconcile", [
+    "false", "true", "true\n              forceConflict: false"],
+    ids=["create-if-absent", "apply", "apply-without-force"])
+def test_rotation_and_a_re_issue_roll_the_workloads_at_once_and_a_sync_leaves_them(
+        kube: Kube, control_plane: ControlPlane, tmp_path: Path, reconcile: str) -> None:
+    ns = f"t-{uuid.uuid4().hex[:8]}"
+    cr = (f"apiVersion: test.orksync.io/v1\nkind: Widget\nmetadata:\n  name: w\n"
+          f"  namespace: {ns}\nspec: {{host: a.example}}\n")
+    repo = write_repo(tmp_path / "repo", {
+        "katalog.yaml": ROLL_KATALOG.replace("RECONCILE", reconcile), "crd.yaml": CRD,
+        "w.yaml": cr})
+    kc = str(control_plane.kubeconfig)
+    sync = ("sync", str(repo), "--once", "--kubeconfig", kc)
+    first = run_cli(*sync)
+    assert first.returncode == 0, first.stderr
+    workloads = (("Deployment", "w"), ("StatefulSet", "w-db"))
+    before = {w: template_state(kube, w[0], ns, w[1]) for w in workloads}
+    assert all(h != "None" for _, h in before.values()), before
+    old = values(get(kube, ns, "w-creds"))
+
+    rotated = run_cli("rotate", "--force", f"{ns}/w-creds", "--kubeconfig", kc)
+    assert rotated.returncode == 0, rotated.stderr
+    new = values(get(kube, ns, "w-creds"))
+    assert new["password"] != old["password"]
+    after = {w: template_state(kube, w[0], ns, w[1]) for w in workloads}
+    for w in workloads:  # rolled within the same command
+        assert after[w][0] > before[w][0] and after[w][1] != before[w][1], (w, before, after)
+    assert f"configured Deployment/{ns}/w" in rotated.stderr
+    for text in (rotated.stdout, rotated.stderr):
+        assert old["password"].decode() not in text and new["password"].decode() not in text
+
+    for _ in range(2):  # the next syncs leave the rolled workloads as they are
+        again = run_cli(*sync)
+        assert again.returncode == 0, again.stderr
+        assert {w: template_state(kube, w[0], ns, w[1]) for w in workloads} == after
+        assert values(get(kube, ns, "w-creds")) == new
+
+    # a re-issued certificate (dnsNames changed) rolls the Deployment that mounts it, in
+    # the sync that re-issues it; the StatefulSet does not read the TLS Secret
+    tls_before = values(get(kube, ns, "w-tls"))
+    ca_before = values(get(kube, ns, "w-tls-ca"))
+    write_repo(tmp_path / "repo", {"w.yaml": cr.replace("a.example", "b.example")})
+    reissue = run_cli(*sync)
+    assert reissue.returncode == 0, reissue.stderr
+    tls_after = values(get(kube, ns, "w-tls"))
+    assert tls_after["tls.crt"] != tls_before["tls.crt"]
+    # signed with the CA key read from the CA Secret: the same CA, which stays as it was
+    assert tls_after["ca.crt"] == tls_before["ca.crt"]
+    assert values(get(kube, ns, "w-tls-ca")) == ca_before
+    assert_complete_certificate(tls_after, ca_before)
+    leaf = x509.load_pem_x509_certificate(values(get(kube, ns, "w-tls"))["tls.crt"])
+    sans = leaf.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert "b.example" in sans.get_values_for_type(x509.DNSName)
+    reissued = {w: template_state(kube, w[0], ns, w[1]) for w in workloads}
+    deploy = ("Deployment", "w")
+    assert reissued[deploy][0] > after[deploy][0] and reissued[deploy][1] != after[deploy][1]
+    assert reissued[("StatefulSet", "w-db")] == after[("StatefulSet", "w-db")]
+    settled = run_cli(*sync)
+    assert settled.returncode == 0, settled.stderr
+    assert {w: template_state(kube, w[0], ns, w[1]) for w in workloads} == reissued
+    assert "configured=0" in settled.stderr.splitlines()[-1], settled.stderr
+
+
+# --- the CA key in a Secret of its own ------------------------------------------------------
+
+CA_KATALOG = """
+apiVersion: orkestra.orkspace.io/v1
+kind: Katalog
+metadata: {name: apps}
+spec:
+  crds:
+    widget:
+      crdFile: ./crd.yaml
+      operatorBox:
+        onCreate:
+          secrets:
+TLS
+          deployments:
+            - name: "{{ .metadata.name }}"
+              image: nginx
+              reconcile: true
+              volumes:
+                - name: certs
+                  secret: {secretName: "{{ .metadata.name }}-tls"}
+"""
+TLS_ENTRY = """\
+            - name: "{{ .metadata.name }}-tls"
+              reconcile: RECONCILE
+              tls:
+                dnsNames: [web.example]
+                algorithm: ecdsa
+"""
+
+
+def ca_repo(root: Path, ns: str, *, tls: bool = True, reconcile: str = "false") -> Path:
+    entry = TLS_ENTRY.replace("RECONCILE", reconcile) if tls else \
+        "            - name: other\n              data: {a: b}\n"
+    return write_repo(root, {
+        "katalog.yaml": CA_KATALOG.replace("TLS\n", entry), "crd.yaml": CRD,
+        "w.yaml": f"apiVersion: test.orksync.io/v1\nkind: Widget\nmetadata:\n  name: w\n"
+                  f"  namespace: {ns}\nspec: {{}}\n"})
+
+
+def test_the_ca_key_lives_in_a_secret_of_its_own_recorded_and_pruned_with_the_tls_secret(
+        kube: Kube, control_plane: ControlPlane, tmp_path: Path) -> None:
+    from orksync.apply.sync import read_inventory
+
+    ns = f"t-{uuid.uuid4().hex[:8]}"
+    repo = ca_repo(tmp_path / "repo", ns)
+    kc = str(control_plane.kubeconfig)
+    name = f"ca-{ns}"
+    sync = ("sync", str(repo), "--once", "--kubeconfig", kc, "--name", name)
+    first = run_cli(*sync)
+    assert first.returncode == 0, first.stderr
+    tls, ca = get(kube, ns, "w-tls"), get(kube, ns, "w-tls-ca")
+    assert tls is not None and ca is not None
+    assert tls["type"] == "kubernetes.io/tls" and ca["type"] == "Opaque"
+    assert_complete_certificate(values(tls), values(ca))
+    issuer = x509.load_pem_x509_certificates(values(tls)["ca.crt"])[0]
+    assert x509.load_pem_x509_certificate(values(ca)["ca.crt"]) == issuer
+    for key in ("ownerReferences",):
+        assert ca["metadata"][key] == tls["metadata"][key]
+    assert ca["metadata"]["labels"] == tls["metadata"]["labels"]
+    assert ca["metadata"]["annotations"]["orksync.io/ca-of"] == "w-tls"
+    assert ca["metadata"]["annotations"]["orksync.io/owner"] == \
+        tls["metadata"]["annotations"]["orksync.io/owner"]
+    pod = kube.get(kube.resource("apps/v1", "Deployment"), ns, "w")["spec"]["template"]["spec"]
+    assert "w-tls-ca" not in str(pod)  # no workload reads it
+    recorded = {str(e.ref) for e in read_inventory(kube, name)}
+    assert {f"Secret/{ns}/w-tls", f"Secret/{ns}/w-tls-ca"} <= recorded
+    again = run_cli(*sync)
+    assert again.returncode == 0 and "configured=0" in again.stderr.splitlines()[-1], \
+        again.stderr
+    assert rv(get(kube, ns, "w-tls-ca")) == rv(ca)
+
+    # the tls entry leaves the Katalog: its Secret and its CA Secret are pruned together
+    ca_repo(tmp_path / "repo", ns, tls=False)
+    pruned = run_cli(*sync)
+    assert pruned.returncode == 0, pruned.stderr
+    assert f"deleted Secret/{ns}/w-tls" in pruned.stderr
+    assert f"deleted Secret/{ns}/w-tls-ca" in pruned.stderr
+    assert get(kube, ns, "w-tls") is None and get(kube, ns, "w-tls-ca") is None
+    for text in (first.stderr, again.stderr, pruned.stderr):
+        for value in values(ca).values():
+            assert value.decode() not in text
+
+
+@pytest.mark.parametrize("reconcile", ["false", "true"], ids=["create-if-absent", "apply"])
+def test_a_tls_secret_holding_its_ca_key_is_migrated_at_the_next_sync_certificate_unchanged(
+        kube: Kube, control_plane: ControlPlane, tmp_path: Path, reconcile: str) -> None:
+    ns = f"t-{uuid.uuid4().hex[:8]}"
+    repo = ca_repo(tmp_path / "repo", ns, reconcile=reconcile)
+    kc = str(control_plane.kubeconfig)
+    sync = ("sync", str(repo), "--once", "--kubeconfig", kc, "--name", f"mig-{ns}")
+    assert run_cli(*sync).returncode == 0
+    # the state an earlier version left: the CA key inside the TLS Secret, no CA Secret
+    res = kube.resource("v1", "Secret")
+    ca_key = get(kube, ns, "w-tls-ca")["data"]["ca.key"]  # type: ignore[index]
+    kube.delete(res, ns, "w-tls-ca")
+    kube.request("PATCH", res.path(ns, "w-tls"), body={"data": {"ca.key": ca_key}},
+                 content_type="application/merge-patch+json")
+    legacy = values(get(kube, ns, "w-tls"))
+    assert "ca.key" in legacy
+
+    migrated = run_cli(*sync)
+    assert migrated.returncode == 0, migrated.stderr
+    assert f"Secret/{ns}/w-tls" in migrated.stderr and "CA key moved" in migrated.stderr
+    tls, ca = values(get(kube, ns, "w-tls")), values(get(kube, ns, "w-tls-ca"))
+    assert "ca.key" not in tls
+    for key in ("tls.crt", "tls.key", "ca.crt"):  # the served certificate is unchanged
+        assert tls[key] == legacy[key]
+    assert ca["ca.key"] == legacy["ca.key"]
+    assert_complete_certificate(tls, ca)
+    settled = run_cli(*sync)
+    assert settled.returncode == 0 and "configured=0" in settled.stderr.splitlines()[-1], \
+        settled.stderr
+
+    # a rotation signs with the CA key from its new place: same CA, new certificate
+    rotated = run_cli("rotate", "--force", f"{ns}/w-tls", "--kubeconfig", kc)
+    assert rotated.returncode == 0, rotated.stderr
+    after, ca_after = values(get(kube, ns, "w-tls")), values(get(kube, ns, "w-tls-ca"))
+    assert after["tls.crt"] != tls["tls.crt"] and after["ca.crt"] == tls["ca.crt"]
+    assert ca_after == ca and "ca.key" not in after
+    assert_complete_certificate(after, ca_after)
+    for text in (migrated.stderr, settled.stderr, rotated.stderr):
+        for value in (*legacy.values(), *after.values()):
+            assert value.decode() not in text
+
+
+def test_a_workload_never_stamped_is_rolled_only_when_a_secret_it_reads_changes(
+        kube: Kube, control_plane: ControlPlane, tmp_path: Path) -> None:
+    """Adopting a create-if-absent workload without the annotation (made before, by hand
+    or by another tool) restarts nothing; a rotation of a Secret it reads rolls it."""
+    ns = f"t-{uuid.uuid4().hex[:8]}"
+    repo = write_repo(tmp_path / "repo", {
+        "katalog.yaml": ROLL_KATALOG.replace("RECONCILE", "false"), "crd.yaml": CRD,
+        "w.yaml": f"apiVersion: test.orksync.io/v1\nkind: Widget\nmetadata:\n  name: w\n"
+                  f"  namespace: {ns}\nspec: {{host: a.example}}\n"})
+    kc = str(control_plane.kubeconfig)
+    sync = ("sync", str(repo), "--once", "--kubeconfig", kc)
+    assert run_cli(*sync).returncode == 0
+    kube.request("PATCH", kube.resource("apps/v1", "Deployment").path(ns, "w"),
+                 body=[{"op": "remove", "path": "/spec/template/metadata/annotations/"
+                                               "orksync.io~1secrets-hash"}],
+                 content_type="application/json-patch+json")
+    unstamped = template_state(kube, "Deployment", ns, "w")
+    assert unstamped[1] == "None"
+    again = run_cli(*sync)
+    assert again.returncode == 0, again.stderr
+    assert template_state(kube, "Deployment", ns, "w") == unstamped
+    rotated = run_cli("rotate", "--force", f"{ns}/w-creds", "--kubeconfig", kc)
+    assert rotated.returncode == 0, rotated.stderr
+    generation, digest = template_state(kube, "Deployment", ns, "w")
+    assert generation > unstamped[0] and digest != "None"

@@ -172,6 +172,7 @@ def test_a_live_secret_without_generated_at_gets_it_now_and_is_not_due() -> None
         assert p.write == "apply" and not p.rotated
         assert p.body is not None and p.body["data"] == live["data"]
         assert p.body["metadata"]["annotations"][GENERATED_AT] == "2031-02-06T03:04:05Z"
+        assert p.work == (f"rotation clock to start: {GENERATED_AT} set now",)
 
 
 # --- rotation ------------------------------------------------------------------------------
@@ -253,15 +254,28 @@ def tls_entry(**spec: Any) -> dict[str, Any]:
     return {"tls": {"dnsNames": ["localhost"], "ipAddresses": ["127.0.0.1"], **spec}}
 
 
-def certs(p: SecretPlan | dict[str, Any]) -> dict[str, Any]:
+def ca_live_of(p: SecretPlan, rv: str = "3") -> dict[str, Any]:
+    """What the API server would hold in the CA Secret after the plan's write."""
+    assert p.ca_body is not None
+    live = json.loads(json.dumps(p.ca_body))
+    live["metadata"]["resourceVersion"] = rv
+    return live
+
+
+def certs(p: SecretPlan | dict[str, Any], ca: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The TLS Secret's certificates and keys, parsed as a client would, with the CA key
+    from the CA Secret (the plan's, or `ca` as live)."""
     body = p.body if isinstance(p, SecretPlan) else p
     assert body is not None
     raw = {k: base64.b64decode(v) for k, v in body["data"].items()}
+    ca_body = ca if ca is not None else p.ca_body if isinstance(p, SecretPlan) else None
+    ca_raw = {k: base64.b64decode(v) for k, v in (ca_body or {}).get("data", {}).items()}
     return {"leaf": x509.load_pem_x509_certificate(raw["tls.crt"]),
             "key": serialization.load_pem_private_key(raw["tls.key"], password=None),
             "cas": x509.load_pem_x509_certificates(raw["ca.crt"]),
-            "ca_key": serialization.load_pem_private_key(raw["ca.key"], password=None),
-            "raw": raw}
+            "ca_key": serialization.load_pem_private_key(ca_raw["ca.key"], password=None)
+            if "ca.key" in ca_raw else None,
+            "raw": raw, "ca_raw": ca_raw}
 
 
 def public_der(key: Any) -> bytes:
@@ -308,9 +322,11 @@ def test_an_ecdsa_certificate_uses_p256_and_no_key_encipherment() -> None:
 @pytest.mark.parametrize("policy", [WritePolicy.APPLY, WritePolicy.CREATE])
 def test_a_valid_certificate_is_kept(policy: WritePolicy) -> None:
     entry = tls_entry(algorithm="ecdsa")
-    live = as_live(plan(entry))
-    p = plan(entry, live, policy=policy, now=T0 + timedelta(days=100))
-    assert not p.rotated
+    first = plan(entry)
+    live = as_live(first)
+    p = plan(entry, live, policy=policy, now=T0 + timedelta(days=100),
+             ca_live=ca_live_of(first))
+    assert not p.rotated and p.ca_body is None
     if policy is WritePolicy.APPLY:
         assert p.write == "apply" and p.body is not None and p.body["data"] == live["data"]
     else:
@@ -319,19 +335,20 @@ def test_a_valid_certificate_is_kept(policy: WritePolicy) -> None:
 
 def test_the_certificate_is_renewed_at_one_third_of_its_lifetime_left_with_the_ca_kept() -> None:
     entry = tls_entry(algorithm="ecdsa", validFor="30d")
-    live = as_live(plan(entry))
-    old = certs(live)
+    first = plan(entry)
+    live, ca_live = as_live(first), ca_live_of(first)
+    old = certs(live, ca_live)
     lifetime = old["leaf"].not_valid_after_utc - old["leaf"].not_valid_before_utc
     third_left = old["leaf"].not_valid_after_utc - lifetime / 3
-    kept = plan(entry, live, now=third_left)
+    kept = plan(entry, live, now=third_left, ca_live=ca_live)
     assert kept.write == "apply" and kept.body is not None
     assert kept.body["data"] == live["data"]
-    renewed = plan(entry, live, now=third_left + timedelta(seconds=1))
+    renewed = plan(entry, live, now=third_left + timedelta(seconds=1), ca_live=ca_live)
     assert renewed.write == "rotate" and renewed.rotated
     assert "less than a third" in renewed.reason
-    new = certs(renewed)
+    assert renewed.ca_body is None  # the CA Secret already holds the CA it signs with
+    new = certs(renewed, ca_live)
     assert new["raw"]["ca.crt"] == old["raw"]["ca.crt"]
-    assert new["raw"]["ca.key"] == old["raw"]["ca.key"]
     assert new["raw"]["tls.key"] != old["raw"]["tls.key"]
     new["leaf"].verify_directly_issued_by(old["cas"][0])
     assert public_der(new["leaf"].public_key()) == public_der(new["key"].public_key())
@@ -340,20 +357,26 @@ def test_the_certificate_is_renewed_at_one_third_of_its_lifetime_left_with_the_c
 
 def test_a_ca_near_the_end_of_its_life_is_replaced_and_the_old_one_stays_trusted() -> None:
     entry = tls_entry(algorithm="ecdsa", validFor="30d")
-    live = as_live(plan(entry))
-    old = certs(live)
-    p = plan(entry, live, now=T0 + timedelta(days=61))
+    first = plan(entry)
+    live, ca_live = as_live(first), ca_live_of(first)
+    old = certs(live, ca_live)
+    p = plan(entry, live, now=T0 + timedelta(days=61), ca_live=ca_live)
     assert p.write == "rotate" and "new CA" in p.reason
     new = certs(p)
     assert len(new["cas"]) == 2 and new["cas"][1] == old["cas"][0]
     new["leaf"].verify_directly_issued_by(new["cas"][0])
-    assert new["raw"]["ca.key"] != old["raw"]["ca.key"]
+    assert new["ca_raw"]["ca.key"] != old["ca_raw"]["ca.key"]
+    assert public_der(new["cas"][0].public_key()) == public_der(new["ca_key"].public_key())
+    assert p.ca_body is not None and p.ca_body["metadata"]["resourceVersion"] == "3"
 
 
 def test_a_changed_spec_renews_the_certificate_with_the_same_ca() -> None:
-    live = as_live(plan(tls_entry(algorithm="ecdsa")))
-    p = plan(tls_entry(algorithm="ecdsa", dnsNames=["localhost", "api.local"]), live)
-    assert p.write == "rotate" and "does not match" in p.reason
+    first = plan(tls_entry(algorithm="ecdsa"))
+    live = as_live(first)
+    p = plan(tls_entry(algorithm="ecdsa", dnsNames=["localhost", "api.local"]), live,
+             ca_live=ca_live_of(first))
+    assert p.write == "rotate" and "(dnsNames changed)" in p.reason
+    assert p.work == ("certificate would be re-issued: dnsNames changed",)
     new = certs(p)
     sans = new["leaf"].extensions.get_extension_for_class(x509.SubjectAlternativeName).value
     assert "api.local" in sans.get_values_for_type(x509.DNSName)
@@ -362,12 +385,85 @@ def test_a_changed_spec_renews_the_certificate_with_the_same_ca() -> None:
 
 def test_a_due_rotation_renews_the_certificate_and_keeps_the_ca() -> None:
     entry = {**tls_entry(algorithm="ecdsa", validFor="30d"), "rotateAfter": "7d"}
-    live = as_live(plan(entry))
-    assert plan(entry, live, now=T0 + timedelta(days=7, seconds=-1)).write == "apply"
-    p = plan(entry, live, now=T0 + timedelta(days=7))
+    first = plan(entry)
+    live, ca_live = as_live(first), ca_live_of(first)
+    assert plan(entry, live, now=T0 + timedelta(days=7, seconds=-1),
+                ca_live=ca_live).write == "apply"
+    p = plan(entry, live, now=T0 + timedelta(days=7), ca_live=ca_live)
     assert p.write == "rotate"
     assert certs(p)["raw"]["ca.crt"] == certs(live)["raw"]["ca.crt"]
     assert certs(p)["raw"]["tls.crt"] != certs(live)["raw"]["tls.crt"]
+
+
+def test_the_ca_key_is_never_in_the_tls_secret_but_in_its_own_ca_secret() -> None:
+    p = plan({**tls_entry(algorithm="ecdsa"), "annotations": {"team": "web"}})
+    assert p.body is not None and set(p.body["data"]) == {"tls.crt", "tls.key", "ca.crt"}
+    assert p.ca_body is not None and set(p.ca_body["data"]) == {"ca.crt", "ca.key"}
+    c = certs(p)
+    assert public_der(c["cas"][0].public_key()) == public_der(c["ca_key"].public_key())
+    assert c["ca_raw"]["ca.crt"] == c["raw"]["ca.crt"]
+    meta = p.ca_body["metadata"]
+    assert meta["name"] == "shop-orkestra-tls-ca" and meta["namespace"] == "ns"
+    assert p.ca_body["type"] == "Opaque"
+    assert meta["labels"] == p.body["metadata"]["labels"]
+    assert meta["annotations"] == {"orksync.io/ca-of": "shop-orkestra-tls"}
+    assert "resourceVersion" not in meta
+
+
+@pytest.mark.parametrize("policy", [WritePolicy.APPLY, WritePolicy.CREATE])
+def test_a_tls_secret_with_the_ca_key_inside_is_migrated_with_its_certificate_unchanged(
+        policy: WritePolicy) -> None:
+    first = plan(tls_entry(algorithm="ecdsa"))
+    assert first.ca_body is not None
+    legacy = as_live(first)
+    legacy["data"]["ca.key"] = first.ca_body["data"]["ca.key"]  # as earlier versions wrote it
+    p = plan(tls_entry(algorithm="ecdsa"), legacy, policy=policy,
+             now=T0 + timedelta(days=1))
+    assert p.write == "apply" and p.drop_legacy_ca_key and not p.rotated
+    assert p.body is not None and "ca.key" not in p.body["data"]
+    for key in ("tls.crt", "tls.key", "ca.crt"):
+        assert p.body["data"][key] == legacy["data"][key]
+    assert p.body["metadata"]["resourceVersion"] == "7"
+    assert p.ca_body is not None
+    assert p.ca_body["data"]["ca.key"] == legacy["data"]["ca.key"]  # the same bytes
+    assert "CA key moved to Secret shop-orkestra-tls-ca" in p.reason
+    assert not any(v in p.reason for v in secret_values(legacy))
+    # with the CA Secret in place, nothing more to do
+    done = as_live(p)
+    again = plan(tls_entry(algorithm="ecdsa"), done, policy=policy,
+                 now=T0 + timedelta(days=2), ca_live=ca_live_of(p))
+    assert again.ca_body is None and not again.drop_legacy_ca_key
+    assert again.write == ("apply" if policy is WritePolicy.APPLY else "skip")
+
+
+def test_a_secret_in_the_ca_secret_s_place_is_never_taken_over() -> None:
+    first = plan(tls_entry(algorithm="ecdsa"))
+    foreign = {"metadata": {"name": "shop-orkestra-tls-ca", "namespace": "ns",
+                            "resourceVersion": "1"}, "data": {"x": "eA=="}}
+    labelled = json.loads(json.dumps(foreign))
+    labelled["metadata"]["labels"] = {"app.kubernetes.io/managed-by": "orksync"}
+    for other in (foreign, labelled):
+        p = plan(tls_entry(algorithm="ecdsa"), as_live(first), ca_live=other)
+        assert p.failed and "Secret shop-orkestra-tls-ca" in p.reason and p.body is None
+    # and a rendered Secret whose name is taken by a CA Secret is refused
+    ca_live = ca_live_of(first)
+    taken = plan({"name": "shop-orkestra-tls-ca", "data": {"a": "b"}}, ca_live)
+    assert taken.failed and "CA Secret of Secret shop-orkestra-tls" in taken.reason
+
+
+def test_a_generated_key_added_to_an_existing_once_secret_is_written_under_create_if_absent(
+        ) -> None:
+    entry = {**DB, "once": True}
+    live = as_live(plan(entry))
+    random = FakeRandom()
+    p = plan({**entry, "data": {**DB["data"], "api-key": "<generate:randomHex:16>"}}, live,
+             policy=WritePolicy.CREATE, random=random)
+    assert p.write == "apply" and p.generated == ("api-key",)
+    values = decoded(p.body)
+    assert values["password"] == decoded(live)["password"] and values["user"] == "admin"
+    assert values["api-key"] == random.values[0] and len(random.values) == 1
+    assert p.body is not None and p.body["metadata"]["resourceVersion"] == "7"
+    assert "generated missing api-key" in p.reason
 
 
 def test_a_key_that_does_not_match_its_certificate_is_replaced_together_with_it() -> None:
@@ -433,3 +529,20 @@ def test_mask_secret_hides_every_value_and_scrub_removes_values_from_text() -> N
     text = "invalid value 'secret' (c2VjcmV0) and hunter22"
     assert scrub(text, secret_values(obj)) == "invalid value '***' (***) and ***"
     assert scrub("a 1 b", ["1"]) == "a 1 b"
+
+
+def test_the_data_after_a_write_keeps_what_the_manager_did_not_own_and_drops_what_it_did(
+        ) -> None:
+    from orksync.secrets.plan import data_after_write
+
+    live = {"metadata": {"name": "db", "managedFields": [
+        {"manager": "orksync", "operation": "Apply",
+         "fieldsV1": {"f:data": {"f:a": {}, "f:b": {}}}},
+        {"manager": "orksync", "operation": "Update",  # the create: not the apply's
+         "fieldsV1": {"f:data": {"f:c": {}}}}]},
+        "data": {"a": "QQ==", "b": "Qg==", "c": "Qw=="}}
+    body = {"data": {"a": "YQ==", "d": "ZA=="}}
+    assert data_after_write(body, live, "orksync") == {"a": "YQ==", "c": "Qw==", "d": "ZA=="}
+    assert data_after_write(body, None, "orksync") == {"a": "YQ==", "d": "ZA=="}
+    assert data_after_write(body, live, "someone") == {"a": "YQ==", "b": "Qg==", "c": "Qw==",
+                                                       "d": "ZA=="}

@@ -354,7 +354,9 @@ class Agent:
                 return
             for change in changes.changes:
                 log_change(change, log)
-            self.metrics.rotations.inc(changes.counts()[Action.CONFIGURED])
+            # the workloads rolled for a rotated Secret are changes too, not rotations
+            self.metrics.rotations.inc(sum(1 for c in changes.changes if c.action is
+                                           Action.CONFIGURED and c.ref.kind == "Secret"))
 
     # --- lifecycle -----------------------------------------------------------------------
 

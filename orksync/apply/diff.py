@@ -9,7 +9,7 @@ object, since only a sync recomputes it). Both sides are normalised: no
 no `status`, no `orksync.io/hash` annotation.
 
 * Create-if-absent objects (onCreate without `reconcile`, Jobs) that exist are never
-  changed by a sync, so they never differ.
+  changed by a sync, so they never differ (a Secret's own work below excepted).
 * A child whose owner custom resource does not exist yet is dry-run without owner
   references (said in the diff); an object whose kind is not served yet (its CRD comes
   with the same sync) or whose namespace does not exist yet is shown as rendered.
@@ -18,6 +18,12 @@ no `status`, no `orksync.io/hash` annotation.
   (no hash of the value: a hash of a low-entropy value can be reversed). Keys whose
   rendered value is a generator placeholder (`<generate:...>`) are not compared: the
   generator owns them (prior art 9).
+* Secret work a sync would do to an existing Secret, whatever its write policy, is planned
+  as the sync plans it (orksync.secrets.plan, against the live Secret, its CA Secret and
+  its `fromSecret` source) and shown one line each, before its diff, naming keys and
+  reasons only: `Secret/ns/name: certificate would be re-issued: dnsNames changed`,
+  `rotation due: ...`, `generated keys to add: ...`, the CA key's move to its CA Secret,
+  or why the write would fail. Such a line is a difference.
 * Every value of every rendered and live Secret (plain, base64) is scrubbed from all the output
   (diffs of other objects, e.g. a custom resource spec holding the value, and errors).
 
@@ -32,11 +38,12 @@ import copy
 import difflib
 import logging
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from orksync.apply.compare import HASH_ANNOTATION
 from orksync.apply.engine import FIELD_MANAGER, owner_reference_allowed
-from orksync.apply.kube import Kube
+from orksync.apply.kube import Kube, Resource
 from orksync.apply.rollout import ROLLOUT_ANNOTATION, pod_template
 from orksync.errors import ClusterError
 from orksync.model import ObjRef, RenderedObject, RenderedSet, WritePolicy
@@ -123,10 +130,14 @@ def _diff_one(kube: Kube, obj: RenderedObject, owners: dict[ObjRef, dict[str, An
     live = kube.get_or_none(res, obj.ref.namespace if res.namespaced else "", obj.ref.name)
     if obj.owner is None:
         owners[obj.ref] = live
+    work = ""
     if obj.ref.kind == "Secret" and obj.ref.api_version == "v1":
         values.extend(secret_values(live))
+        if live is not None:
+            work = "".join(f"{obj.ref}: {line}\n"
+                           for line in _secret_work(kube, res, obj, body, live))
     if live is not None and obj.policy in (WritePolicy.CREATE, WritePolicy.CREATE_ONLY):
-        return ""  # a sync leaves an existing create-if-absent object alone
+        return work  # a sync leaves an existing create-if-absent object alone otherwise
     if obj.owner is not None:
         if obj.owner not in owners:
             try:
@@ -157,7 +168,30 @@ def _diff_one(kube: Kube, obj: RenderedObject, owners: dict[ObjRef, dict[str, An
             after = body
         else:
             raise
-    return _render_diff(obj, live, after, notes)
+    return work + _render_diff(obj, live, after, notes)
+
+
+def _secret_work(kube: Kube, res: Resource, obj: RenderedObject, body: dict[str, Any],
+                 live: dict[str, Any]) -> tuple[str, ...]:
+    """What a sync's plan would do to this existing Secret (see the module docstring)."""
+    from orksync.render.notes.random import CryptoRandom
+    from orksync.secrets.ca import ca_secret_name
+    from orksync.secrets.plan import plan_secret
+
+    source = None
+    copy_from = obj.directives.get("fromSecret")
+    if copy_from:
+        source = kube.get_or_none(res, str(copy_from.get("namespace") or obj.ref.namespace),
+                                  str(copy_from.get("name")))
+    ca_live = None
+    if obj.directives.get("tls"):
+        ca_live = kube.get_or_none(res, obj.ref.namespace, ca_secret_name(obj.ref.name))
+    # the values this plan generates stay in memory: only key names and reasons leave it
+    plan = plan_secret(body, obj.directives, live, policy=obj.policy, now=datetime.now(UTC),
+                       random=CryptoRandom(), source=source, ca_live=ca_live)
+    if plan.failed:
+        return (f"a sync would fail: {plan.reason.removeprefix('error: ')}",)
+    return plan.work
 
 
 def _carry_rollout_annotation(body: dict[str, Any], live: dict[str, Any] | None) -> None:

@@ -29,7 +29,15 @@ from typing import Any, Protocol, TypeVar
 
 from orksync.apply.compare import HASH_ANNOTATION, fingerprint, unchanged
 from orksync.apply.kube import Kube, Resource
-from orksync.apply.rollout import add_rollout_annotation
+from orksync.apply.rollout import (
+    ROLLOUT_FIELD_MANAGER,
+    add_rollout_annotation,
+    is_rolled,
+    live_digest,
+    pod_template,
+    referenced_secrets,
+    rollout_body,
+)
 from orksync.errors import ClusterError
 from orksync.model import (
     MANAGED_BY,
@@ -47,6 +55,7 @@ from orksync.model import (
     copy_tree,
     is_managed,
 )
+from orksync.secrets.ca import ca_secret_ref, has_ca_secret
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +84,8 @@ class _Run:
     failed: set[ObjRef] = field(default_factory=set)
     # (owner, namespace, secret name) -> short hash of the Secret's data, for rollouts
     secret_hashes: dict[tuple[ObjRef, str, str], str] = field(default_factory=dict)
+    # the same keys, for the Secrets this apply created or changed
+    secrets_written: set[tuple[ObjRef, str, str]] = field(default_factory=set)
     # what this apply (or the sync before it) may have written so far, for `_Prefetch`:
     # every such object under its identity and its identity without a namespace; the
     # API groups of the CRDs written
@@ -421,9 +432,21 @@ class Applier:
         if obj.directives.get("copyFrom"):
             body = self._copy_from(obj, res, body)
         if obj.ref.kind == "Secret" and obj.ref.api_version == "v1":
-            return self._write_secret(obj, body, current, run)
+            ca_live = live.get(ca_secret_ref(obj.ref)) if has_ca_secret(obj) else None
+            return self._write_secret(obj, body, current, run, ca_live)
         if obj.policy in (WritePolicy.CREATE, WritePolicy.CREATE_ONLY):
+            if current is not None and self._needs_rollout(obj, body, current, run):
+                if local:
+                    return None
+                return self._roll(obj, res, body)
             return self._create_if_absent(obj, res, body, current)
+        if current is not None and not obj.directives.get("forceConflict", True) and \
+                self._needs_rollout(obj, body, current, run):
+            # the rollout manager may own the annotation (a rotation wrote it): moved by
+            # that manager first, the unforced apply then sends the value it holds
+            if local:
+                return None
+            self._roll(obj, res, body)
         if unchanged(body, current):
             self._remember(obj, current, run)
             return Change(ref=obj.ref, action=Action.UNCHANGED)
@@ -528,7 +551,8 @@ class Applier:
         return body
 
     def _write_secret(self, obj: RenderedObject, body: dict[str, Any],
-                      current: dict[str, Any] | None, run: _Run) -> Change:
+                      current: dict[str, Any] | None, run: _Run,
+                      ca_live: dict[str, Any] | None) -> Change:
         # imported here: the secrets stack (and cryptography) is a noticeable part of the
         # start-up of an `orksync apply` that has no Secret to write
         from orksync.apply.secrets import write_secret
@@ -537,10 +561,43 @@ class Applier:
         change, digest = write_secret(self.kube, obj, body, current,
                                       field_manager=self.options.field_manager,
                                       now=self.options.clock(), random=CryptoRandom(),
-                                      dry_run=self.options.dry_run)
+                                      dry_run=self.options.dry_run, ca_live=ca_live)
         if digest and obj.owner is not None:
             run.secret_hashes[(obj.owner, obj.ref.namespace, obj.ref.name)] = digest
+        if obj.owner is not None and change.action in (Action.CREATED, Action.CONFIGURED):
+            run.secrets_written.add((obj.owner, obj.ref.namespace, obj.ref.name))
         return change
+
+    @staticmethod
+    def _needs_rollout(obj: RenderedObject, body: Mapping[str, Any],
+                       current: Mapping[str, Any], run: _Run) -> bool:
+        """An existing workload whose Secrets changed since its pod template was stamped
+        (rotation, re-issue, added keys): rolled whatever its write policy. One never
+        stamped (made by Orkestra, or by hand) is rolled only when this apply changed a
+        Secret it reads: adopting it restarts nothing."""
+        if obj.owner is None or not is_rolled(obj.ref):
+            return False
+        want, have = live_digest(body), live_digest(current)
+        if want is None or want == have:
+            return False
+        if have is not None:
+            return True
+        template = pod_template(dict(body)) or {}
+        return any((obj.owner, obj.ref.namespace, name) in run.secrets_written
+                   for name in referenced_secrets(template.get("spec") or {}))
+
+    def _roll(self, obj: RenderedObject, res: Resource, body: Mapping[str, Any]) -> Change:
+        """Write the pod template's secrets-hash annotation alone, under orksync's rollout
+        field manager (orksync.apply.rollout): the rest of an existing create-if-absent
+        workload stays as it is."""
+        digest = live_digest(body)
+        assert digest is not None
+        self.kube.apply(res, rollout_body(obj.ref, digest), field_manager=ROLLOUT_FIELD_MANAGER,
+                        force=True, subject=str(obj.ref), dry_run=self.options.dry_run,
+                        metadata_only=True)
+        suffix = " (dry run)" if self.options.dry_run else ""
+        return Change(ref=obj.ref, action=Action.CONFIGURED,
+                      message="rolled: a Secret it reads changed" + suffix)
 
     def _create_if_absent(self, obj: RenderedObject, res: Resource, body: dict[str, Any],
                           current: dict[str, Any] | None) -> Change:
@@ -582,11 +639,13 @@ class Applier:
                     "apiVersion": obj.owner.api_version, "kind": obj.owner.kind,
                     "name": obj.owner.name, "uid": uid, "controller": True,
                     "blockOwnerDeletion": True}]
-        if obj.owner is not None:
-            add_rollout_annotation(body, obj.owner, obj.ref.namespace, run.secret_hashes)
         annotations = meta.setdefault("annotations", {})
         annotations.pop(HASH_ANNOTATION, None)
         annotations[HASH_ANNOTATION] = fingerprint(body)
+        if obj.owner is not None:
+            # after the fingerprint: the annotation is orksync's own field, not the
+            # user's spec (orksync.apply.rollout); `unchanged` still compares it
+            add_rollout_annotation(body, obj.owner, obj.ref.namespace, run.secret_hashes)
         return body
 
     # --- namespaces and CRDs -------------------------------------------------------------

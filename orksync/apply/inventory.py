@@ -59,6 +59,7 @@ from orksync.model import (
     ObjRef,
     RenderedSet,
 )
+from orksync.secrets.ca import with_ca_secrets
 
 DEFAULT_NAMESPACE = "orksync-system"
 CONFIGMAP_PREFIX = "orksync-inventory-"
@@ -275,6 +276,9 @@ def delete_order(entry: InventoryEntry) -> tuple[int, int, ObjRef]:
 def plan_prune(old: Inventory, rendered: RenderedSet, changes: ChangeSet, *,
                allow_empty: bool = False, allow_orphaning_children: bool = False,
                prune_crds: bool = False) -> PrunePlan:
+    # the CA Secret of a `tls:` Secret is written with it, not rendered: it is recorded
+    # and pruned as if rendered beside it (orksync.secrets.ca)
+    rendered = with_ca_secrets(rendered, [(e.ref, e.owner) for e in old])
     old_by_ref = old.by_ref()
     failed = {c.ref for c in changes.failed}
 

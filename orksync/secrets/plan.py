@@ -17,7 +17,9 @@ Rules (semantics §3, prior-art lessons 9-13):
   and `once` keep the live value. With `fromSecret` the source's data is the base and the
   declared data is merged over it (Orkestra ignores the declared data, §7.2 #4).
 * `create-if-absent` with a live Secret writes nothing unless rotation is due, the
-  certificate needs renewal, or the rotation clock has to be started.
+  certificate needs renewal, a generated key declared in the Katalog is missing from it
+  (it is added, every existing value kept as it is), or the rotation clock has to be
+  started.
 * `rotateAfter` is due when `now - generated-at >= rotateAfter` (the boundary is due; an
   unparseable `generated-at` is due; `never` never is). A live Secret without `generated-at`
   gets it set to now and is not due (Orkestra's rule). Rotation rewrites every generated
@@ -25,6 +27,11 @@ Rules (semantics §3, prior-art lessons 9-13):
   resourceVersion is a precondition, so a concurrent writer makes it fail with 409 instead
   of being overwritten. Orkestra deletes and recreates, which leaves a window without the
   Secret; here the Secret never disappears.
+* A `tls:` Secret's CA key is written to its CA Secret `<name>-ca` (orksync.secrets.ca),
+  never to the TLS Secret; the plan carries that Secret's body (`ca_body`) when it does
+  not hold the CA yet (first issue, a new CA, or the migration of a Secret that earlier
+  versions wrote with `ca.key` inside: then `drop_legacy_ca_key`, and the TLS Secret is
+  written even under create-if-absent, its certificate unchanged).
 * Annotations written on generator Secrets: `orkestra.orkspace.io/generated-at` (RFC 3339
   UTC, seconds), `orkestra.orkspace.io/rotate-after`, `orksync.io/generators` (JSON of
   {key: template}) and `orksync.io/tls` (JSON of the tls spec): `orksync rotate` rotates from
@@ -43,12 +50,14 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 from orksync.durations import parse_duration
-from orksync.model import MANAGED_BY_LABEL, WritePolicy, is_managed
+from orksync.model import MANAGED_BY_LABEL, OWNER_ANNOTATION, WritePolicy, is_managed
 from orksync.render.notes.random import RandomSource, fill_generated
-from orksync.secrets.tls import TLS_KEYS, TlsSpec, plan_tls
+from orksync.secrets.ca import CA_OF_ANNOTATION, MAX_NAME, ca_secret_name
+from orksync.secrets.tls import CA_KEYS, LEGACY_CA_KEY, TLS_KEYS, TlsSpec, plan_tls
 
 __all__ = ["GENERATED_AT", "GENERATORS", "MANAGED_BY_LABEL", "ROTATE_AFTER", "TLS_ANNOTATION",
-           "UNMANAGED", "SecretPlan", "data_hash", "directives_from_annotations",
+           "UNMANAGED", "SecretPlan", "data_after_write", "data_hash",
+           "directives_from_annotations",
            "format_time", "is_managed", "owned_desired", "plan_secret", "rotation_due"]
 
 GENERATED_AT = "orkestra.orkspace.io/generated-at"
@@ -72,6 +81,11 @@ class SecretPlan:
     rotated: bool = False
     data_hash: str | None = None
     generated: tuple[str, ...] = field(default=())  # keys given new values by this plan
+    ca_body: dict[str, Any] | None = None  # the CA Secret to write first (tls only)
+    drop_legacy_ca_key: bool = False  # remove `ca.key` from the TLS Secret after the write
+    # what the plan does to an existing Secret beyond a plain apply, one line each, no
+    # value (`orksync diff`): rotation due, certificate re-issued, keys to add, CA moves
+    work: tuple[str, ...] = field(default=())
 
     @property
     def failed(self) -> bool:
@@ -112,12 +126,18 @@ class _Directives:
 def plan_secret(desired: Mapping[str, Any], directives: Mapping[str, Any],
                 live: Mapping[str, Any] | None, *, policy: WritePolicy, now: datetime,
                 random: RandomSource, source: Mapping[str, Any] | None = None,
-                force_rotate: bool = False) -> SecretPlan:
-    """Plan the write of one Secret (see the module docstring for the rules)."""
+                force_rotate: bool = False,
+                ca_live: Mapping[str, Any] | None = None) -> SecretPlan:
+    """Plan the write of one Secret (see the module docstring for the rules). `ca_live`:
+    the live CA Secret of a `tls:` Secret (orksync.secrets.ca), None when absent."""
     live_data = _data_of(live)
     live_hash = data_hash(live_data) if live is not None else None
     if live is not None and not is_managed(live):
         return SecretPlan(write="skip", body=None, reason=UNMANAGED, data_hash=live_hash)
+    ca_of = _annotations_of(live).get(CA_OF_ANNOTATION)
+    if ca_of and not directives.get("caOf"):
+        return _error(f"the name is taken by the CA Secret of Secret {ca_of} "
+                      f"({CA_OF_ANNOTATION}); rename one of them", live_hash)
     try:
         d = _Directives.parse(directives)
     except (ValueError, TypeError) as err:
@@ -139,7 +159,7 @@ def plan_secret(desired: Mapping[str, Any], directives: Mapping[str, Any],
             due, why = True, "rotation requested"
     rotate = due
 
-    generated_or_tls = set(d.generated) | (set(TLS_KEYS) if d.tls else set())
+    generated_or_tls = set(d.generated) | ({*TLS_KEYS, LEGACY_CA_KEY} if d.tls else set())
     declared = _declared(desired, source if d.from_secret else None, d.generated)
     keep_static = live is not None and (d.once or policy is not WritePolicy.APPLY)
     data: dict[str, str] = {}
@@ -159,9 +179,32 @@ def plan_secret(desired: Mapping[str, Any], directives: Mapping[str, Any],
         filled.append(key)
 
     tls_renewed, tls_reason = False, ""
+    ca_values: dict[str, bytes] | None = None
+    legacy = d.tls is not None and LEGACY_CA_KEY in live_data
+    work: list[str] = []
+    if rotate:
+        work.append(f"rotation due: {why}")
+    missing = [k for k in filled if k not in TLS_KEYS]
+    if live is not None and missing and not rotate:
+        work.append(f"generated keys to add: {', '.join(missing)}")
+    if live is not None and d.rotate_after and GENERATED_AT not in live_ann:
+        work.append(f"rotation clock to start: {GENERATED_AT} set now")
     if d.tls is not None:
-        outcome = plan_tls(d.tls, _decoded(live_data, TLS_KEYS), now=now, renew=rotate)
+        name = str((desired.get("metadata") or {}).get("name") or "")
+        problem = _ca_secret_problem(name, ca_live)
+        if problem:
+            return _error(problem, live_hash)
+        outcome = plan_tls(d.tls, _decoded(live_data, (*TLS_KEYS, LEGACY_CA_KEY)), now=now,
+                           renew=rotate, ca_store=_decoded(_data_of(ca_live), CA_KEYS))
         tls_reason = outcome.reason
+        ca_values = outcome.ca_values
+        if live is not None and outcome.values is not None and not rotate:
+            work.append(f"certificate would be re-issued: {outcome.why}")
+        if live is not None and legacy:
+            work.append(f"CA key would move out of this Secret to Secret "
+                        f"{ca_secret_name(name)}")
+        elif live is not None and ca_values is not None:
+            work.append(f"CA Secret {ca_secret_name(name)} would be written")
         if outcome.values is None:
             data.update({k: live_data[k] for k in TLS_KEYS if k in live_data})
         else:
@@ -169,6 +212,8 @@ def plan_secret(desired: Mapping[str, Any], directives: Mapping[str, Any],
                          for k, v in outcome.values.items()})
             tls_renewed = live is not None
             filled.extend(TLS_KEYS)
+        if legacy:
+            tls_reason += f"; CA key moved to Secret {ca_secret_name(name)}"
 
     generator = bool(d.generated or d.tls or d.rotate_after)
     write: WriteKind
@@ -177,7 +222,8 @@ def plan_secret(desired: Mapping[str, Any], directives: Mapping[str, Any],
     elif rotate or tls_renewed:
         write = "rotate"
     elif policy is not WritePolicy.APPLY:
-        if not (d.rotate_after and GENERATED_AT not in live_ann):
+        if not (d.rotate_after and GENERATED_AT not in live_ann) and not filled \
+                and not legacy and ca_values is None:
             return SecretPlan(write="skip", body=None, data_hash=live_hash,
                               reason="exists (create-if-absent); values kept")
         write = "apply"
@@ -201,11 +247,50 @@ def plan_secret(desired: Mapping[str, Any], directives: Mapping[str, Any],
         annotations[TLS_ANNOTATION] = _json(d.tls_raw)
 
     body = _body(desired, annotations, want_type, data)
-    if live is not None and (write == "rotate" or filled):
+    if live is not None and (write == "rotate" or filled or legacy):
         body["metadata"]["resourceVersion"] = str(live["metadata"]["resourceVersion"])
+    ca_body = _ca_body(body, ca_values, ca_live) if ca_values is not None else None
     reason = _reason(write, why, filled, d, tls_reason)
     return SecretPlan(write=write, body=body, reason=reason, rotated=write == "rotate",
-                      data_hash=data_hash(data), generated=tuple(filled))
+                      data_hash=data_hash(data), generated=tuple(filled), ca_body=ca_body,
+                      drop_legacy_ca_key=legacy, work=tuple(work))
+
+
+def _ca_secret_problem(name: str, ca_live: Mapping[str, Any] | None) -> str | None:
+    """Why the CA Secret of the `tls:` Secret `name` cannot be written, or None."""
+    ca_name = ca_secret_name(name)
+    if len(ca_name) > MAX_NAME:
+        return (f"the name of its CA Secret {ca_name!r} would be longer than {MAX_NAME} "
+                "characters; shorten the Secret's name")
+    if ca_live is None:
+        return None
+    if not is_managed(ca_live) or _annotations_of(ca_live).get(CA_OF_ANNOTATION) != name:
+        return (f"Secret {ca_name}, where its CA key is kept, exists and is not this "
+                f"Secret's CA Secret (no {CA_OF_ANNOTATION}: {name}); nothing was written: "
+                "rename one of them")
+    return None
+
+
+def _ca_body(tls_body: Mapping[str, Any], values: Mapping[str, bytes],
+             ca_live: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The CA Secret beside a TLS Secret: same namespace, labels, owner annotation and
+    owner references; resourceVersion of the live one as a precondition."""
+    tmeta = tls_body.get("metadata") or {}
+    annotations = {CA_OF_ANNOTATION: str(tmeta.get("name"))}
+    owner = (tmeta.get("annotations") or {}).get(OWNER_ANNOTATION)
+    if owner:
+        annotations[OWNER_ANNOTATION] = str(owner)
+    meta: dict[str, Any] = {"name": ca_secret_name(str(tmeta.get("name"))),
+                            "namespace": tmeta.get("namespace"),
+                            "annotations": dict(sorted(annotations.items()))}
+    if tmeta.get("labels"):
+        meta["labels"] = dict(tmeta["labels"])
+    if tmeta.get("ownerReferences"):
+        meta["ownerReferences"] = [dict(r) for r in tmeta["ownerReferences"]]
+    if ca_live is not None:
+        meta["resourceVersion"] = str((ca_live.get("metadata") or {}).get("resourceVersion"))
+    return {"apiVersion": "v1", "kind": "Secret", "metadata": meta, "type": "Opaque",
+            "data": {k: base64.b64encode(v).decode("ascii") for k, v in sorted(values.items())}}
 
 
 def rotation_due(rotate_after: str, generated_at: str | None,
@@ -246,11 +331,7 @@ def owned_desired(live: Mapping[str, Any], field_manager: str) -> dict[str, Any]
     values: what a rotation must send again so that the apply removes nothing. (An apply by
     the same manager drops every field it owned and no longer sends.)"""
     meta = live.get("metadata") or {}
-    fields: dict[str, Any] = {}
-    for entry in meta.get("managedFields") or []:
-        if entry.get("manager") == field_manager and entry.get("operation") == "Apply" \
-                and not entry.get("subresource"):
-            _merge(fields, entry.get("fieldsV1") or {})
+    fields = _applied_fields(live, field_manager)
     owned_meta = fields.get("f:metadata") or {}
 
     def pick(values: Mapping[str, Any] | None, owned: Mapping[str, Any]) -> dict[str, Any]:
@@ -276,6 +357,31 @@ def owned_desired(live: Mapping[str, Any], field_manager: str) -> dict[str, Any]
     return {"apiVersion": "v1", "kind": "Secret", "metadata": out_meta,
             "type": live.get("type") or "Opaque",
             "data": pick(live.get("data"), fields.get("f:data") or {})}
+
+
+def data_after_write(body: Mapping[str, Any], live: Mapping[str, Any] | None,
+                     field_manager: str) -> dict[str, str]:
+    """The (base64) data a Secret holds after `field_manager` created or server-side
+    applied `body` onto `live`: the keys it sent, and the live keys it did not own (an
+    apply drops those it owned and no longer sends). Known without reading the answer,
+    so a write asks for metadata only and no value comes back."""
+    sent = _data_of(body)
+    if live is None:
+        return sent
+    owned = _applied_fields(live, field_manager).get("f:data") or {}
+    out = {k: v for k, v in _data_of(live).items() if f"f:{k}" not in owned}
+    out.update(sent)
+    return out
+
+
+def _applied_fields(live: Mapping[str, Any], field_manager: str) -> dict[str, Any]:
+    """The fieldsV1 tree of what `field_manager` last server-side applied to `live`."""
+    fields: dict[str, Any] = {}
+    for entry in (live.get("metadata") or {}).get("managedFields") or []:
+        if entry.get("manager") == field_manager and entry.get("operation") == "Apply" \
+                and not entry.get("subresource"):
+            _merge(fields, entry.get("fieldsV1") or {})
+    return fields
 
 
 def data_hash(data: Mapping[str, str]) -> str:

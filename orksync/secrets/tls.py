@@ -3,17 +3,23 @@
 Pure: the clock is passed in, no I/O; keys come from the operating system's CSPRNG through
 `orksync.secrets.pki` (the only module importing `cryptography`).
 
-The Secret holds `tls.crt` (server certificate), `tls.key` (its key), `ca.crt` (the CA,
-possibly followed by the previous CA during an overlap) and `ca.key` (the CA's key).
+The Secret (type kubernetes.io/tls, the one workloads mount) holds `tls.crt` (server
+certificate), `tls.key` (its key) and `ca.crt` (the CA, possibly followed by the previous CA
+during an overlap). The CA's own key is never in it: it lives in the CA Secret
+`<name>-ca` (`ca.crt`: the CA certificate, `ca.key`: its key; see `orksync.secrets.ca`),
+which no workload reads.
 
 Decisions (semantics §3.5 and prior-art lesson 11):
 
 * **The CA is kept across renewals** (cert-manager style): clients that trust `ca.crt` keep
   working when the server certificate is renewed. To sign again later, the CA key is stored
-  in the Secret as `ca.key`. Anyone who can read the Secret already holds the server key; the
-  CA key additionally lets them sign other names, but only for clients that trust this
-  per-Secret CA (path length 0). Orkestra creates a fresh CA on every generation and does not
-  store its key; a Secret Orkestra created therefore gets a new CA at its first renewal.
+  in the CA Secret. A pod that mounts the TLS Secret holds the server key only, never the
+  key of the CA its clients trust, so it cannot sign certificates for other names. Secrets
+  written by earlier versions carry the CA key in the TLS Secret as `ca.key`: it is read
+  from there when the CA Secret does not hold it, and moved (same bytes: the CA and the
+  served certificate stay as they are). Orkestra creates a fresh CA on every generation
+  and does not store its key; a Secret Orkestra created therefore gets a new CA at its
+  first renewal.
 * The CA lives `max(3 × validFor, validFor + 24h)` (Orkestra: validFor + 24h) and is
   replaced when less than a third of its lifetime is left, or when it would expire before a
   new server certificate: a server certificate never outlives its CA. The new CA's bundle
@@ -41,9 +47,12 @@ from typing import Any
 from orksync.durations import parse_duration
 from orksync.secrets import pki
 
-__all__ = ["TLS_KEYS", "TlsOutcome", "TlsSpec", "ca_validity", "plan_tls"]
+__all__ = ["CA_KEYS", "LEGACY_CA_KEY", "TLS_KEYS", "TlsOutcome", "TlsSpec", "ca_validity",
+           "plan_tls"]
 
-TLS_KEYS = ("tls.crt", "tls.key", "ca.crt", "ca.key")
+TLS_KEYS = ("tls.crt", "tls.key", "ca.crt")  # the TLS Secret's keys
+CA_KEYS = ("ca.crt", "ca.key")  # the CA Secret's keys
+LEGACY_CA_KEY = "ca.key"  # the CA key in the TLS Secret, as earlier versions wrote it
 _VALIDITY_TOLERANCE = timedelta(seconds=2)
 _ALGORITHMS: dict[str, pki.KeyAlgorithm] = {"rsa": "rsa", "ecdsa": "ecdsa-p256"}
 
@@ -87,11 +96,15 @@ class TlsSpec:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TlsOutcome:
-    """`values` is None when the live certificate is kept; otherwise the four PEM values."""
+    """`values` is None when the live certificate is kept; otherwise the TLS Secret's
+    three PEM values. `ca_values`: the CA Secret's values (`ca.crt`, `ca.key`) when it
+    does not hold them yet (a new CA, or a CA key still in the TLS Secret), else None."""
 
     values: dict[str, bytes] | None
     reason: str
     new_ca: bool = False
+    ca_values: dict[str, bytes] | None = None
+    why: str = ""  # why a certificate is issued (`dnsNames changed`, `rotation due`, ...)
 
 
 def ca_validity(spec: TlsSpec) -> timedelta:
@@ -99,13 +112,19 @@ def ca_validity(spec: TlsSpec) -> timedelta:
 
 
 def plan_tls(spec: TlsSpec, live: Mapping[str, bytes], *, now: datetime,
-             renew: bool = False) -> TlsOutcome:
+             renew: bool = False, ca_store: Mapping[str, bytes] | None = None) -> TlsOutcome:
     """Keep the live certificate when it is valid for `spec`, else issue a new one
-    (reusing the CA when it can). `renew` forces a new server certificate (rotation)."""
-    ca, bundle = _load_ca(live)
+    (reusing the CA when it can). `renew` forces a new server certificate (rotation).
+    `live`: the TLS Secret's values (a legacy `ca.key` included); `ca_store`: the CA
+    Secret's."""
+    store = ca_store or {}
+    ca, bundle, ca_key = _load_ca(live, store)
     problem = _leaf_problem(spec, live, ca, bundle, now)
     if problem is None and not renew:
-        return TlsOutcome(values=None, reason="certificate valid")
+        kept = None
+        if ca is not None and ca_key is not None:
+            kept = _to_store(ca.certificate.pem, ca_key, store)
+        return TlsOutcome(values=None, reason="certificate valid", ca_values=kept)
     reason = problem or "rotation due"
     new_ca = ca is None or not _ca_usable(ca, spec, now)
     if new_ca:
@@ -125,28 +144,43 @@ def plan_tls(spec: TlsSpec, live: Mapping[str, bytes], *, now: datetime,
         "tls.crt": cert.pem,
         "tls.key": key.pem("traditional"),
         "ca.crt": b"".join(c.pem for c in bundle),
-        "ca.key": ca.key.pem("traditional"),
     }
+    if new_ca or ca_key is None:
+        ca_key = ca.key.pem("traditional")
     what = "issued a new CA and certificate" if new_ca else "renewed the certificate"
-    return TlsOutcome(values=values, reason=f"{what} ({reason})", new_ca=new_ca)
+    return TlsOutcome(values=values, reason=f"{what} ({reason})", new_ca=new_ca,
+                      ca_values=_to_store(ca.certificate.pem, ca_key, store), why=reason)
 
 
-def _load_ca(live: Mapping[str, bytes]) -> tuple[pki.CertificateAuthority | None,
-                                                 list[pki.Certificate]]:
-    """The live CA (first certificate of ca.crt with ca.key) and the whole bundle."""
+def _to_store(ca_crt: bytes, ca_key: bytes, store: Mapping[str, bytes]
+              ) -> dict[str, bytes] | None:
+    """The CA Secret's values, or None when it holds them already."""
+    if store.get("ca.crt") == ca_crt and store.get("ca.key") == ca_key:
+        return None
+    return {"ca.crt": ca_crt, "ca.key": ca_key}
+
+
+def _load_ca(live: Mapping[str, bytes], store: Mapping[str, bytes]
+             ) -> tuple[pki.CertificateAuthority | None, list[pki.Certificate], bytes | None]:
+    """The live CA (first certificate of the TLS Secret's ca.crt with its key: from the CA
+    Secret, else the legacy `ca.key` of the TLS Secret), the whole bundle, and the key's
+    PEM bytes as stored (so a moved key keeps its bytes)."""
     try:
         bundle = pki.load_certificates(live["ca.crt"]) if live.get("ca.crt") else []
     except ValueError:
-        return None, []
-    if not bundle or not live.get("ca.key"):
-        return None, bundle
-    try:
-        key = pki.load_private_key(live["ca.key"])
-    except (ValueError, TypeError):
-        return None, bundle
-    if not bundle[0].is_ca or not pki.certificate_matches_key(bundle[0], key):
-        return None, bundle
-    return pki.CertificateAuthority(certificate=bundle[0], key=key), bundle
+        return None, [], None
+    if not bundle or not bundle[0].is_ca:
+        return None, bundle, None
+    for pem in (store.get("ca.key"), live.get(LEGACY_CA_KEY)):
+        if not pem:
+            continue
+        try:
+            key = pki.load_private_key(pem)
+        except (ValueError, TypeError):
+            continue
+        if pki.certificate_matches_key(bundle[0], key):
+            return pki.CertificateAuthority(certificate=bundle[0], key=key), bundle, pem
+    return None, bundle, None
 
 
 def _ca_usable(ca: pki.CertificateAuthority, spec: TlsSpec, now: datetime) -> bool:
@@ -173,29 +207,33 @@ def _leaf_problem(spec: TlsSpec, live: Mapping[str, bytes],
         return "the certificate was not issued by ca.crt"
     if ca is not None and not _ca_usable(ca, spec, now):
         return "the CA is near the end of its lifetime"
-    if not _matches(spec, cert):
-        return "the certificate does not match the declared tls spec"
+    changed = _changed(spec, cert)
+    if changed:
+        return f"{changed} changed"
     lifetime = cert.not_after - cert.not_before
     if cert.not_after - now < lifetime / 3:
         return "less than a third of its lifetime is left"
     return None
 
 
-def _matches(spec: TlsSpec, cert: pki.Certificate) -> bool:
+def _changed(spec: TlsSpec, cert: pki.Certificate) -> str | None:
+    """The first `tls:` field the live certificate does not match, or None."""
     if cert.common_name != spec.common_name:
-        return False
+        return "commonName"
     live_dns = set(cert.dns_names)
     if not set(spec.dns_names) <= live_dns <= set(spec.san_dns_names):
-        return False
+        return "dnsNames"
     if {ipaddress.ip_address(i) for i in cert.ip_addresses} != \
             {ipaddress.ip_address(i) for i in spec.ip_addresses}:
-        return False
+        return "ipAddresses"
     if cert.organizations != ((spec.organization,) if spec.organization else ()):
-        return False
+        return "organization"
     if cert.key_algorithm != _ALGORITHMS[spec.algorithm]:
-        return False
+        return "algorithm"
     validity = cert.not_after - cert.not_before - pki.BACKDATE
-    return abs(validity - spec.valid_for) <= _VALIDITY_TOLERANCE
+    if abs(validity - spec.valid_for) > _VALIDITY_TOLERANCE:
+        return "validFor"
+    return None
 
 
 def _is_dns_name(name: str) -> bool:
