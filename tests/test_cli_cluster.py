@@ -298,7 +298,9 @@ def test_a_second_repository_with_the_default_name_is_refused_and_deletes_nothin
     inventory_ns = f"inv-{uuid.uuid4().hex[:8]}"
     common = ("--once", "--kubeconfig", str(control_plane.kubeconfig),
               "--inventory-namespace", inventory_ns)
-    kube = Kube.from_kubeconfig(control_plane.kubeconfig)
+    first = run("sync", str(repo_a), *common)
+    assert first.returncode == 0, first.stderr
+    kube = Kube.from_kubeconfig(control_plane.kubeconfig)  # discovery after the CRD exists
     widgets = kube.resource("test.orksync.io/v1", "Widget")
     namespaces = kube.resource("v1", "Namespace")
 
@@ -311,8 +313,6 @@ def test_a_second_repository_with_the_default_name_is_refused_and_deletes_nothin
         return found
 
     try:
-        first = run("sync", str(repo_a), *common)
-        assert first.returncode == 0, first.stderr
         before = uids(ns_a)
         assert len(before) == 4, before
 
