@@ -3,6 +3,8 @@ the garbage collector): orksync.apply.sync, .prune, .deletion and .inventory."""
 
 from __future__ import annotations
 
+import logging
+import subprocess
 import threading
 import time
 import uuid
@@ -700,3 +702,35 @@ def test_on_delete_jobs_do_not_hold_a_namespace_that_is_being_deleted(
         ref=job, action=Action.SKIPPED, message=f"not run: namespace {ns} is being deleted")
     assert [c.action for c in changes_of(result, w)][-1] is Action.DELETED
     eventually(gone(kube, ref("Namespace", ns)), "the namespace is gone")
+
+
+def test_the_agent_records_its_repository_and_path_and_says_each_prune_refusal_once(
+        kube: Kube, ns: str, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """The agent's inventory records --repo-url and --path; a prune refusal is one log
+    line (the sync logs it; the agent does not repeat it)."""
+    from orksync.agent.runner import Agent, AgentConfig
+
+    served = tmp_path / "served"
+    write_repo(served / "deploy", {"katalog.yaml": KATALOG, "crd.yaml": CRD,
+                                   "w.yaml": widget("w", ns, image="nginx", port=8080)})
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.com"]
+    subprocess.run(["git", "init", "-q", "-b", "main"], cwd=served, check=True)
+
+    def commit(message: str) -> None:
+        subprocess.run(["git", "add", "-A"], cwd=served, check=True)
+        subprocess.run([*git, "commit", "-qm", message], cwd=served, check=True)
+
+    commit("first")
+    name, url = f"agent-{uuid.uuid4().hex[:8]}", f"file://{served}"
+    agent = Agent(AgentConfig(repo_url=url, path="deploy", state_dir=tmp_path / "state",
+                              leader_elect=False, name=name), kube)
+    assert agent.sync()
+    assert read_inventory(kube, name).source == Source(location=url, path="deploy")
+
+    write_repo(served / "deploy", {"w.yaml": widget("w", ns, port=8080)})  # no image: error
+    commit("broken")
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="orksync"):
+        assert not agent.sync()
+    said = [r.getMessage() for r in caplog.records if "nothing is pruned" in r.getMessage()]
+    assert said == ["prune refused: the render had 1 error(s): nothing is pruned"], said
