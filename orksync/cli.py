@@ -490,7 +490,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
     """The dry run of a sync (orksync.apply.diff), against the inventory of --name: the
     same source check as the sync (a conflict is an error), the same prune plan."""
     from orksync.apply.diff import PruneInputs, diff_objects
-    from orksync.apply.inventory import InventoryError, inventory_identity, source_conflict
+    from orksync.apply.inventory import check_source, inventory_identity
     from orksync.apply.sync import hook_renderers, mark_for_cleanup, read_inventory
     from orksync.render.output import read_rendered
 
@@ -508,10 +508,8 @@ def cmd_diff(args: argparse.Namespace) -> int:
                 source = _local_source(args.source)
                 hooks = hook_renderers(catalog)
             stored = read_inventory(kube, args.name, args.inventory_namespace)
-            conflict = None if args.adopt_inventory or source is None else source_conflict(
-                stored, source, name=args.name, namespace=args.inventory_namespace)
-            if conflict:
-                raise InventoryError(conflict)
+            if not args.adopt_inventory:
+                check_source(stored, source, name=args.name, namespace=args.inventory_namespace)
             result = diff_objects(kube, mark_for_cleanup(rendered, identity), PruneInputs(
                 stored=stored, inventory=identity, allow_empty=args.allow_empty,
                 prune_crds=args.prune_crds, hooks=hooks))

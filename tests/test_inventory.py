@@ -13,6 +13,7 @@ from orksync.apply.inventory import (
     Inventory,
     InventoryEntry,
     InventoryError,
+    check_source,
     configmap_name,
     inventory_identity,
     ownership_problem,
@@ -118,18 +119,20 @@ def test_an_inventory_records_its_source_and_one_of_an_earlier_orksync_has_none(
 def test_a_sync_from_another_source_is_refused_naming_both_and_the_flag() -> None:
     a, b = Source.of("/srv/repo-a"), Source.of("/srv/repo-b")
     stored = OLD.with_source(a)
-    assert source_conflict(stored, a, name="default") is None
-    assert source_conflict(OLD, b, name="default") is None  # no source recorded: adopted
-    assert source_conflict(Inventory(source=a), b, name="default") is None  # nothing to lose
-    message = source_conflict(stored, b, name="default", namespace="ops")
-    assert message is not None
-    assert message.startswith("the inventory ops/orksync-inventory-default holds 5 object(s) "
-                              "synced from /srv/repo-a, not from /srv/repo-b: refusing")
+    assert source_conflict(stored, a) is None
+    assert source_conflict(OLD, b) is None  # no source recorded: adopted
+    assert source_conflict(Inventory(source=a), b) is None  # nothing to lose
+    check_source(stored, None, name="default")  # a source not known checks nothing
+    with pytest.raises(InventoryError) as refused:
+        check_source(stored, b, name="default", namespace="ops")
+    message = str(refused.value)
+    assert message.startswith("ConfigMap/ops/orksync-inventory-default: this inventory holds "
+                              "5 object(s) synced from /srv/repo-a, not from /srv/repo-b: "
+                              "refusing to sync")
     assert "--name" in message and "--adopt-inventory" in message
     # the path inside a repository is part of the source
     url = "https://git.example.com/platform.git"
-    assert source_conflict(OLD.with_source(Source.of(url, "a")), Source.of(url, "b"),
-                           name="default")
+    assert source_conflict(OLD.with_source(Source.of(url, "a")), Source.of(url, "b"))
 
 
 def test_the_stored_bytes_depend_on_the_content_only() -> None:

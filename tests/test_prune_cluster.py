@@ -598,9 +598,9 @@ def test_every_object_names_its_inventory_and_another_source_is_refused_before_a
     with pytest.raises(InventoryError) as refused:
         repo.sync(source=b)
     assert str(refused.value) == (
-        f"ConfigMap/orksync-system/orksync-inventory-{repo.name}: the inventory "
-        f"orksync-system/orksync-inventory-{repo.name} holds {len(first.inventory)} object(s) "
-        f"synced from {a}, not from {b}: refusing to sync (its prune would delete them). "
+        f"ConfigMap/orksync-system/orksync-inventory-{repo.name}: this inventory holds "
+        f"{len(first.inventory)} object(s) synced from {a}, not from {b}: refusing to sync "
+        "(its prune would delete them). "
         "Give each source its own inventory with --name (the sync root's name, default: "
         "default), or, when the same repository moved, take the inventory over with "
         "--adopt-inventory")

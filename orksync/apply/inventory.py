@@ -7,7 +7,7 @@ ConfigMap `orksync-inventory-<name>` (namespace `orksync-system` unless configur
 An inventory records its source (`Source`: the repository URL or the absolute local path,
 and the directory inside it) in the ConfigMap's annotations `orksync.io/source` and
 `orksync.io/source-path`. A sync from another source is refused before it writes
-anything (`source_conflict`): its prune would delete the first source's objects. An
+anything (`check_source`): its prune would delete the first source's objects. An
 inventory without a recorded source (written by an earlier orksync) is adopted: the next
 sync records its own. Every object a sync applies carries the annotation
 `orksync.io/inventory: <namespace>/<name>` (`inventory_identity`), and a delete re-checks
@@ -248,19 +248,26 @@ def inventory_identity(name: str, namespace: str = DEFAULT_NAMESPACE) -> str:
     return f"{namespace}/{name}"
 
 
-def source_conflict(stored: Inventory, source: Source, *, name: str,
-                    namespace: str = DEFAULT_NAMESPACE) -> str | None:
-    """Why a sync of `source` may not use the stored inventory of sync root `name` (None:
-    it may): the inventory holds objects of another recorded source, which the sync's
-    prune would delete. An inventory without a recorded source is adopted, and so is an
-    empty one (nothing to lose)."""
+def source_conflict(stored: Inventory, source: Source) -> str | None:
+    """Why a sync of `source` may not use the stored inventory (None: it may): it holds
+    objects of another recorded source, which the sync's prune would delete. An inventory
+    without a recorded source is adopted, and so is an empty one (nothing to lose)."""
     if stored.source is None or stored.source == source or not len(stored):
         return None
-    return (f"the inventory {namespace}/{configmap_name(name)} holds {len(stored)} object(s) "
-            f"synced from {stored.source}, not from {source}: refusing to sync (its prune "
-            f"would delete them). Give each source its own inventory with --name (the "
-            f"sync root's name, default: default), or, when the same repository moved, "
-            f"take the inventory over with --adopt-inventory")
+    return (f"this inventory holds {len(stored)} object(s) synced from {stored.source}, not "
+            f"from {source}: refusing to sync (its prune would delete them). Give each "
+            "source its own inventory with --name (the sync root's name, default: "
+            "default), or, when the same repository moved, take the inventory over with "
+            "--adopt-inventory")
+
+
+def check_source(stored: Inventory, source: Source | None, *, name: str,
+                 namespace: str = DEFAULT_NAMESPACE) -> None:
+    """Raise InventoryError, naming the ConfigMap, when `source_conflict` says no. None
+    (a source that is not known) checks nothing."""
+    conflict = source_conflict(stored, source) if source is not None else None
+    if conflict:
+        raise InventoryError(conflict, subject=f"ConfigMap/{namespace}/{configmap_name(name)}")
 
 
 def _ref_row(ref: ObjRef) -> list[str]:

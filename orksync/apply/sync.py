@@ -7,7 +7,7 @@ Order of one run:
 1. read the inventory ConfigMap (`orksync-inventory-<name>`; its namespace, default
    `orksync-system`, is created when missing, before the inventory is written in step 7),
    and refuse (InventoryError, before any write) when it holds objects of another
-   recorded source (`orksync.apply.inventory.source_conflict`);
+   recorded source (`orksync.apply.inventory.check_source`);
 2. stamp the custom resources with the finalizer `orksync.io/cleanup`, every CRD and
    custom resource with `app.kubernetes.io/managed-by: orksync` (the ownership marker the
    prune checks) and every object with `orksync.io/inventory: <namespace>/<name>` (the
@@ -65,13 +65,12 @@ from orksync.apply.inventory import (
     DEFAULT_NAMESPACE,
     INVENTORY_ANNOTATION,
     Inventory,
-    InventoryError,
     PrunePlan,
+    check_source,
     configmap_name,
     inventory_identity,
     is_crd,
     plan_prune,
-    source_conflict,
 )
 from orksync.apply.kube import Kube
 from orksync.apply.live import LiveIndex
@@ -181,12 +180,8 @@ def sync_once(kube: Kube, rendered: RenderedSet, *, inventory_name: str,
     try:
         old = stored_inventory.result() if stored_inventory is not None else \
             read_inventory(kube, inventory_name, inventory_namespace)
-        conflict = source_conflict(old, source, name=inventory_name,
-                                   namespace=inventory_namespace) \
-            if source is not None and not options.adopt_inventory else None
-        if conflict:
-            raise InventoryError(conflict, subject=f"ConfigMap/{inventory_namespace}/"
-                                                   f"{configmap_name(inventory_name)}")
+        if not options.adopt_inventory:
+            check_source(old, source, name=inventory_name, namespace=inventory_namespace)
         prepared = mark_for_cleanup(rendered, identity)
         scaler = Autoscaler(kube, prepared.objects, now=options.apply.clock,
                             dry_run=dry_run, on_change=on_change)
