@@ -26,10 +26,11 @@ if TYPE_CHECKING:
     from orksync.apply.engine import Applier, ApplyOptions
     from orksync.apply.inventory import Inventory
     from orksync.apply.kube import Kube
+    from orksync.apply.sync import SyncResult
     from orksync.katalog.model import Catalog
     from orksync.render.directory import DirectoryRender
 from orksync.logs import log_change, setup_logging, summary_line
-from orksync.model import Change, ChangeSet, RenderedSet
+from orksync.model import Change, RenderedSet, Source
 
 log = logging.getLogger("orksync")
 
@@ -57,6 +58,13 @@ def _add_sync_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--prune-crds", action="store_true",
                    help="also delete CRDs that left Git (deletes every custom resource of "
                         "them); off by default")
+
+
+def _add_adopt_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--adopt-inventory", action="store_true",
+                   help="use the inventory of --name even though another source (repository "
+                        "or path) wrote it, and record this source in it: for a repository "
+                        "that moved. What this source does not render is then pruned")
 
 
 def _add_render_flags(p: argparse.ArgumentParser) -> None:
@@ -147,6 +155,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("dir", type=Path, help="a directory written by `orksync render`")
     _add_cluster_flags(p)
     _add_sync_flags(p)
+    _add_adopt_flag(p)
 
     p = sub.add_parser("sync", help="render a repository and apply it",
                        description="Load, render and apply REPO to the cluster once. Custom "
@@ -160,16 +169,20 @@ def build_parser() -> argparse.ArgumentParser:
     _add_render_flags(p)
     _add_cluster_flags(p)
     _add_sync_flags(p)
+    _add_adopt_flag(p)
 
     p = sub.add_parser("diff", help="show what a sync would change (server-side dry run)",
                        description="Render REPO (or read a directory written by `orksync "
                        "render`), dry-run every object against the cluster and print a "
-                       "unified diff per object; Secret data masked. Exit 0: no difference, "
-                       "1: differences, 2: errors.")
+                       "unified diff per object, and what the sync's prune and teardown "
+                       "would delete (from the inventory of --name); Secret data masked. "
+                       "Exit 0: no difference, 1: differences, 2: errors.")
     p.add_argument("source", type=Path,
                    help="a repository, or a directory written by `orksync render`")
     _add_render_flags(p)
     _add_cluster_flags(p)
+    _add_sync_flags(p)
+    _add_adopt_flag(p)
 
     p = sub.add_parser("rotate", help="rotate the managed Secrets and certificates that are due",
                        description="Check every Secret managed by orksync that carries a "
@@ -231,6 +244,24 @@ def cmd_version(args: argparse.Namespace) -> int:
     return 0
 
 
+def _local_source(repo: Path) -> Source:
+    """The source of `orksync render|sync|diff REPO`: the repository's absolute path."""
+    return Source.of(str(repo.resolve()))
+
+
+def _directory_source(out_dir: Path, head: dict[str, object]) -> Source | None:
+    """The source of `orksync apply|diff DIR`: the one its index records. A directory
+    rendered by an earlier orksync records none: then the inventory's source is neither
+    checked nor changed (said in a warning)."""
+    source = head.get("source")
+    if isinstance(source, Source):
+        return source
+    log.warning("warning: %s records no source (rendered by an earlier orksync): the "
+                "inventory's source is not checked; render again to check it",
+                out_dir / "index.yaml")
+    return None
+
+
 def _render(repo: Path, args: argparse.Namespace,
             kube: Kube | None = None) -> tuple[RenderedSet, str, Catalog]:
     """Load and render REPO; with `kube`, against the live cluster (orksync.render.children)."""
@@ -272,7 +303,8 @@ def cmd_render(args: argparse.Namespace) -> int:
             rendered, revision, _ = _render(args.repo, args, kube)
         finally:
             kube.close()
-        out = write_rendered(rendered, args.output, revision=revision)
+        out = write_rendered(rendered, args.output, revision=revision,
+                             source=_local_source(args.repo))
         count = len(rendered.objects)
     else:
         written, revision = _render_offline(args)
@@ -293,7 +325,7 @@ def _render_offline(args: argparse.Namespace) -> tuple[DirectoryRender, str]:
     jobs = args.jobs or default_jobs()
     catalog = _load(args.repo, jobs)
     revision = local_revision(args.repo)
-    written = render_to_directory(catalog, args.output,
+    written = render_to_directory(catalog, args.output, source=_local_source(args.repo),
                                   revision=revision, jobs=jobs,
                                   strict_cluster_scope=args.strict_cluster_scope)
     _log_problems(written.facts)
@@ -337,11 +369,13 @@ def _log_change(change: Change) -> None:
 
 
 def _sync(args: argparse.Namespace, rendered: RenderedSet, catalog: Catalog | None,
-          revision: str = "", kube: Kube | None = None, applier: Applier | None = None,
-          inventory: Future[Inventory] | None = None) -> ChangeSet:
-    """Apply, tear down what left Git, prune from the inventory, record the inventory,
-    then write each custom resource's status and an Event for its changes. Closes `kube`
-    (`applier.kube` when an applier with its prefetch under way is given)."""
+          source: Source | None, revision: str = "", kube: Kube | None = None,
+          applier: Applier | None = None, inventory: Future[Inventory] | None = None
+          ) -> SyncResult:
+    """Apply, tear down what left Git, prune from the inventory, record the inventory
+    (with `source`), then write each custom resource's status and an Event for its
+    changes. Closes `kube` (`applier.kube` when an applier with its prefetch under way is
+    given). The prune's refusals are logged by `sync_once`, once."""
     from orksync.apply.sync import SyncOptions, hook_renderers, sync_once
 
     kube = applier.kube if applier is not None else kube or _kube(args)
@@ -352,17 +386,23 @@ def _sync(args: argparse.Namespace, rendered: RenderedSet, catalog: Catalog | No
             hooks=hook_renderers(catalog) if catalog is not None else None,
             options=SyncOptions(apply=applier.options if applier is not None else
                                 _apply_options(args),
-                                allow_empty=args.allow_empty, prune_crds=args.prune_crds),
-            on_change=_log_change, applier=applier, stored_inventory=inventory)
+                                allow_empty=args.allow_empty, prune_crds=args.prune_crds,
+                                adopt_inventory=args.adopt_inventory),
+            on_change=_log_change, applier=applier, stored_inventory=inventory,
+            source=source)
         if catalog is not None and not args.dry_run:
             from orksync.apply.events import report_sync  # the template engines: not for apply
 
             report_sync(kube, catalog, rendered, result.changes, revision=revision)
     finally:
         kube.close()
-    for reason in result.refused:
-        log.warning("prune refused: %s", reason)
-    return result.changes
+    return result
+
+
+def _exit_code(result: SyncResult, render_errors: int = 0) -> int:
+    """1 when an object failed, the render had errors, or an empty render was refused
+    (the refusal names --allow-empty); else 0."""
+    return 1 if result.changes.failed or render_errors or result.refused_empty else 0
 
 
 def cmd_apply(args: argparse.Namespace) -> int:
@@ -396,8 +436,9 @@ def _apply_directory(args: argparse.Namespace) -> int:
         started[0].prefetch(entries)
         inventory.append(prefetch_inventory(kube, args.name, args.inventory_namespace))
 
+    head: dict[str, object] = {}
     try:
-        rendered = read_rendered(args.dir, prefetch)
+        rendered = read_rendered(args.dir, prefetch, head=head)
     except BaseException:
         for applier in started:
             applier.discard_prefetch()
@@ -405,10 +446,11 @@ def _apply_directory(args: argparse.Namespace) -> int:
         raise
     for err in rendered.errors:  # recorded by the render that wrote the directory
         log.error("error (at render): %s", err)
-    changes = _sync(args, rendered, None, applier=started[0] if started else None,
-                    inventory=inventory[0] if inventory else None)
-    log.info(summary_line("apply", changes, seconds=time.monotonic() - start))
-    return 1 if changes.failed else 0
+    result = _sync(args, rendered, None, _directory_source(args.dir, head),
+                   applier=started[0] if started else None,
+                   inventory=inventory[0] if inventory else None)
+    log.info(summary_line("apply", result.changes, seconds=time.monotonic() - start))
+    return _exit_code(result)
 
 
 def cmd_sync(args: argparse.Namespace) -> int:
@@ -417,16 +459,17 @@ def cmd_sync(args: argparse.Namespace) -> int:
     start = time.monotonic()
     kube = _kube(args)
     try:
+        source = _local_source(args.repo)
         rendered, revision, catalog = _render(args.repo, args, kube)
         if args.output is not None:
-            write_rendered(rendered, args.output, revision=revision)
+            write_rendered(rendered, args.output, revision=revision, source=source)
     except BaseException:
         kube.close()
         raise
-    changes = _sync(args, rendered, catalog, revision, kube)
-    log.info(summary_line("sync", changes, revision=revision, seconds=time.monotonic() - start,
-                          errors=len(rendered.errors)))
-    return 1 if changes.failed or rendered.errors else 0
+    result = _sync(args, rendered, catalog, source, revision, kube)
+    log.info(summary_line("sync", result.changes, revision=revision,
+                          seconds=time.monotonic() - start, errors=len(rendered.errors)))
+    return _exit_code(result, len(rendered.errors))
 
 
 def cmd_rotate(args: argparse.Namespace) -> int:
@@ -453,18 +496,32 @@ def cmd_rotate(args: argparse.Namespace) -> int:
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
-    from orksync.apply.diff import diff_objects
-    from orksync.apply.sync import mark_for_cleanup
+    """The dry run of a sync (orksync.apply.diff), against the inventory of --name: the
+    same source check as the sync (a conflict is an error), the same prune plan."""
+    from orksync.apply.diff import PruneInputs, diff_objects
+    from orksync.apply.inventory import check_source, inventory_identity
+    from orksync.apply.sync import hook_renderers, mark_for_cleanup, read_inventory
     from orksync.render.output import read_rendered
 
+    identity = inventory_identity(args.name, args.inventory_namespace)
     try:
         kube = _kube(args)
         try:
+            hooks = None
             if (args.source / "index.yaml").is_file():
-                rendered = read_rendered(args.source)
+                head: dict[str, object] = {}
+                rendered = read_rendered(args.source, head=head)
+                source = _directory_source(args.source, head)
             else:
-                rendered, _, _ = _render(args.source, args, kube)
-            result = diff_objects(kube, mark_for_cleanup(rendered))
+                rendered, _, catalog = _render(args.source, args, kube)
+                source = _local_source(args.source)
+                hooks = hook_renderers(catalog)
+            stored = read_inventory(kube, args.name, args.inventory_namespace)
+            if not args.adopt_inventory:
+                check_source(stored, source, name=args.name, namespace=args.inventory_namespace)
+            result = diff_objects(kube, mark_for_cleanup(rendered, identity), PruneInputs(
+                stored=stored, inventory=identity, allow_empty=args.allow_empty,
+                prune_crds=args.prune_crds, hooks=hooks))
         finally:
             kube.close()
     except OrksyncError as err:
@@ -473,8 +530,8 @@ def cmd_diff(args: argparse.Namespace) -> int:
     sys.stdout.write(result.text())
     for error in result.errors[len(rendered.errors):]:  # render errors were logged already
         log.error("error: %s", error)
-    log.info("diff objects=%d differ=%d errors=%d", len(rendered.objects), len(result.diffs),
-             len(result.errors))
+    log.info("diff objects=%d differ=%d refused=%d errors=%d", len(rendered.objects),
+             len(result.diffs), len(result.refused), len(result.errors))
     return result.exit_code
 
 

@@ -225,6 +225,28 @@ class RenderedSet:
         return not self.errors
 
 
+@dataclass(frozen=True, slots=True, kw_only=True, order=True)
+class Source:
+    """Where a sync root's objects come from: a repository URL or an absolute local path
+    (`location`), and the directory inside it (`path`, empty for its root). The ref is not
+    part of it: moving a sync root to another branch of the same repository is the same
+    source."""
+
+    location: str
+    path: str = ""
+
+    @classmethod
+    def of(cls, location: str, path: str = "") -> Source:
+        """Normalised: no trailing `/` on the location; the path without `./`, empty parts
+        and surrounding slashes (`./apps/` and `apps` are one source)."""
+        parts = [p for p in str(path).replace("\\", "/").split("/") if p not in ("", ".")]
+        loc = str(location)
+        return cls(location=loc.rstrip("/") or loc, path="/".join(parts))
+
+    def __str__(self) -> str:
+        return f"{self.location} (path {self.path})" if self.path else self.location
+
+
 @quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Change:

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from orksync.apply import kubeconfig
+from orksync.apply.deletion import remove_finalizer
 from orksync.apply.kube import Kube
 from orksync.testing.controlplane import ControlPlane
 from tests.helpers import CRD, KATALOG, widget, write_repo
@@ -62,15 +63,16 @@ def test_a_generated_secret_is_stable_across_syncs_and_never_printed_or_rendered
         "katalog.yaml": SECRET_KATALOG, "crd.yaml": CRD,
         "w.yaml": f"apiVersion: test.orksync.io/v1\nkind: Widget\nmetadata:\n  name: w\n"
                   f"  namespace: {ns}\nspec: {{}}\n"})
-    kc = str(control_plane.kubeconfig)
+    kc, name = str(control_plane.kubeconfig), f"stable-{uuid.uuid4().hex[:8]}"
     out = tmp_path / "out"
     first = run("sync", str(repo), "--once", "--kubeconfig", kc, "-o", str(out),
-                "--log-level", "debug")
+                "--log-level", "debug", "--name", name)
     assert first.returncode == 0, first.stderr
     kube = Kube.from_kubeconfig(control_plane.kubeconfig)
     data = secret_data(kube, ns, "w-credentials")
     assert data["username"] == "admin" and len(data["password"]) == 24
-    second = run("sync", str(repo), "--once", "--kubeconfig", kc, "--log-level", "debug")
+    second = run("sync", str(repo), "--once", "--kubeconfig", kc, "--log-level", "debug",
+                 "--name", name)
     assert second.returncode == 0, second.stderr
     assert secret_data(kube, ns, "w-credentials") == data
     assert "configured=0" in second.stderr.splitlines()[-1]
@@ -88,8 +90,8 @@ def test_rotate_force_writes_new_values_in_place_and_rolls_the_workload(
         "katalog.yaml": SECRET_KATALOG, "crd.yaml": CRD,
         "w.yaml": f"apiVersion: test.orksync.io/v1\nkind: Widget\nmetadata:\n  name: w\n"
                   f"  namespace: {ns}\nspec: {{}}\n"})
-    kc = str(control_plane.kubeconfig)
-    assert run("sync", str(repo), "--once", "--kubeconfig", kc).returncode == 0
+    kc, name = str(control_plane.kubeconfig), f"rotate-{uuid.uuid4().hex[:8]}"
+    assert run("sync", str(repo), "--once", "--kubeconfig", kc, "--name", name).returncode == 0
     kube = Kube.from_kubeconfig(control_plane.kubeconfig)
     before = secret_data(kube, ns, "w-credentials")
     deploy_res = kube.resource("apps/v1", "Deployment")
@@ -102,7 +104,7 @@ def test_rotate_force_writes_new_values_in_place_and_rolls_the_workload(
     assert after["password"] != before["password"] and after["username"] == "admin"
     assert before["password"] not in rotated.stderr and after["password"] not in rotated.stderr
 
-    again = run("sync", str(repo), "--once", "--kubeconfig", kc)
+    again = run("sync", str(repo), "--once", "--kubeconfig", kc, "--name", name)
     assert again.returncode == 0, again.stderr
     assert secret_data(kube, ns, "w-credentials") == after  # the sync keeps rotated values
     hash_after = kube.get(deploy_res, ns, "w")["spec"]["template"]["metadata"][
@@ -145,8 +147,8 @@ def test_apply_of_a_directory_rendered_with_errors_prunes_nothing_and_keeps_reta
                 f"  namespace: {ns}\nspec: {{items: {items}, runJob: '{run_job}'}}\n")
 
     def render_and_apply(step: str, a: str, b: str) -> subprocess.CompletedProcess[str]:
-        repo = write_repo(tmp_path / step, {"katalog.yaml": PRUNE_KATALOG, "crd.yaml": CRD,
-                                            "a.yaml": a, "b.yaml": b})
+        repo = write_repo(tmp_path / "repo", {"katalog.yaml": PRUNE_KATALOG, "crd.yaml": CRD,
+                                              "a.yaml": a, "b.yaml": b})
         run("render", str(repo), "-o", str(tmp_path / f"{step}-out"))
         return run("apply", str(tmp_path / f"{step}-out"), "--kubeconfig", kc, "--name", name)
 
@@ -279,4 +281,90 @@ def test_apply_reads_the_inventory_with_its_lists_prunes_from_it_and_stops_on_a_
     assert f"ConfigMap/orksync-system/{inventory}: unreadable inventory" in third.stderr, \
         third.stderr
     assert kube.get_or_none(cm, ns, "c") is None
+    kube.close()
+
+
+def test_a_second_repository_with_the_default_name_is_refused_and_deletes_nothing(
+        control_plane: ControlPlane, tmp_path: Path) -> None:
+    """`orksync sync repoA --once`, then `orksync sync repoB --once`, both with the default
+    --name: the second is refused before it writes, naming both sources and --name; with
+    its own --name both coexist, and a resync of repoA prunes nothing of repoB. (An
+    inventory namespace of its own keeps the default name from meeting other tests.)"""
+    ns_a, ns_b = f"t-{uuid.uuid4().hex[:8]}", f"t-{uuid.uuid4().hex[:8]}"
+    repo_a = write_repo(tmp_path / "repoA", {"katalog.yaml": KATALOG, "crd.yaml": CRD,
+                                             "a.yaml": widget("a", ns_a, image="nginx")})
+    repo_b = write_repo(tmp_path / "repoB", {"katalog.yaml": KATALOG, "crd.yaml": CRD,
+                                             "b.yaml": widget("b", ns_b, image="nginx")})
+    inventory_ns = f"inv-{uuid.uuid4().hex[:8]}"
+    common = ("--once", "--kubeconfig", str(control_plane.kubeconfig),
+              "--inventory-namespace", inventory_ns)
+    first = run("sync", str(repo_a), *common)
+    assert first.returncode == 0, first.stderr
+    kube = Kube.from_kubeconfig(control_plane.kubeconfig)  # discovery after the CRD exists
+    widgets = kube.resource("test.orksync.io/v1", "Widget")
+    namespaces = kube.resource("v1", "Namespace")
+
+    def uids(ns: str) -> dict[str, str]:
+        found = {f"Namespace/{ns}": kube.get(namespaces, "", ns)["metadata"]["uid"]}
+        for api, kind in (("test.orksync.io/v1", "Widget"), ("apps/v1", "Deployment"),
+                          ("v1", "Service")):
+            for item in kube.list(kube.resource(api, kind), namespace=ns):
+                found[f"{kind}/{ns}/{item['metadata']['name']}"] = item["metadata"]["uid"]
+        return found
+
+    try:
+        before = uids(ns_a)
+        assert len(before) == 4, before
+
+        second = run("sync", str(repo_b), *common)
+        assert second.returncode == 1, second.stderr
+        assert f"synced from {repo_a.resolve()}, not from {repo_b.resolve()}: refusing to " \
+               "sync" in second.stderr, second.stderr
+        assert "--name" in second.stderr and "deleted " not in second.stderr
+        assert uids(ns_a) == before
+        assert kube.get_or_none(widgets, ns_b, "b") is None  # refused before any write
+
+        separate = run("sync", str(repo_b), *common, "--name", "b")
+        assert separate.returncode == 0, separate.stderr
+        assert "deleted=0" in separate.stderr.splitlines()[-1], separate.stderr
+        assert uids(ns_a) == before and kube.get_or_none(widgets, ns_b, "b") is not None
+        again = run("sync", str(repo_a), *common)
+        assert again.returncode == 0, again.stderr
+        assert "deleted=0" in again.stderr.splitlines()[-1], again.stderr
+        assert uids(ns_a) == before and kube.get_or_none(widgets, ns_b, "b") is not None
+    finally:
+        for ns in (ns_a, ns_b):
+            for item in kube.list(widgets, namespace=ns):
+                remove_finalizer(kube, widgets, item)
+        for ns in (ns_a, ns_b, inventory_ns):
+            if kube.get_or_none(namespaces, "", ns) is not None:
+                kube.delete(namespaces, "", ns)
+        kube.close()
+
+
+def test_an_empty_repository_is_refused_with_exit_1_naming_the_override_and_said_once(
+        control_plane: ControlPlane, tmp_path: Path) -> None:
+    """An empty render against a non-empty inventory: nothing is deleted, the exit code is
+    1, the refusal names --allow-empty and is printed once; with it, the sync deletes."""
+    ns = f"t-{uuid.uuid4().hex[:8]}"
+    repo = write_repo(tmp_path / "repo", {"katalog.yaml": KATALOG, "crd.yaml": CRD,
+                                          "w.yaml": widget("w", ns, image="nginx")})
+    common = ("--once", "--kubeconfig", str(control_plane.kubeconfig),
+              "--name", f"empty-{uuid.uuid4().hex[:8]}")
+    assert run("sync", str(repo), *common).returncode == 0
+    for path in repo.iterdir():
+        path.unlink()
+    kube = Kube.from_kubeconfig(control_plane.kubeconfig)
+    widgets = kube.resource("test.orksync.io/v1", "Widget")
+
+    refused = run("sync", str(repo), *common)
+    assert refused.returncode == 1, refused.stderr
+    assert refused.stderr.count("the render is empty") == 1, refused.stderr
+    assert "prune refused: the render is empty and the inventory holds" in refused.stderr
+    assert "run again with --allow-empty" in refused.stderr
+    assert kube.get_or_none(widgets, ns, "w") is not None
+
+    allowed = run("sync", str(repo), *common, "--allow-empty")
+    assert allowed.returncode == 0, allowed.stderr
+    assert f"deleted Widget.test.orksync.io/{ns}/w" in allowed.stderr, allowed.stderr
     kube.close()

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import base64
+import subprocess
+import sys
 import uuid
 from pathlib import Path
 
@@ -18,6 +20,8 @@ from orksync.testing.controlplane import ControlPlane
 from tests.helpers import CRD, widget, write_repo
 
 pytestmark = pytest.mark.cluster
+
+MERGE = "application/merge-patch+json"
 
 KATALOG = """
 apiVersion: orkestra.orkspace.io/v1
@@ -176,4 +180,69 @@ def test_diff_shows_the_secret_work_a_sync_would_do_and_the_sync_does_it(
     assert kube.get(res, ns, "w-token")["data"]["token"] != token_before["token"]
     settled = diff_objects(kube, render(repo))
     assert settled.exit_code == 0, settled.text()
+
+
+def orksync(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "orksync", *args], capture_output=True,
+                          text=True, timeout=300)
+
+
+def test_diff_shows_the_prune_and_teardown_of_a_sync_as_deletions(
+        control_plane: ControlPlane, tmp_path: Path) -> None:
+    """`orksync diff --name` plans the sync's prune from the same inventory with the same
+    rules: a custom resource removed from Git and its children, a child removed from the
+    Katalog, each a diff against /dev/null (Secrets masked); what the sync would refuse
+    to delete is a `# prune refused:` line; another source's inventory is an error."""
+    ns = f"t-{uuid.uuid4().hex[:8]}"
+    kc, name = str(control_plane.kubeconfig), f"diff-{uuid.uuid4().hex[:8]}"
+    secret = "Hunter2-" + uuid.uuid4().hex[:8]
+    repo = write_repo(tmp_path / "repo", {
+        "katalog.yaml": KATALOG, "crd.yaml": CRD,
+        "w.yaml": widget("w", ns, image="nginx:1", replicas=1, password="w-" + secret),
+        "v.yaml": widget("v", ns, image="nginx:1", replicas=1, password=secret)})
+    common = ("--kubeconfig", kc, "--name", name)
+    synced = orksync("sync", str(repo), "--once", *common)
+    assert synced.returncode == 0, synced.stderr
+    clean = orksync("diff", str(repo), *common)
+    assert clean.returncode == 0 and clean.stdout == "", clean.stdout + clean.stderr
+
+    kube = Kube.from_kubeconfig(control_plane.kubeconfig)
+    deployments = kube.resource("apps/v1", "Deployment")
+    kube.request("PATCH", deployments.path(ns, "w"), content_type=MERGE,
+                 body={"metadata": {"annotations": {"orksync.io/prune": "disabled"}}})
+    (repo / "v.yaml").unlink()
+    write_repo(repo, {"katalog.yaml": KATALOG.split("          deployments:")[0]})
+    diff = orksync("diff", str(repo), *common)
+    assert diff.returncode == 1, diff.stdout + diff.stderr
+    out = diff.stdout
+    for ref, why in ((f"Widget.test.orksync.io/{ns}/v",
+                      "deleted: the custom resource left the repository"),
+                     (f"Deployment/{ns}/v",
+                      f"deleted: the garbage collector deletes it with "
+                      f"Widget.test.orksync.io/{ns}/v"),
+                     (f"Secret/{ns}/v-creds",
+                      f"deleted: the garbage collector deletes it with "
+                      f"Widget.test.orksync.io/{ns}/v")):
+        assert f"--- a/{ref}\n+++ /dev/null\n# {why}\n" in out, out
+    assert '-  password: "***"\n' in out, out
+    assert f"# prune refused: Deployment/{ns}/w: not deleted: annotated orksync.io/prune: " \
+           "disabled\n" in out, out
+    assert f"a/Deployment/{ns}/w" not in out
+    for value in (secret, "w-" + secret):
+        assert value not in out + diff.stderr
+        assert base64.b64encode(value.encode()).decode() not in out + diff.stderr
+
+    # the sync does what the diff showed
+    after = orksync("sync", str(repo), "--once", *common)
+    assert after.returncode == 0, after.stderr
+    widgets = kube.resource("test.orksync.io/v1", "Widget")
+    assert kube.get_or_none(widgets, ns, "v") is None
+    assert kube.get_or_none(deployments, ns, "w") is not None
+    assert f"skipped Deployment/{ns}/w: not deleted: annotated orksync.io/prune: disabled" \
+        in after.stderr, after.stderr
+
+    other = write_repo(tmp_path / "other", {"katalog.yaml": KATALOG, "crd.yaml": CRD})
+    conflict = orksync("diff", str(other), *common)
+    assert conflict.returncode == 2, conflict.stdout + conflict.stderr
+    assert f"synced from {repo.resolve()}, not from {other.resolve()}" in conflict.stderr
     kube.close()

@@ -14,9 +14,12 @@ from orksync.apply.inventory import (
     Inventory,
     InventoryEntry,
     InventoryError,
+    check_source,
     configmap_name,
+    inventory_identity,
     ownership_problem,
     plan_prune,
+    source_conflict,
 )
 from orksync.errors import RenderError
 from orksync.model import (
@@ -26,6 +29,7 @@ from orksync.model import (
     Origin,
     RenderedObject,
     RenderedSet,
+    Source,
     WritePolicy,
 )
 
@@ -94,6 +98,42 @@ def test_an_inventory_round_trips_through_its_configmap_body() -> None:
     back = Inventory.from_configmap(json.loads(json.dumps(body)))
     assert back == OLD
     assert back.by_ref()[DEPLOY].owner == W and back.by_ref()[W].uid == "u-w"
+
+
+def test_an_inventory_records_its_source_and_one_of_an_earlier_orksync_has_none() -> None:
+    source = Source.of("https://git.example.com/platform.git/", "./clusters/prod/")
+    assert (source.location, source.path) == ("https://git.example.com/platform.git",
+                                              "clusters/prod")
+    assert str(source) == "https://git.example.com/platform.git (path clusters/prod)"
+    body = OLD.with_source(source).to_configmap("prod")
+    assert body["metadata"]["annotations"] == {
+        "orksync.io/sync-name": "prod",
+        "orksync.io/source": "https://git.example.com/platform.git",
+        "orksync.io/source-path": "clusters/prod"}
+    back = Inventory.from_configmap(json.loads(json.dumps(body)))
+    assert back.source == source and back.entries == OLD.entries
+    assert back != OLD  # a source recorded where there was none is a change to store
+    assert Inventory.from_configmap(OLD.to_configmap("prod")).source is None
+    assert OLD.with_source(source).merge([entry(CM, W)]).source == source
+
+
+def test_a_sync_from_another_source_is_refused_naming_both_and_the_flag() -> None:
+    a, b = Source.of("/srv/repo-a"), Source.of("/srv/repo-b")
+    stored = OLD.with_source(a)
+    assert source_conflict(stored, a) is None
+    assert source_conflict(OLD, b) is None  # no source recorded: adopted
+    assert source_conflict(Inventory(source=a), b) is None  # nothing to lose
+    check_source(stored, None, name="default")  # a source not known checks nothing
+    with pytest.raises(InventoryError) as refused:
+        check_source(stored, b, name="default", namespace="ops")
+    message = str(refused.value)
+    assert message.startswith("ConfigMap/ops/orksync-inventory-default: this inventory holds "
+                              "5 object(s) synced from /srv/repo-a, not from /srv/repo-b: "
+                              "refusing to sync")
+    assert "--name" in message and "--adopt-inventory" in message
+    # the path inside a repository is part of the source
+    url = "https://git.example.com/platform.git"
+    assert source_conflict(OLD.with_source(Source.of(url, "a")), Source.of(url, "b"))
 
 
 def test_the_stored_bytes_depend_on_the_content_only() -> None:
@@ -177,6 +217,23 @@ def test_ownership_is_rechecked_on_the_live_object() -> None:
     assert ownership_problem(live({"app.kubernetes.io/managed-by": "helm"}), None)
 
 
+def test_an_object_another_sync_root_wrote_last_is_not_deleted() -> None:
+    ours, theirs = inventory_identity("a"), inventory_identity("b", "ops")
+    assert (ours, theirs) == ("orksync-system/a", "ops/b")
+    marked = {"orksync.io/owner": str(W)}
+    assert ownership_problem(live(OURS, {**marked, "orksync.io/inventory": ours}), W,
+                             ours) is None
+    assert ownership_problem(live(OURS, {**marked, "orksync.io/inventory": theirs}), W,
+                             ours) == ("not deleted: annotation orksync.io/inventory names "
+                                       "the inventory ops/b, not orksync-system/a (another "
+                                       "sync root wrote it last)")
+    cr_live = live({"app.kubernetes.io/managed-by": "orksync"},
+                   {"orksync.io/inventory": theirs})
+    assert ownership_problem(cr_live, None, ours)
+    # written by an earlier orksync (no annotation): judged by the other markers
+    assert ownership_problem(live(OURS, marked), W, ours) is None
+
+
 # --- the plan ----------------------------------------------------------------------------------
 
 
@@ -212,6 +269,7 @@ def test_an_empty_render_refuses_to_prune_everything_unless_allowed() -> None:
     plan = plan_prune(OLD, rs, applied(rs))
     assert plan.delete == [] and plan.halted and plan.keep == OLD
     assert "render is empty and the inventory holds 5" in plan.refused[0]
+    assert plan.refused[0].endswith("run again with --allow-empty") and plan.empty
     allowed = plan_prune(OLD, rs, applied(rs), allow_empty=True, prune_crds=True)
     assert [e.ref for e in allowed.delete] == [W, CRD]
     assert {e.ref for e in allowed.owned[W]} == {DEPLOY, SVC, CM}

@@ -17,7 +17,9 @@ import pytest
 
 from orksync.apply.compare import is_subset
 from orksync.apply.engine import RECREATE_ANNOTATION
+from orksync.apply.inventory import Inventory
 from orksync.apply.kube import Kube
+from orksync.apply.sync import write_inventory
 from orksync.model import Action, ObjRef
 from orksync.render.builders.profiles import NETWORK_POLICIES
 from orksync.secrets.pki import certificate_matches_key, load_certificate, load_private_key
@@ -144,10 +146,11 @@ def test_an_on_create_entry_of_every_key_keeps_a_hand_edit_unless_reconciled(
 # --- cleanup when an entry's condition turns false (every key) -----------------------------------
 
 CLEANUP = {
-    # id: (block, entry flags, a fresh inventory for the second sync, deleted)
+    # id: (block, entry flags, the inventory emptied before the second sync, deleted)
     # the inventory prune deletes what this sync root applied and no longer renders
     "onReconcile": ("onReconcile", {}, False, True),
-    # Orkestra's DeleteIfOwned: objects this inventory never recorded, owned by the Widget
+    # Orkestra's DeleteIfOwned: objects the inventory does not record, owned by the Widget
+    # (the same sync root: an object another one wrote last is not deleted)
     "reconcile-true-delete-if-owned": ("onCreate", {"reconcile": True}, True, True),
     # onCreate without reconcile never deletes (semantics §2.1), nor does the prune
     "onCreate-kept": ("onCreate", {}, False, False),
@@ -182,8 +185,9 @@ def test_an_entry_whose_condition_turns_false_is_cleaned_up_only_when_reconciled
     assert {action(first, obj) for obj in [*lone.values(), *claimed.values()]} == \
         {Action.CREATED}
 
-    second = sync(kube, repo(tmp_path, ns, {block: box}, flag="off"),
-                  inventory_name() if fresh_inventory else inv)
+    if fresh_inventory:
+        write_inventory(kube, Inventory(), inv)
+    second = sync(kube, repo(tmp_path, ns, {block: box}, flag="off"), inv)
     assert not second.changes.failed, second.changes.failed
     for key in CASES:
         assert action(second, claimed[key]) is Action.UNCHANGED, key

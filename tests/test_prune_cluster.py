@@ -3,6 +3,8 @@ the garbage collector): orksync.apply.sync, .prune, .deletion and .inventory."""
 
 from __future__ import annotations
 
+import logging
+import subprocess
 import threading
 import time
 import uuid
@@ -14,7 +16,7 @@ import pytest
 
 from orksync.apply.deletion import FINALIZER, DeletionOptions, remove_finalizer
 from orksync.apply.engine import ApplyOptions
-from orksync.apply.inventory import DEFAULT_NAMESPACE, Inventory, InventoryEntry
+from orksync.apply.inventory import DEFAULT_NAMESPACE, Inventory, InventoryEntry, InventoryError
 from orksync.apply.kube import Kube
 from orksync.apply.sync import (
     SyncOptions,
@@ -27,7 +29,7 @@ from orksync.apply.sync import (
 )
 from orksync.errors import ClusterError
 from orksync.katalog.loader import load_repository
-from orksync.model import Action, Change, ObjRef
+from orksync.model import Action, Change, ObjRef, Source
 from orksync.render.engine import render_catalog
 from orksync.testing.controlplane import ControlPlane
 from tests.helpers import CRD, KATALOG, finished_job_status, record_requests, widget, write_repo
@@ -129,12 +131,13 @@ class Repo:
     def remove(self, rel: str) -> None:
         (self.root / rel).unlink()
 
-    def sync(self, **options: Any) -> SyncResult:
+    def sync(self, source: Source | None = None, **options: Any) -> SyncResult:
         catalog = load_repository(self.root)
         rendered = render_catalog(catalog)
         opts = SyncOptions(deletion=DeletionOptions(poll=0.1), **options)
+        given = {"source": source} if source is not None else {}
         return sync_once(self.kube, rendered, inventory_name=self.name,
-                         hooks=hook_renderers(catalog), options=opts)
+                         hooks=hook_renderers(catalog), options=opts, **given)
 
     def stored(self) -> Inventory:
         return read_inventory(self.kube, self.name)
@@ -232,7 +235,11 @@ def test_a_child_removed_from_the_katalog_is_pruned(kube: Kube, repo: Repo, ns: 
      "not deleted: label app.kubernetes.io/managed-by is not orksync any more"),
     ({"metadata": {"annotations": {"orksync.io/prune": "disabled"}}},
      "not deleted: annotated orksync.io/prune: disabled"),
-], ids=["ownership-label-removed-by-hand", "prune-disabled-annotation"])
+    ({"metadata": {"annotations": {"orksync.io/inventory": "orksync-system/other"}}},
+     "not deleted: annotation orksync.io/inventory names the inventory orksync-system/other, "
+     "not orksync-system/{name} (another sync root wrote it last)"),
+], ids=["ownership-label-removed-by-hand", "prune-disabled-annotation",
+        "written-last-by-another-sync-root"])
 def test_a_live_object_that_is_no_longer_ours_or_opted_out_is_skipped_not_pruned(
         kube: Kube, repo: Repo, ns: str, edit: dict[str, Any], reason: str) -> None:
     repo.write({"katalog.yaml": KATALOG, "crd.yaml": CRD,
@@ -242,7 +249,7 @@ def test_a_live_object_that_is_no_longer_ours_or_opted_out_is_skipped_not_pruned
     repo.write({"katalog.yaml": WITHOUT_SERVICES})
     result = repo.sync()
     (change,) = changes_of(result, svc)
-    assert (change.action, change.message) == (Action.SKIPPED, reason)
+    assert (change.action, change.message) == (Action.SKIPPED, reason.format(name=repo.name))
     assert result.pruned == 0 and get(kube, svc) is not None
     assert svc not in repo.stored()  # no longer ours: forgotten, never deleted
 
@@ -570,6 +577,59 @@ def test_the_inventory_namespace_is_created_when_the_inventory_is_first_written(
         kube.delete(namespaces, "", inventory_ns)
 
 
+def test_every_object_names_its_inventory_and_another_source_is_refused_before_any_write(
+        kube: Kube, repo: Repo, ns: str, tmp_path: Path) -> None:
+    """The inventory records its source; a sync of another source with the same name is
+    refused before it writes (nothing deleted, nothing created), and the flag that takes
+    the inventory over for a moved repository does prune what the new source lacks."""
+    a, b = Source.of(str(tmp_path / "a")), Source.of(str(tmp_path / "b"))
+    repo.write({"katalog.yaml": KATALOG, "crd.yaml": CRD,
+                "w.yaml": widget("w", ns, image="nginx", port=8080)})
+    first = repo.sync(source=a)
+    assert not first.changes.failed and repo.stored().source == a
+    w, deploy, svc = ref("Widget", "w", ns), ref("Deployment", "w", ns), ref("Service", "w-svc", ns)
+    for r in (w, deploy, svc):
+        assert must(kube, r)["metadata"]["annotations"]["orksync.io/inventory"] == \
+            f"orksync-system/{repo.name}"
+    before = {r: must(kube, r)["metadata"]["uid"] for r in (w, deploy, svc)}
+
+    repo.remove("w.yaml")
+    repo.write({"v.yaml": widget("v", ns, image="nginx", port=8080)})
+    with pytest.raises(InventoryError) as refused:
+        repo.sync(source=b)
+    assert str(refused.value) == (
+        f"ConfigMap/orksync-system/orksync-inventory-{repo.name}: this inventory holds "
+        f"{len(first.inventory)} object(s) synced from {a}, not from {b}: refusing to sync "
+        "(its prune would delete them). "
+        "Give each source its own inventory with --name (the sync root's name, default: "
+        "default), or, when the same repository moved, take the inventory over with "
+        "--adopt-inventory")
+    assert {r: must(kube, r)["metadata"]["uid"] for r in before} == before
+    assert get(kube, ref("Widget", "v", ns)) is None and repo.stored() == first.inventory
+
+    moved = repo.sync(source=b, adopt_inventory=True)
+    assert action(moved, w) is Action.DELETED and repo.stored().source == b
+    assert get(kube, ref("Widget", "v", ns)) is not None
+
+
+def test_an_inventory_and_objects_of_an_earlier_orksync_are_adopted_and_still_pruned(
+        kube: Kube, repo: Repo, ns: str, tmp_path: Path) -> None:
+    """An inventory without a source and objects without `orksync.io/inventory` (what an
+    earlier orksync wrote): the first sync records its source, and an object without the
+    annotation is still pruned under the other ownership markers."""
+    repo.write({"katalog.yaml": KATALOG, "crd.yaml": CRD,
+                "w.yaml": widget("w", ns, image="nginx", port=8080)}).sync()
+    svc = ref("Service", "w-svc", ns)
+    write_inventory(kube, repo.stored().with_source(None), repo.name)  # as written before
+    patch(kube, svc, {"metadata": {"annotations": {"orksync.io/inventory": None}}})
+    assert repo.stored().source is None
+    repo.write({"katalog.yaml": WITHOUT_SERVICES})
+    source = Source.of(str(tmp_path / "repo"))
+    result = repo.sync(source=source)
+    assert action(result, svc) is Action.DELETED and get(kube, svc) is None
+    assert repo.stored().source == source
+
+
 def test_a_ten_thousand_entry_inventory_round_trips_through_a_configmap(kube: Kube) -> None:
     owners = [ref("Widget", f"w{i}", f"team-{i % 40}") for i in range(1000)]
     entries = [InventoryEntry(ref=o, uid=str(uuid.uuid4())) for o in owners]
@@ -642,3 +702,35 @@ def test_on_delete_jobs_do_not_hold_a_namespace_that_is_being_deleted(
         ref=job, action=Action.SKIPPED, message=f"not run: namespace {ns} is being deleted")
     assert [c.action for c in changes_of(result, w)][-1] is Action.DELETED
     eventually(gone(kube, ref("Namespace", ns)), "the namespace is gone")
+
+
+def test_the_agent_records_its_repository_and_path_and_says_each_prune_refusal_once(
+        kube: Kube, ns: str, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """The agent's inventory records --repo-url and --path; a prune refusal is one log
+    line (the sync logs it; the agent does not repeat it)."""
+    from orksync.agent.runner import Agent, AgentConfig
+
+    served = tmp_path / "served"
+    write_repo(served / "deploy", {"katalog.yaml": KATALOG, "crd.yaml": CRD,
+                                   "w.yaml": widget("w", ns, image="nginx", port=8080)})
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.com"]
+    subprocess.run(["git", "init", "-q", "-b", "main"], cwd=served, check=True)
+
+    def commit(message: str) -> None:
+        subprocess.run(["git", "add", "-A"], cwd=served, check=True)
+        subprocess.run([*git, "commit", "-qm", message], cwd=served, check=True)
+
+    commit("first")
+    name, url = f"agent-{uuid.uuid4().hex[:8]}", f"file://{served}"
+    agent = Agent(AgentConfig(repo_url=url, path="deploy", state_dir=tmp_path / "state",
+                              leader_elect=False, name=name), kube)
+    assert agent.sync()
+    assert read_inventory(kube, name).source == Source(location=url, path="deploy")
+
+    write_repo(served / "deploy", {"w.yaml": widget("w", ns, port=8080)})  # no image: error
+    commit("broken")
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="orksync"):
+        assert not agent.sync()
+    said = [r.getMessage() for r in caplog.records if "nothing is pruned" in r.getMessage()]
+    assert said == ["prune refused: the render had 1 error(s): nothing is pruned"], said

@@ -71,13 +71,15 @@ def test_no_generated_value_reaches_files_logs_events_status_or_diffs(
         "katalog.yaml": KATALOG, "crd.yaml": CRD,
         "w.yaml": f"apiVersion: test.orksync.io/v1\nkind: Widget\nmetadata:\n  name: w\n"
                   f"  namespace: {ns}\nspec: {{}}\n"})
-    kc = str(control_plane.kubeconfig)
+    kc, name = str(control_plane.kubeconfig), f"leaks-{uuid.uuid4().hex[:8]}"
     outputs: list[str] = []
-    for args in (("sync", str(repo), "--once", "--kubeconfig", kc, "-o", str(tmp_path / "a")),
-                 ("sync", str(repo), "--once", "--kubeconfig", kc),
+    for args in (("sync", str(repo), "--once", "--kubeconfig", kc, "-o", str(tmp_path / "a"),
+                  "--name", name),
+                 ("sync", str(repo), "--once", "--kubeconfig", kc, "--name", name),
                  ("rotate", "--force", f"{ns}/w-db", "--kubeconfig", kc),
-                 ("diff", str(repo), "--kubeconfig", kc),
-                 ("sync", str(repo), "--once", "--kubeconfig", kc, "--log-format", "json"),
+                 ("diff", str(repo), "--kubeconfig", kc, "--name", name),
+                 ("sync", str(repo), "--once", "--kubeconfig", kc, "--log-format", "json",
+                  "--name", name),
                  ("render", str(repo), "-o", str(tmp_path / "b"))):
         result = orksync(*args)
         assert result.returncode in (0, 1), (args, result.stderr)

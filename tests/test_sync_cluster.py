@@ -122,7 +122,7 @@ def test_the_command_line_syncs_once_and_reports_a_summary(control_plane: Contro
     repo = write_repo(tmp_path / "repo", {"katalog.yaml": KATALOG, "crd.yaml": CRD,
                                           "w.yaml": widget("w", ns, image="nginx")})
     cmd = [sys.executable, "-m", "orksync", "sync", str(repo), "--once",
-           "--kubeconfig", str(control_plane.kubeconfig)]
+           "--kubeconfig", str(control_plane.kubeconfig), "--name", f"cli-{ns}"]
     first = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert first.returncode == 0, first.stderr
     assert f"created Deployment/{ns}/w" in first.stderr
@@ -326,7 +326,7 @@ def test_a_child_being_deleted_is_reported_waiting_then_created_again_once_gone(
     repo = write_repo(tmp_path / "repo", {"katalog.yaml": HELD_KATALOG, "crd.yaml": CRD,
                                           "w.yaml": widget("w", ns)})
     cmd = [sys.executable, "-m", "orksync", "sync", str(repo), "--once",
-           "--kubeconfig", str(control_plane.kubeconfig)]
+           "--kubeconfig", str(control_plane.kubeconfig), "--name", f"held-{ns}"]
     first = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert first.returncode == 0, first.stderr
     assert f"created ConfigMap/{ns}/w-config" in first.stderr

@@ -54,7 +54,7 @@ from orksync.errors import ClusterError, LeadershipLost, OrksyncError, SourceErr
 from orksync.katalog.loader import load_repository
 from orksync.katalog.model import Catalog
 from orksync.logs import log_change, summary_line
-from orksync.model import Action, RenderedSet
+from orksync.model import Action, RenderedSet, Source
 from orksync.render.notes.random import CryptoRandom
 from orksync.render.output import write_rendered
 from orksync.source.git import GitAuth, GitSource, GitSourceSpec, GitVerify, Revision
@@ -303,7 +303,8 @@ class Agent:
             inventory_namespace=self.config.inventory_namespace,
             hooks=hook_renderers(self.state.catalog) if self.state.catalog else None,
             options=SyncOptions(apply=ApplyOptions(workers=self.config.workers)),
-            on_change=lambda change: log_change(change, log))
+            on_change=lambda change: log_change(change, log),
+            source=Source.of(self.config.repo_url, self.config.path))
         if self.state.catalog is not None:
             catalog = self.state.catalog
             if self.config.shards > 1:  # status only for this shard's custom resources
@@ -313,8 +314,6 @@ class Agent:
             report_sync(self.kube, catalog, rendered, result.changes, revision=revision.sha)
         for change in result.changes.changes:
             self.metrics.objects.labels(action=change.action.value).inc()
-        for reason in result.refused:
-            log.warning("prune refused: %s", reason)
         log.info(summary_line("sync", result.changes, revision=revision.sha,
                               seconds=time.monotonic() - start, errors=len(rendered.errors)))
         self.metrics.revision.clear()
@@ -330,7 +329,8 @@ class Agent:
         root = self.config.state_dir / "rendered"
         target = root / sha
         if not target.exists():
-            write_rendered(rendered, target, revision=sha)
+            write_rendered(rendered, target, revision=sha,
+                           source=Source.of(self.config.repo_url, self.config.path))
         old = sorted((p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")),
                      key=lambda p: p.stat().st_mtime, reverse=True)
         for path in old[self.config.keep_revisions:]:

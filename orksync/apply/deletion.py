@@ -71,6 +71,7 @@ class DeletionOptions:
     poll: float = 2.0
     field_manager: str = FIELD_MANAGER
     dry_run: bool = False
+    inventory: str = ""  # the deleting sync root's identity (inventory_identity); see below
     clock: Callable[[], float] = time.monotonic
     sleep: Callable[[float], None] = time.sleep
 
@@ -113,15 +114,18 @@ def find_hooks(hooks: Mapping[tuple[str, str], OnDeleteRenderer], ref: ObjRef
 
 
 def delete_if_owned(kube: Kube, ref: ObjRef, owner: ObjRef | None, *,
-                    propagation: str = "Background", dry_run: bool = False) -> Change:
-    """GET, check ownership (skip with the reason), DELETE with the UID just read as a
-    precondition. A missing object (or kind) is `deleted`: already gone."""
-    return attempt_delete(kube, ref, owner, propagation=propagation, dry_run=dry_run)[0]
+                    propagation: str = "Background", dry_run: bool = False,
+                    inventory: str = "") -> Change:
+    """GET, check ownership (skip with the reason; with `inventory`, an object another
+    sync root wrote last is skipped too), DELETE with the UID just read as a precondition.
+    A missing object (or kind) is `deleted`: already gone."""
+    return attempt_delete(kube, ref, owner, propagation=propagation, dry_run=dry_run,
+                          inventory=inventory)[0]
 
 
 def attempt_delete(kube: Kube, ref: ObjRef, owner: ObjRef | None, *,
-                   propagation: str = "Background", dry_run: bool = False
-                   ) -> tuple[Change, bool]:
+                   propagation: str = "Background", dry_run: bool = False,
+                   inventory: str = "") -> tuple[Change, bool]:
     """delete_if_owned, plus whether the object existed when read."""
     try:
         res = kube.resource(ref.api_version, ref.kind)
@@ -133,7 +137,7 @@ def attempt_delete(kube: Kube, ref: ObjRef, owner: ObjRef | None, *,
         return Change(ref=ref, action=Action.FAILED, message=err.detail), False
     if live is None:
         return Change(ref=ref, action=Action.DELETED, message="already gone"), False
-    problem = ownership_problem(live, owner)
+    problem = ownership_problem(live, owner, inventory)
     if problem:
         return Change(ref=ref, action=Action.SKIPPED, message=problem), True
     return _delete(kube, res, ref, live, propagation=propagation, dry_run=dry_run), True
@@ -175,7 +179,7 @@ def delete_custom_resource(kube: Kube, entry: InventoryEntry,
     if live is None:
         cleanup, done = cleanup_children(kube, ref, children, options)
         return [*cleanup, Change(ref=ref, action=Action.DELETED, message="already gone")], done
-    problem = ownership_problem(live, None)
+    problem = ownership_problem(live, None, options.inventory)
     if problem:
         return [Change(ref=ref, action=Action.SKIPPED, message=problem)], True
     if options.dry_run:
@@ -237,7 +241,8 @@ def cleanup_children(kube: Kube, owner: ObjRef, children: Sequence[InventoryEntr
                      options: DeletionOptions) -> tuple[list[Change], bool]:
     """Delete the owned children no owner reference covers (cluster-scoped ones and other
     namespaces, for a namespaced owner); the garbage collector takes the rest."""
-    changes = [delete_if_owned(kube, child.ref, owner, dry_run=options.dry_run)
+    changes = [delete_if_owned(kube, child.ref, owner, dry_run=options.dry_run,
+                               inventory=options.inventory)
                for child in children
                if not owner_reference_allowed(owner, child.ref, bool(child.ref.namespace))]
     return changes, not any(c.action is Action.FAILED for c in changes)
@@ -288,7 +293,8 @@ def _run_ordered(kube: Kube, cr_live: Mapping[str, Any], hooks: OnDeleteRenderer
                 changes.append(Change(ref=ref, action=Action.SKIPPED, message=refusal))
                 continue
             change, existed = attempt_delete(kube, ref, owner, propagation="Foreground",
-                                             dry_run=options.dry_run)
+                                             dry_run=options.dry_run,
+                                             inventory=options.inventory)
             message = f"onDelete {name}" + (f": {change.message}" if change.message else "")
             changes.append(dataclasses.replace(change, message=message))
             if existed and change.action is Action.DELETED:

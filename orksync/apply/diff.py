@@ -27,6 +27,17 @@ no `status`, no `orksync.io/hash` annotation.
 * Every value of every rendered and live Secret (plain, base64) is scrubbed from all the output
   (diffs of other objects, e.g. a custom resource spec holding the value, and errors).
 
+Deletions (`PruneInputs`: the stored inventory of the sync root and the sync's flags): the
+prune plan of a sync (orksync.apply.inventory.plan_prune, the same rules; an object whose
+dry run failed counts as a failed apply) is shown as diffs against nothing
+(`+++ /dev/null`): objects that left the render, custom resources that left Git (their
+onDelete noted) with the children their teardown and the garbage collector delete, CRDs
+with `prune_crds`, and objects whose entry condition turned false (Orkestra's
+DeleteIfOwned). Each live object is re-checked as the sync's delete re-checks it
+(orksync.apply.inventory.ownership_problem); one that would not be deleted, and every
+refusal of the plan, is a `# prune refused: ...` line, not a difference. An object already
+gone is no difference. Deleted Secrets are masked like the others.
+
 Exit code for the CLI (`DiffResult.exit_code`): 0 no difference, 1 differences, 2 errors
 (render errors included).
 """
@@ -37,20 +48,31 @@ import base64
 import copy
 import difflib
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from orksync.apply.compare import HASH_ANNOTATION
+from orksync.apply.deletion import OnDeleteRenderer, find_hooks
 from orksync.apply.engine import FIELD_MANAGER, owner_reference_allowed
+from orksync.apply.inventory import Inventory, InventoryEntry, ownership_problem, plan_prune
 from orksync.apply.kube import Kube, Resource
 from orksync.apply.rollout import ROLLOUT_ANNOTATION, pod_template
 from orksync.errors import ClusterError
-from orksync.model import ObjRef, RenderedObject, RenderedSet, WritePolicy
+from orksync.model import (
+    Action,
+    Change,
+    ChangeSet,
+    ObjRef,
+    RenderedObject,
+    RenderedSet,
+    WritePolicy,
+)
 from orksync.secrets.mask import mask_secret, scrub, secret_values
 from orksync.yamlio import dump_yaml
 
-__all__ = ["DiffResult", "diff_objects", "normalise"]
+__all__ = ["DiffResult", "PruneInputs", "diff_objects", "normalise"]
 
 log = logging.getLogger(__name__)
 
@@ -58,10 +80,25 @@ PLACEHOLDER_PREFIX = "<generate:"
 _DROPPED_META = ("managedFields", "resourceVersion", "generation", "uid", "creationTimestamp")
 
 
+@dataclass(slots=True, kw_only=True)
+class PruneInputs:
+    """What the deletions of a sync depend on besides the render: the sync root's stored
+    inventory, its identity (`inventory_identity`) and the sync's prune flags."""
+
+    stored: Inventory
+    inventory: str
+    allow_empty: bool = False
+    allow_orphaning_children: bool = False
+    prune_crds: bool = False
+    hooks: Mapping[tuple[str, str], OnDeleteRenderer] | None = None
+
+
 @dataclass(slots=True)
 class DiffResult:
     diffs: list[tuple[ObjRef, str]] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    refused: list[str] = field(default_factory=list)  # deletions the sync would not make
+    failed: list[ObjRef] = field(default_factory=list)  # objects whose dry run failed
 
     @property
     def exit_code(self) -> int:
@@ -71,7 +108,8 @@ class DiffResult:
         return 1 if self.diffs else 0
 
     def text(self) -> str:
-        return "".join(d for _, d in self.diffs)
+        return "".join(d for _, d in self.diffs) + "".join(
+            f"# prune refused: {reason}\n" for reason in self.refused)
 
 
 def normalise(obj: dict[str, Any] | None) -> dict[str, Any]:
@@ -92,7 +130,10 @@ def normalise(obj: dict[str, Any] | None) -> dict[str, Any]:
     return out
 
 
-def diff_objects(kube: Kube, rendered: RenderedSet) -> DiffResult:
+def diff_objects(kube: Kube, rendered: RenderedSet, prune: PruneInputs | None = None
+                 ) -> DiffResult:
+    """The diff of every rendered object; with `prune`, also what the sync would delete
+    (see the module doc)."""
     # Every value a rendered Secret carries is scrubbed from ALL output: the same value
     # often sits in the custom resource's spec or in an env var of a workload.
     values = [v for o in rendered.objects if o.ref.kind == "Secret"
@@ -104,13 +145,89 @@ def diff_objects(kube: Kube, rendered: RenderedSet) -> DiffResult:
             one = _diff_one(kube, obj, owners, values)
         except ClusterError as err:
             result.errors.append(f"{obj.ref}: {err!s}")
+            result.failed.append(obj.ref)
             continue
         if one:
             result.diffs.append((obj.ref, one))
+    if prune is not None:
+        _diff_deletions(kube, rendered, prune, result, values)
     # scrubbed at the end: the live Secrets' (old) values are known only now
     result.diffs = [(ref, scrub(text, values)) for ref, text in result.diffs]
     result.errors = [scrub(text, values) for text in result.errors]
+    result.refused = [scrub(text, values) for text in result.refused]
     return result
+
+
+def _diff_deletions(kube: Kube, rendered: RenderedSet, prune: PruneInputs,
+                    result: DiffResult, values: list[str]) -> None:
+    """What the sync's prune, teardown and absent cleanup would delete, into `result`."""
+    failed = ChangeSet(changes=[Change(ref=ref, action=Action.FAILED) for ref in result.failed])
+    plan = plan_prune(prune.stored, rendered, failed, allow_empty=prune.allow_empty,
+                      allow_orphaning_children=prune.allow_orphaning_children,
+                      prune_crds=prune.prune_crds)
+    result.refused.extend(plan.refused)
+
+    def delete(ref: ObjRef, owner: ObjRef | None, why: str, *, check: bool = True) -> None:
+        try:
+            res = kube.resource(ref.api_version, ref.kind)
+            live = kube.get_or_none(res, ref.namespace if res.namespaced else "", ref.name)
+        except ClusterError as err:
+            if err.status == 404:  # its kind is not served: nothing to delete
+                return
+            result.errors.append(f"{ref}: {err!s}")
+            return
+        if live is None:
+            return
+        problem = ownership_problem(live, owner, prune.inventory) if check else None
+        if problem:
+            result.refused.append(f"{ref}: {problem}")
+            return
+        if ref.kind == "Secret" and ref.api_version == "v1":
+            values.extend(secret_values(live))
+        result.diffs.append((ref, _deletion_diff(ref, live, why)))
+
+    for entry in plan.delete:
+        if entry.is_custom_resource:
+            hooks = find_hooks(prune.hooks, entry.ref) if prune.hooks else None
+            on_delete = hooks is not None and bool(hooks.entry.operator_box.get("onDelete"))
+            delete(entry.ref, None, "deleted: the custom resource left the repository"
+                   + ("; its onDelete runs first" if on_delete else ""))
+            for child in plan.owned.get(entry.ref, []):
+                delete(child.ref, entry.ref, _teardown_reason(entry.ref, child),
+                       check=not _collected(entry.ref, child))
+        elif entry.is_crd:
+            delete(entry.ref, None, "deleted: the CRD left the repository (--prune-crds)")
+        else:
+            delete(entry.ref, entry.owner, "deleted: no longer rendered (pruned)")
+    if plan.halted:
+        return
+    claimed = {o.ref for o in rendered.objects} | prune.stored.refs()
+    seen: set[ObjRef] = set()
+    for ref, owner in rendered.absent:
+        if ref not in claimed and ref not in seen:
+            seen.add(ref)
+            delete(ref, owner, "deleted: its entry's condition turned false")
+
+
+def _collected(owner: ObjRef, child: InventoryEntry) -> bool:
+    """The garbage collector deletes this child with its owner (an owner reference covers
+    it); the teardown deletes the others, after the ownership check."""
+    return owner_reference_allowed(owner, child.ref, bool(child.ref.namespace))
+
+
+def _teardown_reason(owner: ObjRef, child: InventoryEntry) -> str:
+    how = "the garbage collector" if _collected(owner, child) else "its teardown"
+    return f"deleted: {how} deletes it with {owner}"
+
+
+def _deletion_diff(ref: ObjRef, live: dict[str, Any], why: str) -> str:
+    before = normalise(live)
+    if ref.kind == "Secret" and ref.api_version == "v1":
+        before = mask_secret(before)
+    lines = list(difflib.unified_diff(dump_yaml(before).splitlines(keepends=True), [],
+                                      fromfile=f"a/{ref}", tofile="/dev/null"))
+    text = "".join(lines[:2]) + f"# {why}\n" + "".join(lines[2:])
+    return text if text.endswith("\n") else text + "\n"
 
 
 def _diff_one(kube: Kube, obj: RenderedObject, owners: dict[ObjRef, dict[str, Any] | None],

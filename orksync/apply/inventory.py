@@ -4,6 +4,16 @@ Prune only from a recorded inventory (old minus new), never from "everything car
 label" (prior art, lesson 1). The inventory of sync root `<name>` is stored in the
 ConfigMap `orksync-inventory-<name>` (namespace `orksync-system` unless configured).
 
+An inventory records its source (`Source`: the repository URL or the absolute local path,
+and the directory inside it) in the ConfigMap's annotations `orksync.io/source` and
+`orksync.io/source-path`. A sync from another source is refused before it writes
+anything (`check_source`): its prune would delete the first source's objects. An
+inventory without a recorded source (written by an earlier orksync) is adopted: the next
+sync records its own. Every object a sync applies carries the annotation
+`orksync.io/inventory: <namespace>/<name>` (`inventory_identity`), and a delete re-checks
+it on the live object (`ownership_problem`): an object whose annotation names another
+inventory was last written by another sync root and is not deleted.
+
 Storage format (`v1`): `binaryData.entries` holds zlib-compressed JSON
 
     {"owners": [[apiVersion, kind, namespace, name], ...],
@@ -58,6 +68,7 @@ from orksync.model import (
     ChangeSet,
     ObjRef,
     RenderedSet,
+    Source,
 )
 from orksync.secrets.ca import with_ca_secrets
 
@@ -67,6 +78,9 @@ FORMAT = "v1"
 DATA_KEY = "entries"
 MAX_COMPRESSED = 900 * 1024  # under the 1 MiB ConfigMap limit, with room for metadata
 PRUNE_ANNOTATION = "orksync.io/prune"
+INVENTORY_ANNOTATION = "orksync.io/inventory"  # on every applied object: <namespace>/<name>
+SOURCE_ANNOTATION = "orksync.io/source"  # on the inventory: the repository URL or local path
+SOURCE_PATH_ANNOTATION = "orksync.io/source-path"  # on the inventory: the directory inside it
 PRUNE_DISABLED = "disabled"
 CRD_KIND = "CustomResourceDefinition"
 CRD_GROUP = "apiextensions.k8s.io"
@@ -115,9 +129,11 @@ def is_crd(ref: ObjRef) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class Inventory:
-    """A set of entries, unique by identity, kept sorted."""
+    """A set of entries, unique by identity, kept sorted, and the source that wrote them
+    (None: not recorded, an inventory of an earlier orksync or not written yet)."""
 
     entries: tuple[InventoryEntry, ...] = ()
+    source: Source | None = None
 
     @classmethod
     def of(cls, entries: Iterable[InventoryEntry]) -> Inventory:
@@ -145,8 +161,12 @@ class Inventory:
         return [e for e in self.entries if e.owner == owner]
 
     def merge(self, other: Iterable[InventoryEntry]) -> Inventory:
-        """This inventory plus `other` (other's entry wins for the same identity)."""
-        return Inventory.of([*self.entries, *other])
+        """This inventory plus `other` (other's entry wins for the same identity), with
+        this inventory's source."""
+        return Inventory(Inventory.of([*self.entries, *other]).entries, self.source)
+
+    def with_source(self, source: Source | None) -> Inventory:
+        return Inventory(self.entries, source)
 
     # --- the ConfigMap -----------------------------------------------------------------
 
@@ -178,11 +198,15 @@ class Inventory:
                                  f"than a ConfigMap holds ({MAX_COMPRESSED}); split the "
                                  "repository into several sync roots",
                                  subject=f"ConfigMap/{namespace}/{configmap_name(name)}")
+        annotations = {"orksync.io/sync-name": name}
+        if self.source is not None:
+            annotations[SOURCE_ANNOTATION] = self.source.location
+            annotations[SOURCE_PATH_ANNOTATION] = self.source.path
         return {"apiVersion": "v1", "kind": "ConfigMap",
                 "metadata": {"name": configmap_name(name), "namespace": namespace,
                              "labels": {MANAGED_BY_LABEL: MANAGED_BY,
                                         "app.kubernetes.io/component": "inventory"},
-                             "annotations": {"orksync.io/sync-name": name}},
+                             "annotations": annotations},
                 "data": {"format": f"{FORMAT}: binaryData.{DATA_KEY} = zlib(JSON), "
                                    "see orksync.apply.inventory",
                          "count": str(len(self))},
@@ -196,11 +220,16 @@ class Inventory:
         fmt = str((body.get("data") or {}).get("format") or "")
         if fmt.split(":")[0] != FORMAT:
             raise InventoryError(f"unknown inventory format {fmt!r}", subject=subject)
+        annotations = (body.get("metadata") or {}).get("annotations") or {}
+        location = annotations.get(SOURCE_ANNOTATION)
+        source = Source(location=str(location),
+                        path=str(annotations.get(SOURCE_PATH_ANNOTATION) or "")) \
+            if location else None
         encoded = (body.get("binaryData") or {}).get(DATA_KEY)
         if not encoded:
-            return cls()
+            return cls(source=source)
         try:
-            return cls.decode(base64.b64decode(encoded, validate=True))
+            return cls.decode(base64.b64decode(encoded, validate=True)).with_source(source)
         except (ValueError, InventoryError) as err:
             raise InventoryError(str(err), subject=subject) from err
 
@@ -215,6 +244,33 @@ def configmap_name(name: str) -> str:
     return CONFIGMAP_PREFIX + clean
 
 
+def inventory_identity(name: str, namespace: str = DEFAULT_NAMESPACE) -> str:
+    """The value of INVENTORY_ANNOTATION on the objects sync root `name` applies."""
+    return f"{namespace}/{name}"
+
+
+def source_conflict(stored: Inventory, source: Source) -> str | None:
+    """Why a sync of `source` may not use the stored inventory (None: it may): it holds
+    objects of another recorded source, which the sync's prune would delete. An inventory
+    without a recorded source is adopted, and so is an empty one (nothing to lose)."""
+    if stored.source is None or stored.source == source or not len(stored):
+        return None
+    return (f"this inventory holds {len(stored)} object(s) synced from {stored.source}, not "
+            f"from {source}: refusing to sync (its prune would delete them). Give each "
+            "source its own inventory with --name (the sync root's name, default: "
+            "default), or, when the same repository moved, take the inventory over with "
+            "--adopt-inventory")
+
+
+def check_source(stored: Inventory, source: Source | None, *, name: str,
+                 namespace: str = DEFAULT_NAMESPACE) -> None:
+    """Raise InventoryError, naming the ConfigMap, when `source_conflict` says no. None
+    (a source that is not known) checks nothing."""
+    conflict = source_conflict(stored, source) if source is not None else None
+    if conflict:
+        raise InventoryError(conflict, subject=f"ConfigMap/{namespace}/{configmap_name(name)}")
+
+
 def _ref_row(ref: ObjRef) -> list[str]:
     return [ref.api_version, ref.kind, ref.namespace, ref.name]
 
@@ -227,10 +283,14 @@ def _row_ref(row: list[str]) -> ObjRef:
 # --- ownership at delete time (lesson 2) -------------------------------------------------
 
 
-def ownership_problem(live: Mapping[str, Any], owner: ObjRef | None) -> str | None:
+def ownership_problem(live: Mapping[str, Any], owner: ObjRef | None,
+                      inventory: str = "") -> str | None:
     """Why orksync may not delete this live object (None: it may). A child must still
     carry orksync's label and both markers of its owner; a CRD or custom resource
-    orksync's label; nobody may carry `orksync.io/prune: disabled`."""
+    orksync's label; nobody may carry `orksync.io/prune: disabled`; with `inventory`
+    (`inventory_identity` of the deleting sync root), an object whose INVENTORY_ANNOTATION
+    names another inventory is not deleted (one without it, written by an earlier orksync,
+    is judged by the other markers)."""
     meta = live.get("metadata") or {}
     labels = meta.get("labels") or {}
     annotations = meta.get("annotations") or {}
@@ -238,6 +298,10 @@ def ownership_problem(live: Mapping[str, Any], owner: ObjRef | None) -> str | No
         return f"not deleted: annotated {PRUNE_ANNOTATION}: {PRUNE_DISABLED}"
     if labels.get(MANAGED_BY_LABEL) != MANAGED_BY:
         return f"not deleted: label {MANAGED_BY_LABEL} is not {MANAGED_BY} any more"
+    written_by = annotations.get(INVENTORY_ANNOTATION)
+    if inventory and written_by and written_by != inventory:
+        return (f"not deleted: annotation {INVENTORY_ANNOTATION} names the inventory "
+                f"{written_by}, not {inventory} (another sync root wrote it last)")
     if owner is None:
         return None
     if labels.get(OWNER_LABEL) != owner.name:
@@ -257,6 +321,7 @@ class PrunePlan:
     keep: Inventory  # the inventory to store when every delete succeeds
     owned: dict[ObjRef, list[InventoryEntry]] = field(default_factory=dict)
     halted: bool = False  # nothing at all may be deleted in this run
+    empty: bool = False  # halted: an empty render against a non-empty inventory
 
     @property
     def custom_resources(self) -> set[ObjRef]:
@@ -298,8 +363,8 @@ def plan_prune(old: Inventory, rendered: RenderedSet, changes: ChangeSet, *,
     if not rendered.objects and len(old) and not allow_empty:
         return PrunePlan(delete=[], refused=[
             f"the render is empty and the inventory holds {len(old)} object(s): refusing "
-            "to delete everything (allow an empty render to confirm)"], keep=old,
-            halted=True)
+            "to delete everything; to delete them, run again with --allow-empty"], keep=old,
+            halted=True, empty=True)
 
     new_refs = {o.ref for o in rendered.objects}
     guarded = dict(rendered.skipped)

@@ -3,8 +3,10 @@ turned false. I/O.
 
 Every delete re-reads the live object first and deletes it only while it still carries
 orksync's ownership markers (label `app.kubernetes.io/managed-by: orksync`; for a child
-also `orkestra-owner` and the annotation `orksync.io/owner` naming the inventory owner)
-and no `orksync.io/prune: disabled` opt-out; otherwise it is `skipped` with the reason and
+also `orkestra-owner` and the annotation `orksync.io/owner` naming the inventory owner),
+no annotation `orksync.io/inventory` naming another sync root's inventory (one written by
+an earlier orksync carries none and is judged by the rest) and no
+`orksync.io/prune: disabled` opt-out; otherwise it is `skipped` with the reason and
 forgotten (it is no longer ours). The DELETE carries the UID just read as a precondition,
 so an object replaced in between is never deleted by mistake, and uses background
 propagation. A missing object is `deleted` (already gone). A failed delete is `failed`
@@ -66,7 +68,8 @@ def prune(kube: Kube, plan: PrunePlan, *, field_manager: str = FIELD_MANAGER,
                           "custom resources of its group are still being torn down"))
             retry.append(entry)
             continue
-        change = delete_if_owned(kube, entry.ref, entry.owner, dry_run=dry_run)
+        change = delete_if_owned(kube, entry.ref, entry.owner, dry_run=dry_run,
+                                 inventory=options.inventory)
         record(change)
         if change.action is Action.FAILED:
             retry.append(entry)
@@ -75,10 +78,11 @@ def prune(kube: Kube, plan: PrunePlan, *, field_manager: str = FIELD_MANAGER,
 
 def cleanup_absent(kube: Kube, absent: Iterable[tuple[ObjRef, ObjRef]], *,
                    claimed: Collection[ObjRef] = (), dry_run: bool = False,
-                   on_change: OnChange | None = None) -> ChangeSet:
+                   on_change: OnChange | None = None, inventory: str = "") -> ChangeSet:
     """Orkestra's DeleteIfOwned: each (object, owner) whose entry condition turned false is
-    deleted when it exists, carries that owner's markers and no entry claims it. A missing
-    object is no change at all (this runs every sync)."""
+    deleted when it exists, carries that owner's markers (and, with `inventory`, no other
+    sync root's identity) and no entry claims it. A missing object is no change at all
+    (this runs every sync)."""
     changes = ChangeSet()
     record = _recorder(changes, on_change)
     seen: set[ObjRef] = set()
@@ -86,7 +90,8 @@ def cleanup_absent(kube: Kube, absent: Iterable[tuple[ObjRef, ObjRef]], *,
         if ref in claimed or ref in seen:
             continue
         seen.add(ref)
-        change, existed = attempt_delete(kube, ref, owner, dry_run=dry_run)
+        change, existed = attempt_delete(kube, ref, owner, dry_run=dry_run,
+                                         inventory=inventory)
         if existed or change.action is Action.FAILED:
             record(dataclasses.replace(change, message=_prefixed("condition false",
                                                                   change.message)))

@@ -5,12 +5,16 @@ orksync.apply.inventory, the deletes in orksync.apply.prune and orksync.apply.de
 Order of one run:
 
 1. read the inventory ConfigMap (`orksync-inventory-<name>`; its namespace, default
-   `orksync-system`, is created when missing, before the inventory is written in step 7);
-2. stamp the custom resources with the finalizer `orksync.io/cleanup` and every CRD and
+   `orksync-system`, is created when missing, before the inventory is written in step 7),
+   and refuse (InventoryError, before any write) when it holds objects of another
+   recorded source (`orksync.apply.inventory.check_source`);
+2. stamp the custom resources with the finalizer `orksync.io/cleanup`, every CRD and
    custom resource with `app.kubernetes.io/managed-by: orksync` (the ownership marker the
-   prune checks), then apply (orksync.apply.engine); workloads with `autoscale` get their
-   replica count from orksync.apply.autoscale, before the apply for those that exist,
-   after it for those it created;
+   prune checks) and every object with `orksync.io/inventory: <namespace>/<name>` (the
+   sync root that wrote it last, re-checked before a delete), then apply
+   (orksync.apply.engine); workloads with `autoscale` get their replica count from
+   orksync.apply.autoscale, before the apply for those that exist, after it for those it
+   created;
 3. plan the prune (nothing at all when the render had errors or an apply failed);
 4. finish the teardown of custom resources deleted out of band (deletionTimestamp and
    our finalizer while still in Git or in the inventory): onDelete, then the finalizer;
@@ -20,7 +24,8 @@ Order of one run:
    (only with `prune_crds`);
 6. Orkestra's DeleteIfOwned for objects whose entry condition turned false (`absent`),
    unless they are in the inventory (the prune handles those);
-7. write the inventory (server-side apply, field manager `orksync`), failed deletes kept.
+7. write the inventory (server-side apply, field manager `orksync`), failed deletes kept,
+   with this sync's source.
 
 A dry run applies with dryRun=All, deletes nothing, and writes no inventory.
 
@@ -58,9 +63,12 @@ from orksync.apply.engine import (
 )
 from orksync.apply.inventory import (
     DEFAULT_NAMESPACE,
+    INVENTORY_ANNOTATION,
     Inventory,
     PrunePlan,
+    check_source,
     configmap_name,
+    inventory_identity,
     is_crd,
     plan_prune,
 )
@@ -77,6 +85,7 @@ from orksync.model import (
     ObjRef,
     RenderedObject,
     RenderedSet,
+    Source,
 )
 
 if TYPE_CHECKING:
@@ -94,6 +103,7 @@ class SyncOptions:
     allow_empty: bool = False
     allow_orphaning_children: bool = False
     prune_crds: bool = False
+    adopt_inventory: bool = False  # take over an inventory another source recorded
 
 
 @dataclass(slots=True, kw_only=True)
@@ -102,6 +112,7 @@ class SyncResult:
     inventory: Inventory  # as stored (or as it would be, in a dry run)
     pruned: int  # objects deleted by the prune and the absent cleanup
     refused: list[str]  # why something was not pruned
+    refused_empty: bool = False  # the render was empty and the inventory was not: no prune
 
 
 # --- the render side (imported where first needed) ----------------------------------------
@@ -144,26 +155,34 @@ def sync_once(kube: Kube, rendered: RenderedSet, *, inventory_name: str,
               options: SyncOptions | None = None,
               on_change: Callable[[Change], None] | None = None,
               applier: Applier | None = None,
-              stored_inventory: Future[Inventory] | None = None) -> SyncResult:
+              stored_inventory: Future[Inventory] | None = None,
+              source: Source | None = None) -> SyncResult:
     """`hooks`: the onDelete renderers by (apiVersion, kind), from hook_renderers(catalog);
     without one, a custom resource is still deleted and finalized, but no onDelete runs.
     `absent`: (object, owner) pairs whose entry condition turned false; defaults to
     `rendered.absent`. `applier`: one made with `options.apply` and `on_change` whose
     prefetch the caller started (`orksync apply` starts it from the rendered directory's
     index, before reading the files). `stored_inventory`: the stored inventory as
-    `prefetch_inventory` reads it, sent by the caller with that prefetch. Raises
-    InventoryError when the stored inventory is unreadable."""
+    `prefetch_inventory` reads it, sent by the caller with that prefetch. `source`: where
+    `rendered` comes from, recorded in the inventory; a stored inventory of another
+    source is refused (unless `options.adopt_inventory`); None (tests, benchmarks)
+    checks nothing and keeps the recorded source. Raises InventoryError when the stored
+    inventory is unreadable or belongs to another source, before anything is written."""
     options = options or SyncOptions()
     dry_run = options.apply.dry_run
     manager = options.apply.field_manager
-    deletion = dataclasses.replace(options.deletion, field_manager=manager, dry_run=dry_run)
+    identity = inventory_identity(inventory_name, inventory_namespace)
+    deletion = dataclasses.replace(options.deletion, field_manager=manager, dry_run=dry_run,
+                                   inventory=identity)
     applier = applier or Applier(kube, options.apply, on_change=on_change)
     if not applier.prefetching:  # the apply's LISTs go out now, while the inventory is read
         applier.prefetch(rendered)
     try:
         old = stored_inventory.result() if stored_inventory is not None else \
             read_inventory(kube, inventory_name, inventory_namespace)
-        prepared = mark_for_cleanup(rendered)
+        if not options.adopt_inventory:
+            check_source(old, source, name=inventory_name, namespace=inventory_namespace)
+        prepared = mark_for_cleanup(rendered, identity)
         scaler = Autoscaler(kube, prepared.objects, now=options.apply.clock,
                             dry_run=dry_run, on_change=on_change)
         scaled = scaler.before_apply()
@@ -175,8 +194,8 @@ def sync_once(kube: Kube, rendered: RenderedSet, *, inventory_name: str,
     plan = plan_prune(old, prepared, applied, allow_empty=options.allow_empty,
                       allow_orphaning_children=options.allow_orphaning_children,
                       prune_crds=options.prune_crds)
-    for reason in plan.refused:
-        log.warning("prune: %s", reason)
+    for reason in plan.refused:  # logged here only, for the CLI and the agent alike
+        log.warning("prune refused: %s", reason)
     changes = ChangeSet(changes=list(applied.changes))
     if not dry_run:
         for change in finish_terminating(kube, prepared, old, plan, hooks or {}, deletion,
@@ -193,28 +212,35 @@ def sync_once(kube: Kube, rendered: RenderedSet, *, inventory_name: str,
     if not plan.halted and absent:
         claimed = {o.ref for o in rendered.objects} | old.refs()
         cleaned = cleanup_absent(kube, absent, claimed=claimed, dry_run=dry_run,
-                                 on_change=on_change)
+                                 on_change=on_change, inventory=identity)
         changes.extend(cleaned.changes)
         deleted += cleaned.counts()[Action.DELETED]
+    inventory = inventory.with_source(source or old.source)
     if not dry_run and inventory != old:  # an unchanged inventory costs no request
         ensure_namespace(kube, inventory_namespace)  # not before: a resync writes none
         write_inventory(kube, inventory, inventory_name, inventory_namespace,
                         field_manager=manager)
     return SyncResult(changes=changes, inventory=inventory, pruned=deleted,
-                      refused=list(plan.refused))
+                      refused=list(plan.refused), refused_empty=plan.empty)
 
 
-def mark_for_cleanup(rendered: RenderedSet) -> RenderedSet:
+def mark_for_cleanup(rendered: RenderedSet, inventory: str = "") -> RenderedSet:
     """CRDs and custom resources get orksync's managed-by label; custom resources also
-    the finalizer that holds them until their teardown ran. The new bodies share all but
-    their `metadata`, labels and finalizers with the rendered ones (no deep copy at every
-    sync): nothing downstream writes into a body (the applier and the diff copy what they
-    send)."""
+    the finalizer that holds them until their teardown ran; with `inventory`
+    (`inventory_identity`), every object the annotation `orksync.io/inventory` naming it.
+    The new bodies share all but their `metadata`, labels, annotations and finalizers
+    with the rendered ones (no deep copy at every sync): nothing downstream writes into a
+    body (the applier and the diff copy what they send)."""
     def mark(obj: RenderedObject) -> RenderedObject:
-        if obj.owner is not None:
+        if obj.owner is not None and not inventory:
             return obj
         body = dict(obj.body)
         meta = body["metadata"] = dict(body.get("metadata") or {})
+        if inventory:
+            meta["annotations"] = {**(meta.get("annotations") or {}),
+                                   INVENTORY_ANNOTATION: inventory}
+        if obj.owner is not None:
+            return dataclasses.replace(obj, body=body)
         meta["labels"] = {**(meta.get("labels") or {}), MANAGED_BY_LABEL: MANAGED_BY}
         if not is_crd(obj.ref):
             finalizers = list(meta.get("finalizers") or [])

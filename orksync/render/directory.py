@@ -27,7 +27,7 @@ from typing import TypeAlias, cast
 from orksync.forked import fork_chunks_into
 from orksync.gcpause import gc_paused
 from orksync.katalog.model import Catalog, CustomResource
-from orksync.model import RenderedObject, RenderedSet
+from orksync.model import RenderedObject, RenderedSet, Source
 from orksync.render.engine import (
     CrResult,
     CrSummary,
@@ -66,8 +66,10 @@ class DirectoryRender:
 @gc_paused
 def render_to_directory(catalog: Catalog, out_dir: Path, *, revision: str = "",
                         strict_cluster_scope: bool = False, jobs: int = 1,
-                        clock: Clock = utc_now) -> DirectoryRender:
-    """Render `catalog` into `out_dir` (replaced atomically) in up to `jobs` processes."""
+                        clock: Clock = utc_now, source: Source | None = None
+                        ) -> DirectoryRender:
+    """Render `catalog` into `out_dir` (replaced atomically) in up to `jobs` processes;
+    `source` is recorded in the index (orksync.render.output)."""
     plan = RenderPlan(catalog, clock=clock, strict_cluster_scope=strict_cluster_scope)
     out_dir, tmp = start_rendered(out_dir)
     try:
@@ -109,7 +111,7 @@ def render_to_directory(catalog: Catalog, out_dir: Path, *, revision: str = "",
             _remove(tmp, *owned_files(cr.ref))  # that a process's writer knows as made
         entries.sort(key=lambda e: e[0])
         facts = merged.rendered_set(())
-        finish_rendered(tmp, out_dir, facts, [e[1] for e in entries], revision)
+        finish_rendered(tmp, out_dir, facts, [e[1] for e in entries], revision, source)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -25,7 +25,7 @@ from typing import Any, Concatenate, ParamSpec
 
 from orksync.errors import InputError, LoadError, RenderError
 from orksync.gcpause import gc_paused
-from orksync.model import ObjRef, Origin, RenderedObject, RenderedSet, WritePolicy
+from orksync.model import ObjRef, Origin, RenderedObject, RenderedSet, Source, WritePolicy
 from orksync.yamlio import dump_scalar, dump_yaml, load_document, read_file
 
 INDEX = "index.yaml"
@@ -102,12 +102,14 @@ def _ref_from(raw: dict[str, Any]) -> ObjRef:
 
 
 @gc_paused
-def write_rendered(rendered: RenderedSet, out_dir: Path, *, revision: str = "") -> Path:
-    """Write every object and the index; replace `out_dir` atomically."""
+def write_rendered(rendered: RenderedSet, out_dir: Path, *, revision: str = "",
+                   source: Source | None = None) -> Path:
+    """Write every object and the index (`source`: what was rendered, recorded for the
+    inventory of `orksync apply`); replace `out_dir` atomically."""
     out_dir, tmp = start_rendered(out_dir)
     try:
         entries = ObjectWriter(tmp).write(rendered.objects)
-        finish_rendered(tmp, out_dir, rendered, entries, revision)
+        finish_rendered(tmp, out_dir, rendered, entries, revision, source)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -122,10 +124,10 @@ def start_rendered(out_dir: Path) -> tuple[Path, Path]:
 
 
 def finish_rendered(tmp: Path, out_dir: Path, rendered: RenderedSet, entries: list[bytes],
-                    revision: str) -> None:
+                    revision: str, source: Source | None = None) -> None:
     """Write the index (`entries` in the order of the objects, `rendered`'s prune facts)
     and rename `tmp` into place."""
-    _write_parts(f"{tmp}/{INDEX}", _index(rendered, entries, revision))
+    _write_parts(f"{tmp}/{INDEX}", _index(rendered, entries, revision, source))
     _swap_into_place(tmp, out_dir)
 
 
@@ -248,14 +250,18 @@ def _field_line(pad: str, key: str, value: object) -> str:
     return f"{pad}{key}: {dump_scalar(value)}\n"
 
 
-def _index(rendered: RenderedSet, entries: list[bytes], revision: str) -> list[bytes]:
+def _index(rendered: RenderedSet, entries: list[bytes], revision: str,
+           source: Source | None = None) -> list[bytes]:
     """index.yaml, in parts: what `dump_yaml` writes for {apiVersion, kind, revision,
-    objects, and the prune facts}, with the entries of `objects` already written by
+    source, objects, and the prune facts}, with the entries of `objects` already written by
     `ObjectWriter.entry` (a top-level mapping is written key after key, so the pieces
     join into the same text)."""
     head: dict[str, Any] = {"apiVersion": INDEX_API, "kind": INDEX_KIND}
     if revision:
         head["revision"] = revision
+    if source is not None:
+        head["source"] = {"location": source.location, **(
+            {"path": source.path} if source.path else {})}
     facts = _prune_facts(rendered)
     tail = dump_yaml(facts).encode("utf-8") if facts else b""
     if not entries:
@@ -393,8 +399,11 @@ def _swap_into_place(tmp: Path, out_dir: Path) -> None:
 
 @_index_errors
 @gc_paused
-def read_rendered(out_dir: Path, on_index: OnIndex | None = None) -> RenderedSet:
-    """Read a rendered directory back, verifying every file against the index.
+def read_rendered(out_dir: Path, on_index: OnIndex | None = None, *,
+                  head: dict[str, Any] | None = None) -> RenderedSet:
+    """Read a rendered directory back, verifying every file against the index. `head`,
+    when given, receives the index's `revision` and `source` (a Source) where it
+    records them.
 
     Files are read with `load_document`, whose exact reader takes the files as orksync
     wrote them; a file whose sha256 differs from the index is refused before parsing.
@@ -405,6 +414,8 @@ def read_rendered(out_dir: Path, on_index: OnIndex | None = None) -> RenderedSet
                           max_bytes=INDEX_MAX_BYTES)
     if not isinstance(index, dict) or index.get("kind") != INDEX_KIND:
         raise LoadError(f"not an orksync {INDEX_KIND}", file=str(index_path))
+    if head is not None:
+        head.update(_index_head(index, index_path))
     root = out_dir.resolve()
     entries = index.get("objects") or []
     planned = [IndexEntry(ref=_ref_from(entry["object"]), stage=int(entry["stage"]),
@@ -444,6 +455,18 @@ def read_rendered(out_dir: Path, on_index: OnIndex | None = None) -> RenderedSet
                      for e in index.get("absent") or []),
         retained=tuple((_ref_from(e["object"]), _ref_from(e["owner"]))
                        for e in index.get("retained") or []))
+
+
+def _index_head(index: dict[str, Any], index_path: Path) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if index.get("revision"):
+        out["revision"] = str(index["revision"])
+    raw = index.get("source")
+    if raw is not None:
+        if not isinstance(raw, dict) or not raw.get("location"):
+            raise LoadError("source: expected a mapping with a location", file=str(index_path))
+        out["source"] = Source.of(str(raw["location"]), str(raw.get("path") or ""))
+    return out
 
 
 def _read(path: Path | str) -> bytes:
