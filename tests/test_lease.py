@@ -193,3 +193,17 @@ def test_settings_that_leave_no_margin_are_refused() -> None:
     with pytest.raises(UsageError, match="renew deadline"):
         LeaderElector(Kube(Store()), name="x", namespace="y", identity="z",
                       lease_duration=10, renew_deadline=9, retry_period=2)
+
+
+def test_the_agent_flags_reach_its_settings() -> None:
+    from orksync.agent.command import agent_config
+    from orksync.cli import build_parser
+
+    args = build_parser().parse_args([
+        "agent", "--repo-url", "git://example.invalid/r", "--allow-empty", "--prune-crds",
+        "--lease-duration", "20s", "--renew-deadline", "12s", "--retry-period", "3s",
+        "--webhook-secret-file", "/run/hook/secret"])
+    config = agent_config(args)
+    assert (config.allow_empty, config.prune_crds) == (True, True)
+    assert (config.lease_duration, config.renew_deadline, config.retry_period) == (20, 12, 3)
+    assert str(config.webhook_secret_file) == "/run/hook/secret"

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from orksync.errors import UsageError
 
 if TYPE_CHECKING:
+    from orksync.agent.runner import AgentConfig
     from orksync.apply.kube import Kube
 
 
@@ -94,7 +95,14 @@ def add_agent_parser(sub: Any, *, common_flags: tuple[Callable[[argparse.Argumen
 
 
 def cmd_agent(args: argparse.Namespace, kube: Kube) -> int:
-    from orksync.agent.runner import Agent, AgentConfig
+    from orksync.agent.runner import Agent
+
+    return Agent(agent_config(args), kube).run()
+
+
+def agent_config(args: argparse.Namespace) -> AgentConfig:
+    """The agent's settings from its parsed flags."""
+    from orksync.agent.runner import AgentConfig
     from orksync.source.git import GitAuth, GitVerify, VerifyMode
 
     def present(path: Path | None) -> Path | None:
@@ -114,18 +122,18 @@ def cmd_agent(args: argparse.Namespace, kube: Kube) -> int:
     if not 0 <= args.shard < args.shards:
         raise UsageError(f"--shard {args.shard} is not in 0..{args.shards - 1}")
     suffix = f"-shard-{args.shard}-of-{args.shards}" if args.shards > 1 else ""
-    config = AgentConfig(repo_url=args.repo_url, ref=args.ref, path=args.path,
-                         interval=args.interval, rotate_interval=args.rotate_interval,
-                         state_dir=args.state_dir, listen=args.listen,
-                         leader_elect=not args.no_leader_elect,
-                         lease_name=f"orksync-{args.name}{suffix}",
-                         lease_namespace=args.lease_namespace,
-                         lease_duration=args.lease_duration,
-                         renew_deadline=args.renew_deadline, retry_period=args.retry_period,
-                         name=f"{args.name}{suffix}",
-                         inventory_namespace=args.inventory_namespace, workers=args.workers,
-                         auth=auth, shard=args.shard, shards=args.shards, verify=verify,
-                         strict_cluster_scope=args.strict_cluster_scope,
-                         webhook_secret_file=args.webhook_secret_file,
-                         **identity)
-    return Agent(config, kube).run()
+    return AgentConfig(repo_url=args.repo_url, ref=args.ref, path=args.path,
+                       interval=args.interval, rotate_interval=args.rotate_interval,
+                       state_dir=args.state_dir, listen=args.listen,
+                       leader_elect=not args.no_leader_elect,
+                       lease_name=f"orksync-{args.name}{suffix}",
+                       lease_namespace=args.lease_namespace,
+                       lease_duration=args.lease_duration,
+                       renew_deadline=args.renew_deadline, retry_period=args.retry_period,
+                       name=f"{args.name}{suffix}",
+                       inventory_namespace=args.inventory_namespace, workers=args.workers,
+                       auth=auth, shard=args.shard, shards=args.shards, verify=verify,
+                       strict_cluster_scope=args.strict_cluster_scope,
+                       webhook_secret_file=args.webhook_secret_file,
+                       allow_empty=args.allow_empty, prune_crds=args.prune_crds,
+                       **identity)

@@ -91,6 +91,8 @@ class AgentConfig:
     verify: GitVerify | None = None  # refuse revisions not signed by an allowed key
     strict_cluster_scope: bool = False  # no cluster-scoped kind without an allow-list
     webhook_secret_file: Path | None = None  # POST /hooks/git is served only with one
+    allow_empty: bool = False  # an empty render may prune everything (as `sync`'s flag)
+    prune_crds: bool = False  # CRDs that left Git are deleted (as `sync`'s flag)
 
 
 @dataclass(slots=True)
@@ -302,7 +304,9 @@ class Agent:
             self.kube, rendered, inventory_name=self.config.name,
             inventory_namespace=self.config.inventory_namespace,
             hooks=hook_renderers(self.state.catalog) if self.state.catalog else None,
-            options=SyncOptions(apply=ApplyOptions(workers=self.config.workers)),
+            options=SyncOptions(apply=ApplyOptions(workers=self.config.workers),
+                                allow_empty=self.config.allow_empty,
+                                prune_crds=self.config.prune_crds),
             on_change=lambda change: log_change(change, log),
             source=Source.of(self.config.repo_url, self.config.path))
         if self.state.catalog is not None:
