@@ -207,7 +207,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     `argv` (tests, embedding), it returns the exit code."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    setup_logging(level=args.log_level, fmt=args.log_format)
+    # the agent's plain lines carry a timestamp (a long-running log, read later); a one-shot
+    # command's do not (its summary line says how long it took; `--log-format json` has them)
+    setup_logging(level=args.log_level, fmt=args.log_format,
+                  timestamps=args.command == "agent")
     if args.command is None:
         parser.print_help()
         return 2

@@ -256,6 +256,30 @@ class Change:
     action: Action
     message: str = ""
 
+    @property
+    def detail(self) -> str:
+        """The message less what only restates the action, for a line that already names
+        it: of its `; `-separated parts, one that is just the action's word (or, for a
+        configured object, `applied`) is dropped, and `<word> (<note>)` keeps the note.
+        A created Secret's `created; generated password` is `generated password`, its
+        `created (dry run)` is `dry run`; '' when nothing is left."""
+        words = _RESTATING.get(self.action, (self.action.value,))
+        parts = []
+        for part in self.message.split("; "):
+            for word in words:
+                if part == word:
+                    part = ""
+                elif part.startswith(f"{word} (") and part.endswith(")"):
+                    part = part[len(word) + 2:-1]
+            if part:
+                parts.append(part)
+        return "; ".join(parts)
+
+
+# The words a change's message may open with that say no more than its action (the
+# Secret planner's reasons start with `created` or `applied`).
+_RESTATING: dict[Action, tuple[str, ...]] = {Action.CONFIGURED: ("configured", "applied")}
+
 
 @dataclass(slots=True, kw_only=True)
 class ChangeSet:

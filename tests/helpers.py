@@ -6,7 +6,7 @@ import os
 import textwrap
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 
@@ -19,12 +19,18 @@ SHARED = Path(os.environ.get("ORKSYNC_SHARED") or Path(__file__).resolve().paren
 ORKESTRA_EXAMPLES = SHARED / "examples" / "orkestra"
 
 
+def unavailable(reason: str) -> NoReturn:
+    """Something a test needs is missing from this machine: a skip locally, a failure in
+    CI (CI=true), whose entry point (.ci/run) provides it."""
+    if os.environ.get("CI") == "true":
+        pytest.fail(reason)
+    pytest.skip(reason)
+
+
 def need_orkestra_examples() -> None:
     if not ORKESTRA_EXAMPLES.is_dir():
-        reason = f"the reference examples are not at {ORKESTRA_EXAMPLES} (set ORKSYNC_SHARED)"
-        if os.environ.get("CI") == "true":
-            pytest.fail(reason)
-        pytest.skip(reason)
+        unavailable(f"the reference examples are not at {ORKESTRA_EXAMPLES} "
+                    "(set ORKSYNC_SHARED)")
 
 
 def write_repo(root: Path, files: dict[str, str]) -> Path:

@@ -1,7 +1,8 @@
 """The bad-input corpus: the valid repository tests/corpus/good with one thing broken at a
 time. Each case must give exactly one error (consequences, such as the custom resources of
 a broken Katalog entry reported as not rendered, say "reported above") that names the
-file, the object and the field; it must come back within a time and memory bound; every
+file, the object and the field; it must come back (a hang guard, not a speed bound: a
+template's work is refused by the engine's step budget) within a memory bound; every
 custom resource the breakage does not concern must still render with all its children;
 and the rendered directory must be written, inside itself.
 
@@ -12,7 +13,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import time
 import tracemalloc
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,10 +24,9 @@ from orksync.katalog.loader import load_repository
 from orksync.model import ObjRef, Origin, RenderedObject, RenderedSet, WritePolicy
 from orksync.render.engine import render_catalog
 from orksync.render.output import read_rendered, write_rendered
-from tests.corpus import CORPUS, bounded, python_internals
+from tests.corpus import CORPUS, HANG, bounded, python_internals
 
 GOOD = CORPUS / "good"
-SECONDS = 10  # generous: a shared, loaded CI machine must not flake
 PEAK_BYTES = 96 * 1024 * 1024
 CONSEQUENCE = "reported above"
 WIDGET = "apiVersion: test.orksync.io/v1\nkind: Widget\n"
@@ -237,26 +236,24 @@ CASES = [
 ]
 
 
-def run(files: dict[str, str | bytes], tmp: Path) -> tuple[RenderedSet, float, int]:
+def run(files: dict[str, str | bytes], tmp: Path) -> tuple[RenderedSet, int]:
     repo = tmp / "repo"
     shutil.copytree(GOOD, repo)
     for name, content in files.items():
         path = repo / name
         path.write_bytes(content if isinstance(content, bytes) else content.encode())
     tracemalloc.start()
-    start = time.monotonic()
     try:
-        with bounded(SECONDS * 3):
+        with bounded(HANG):
             rendered = render_catalog(load_repository(repo))
     finally:
-        seconds = time.monotonic() - start
         _, peak = tracemalloc.get_traced_memory()
         tracemalloc.stop()
     write_rendered(rendered, tmp / "out" / "rendered")
     assert {p.parent for p in tmp.iterdir()} == {tmp}
     assert sorted(p.name for p in tmp.iterdir()) == ["out", "repo"]
     assert [p.name for p in (tmp / "out").iterdir()] == ["rendered"]
-    return rendered, seconds, peak
+    return rendered, peak
 
 
 def roots(rendered: RenderedSet) -> dict[str, set[str]]:
@@ -273,7 +270,7 @@ def roots(rendered: RenderedSet) -> dict[str, set[str]]:
 
 @pytest.fixture(scope="module")
 def baseline(tmp_path_factory: pytest.TempPathFactory) -> dict[str, set[str]]:
-    rendered, _, _ = run({}, tmp_path_factory.mktemp("good"))
+    rendered, _ = run({}, tmp_path_factory.mktemp("good"))
     assert not rendered.errors and not rendered.warnings
     return roots(rendered)
 
@@ -281,7 +278,7 @@ def baseline(tmp_path_factory: pytest.TempPathFactory) -> dict[str, set[str]]:
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_a_bad_input_gives_one_clear_error_and_the_rest_renders(
         case: Case, baseline: dict[str, set[str]], tmp_path: Path) -> None:
-    rendered, seconds, peak = run(case.files, tmp_path)
+    rendered, peak = run(case.files, tmp_path)
     causes = [e for e in rendered.errors if CONSEQUENCE not in str(e)]
     assert len(causes) == 1, [str(e) for e in rendered.errors]
     (err,) = causes
@@ -292,7 +289,7 @@ def test_a_bad_input_gives_one_clear_error_and_the_rest_renders(
     assert not python_internals(message), message
     for other in rendered.errors:  # consequences name the custom resources left out
         assert other is err or str(other).startswith(("apps/", "katalogs/")), str(other)
-    assert seconds < SECONDS and peak < PEAK_BYTES, (seconds, peak)
+    assert peak < PEAK_BYTES, peak
     got = roots(rendered)
     for cr, children in baseline.items():
         if cr not in case.lost:
@@ -361,11 +358,14 @@ def table() -> str:
     """The corpus as a Markdown table (input, the error seen, peak traced memory, seconds):
     `PYTHONPATH=. python -m tests.test_bad_input`."""
     import tempfile
+    import time
 
     rows = ["| input | error seen (consequences left out) | peak MiB | s |", "|---|---|---|---|"]
     for case in CASES:
         with tempfile.TemporaryDirectory() as tmp:
-            rendered, seconds, peak = run(case.files, Path(tmp))
+            start = time.monotonic()
+            rendered, peak = run(case.files, Path(tmp))
+            seconds = time.monotonic() - start
         causes = [str(e) for e in rendered.errors if CONSEQUENCE not in str(e)]
         message = causes[0] if len(causes) == 1 else f"{len(causes)} errors: {causes}"
         message = (message if len(message) <= 200 else message[:197] + "...").replace("|", "\\|")

@@ -4,7 +4,6 @@ checks, and the Katalog annotation that selects the dialect."""
 
 from __future__ import annotations
 
-import time
 from datetime import UTC, datetime
 from typing import Any
 
@@ -19,6 +18,7 @@ from orksync.render.jinja_dialect import (
 )
 from orksync.render.notes import builtin_functions, user_notes
 from orksync.render.notes.random import PlaceholderRandom
+from tests.corpus import HANG, bounded
 
 NOW = datetime(2026, 4, 6, 8, 0, tzinfo=UTC)
 DATA: dict[str, Any] = {
@@ -37,7 +37,10 @@ def engine() -> JinjaTemplateEngine:
 
 @pytest.fixture()
 def small() -> JinjaTemplateEngine:
-    return JinjaTemplateEngine({"echo": lambda x: x}, max_output=1000, max_steps=5000)
+    """Small work bounds; the wall-clock backstop out of reach, so that what refuses a
+    template here is its work, whatever the machine's speed."""
+    return JinjaTemplateEngine({"echo": lambda x: x}, max_output=1000, max_steps=5000,
+                               max_seconds=HANG * 10)
 
 
 def test_data_keys_are_top_level_variables(engine: JinjaTemplateEngine) -> None:
@@ -135,28 +138,69 @@ def test_loaders_are_refused(engine: JinjaTemplateEngine, source: str) -> None:
         engine.check(source)
 
 
-@pytest.mark.parametrize("source", [
-    "{{ range(10**9) | list }}",
-    "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}{{ 1 }}",
-    "{{ 'a' * 10**9 }}",
-    "{{ 2 ** (10**9) }}",
-    "{{ '%999999999d' % 1 }}",
-    "{{ '{:>999999999}'.format(1) }}",
-    "{{ 'ab'.center(999999999) }}",
-    "{{ 'ab' | center(999999999) }}",
-    "{% set ns = namespace(s='ab') %}{% for i in range(64) %}{% set ns.s = ns.s ~ ns.s %}"
-    "{% endfor %}{{ ns.s }}",
-    "{% set s = 'a' * 999 %}{% set t = [s,s,s,s,s,s,s,s,s,s] %}{% set u = [t,t,t,t,t,t,t,t,t,t]"
-    " %}{% set v = [u,u,u,u,u,u,u,u,u,u] %}{{ v | join }}",
-    "{{ range(10000) | batch(1) | sum(start=[]) }}",
-    "{% macro f(n) %}{% if n > 0 %}{{ f(n-1) }}{{ f(n-1) }}{% endif %}{% endmacro %}{{ f(60) }}",
-    "{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}",
+STEPS, SIZE = "template too expensive", r"(result|value) too large"
+WIDTH = r"(format )?width too large"
+
+
+@pytest.mark.parametrize(("source", "refusal"), [
+    ("{{ range(10**9) | list }}", "Range too big"),
+    ("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}{{ 1 }}",
+     STEPS),
+    ("{{ 'a' * 10**9 }}", SIZE),
+    ("{{ 2 ** (10**9) }}", "number too large"),
+    ("{{ '%999999999d' % 1 }}", WIDTH),
+    ("{{ '{:>999999999}'.format(1) }}", WIDTH),
+    ("{{ 'ab'.center(999999999) }}", WIDTH),
+    ("{{ 'ab' | center(999999999) }}", WIDTH),
+    ("{% set ns = namespace(s='ab') %}{% for i in range(64) %}{% set ns.s = ns.s ~ ns.s %}"
+     "{% endfor %}{{ ns.s }}", SIZE),
+    ("{% set s = 'a' * 999 %}{% set t = [s,s,s,s,s,s,s,s,s,s] %}{% set u = [t,t,t,t,t,t,t,t,t,t]"
+     " %}{% set v = [u,u,u,u,u,u,u,u,u,u] %}{{ v | join }}", SIZE),
+    ("{{ range(10000) | batch(1) | sum(start=[]) }}", "only numbers can be summed"),
+    ("{% macro f(n) %}{% if n > 0 %}{{ f(n-1) }}{{ f(n-1) }}{% endif %}{% endmacro %}{{ f(60) }}",
+     STEPS),
+    ("{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}", "template too complex"),
 ])
-def test_bombs_fail_fast(small: JinjaTemplateEngine, source: str) -> None:
-    start = time.monotonic()
-    with pytest.raises(GoTemplateError):
+def test_bombs_are_refused_by_a_work_bound(small: JinjaTemplateEngine, source: str,
+                                           refusal: str) -> None:
+    """Each bomb is refused by the bound on its work (steps, sizes checked before the
+    work), not by the clock; HANG only fails a render that never ends."""
+    with bounded(HANG), pytest.raises(GoTemplateError, match=refusal):
         small.render(source, DATA)
-    assert time.monotonic() - start < 2
+
+
+class Overrun(BaseException):
+    """Raised by a template function called more often than the step budget allows (not
+    an Exception: the engine cannot turn it into a template error)."""
+
+
+def test_a_refused_loop_ran_no_more_steps_than_its_budget() -> None:
+    """The work done before the refusal, counted: each inner iteration calls `tick`, and
+    iterations and calls each cost a step, so at most max_steps calls happen."""
+    calls = 0
+
+    def tick() -> str:
+        nonlocal calls
+        calls += 1
+        if calls > 5000:
+            raise Overrun(f"{calls} calls with a budget of 5000 steps")
+        return ""
+
+    engine = JinjaTemplateEngine({"tick": tick}, max_steps=5000, max_seconds=HANG * 10)
+    with pytest.raises(GoTemplateError, match="template too expensive"):
+        engine.render("{% for i in range(100000) %}{% for j in range(100000) %}{{ tick() }}"
+                      "{% endfor %}{% endfor %}", {})
+    assert 0 < calls <= 5000 // 2  # two steps per inner iteration: the loop's, the call's
+
+
+def test_the_wall_clock_backstop_refuses_a_render_past_its_deadline() -> None:
+    """`max_seconds` backs up the work bounds (a step may carry work the steps do not
+    count). A deadline already past is checked every 256 steps: the refusal comes after
+    256 of them, before the step budget."""
+    engine = JinjaTemplateEngine({}, max_steps=5000, max_seconds=-1)
+    with pytest.raises(GoTemplateError, match="template took too long"):
+        engine.render("{% for i in range(100000) %}{% endfor %}{{ 1 }}", {})
+    assert JinjaTemplateEngine({}, max_seconds=-1).render("{{ 1 }}", {}) == "1"
 
 
 def test_the_output_is_bounded(small: JinjaTemplateEngine) -> None:

@@ -9,7 +9,6 @@ import base64
 import json
 import os
 import sys
-import time
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -158,15 +157,14 @@ def test_a_wrong_ca_is_refused_at_once_with_a_clear_error(
     path = write(tmp_path / "config", document(
         control_plane, cluster={"certificate-authority-data": b64(other.certificate.pem)}))
     kube = Kube.from_kubeconfig(path)
-    started = time.monotonic()
     with pytest.raises(ClusterError) as err:
         whoami(kube)
     text = str(err.value)
     assert "the API server's TLS certificate was refused" in text
     assert "certificate verify failed" in text or "unable to get local issuer" in text
     assert f"certificate-authority-data of cluster '{CONTEXT_NAME}' in {path}" in text
-    assert kube.retries == 0 and kube.requests == 1  # a configuration error: not retried
-    assert time.monotonic() - started < 5
+    # at once: one request, no retry (a configuration error), counted, not timed
+    assert kube.retries == 0 and kube.requests == 1
 
 
 def test_no_ca_trusts_the_system_cas_and_insecure_skip_tls_verify_does_not_verify(

@@ -1,10 +1,12 @@
-"""Known template-injection payloads against the engines a Katalog gets (default limits,
-the full function library, user notes that call themselves): the opt-in Jinja2 dialect
-and the Go-template front end. Each payload is refused or contained: it fails with the
-expected GoTemplateError (the sandbox, the step, size or time bound, an unknown function)
-or renders something harmless; no message or output shows Python internals; each comes
-back in under CEILING seconds. The payload lists are the source of docs/reliability.md's
-sandbox table.
+"""Known template-injection payloads against the engines a Katalog gets (default step and
+size limits, the full function library, user notes that call themselves): the opt-in
+Jinja2 dialect and the Go-template front end. Each payload is refused or contained: it
+fails with the expected GoTemplateError (the sandbox, the step or size bound, an unknown
+function) or renders something harmless; no message or output shows Python internals.
+The verdict is the work bounds' alone: the Jinja2 engine's wall-clock backstop
+(`max_seconds`, tests/test_jinja_dialect.py) is set out of reach here, so that a slow
+machine gets the same verdict, and a payload still running after HANG seconds fails as
+hung. The payload lists are the source of docs/reliability.md's sandbox table.
 """
 
 from __future__ import annotations
@@ -20,9 +22,8 @@ import pytest
 from orksync.katalog.model import Katalog, Source
 from orksync.render.gotemplate import GoTemplateError
 from orksync.render.templates import Templates, templates_for
-from tests.corpus import bounded, python_internals
+from tests.corpus import HANG, bounded, python_internals
 
-CEILING = 5.0  # seconds per payload, generous for a loaded machine; the bounds act sooner
 MAX_OUTPUT = 1_000_000  # the engines' default output bound
 NOTES = {  # notes calling themselves: once (too deep), twice per call (exponential work)
     "go": {"again": "{{ again .arg0 }}",
@@ -49,7 +50,8 @@ def engine(dialect: str) -> Templates:
     katalog = Katalog(name="payloads", api_version="orkestra.orkspace.io/v1",
                       source=Source(file="k.yaml", path=Path("k.yaml")), crds=(),
                       notes=NOTES[dialect], dialect=dialect)
-    return templates_for(katalog, lambda: datetime(2024, 5, 1, tzinfo=UTC))
+    limits = {"max_seconds": HANG * 10} if dialect == "jinja2" else {}
+    return templates_for(katalog, lambda: datetime(2024, 5, 1, tzinfo=UTC), **limits)
 
 
 JINJA = engine("jinja2")
@@ -206,20 +208,16 @@ GO_PAYLOADS: list[tuple[str, str | tuple[str, str]]] = [
 
 
 def contained(templates: Templates, payload: str, expected: str | tuple[str, str]) -> None:
-    start = time.monotonic()
-    with bounded(CEILING * 2):
+    with bounded(HANG):
         try:
             out = templates.render(payload, DATA)
         except GoTemplateError as err:
-            seconds = time.monotonic() - start
             assert isinstance(expected, str), f"refused: {err.message}"
             assert re.search(expected, err.message), err.message
             assert not python_internals(err.message), err.message
         else:
-            seconds = time.monotonic() - start
             assert expected == ("out", out), f"rendered {out[:200]!r}"
             assert len(out) <= MAX_OUTPUT and not python_internals(out)
-    assert seconds < CEILING, f"took {seconds:.1f}s"
     assert DATA["spec"] == {"items": ["a", "b"], "image": "nginx", "n": 3}  # nothing mutated
 
 

@@ -52,7 +52,8 @@ class Templates:
         return (self.render(text, data) if "{{" in text else text).strip()
 
 
-def templates_for(katalog: Katalog, clock: Clock) -> Templates:
+def templates_for(katalog: Katalog, clock: Clock, **limits: Any) -> Templates:
+    """The Katalog's Templates; `limits` override the engine's bounds (make_engine)."""
     functions = builtin_functions(clock=clock, random=PlaceholderRandom())
     holder: list[TemplateEngine] = []
     if katalog.notes:
@@ -61,5 +62,5 @@ def templates_for(katalog: Katalog, clock: Clock) -> Templates:
             return holder[0].render(expression, {**_SCOPE.get(), **args})
 
         functions.update(user_notes(katalog.notes, note_render))
-    holder.append(make_engine(katalog.dialect, functions))
+    holder.append(make_engine(katalog.dialect, functions, **limits))
     return Templates(engine=holder[0], clock=clock, scoped=bool(katalog.notes))

@@ -1,5 +1,5 @@
 """The bad-input corpus (files beside this module) and what the bad-input, fuzz and
-sandbox tests share: the example budget of a fuzz run and a wall-clock bound per call.
+sandbox tests share: the example budget of a fuzz run and a hang guard per call.
 
 `ORKSYNC_FUZZ_EXAMPLES=N` sets the examples of every fuzz test (a long campaign); the
 defaults keep the fuzz tests of a CI run under about 40 seconds in total.
@@ -21,6 +21,10 @@ from hypothesis import HealthCheck, settings
 
 CORPUS = Path(__file__).resolve().parent
 FUZZ_ENV = "ORKSYNC_FUZZ_EXAMPLES"
+# A call still running after this long is taken as hung (`bounded`). Not a speed bound:
+# the work of a render is bounded in steps and bytes, which the tests check; this only
+# stops a test that would otherwise never end.
+HANG = 120.0
 
 
 def fuzz_settings(default_examples: int) -> settings:
