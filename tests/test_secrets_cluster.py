@@ -415,7 +415,7 @@ def test_rotation_and_a_re_issue_roll_the_workloads_at_once_and_a_sync_leaves_th
         "katalog.yaml": ROLL_KATALOG.replace("RECONCILE", reconcile), "crd.yaml": CRD,
         "w.yaml": cr})
     kc = str(control_plane.kubeconfig)
-    sync = ("sync", str(repo), "--once", "--kubeconfig", kc)
+    sync = ("sync", str(repo), "--once", "--kubeconfig", kc, "--name", f"roll-{ns}")
     first = run_cli(*sync)
     assert first.returncode == 0, first.stderr
     workloads = (("Deployment", "w"), ("StatefulSet", "w-db"))
@@ -602,7 +602,7 @@ def test_a_workload_never_stamped_is_rolled_only_when_a_secret_it_reads_changes(
         "w.yaml": f"apiVersion: test.orksync.io/v1\nkind: Widget\nmetadata:\n  name: w\n"
                   f"  namespace: {ns}\nspec: {{host: a.example}}\n"})
     kc = str(control_plane.kubeconfig)
-    sync = ("sync", str(repo), "--once", "--kubeconfig", kc)
+    sync = ("sync", str(repo), "--once", "--kubeconfig", kc, "--name", f"roll-{ns}")
     assert run_cli(*sync).returncode == 0
     kube.request("PATCH", kube.resource("apps/v1", "Deployment").path(ns, "w"),
                  body=[{"op": "remove", "path": "/spec/template/metadata/annotations/"

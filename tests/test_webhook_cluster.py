@@ -112,7 +112,8 @@ def test_a_valid_webhook_syncs_at_once_through_leader_or_standby_and_a_forged_on
                      body={"status": finished_job_status(ok=True)},
                      content_type="application/merge-patch+json")
         wait_for("d, applied by the sync right after", lambda: config("d"), 60)
-        assert leader.text().count("sync rev=") == syncs + 2
+        wait_for("the two syncs' summaries", lambda: leader.text().count("sync rev=")
+                 == syncs + 2, 30)
         assert 'orksync_webhooks_total{result="refused"} 3.0' in http_get(
             leader.port, "/metrics")[1]
     finally:
