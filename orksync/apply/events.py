@@ -23,6 +23,15 @@ from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from orksync.apply.health import (
+    ChildHealth,
+    Health,
+    HealthReport,
+    HealthStatus,
+    assess,
+    evaluate,
+    health_timeout,
+)
 from orksync.apply.kube import Kube
 from orksync.apply.status import (
     LiveIndex,
@@ -206,7 +215,9 @@ def _report_one(kube: Kube, index: LiveIndex, cr: CustomResource, templates: Any
                             children=read_children(kube, cr.ref, children, index,
                                                    declared=declared),
                             cross=status_cross(cr, live, templates, others, index),
-                            secrets=secrets, refused=refused)
+                            secrets=secrets, refused=refused,
+                            health=health_report(cr, live, children, mine, index, now=now,
+                                                 refused=refused, secrets=secrets))
     written = write_status(kube, cr.ref, status, live=live)
     before = ((live.get("status") or {}).get("orksync") or {}).get("refused") or []
     reported = status["orksync"].get("refused") or []
@@ -220,3 +231,36 @@ def _report_one(kube: Kube, index: LiveIndex, cr: CustomResource, templates: Any
         emit(kube, cr.ref, str(live["metadata"].get("uid") or ""), reason=reason,
              message=message, type=kind, secrets=secrets, now=now)
     return written
+
+
+_CHANGED = (Action.CREATED, Action.CONFIGURED, Action.DELETED)
+
+
+def health_report(cr: CustomResource, live: dict[str, Any], children: Sequence[RenderedObject],
+                  mine: Sequence[Change], index: LiveIndex, *, now: datetime,
+                  refused: Sequence[str] = (), secrets: Iterable[str] = ()) -> HealthReport:
+    """The custom resource's health (orksync.apply.health) from its rendered children as
+    `index` lists them (no request of its own: the status reads the same LISTs). What the
+    guard or the cluster-scope policy refused is a failed child: it was not applied."""
+    secrets = list(secrets)
+    timeout, problem = health_timeout(cr.entry.raw)
+    if problem:
+        log.warning("%s %s.%s", cr.entry.source, cr.entry.path, problem)
+    skipped = {c.ref for c in mine if c.action is Action.SKIPPED}
+    assessed: list[ChildHealth] = []
+    for obj in children:
+        if obj.ref in skipped:
+            continue
+        try:
+            health = assess(index.get(obj.ref, MANAGED_SELECTOR), now)
+        except ClusterError as err:
+            health = Health(HealthStatus.IN_PROGRESS, f"cannot be read: {err}")
+        assessed.append(ChildHealth(str(obj.ref), Health(health.status,
+                                                         scrub(health.message, secrets))))
+    for text in refused:
+        ref, _, reason = text.partition(": ")
+        assessed.append(ChildHealth(ref, Health(HealthStatus.FAILED,
+                                                scrub(f"refused: {reason}", secrets))))
+    previous = ((live.get("status") or {}).get("orksync") or {}).get("health")
+    return evaluate(assessed, now=now, previous=previous if isinstance(previous, dict) else None,
+                    changed=any(c.action in _CHANGED for c in mine), timeout=timeout)
