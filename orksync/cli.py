@@ -19,6 +19,7 @@ from orksync import __version__
 from orksync.agent.command import add_agent_parser, cmd_agent
 from orksync.errors import OrksyncError, UsageError
 from orksync.gcpause import paused_gc
+from orksync.overview import add_overview_parsers, cmd_status, cmd_tree
 
 if TYPE_CHECKING:
     from concurrent.futures import Future
@@ -183,6 +184,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_agent_parser(sub, common_flags=(_add_cluster_flags, _add_sync_flags, _add_render_flags),
                      seconds=_seconds)
+
+    add_overview_parsers(sub, seconds=_seconds)
 
     sub.add_parser("version", help="print the version")
     return parser
@@ -486,6 +489,8 @@ COMMANDS = {
     "diff": cmd_diff,
     "sync": cmd_sync,
     "rotate": cmd_rotate,
+    "status": lambda args: cmd_status(args, _kube),
+    "tree": lambda args: cmd_tree(args, _kube),
     "version": cmd_version,
 }
 
