@@ -283,3 +283,34 @@ def test_conditions_follow_the_health(tmp_path: Any) -> None:
     current = conditions([child("Deployment/ns/w", CURRENT)])
     assert current["Ready"] == ("True", "ReconcileSucceeded", "applied revision r1")
     assert current["Reconciling"][0] == "False" and current["Stalled"][0] == "False"
+
+
+def test_a_health_timeout_that_is_not_a_duration_is_refused_with_file_line_and_field(
+        tmp_path: Any) -> None:
+    katalog = KATALOG.replace("      operatorBox:\n", "      healthTimeout: soon\n"
+                              "      operatorBox:\n", 1)
+    catalog = load_repository(write_repo(tmp_path, {"katalog.yaml": katalog, "crd.yaml": CRD}))
+    (error,) = catalog.errors
+    assert str(error).startswith("katalog.yaml:8 Katalog/widgets spec.crds.widget.healthTimeout: "
+                                 "not a duration: "), str(error)
+
+
+def test_a_render_failure_keeps_the_last_recorded_health(tmp_path: Any) -> None:
+    catalog = load_repository(write_repo(tmp_path, {"katalog.yaml": KATALOG, "crd.yaml": CRD}))
+    entry = catalog.katalogs[0].crds[0]
+    templates = templates_for(catalog.katalogs[0], lambda: NOW)
+    before = {"status": "InProgress", "reason": "Progressing", "since": "2025-01-01T00:00:00Z",
+              "message": "Deployment/ns/w: InProgress: ready: 0/2",
+              "children": [{"object": "Deployment/ns/w", "status": "InProgress",
+                            "message": "ready: 0/2"}]}
+    cr = {"apiVersion": "test.orksync.io/v1", "kind": "Widget",
+          "metadata": {"name": "w", "namespace": "ns", "generation": 3},
+          "status": {"orksync": {"health": before}}}
+    nothing = evaluate([], now=NOW, previous=before, changed=False,
+                       timeout=DEFAULT_HEALTH_TIMEOUT)
+    status = desired_status(cr, entry, templates, [], revision="r2",
+                            render_error="w.yaml:3 Widget/ns/w spec.image: required", now=NOW,
+                            health=nothing)
+    assert status["orksync"]["health"] == before
+    ready = next(c for c in status["conditions"] if c["type"] == "Ready")
+    assert ready["reason"] == "ReconcileError"

@@ -16,7 +16,8 @@
   - `status.orksync`: `lastAppliedRevision` (the revision of the last fully successful
     sync), `lastAttemptedRevision`, `inventory` (the children, `str(ObjRef)`), `counts`
     (changes of this sync by action), `health` (orksync.apply.health.HealthReport: the
-    custom resource's and each child's health), and `refused` when the namespace guard or the
+    custom resource's and each child's health; kept as it was when the custom resource
+    failed to render), and `refused` when the namespace guard or the
     cluster-scope policy refused something of this custom resource (`<object>: <reason>`,
     at most 20; docs/multi-tenancy.md);
   - Orkestra's `status.fields[]`, in declaration order, later entries overwriting earlier
@@ -228,8 +229,10 @@ def desired_status(cr_live: Mapping[str, Any], entry: CrdEntry, templates: Any,
                              if c.ref != cr_ref and c.action in _LIVE_ACTIONS}),
         "counts": dict(sorted(counts.items())),
     }
-    if health is not None:
+    if health is not None and not render_error:
         status["orksync"]["health"] = health.to_status(rfc3339)
+    elif isinstance(previous.get("health"), Mapping):  # nothing rendered: nothing assessed
+        status["orksync"]["health"] = copy.deepcopy(previous["health"])
     if refused:
         status["orksync"]["refused"] = [scrub(r, secrets)[:MAX_REFUSED_MESSAGE]
                                         for r in refused[:MAX_REFUSED]]

@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from orksync.durations import parse_duration
 from orksync.errors import InputError, LoadError, printable
 from orksync.forked import fork_chunks_into
 from orksync.gcpause import gc_paused
@@ -407,6 +408,13 @@ class _Loader:
             *rest, last = [self.error(doc, message, path, obj) for path, message in problems]
             self.errors.extend(rest)
             raise last
+        timeout = raw.get("healthTimeout")  # orksync.apply.health; docs/operations.md
+        if timeout is not None:
+            try:
+                parse_duration(str(timeout))
+            except ValueError as err:
+                raise self.error(doc, f"not a duration: {err}", [*fpath, "healthTimeout"],
+                                 obj) from err
         return CrdEntry(key=key, katalog=katalog, source=self.source(doc), group=group,
                         version=version, kind=kind, plural=plural, namespaced=namespaced,
                         operator_box=box, raw=raw,
