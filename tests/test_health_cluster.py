@@ -45,6 +45,12 @@ def health(kube: Kube, ref: ObjRef) -> dict[str, Any]:
     return dict(cr["status"]["orksync"]["health"])
 
 
+def health_events(kube: Kube, ref: ObjRef) -> list[dict[str, Any]]:
+    return [e for e in kube.list(kube.resource("v1", "Event"), namespace=ref.namespace)
+            if e.get("involvedObject", {}).get("name") == ref.name
+            and str(e.get("reason", "")).startswith(f"{ref.kind}Health")]
+
+
 def setup(control_plane: ControlPlane, tmp_path: Path, katalog: str = KATALOG
           ) -> tuple[Kube, Path, ObjRef, ObjRef]:
     ns = f"t-{uuid.uuid4().hex[:8]}"
@@ -82,6 +88,11 @@ def test_a_deployment_past_its_progress_deadline_stalls_its_custom_resource(
     children = {c["object"]: c["status"] for c in health(kube, cr)["children"]}
     assert children == {f"Deployment/{cr.namespace}/w": "Failed",
                         f"Service/{cr.namespace}/w-svc": "Current"}
+    # one Warning Event when it turns Stalled, not one per sync while it stays so
+    sync(kube, repo, T0 + timedelta(minutes=1, seconds=30))
+    (event,) = health_events(kube, cr)
+    assert event["type"] == "Warning" and event["reason"] == "WidgetHealthCheckFailed"
+    assert event["message"] == cond["Stalled"][2]
 
     # rolled out: Ready
     write_status(kube, deploy, rolled_out(2))
@@ -109,6 +120,7 @@ def test_a_rollout_past_the_entry_health_timeout_stalls_its_custom_resource(
                                f"not healthy after 2m: Deployment/{cr.namespace}/w: "
                                "InProgress: replicas: 0/2")
     assert cond["Ready"][:2] == ("False", "HealthTimeout")
+    assert [e["reason"] for e in health_events(kube, cr)] == ["WidgetHealthTimeout"]
     write_status(kube, deploy, rolled_out(2))
     sync(kube, repo, T0 + timedelta(minutes=3))
     assert conditions(kube, cr)["Ready"][0] == "True"

@@ -12,14 +12,15 @@ resource when something changed or failed, never for an unchanged sync.
   guard or the cluster-scope policy refused for a custom resource is listed in its
   `status.orksync.refused`, and a `Warning <Kind>Refused` Event is emitted when that list
   changes (not at every sync while it stays the same), so a tenant sees why an object of
-  theirs was not written.
+  theirs was not written. A `Warning <Kind>HealthCheckFailed` (or `<Kind>HealthTimeout`)
+  Event is emitted when the children's health turns the custom resource Stalled.
 """
 
 from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -230,7 +231,29 @@ def _report_one(kube: Kube, index: LiveIndex, cr: CustomResource, templates: Any
         kind, reason, message = event
         emit(kube, cr.ref, str(live["metadata"].get("uid") or ""), reason=reason,
              message=message, type=kind, secrets=secrets, now=now)
+    health_event = stalled_event(cr.ref, live, status)
+    if health_event is not None:
+        reason, message = health_event
+        emit(kube, cr.ref, str(live["metadata"].get("uid") or ""), reason=reason,
+             message=message, type="Warning", secrets=secrets, now=now)
     return written
+
+
+def stalled_event(cr_ref: ObjRef, live: Mapping[str, Any], status: Mapping[str, Any]
+                  ) -> tuple[str, str] | None:
+    """(reason, message) of the Warning Event for a custom resource whose health just
+    turned it Stalled (`<Kind>HealthCheckFailed`, `<Kind>HealthTimeout`): once, when the
+    condition turns True or its reason changes, not at every sync while it stays."""
+    def stalled(conditions: Any) -> Mapping[str, Any] | None:
+        return next((c for c in conditions or [] if isinstance(c, Mapping)
+                     and c.get("type") == "Stalled" and c.get("status") == "True"), None)
+    now = stalled(status.get("conditions"))
+    if now is None or now.get("reason") not in ("HealthCheckFailed", "HealthTimeout"):
+        return None
+    before = stalled((live.get("status") or {}).get("conditions"))
+    if before is not None and before.get("reason") == now.get("reason"):
+        return None
+    return f"{cr_ref.kind}{now['reason']}", str(now.get("message") or "")
 
 
 _CHANGED = (Action.CREATED, Action.CONFIGURED, Action.DELETED)
