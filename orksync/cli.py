@@ -20,7 +20,8 @@ from orksync.agent.command import add_agent_parser, cmd_agent
 from orksync.errors import OrksyncError, UsageError
 from orksync.gcpause import paused_gc
 from orksync.overview import add_overview_parsers, cmd_status, cmd_tree
-from orksync.progress import Progress, progress_for
+from orksync.progress import current as progress
+from orksync.progress import progress_for
 
 if TYPE_CHECKING:
     from concurrent.futures import Future
@@ -203,7 +204,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        code = int(COMMANDS[args.command](args))
+        with progress_for(args.log_format, wanted=args.command in ("render", "apply", "sync")):
+            code = int(COMMANDS[args.command](args))
     except OrksyncError as err:
         log.error("error: %s", err)
         code = err.exit_code
@@ -235,21 +237,21 @@ def cmd_version(args: argparse.Namespace) -> int:
     return 0
 
 
-def _render(repo: Path, args: argparse.Namespace, kube: Kube | None = None,
-            progress: Progress | None = None) -> tuple[RenderedSet, str, Catalog]:
+def _render(repo: Path, args: argparse.Namespace,
+            kube: Kube | None = None) -> tuple[RenderedSet, str, Catalog]:
     """Load and render REPO; with `kube`, against the live cluster (orksync.render.children)."""
     from orksync.apply.sync import render_live
     from orksync.render.engine import render_catalog
     from orksync.source import local_revision
 
-    progress = progress or Progress(False)
-    progress.phase("load")
+    progress().phase("load")
     catalog = _load(repo)
     strict = args.strict_cluster_scope
-    progress.phase("render", len(catalog.crs), "custom resources")
-    rendered = render_catalog(catalog, strict_cluster_scope=strict, progress=progress.advance) \
-        if kube is None else render_live(kube, catalog, strict_cluster_scope=strict,
-                                         progress=progress.advance)
+    progress().phase("render", len(catalog.crs), "custom resources")
+    rendered = render_catalog(catalog, strict_cluster_scope=strict,
+                              progress=progress().advance) if kube is None else \
+        render_live(kube, catalog, strict_cluster_scope=strict, progress=progress().advance)
+    progress().finish()
     _log_problems(rendered)
     return rendered, local_revision(repo), catalog
 
@@ -272,29 +274,26 @@ def _log_problems(rendered: RenderedSet) -> None:
 
 def cmd_render(args: argparse.Namespace) -> int:
     start = time.monotonic()
-    with progress_for(args.log_format) as progress:
-        if args.live:
-            from orksync.render.output import write_rendered
+    if args.live:
+        from orksync.render.output import write_rendered
 
-            kube = _kube(args)
-            try:
-                rendered, revision, _ = _render(args.repo, args, kube, progress)
-            finally:
-                kube.close()
-            progress.phase("write")
-            out = write_rendered(rendered, args.output, revision=revision)
-            count = len(rendered.objects)
-        else:
-            written, revision = _render_offline(args, progress)
-            out, count, rendered = written.out_dir, written.count, written.facts
+        kube = _kube(args)
+        try:
+            rendered, revision, _ = _render(args.repo, args, kube)
+        finally:
+            kube.close()
+        out = write_rendered(rendered, args.output, revision=revision)
+        count = len(rendered.objects)
+    else:
+        written, revision = _render_offline(args)
+        out, count, rendered = written.out_dir, written.count, written.facts
     log.info("render%s objects=%d errors=%d into %s in %.1fs",
              f" rev={revision[:7]}" if revision else "", count,
              len(rendered.errors), out, time.monotonic() - start)
     return 1 if rendered.errors else 0
 
 
-def _render_offline(args: argparse.Namespace,
-                    progress: Progress) -> tuple[DirectoryRender, str]:
+def _render_offline(args: argparse.Namespace) -> tuple[DirectoryRender, str]:
     """`orksync render` without --live: loaded, rendered and written in `--jobs`
     processes (orksync.render.directory), the same files as one process writes."""
     from orksync.forked import default_jobs
@@ -302,14 +301,15 @@ def _render_offline(args: argparse.Namespace,
     from orksync.source import local_revision
 
     jobs = args.jobs or default_jobs()
-    progress.phase("load")
+    progress().phase("load")
     catalog = _load(args.repo, jobs)
     revision = local_revision(args.repo)
-    progress.phase("render", len(catalog.crs), "custom resources")
+    progress().phase("render", len(catalog.crs), "custom resources")
     written = render_to_directory(catalog, args.output,
                                   revision=revision, jobs=jobs,
                                   strict_cluster_scope=args.strict_cluster_scope,
-                                  progress=progress.advance)
+                                  progress=progress().advance)
+    progress().finish()
     _log_problems(written.facts)
     return written, revision
 
@@ -348,22 +348,19 @@ def _apply_options(args: argparse.Namespace) -> ApplyOptions:
 
 def _log_change(change: Change) -> None:
     log_change(change, log)
+    progress().advance()  # one per object of an apply (orksync.progress)
 
 
 def _sync(args: argparse.Namespace, rendered: RenderedSet, catalog: Catalog | None,
           revision: str = "", kube: Kube | None = None, applier: Applier | None = None,
-          inventory: Future[Inventory] | None = None,
-          progress: Progress | None = None) -> ChangeSet:
+          inventory: Future[Inventory] | None = None) -> ChangeSet:
     """Apply, tear down what left Git, prune from the inventory, record the inventory,
     then write each custom resource's status and an Event for its changes. Closes `kube`
     (`applier.kube` when an applier with its prefetch under way is given)."""
     from orksync.apply.sync import SyncOptions, hook_renderers, sync_once
 
     kube = applier.kube if applier is not None else kube or _kube(args)
-    progress = progress or Progress(False)
-    progress.phase("apply", len(rendered.objects) + len(rendered.skipped), "objects")
-    if applier is not None:  # made before the progress (`orksync apply` prefetches)
-        applier.on_change = progress.counting(applier.on_change)
+    progress().phase("apply", len(rendered.objects) + len(rendered.skipped), "objects")
     try:
         result = sync_once(
             kube, rendered, inventory_name=args.name,
@@ -372,16 +369,15 @@ def _sync(args: argparse.Namespace, rendered: RenderedSet, catalog: Catalog | No
             options=SyncOptions(apply=applier.options if applier is not None else
                                 _apply_options(args),
                                 allow_empty=args.allow_empty, prune_crds=args.prune_crds),
-            on_change=progress.counting(_log_change), applier=applier,
-            stored_inventory=inventory)
+            on_change=_log_change, applier=applier, stored_inventory=inventory)
         if catalog is not None and not args.dry_run:
             from orksync.apply.events import report_sync  # the template engines: not for apply
 
-            progress.phase("status")
-
+            progress().phase("status")
             report_sync(kube, catalog, rendered, result.changes, revision=revision)
     finally:
         kube.close()
+        progress().finish()
     for reason in result.refused:
         log.warning("prune refused: %s", reason)
     return result.changes
@@ -418,19 +414,18 @@ def _apply_directory(args: argparse.Namespace) -> int:
         started[0].prefetch(entries)
         inventory.append(prefetch_inventory(kube, args.name, args.inventory_namespace))
 
-    with progress_for(args.log_format) as progress:
-        progress.phase("read")
-        try:
-            rendered = read_rendered(args.dir, prefetch)
-        except BaseException:
-            for applier in started:
-                applier.discard_prefetch()
-                applier.kube.close()
-            raise
-        for err in rendered.errors:  # recorded by the render that wrote the directory
-            log.error("error (at render): %s", err)
-        changes = _sync(args, rendered, None, applier=started[0] if started else None,
-                        inventory=inventory[0] if inventory else None, progress=progress)
+    progress().phase("read")
+    try:
+        rendered = read_rendered(args.dir, prefetch)
+    except BaseException:
+        for applier in started:
+            applier.discard_prefetch()
+            applier.kube.close()
+        raise
+    for err in rendered.errors:  # recorded by the render that wrote the directory
+        log.error("error (at render): %s", err)
+    changes = _sync(args, rendered, None, applier=started[0] if started else None,
+                    inventory=inventory[0] if inventory else None)
     log.info(summary_line("apply", changes, seconds=time.monotonic() - start))
     return 1 if changes.failed else 0
 
@@ -440,16 +435,14 @@ def cmd_sync(args: argparse.Namespace) -> int:
 
     start = time.monotonic()
     kube = _kube(args)
-    with progress_for(args.log_format) as progress:
-        try:
-            rendered, revision, catalog = _render(args.repo, args, kube, progress)
-            if args.output is not None:
-                progress.phase("write")
-                write_rendered(rendered, args.output, revision=revision)
-        except BaseException:
-            kube.close()
-            raise
-        changes = _sync(args, rendered, catalog, revision, kube, progress=progress)
+    try:
+        rendered, revision, catalog = _render(args.repo, args, kube)
+        if args.output is not None:
+            write_rendered(rendered, args.output, revision=revision)
+    except BaseException:
+        kube.close()
+        raise
+    changes = _sync(args, rendered, catalog, revision, kube)
     log.info(summary_line("sync", changes, revision=revision, seconds=time.monotonic() - start,
                           errors=len(rendered.errors)))
     return 1 if changes.failed or rendered.errors else 0

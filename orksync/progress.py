@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import IO, Any, TypeVar
 
-__all__ = ["Progress", "progress_enabled"]
+__all__ = ["Progress", "current", "progress_enabled", "progress_for"]
 
 MIN_INTERVAL = 0.1
 ERASE = "\r\x1b[K"
@@ -41,7 +41,8 @@ def progress_enabled(log_format: str, stream: IO[str] | None = None) -> bool:
 
 class Progress:
     """`phase(name, total, unit)` starts a counted phase (`total` 0: a phase without a
-    count), `advance(n)` counts, `close()` erases the line and unwraps the handlers."""
+    count), `advance(n)` counts, `finish()` erases the line when the work is over,
+    `close()` also unwraps the handlers."""
 
     def __init__(self, enabled: bool, stream: IO[str] | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
@@ -55,6 +56,7 @@ class Progress:
         self._done = 0
         self._started = 0.0
         self._drawn_at = -MIN_INTERVAL
+        self._drawn: tuple[str, int] = ("", -1)  # the phase and count last drawn
         self._shown = False
         self._wrapped: list[tuple[logging.Handler, Any]] = []
         if enabled:
@@ -66,7 +68,7 @@ class Progress:
         if not self.enabled:
             return
         with self._lock:
-            if self._name:
+            if self._name and self._drawn != (self._name, self._done):
                 self._draw(force=True)  # the last count of the phase before
             self._name, self._total, self._unit, self._done = name, total, unit, 0
             self._started = self.clock()
@@ -104,6 +106,7 @@ class Progress:
         width = shutil.get_terminal_size((80, 24)).columns
         self._write(ERASE + self.text()[:max(width - 1, 10)])
         self._drawn_at = now
+        self._drawn = (self._name, self._done)
         self._shown = True
 
     def _erase(self) -> None:
@@ -117,6 +120,17 @@ class Progress:
             self.stream.flush()
         except (OSError, ValueError):
             self.enabled = False  # the terminal went away: stay silent
+
+    def finish(self) -> None:
+        """Erase the line: the work it counted is over (the summary line comes next; a
+        later `phase` shows it again)."""
+        if not self.enabled:
+            return
+        with self._lock:
+            if self._name and self._drawn != (self._name, self._done):
+                self._draw(force=True)  # the phase's last count
+            self._erase()
+            self._name = ""
 
     def close(self) -> None:
         if not self.enabled:
@@ -151,11 +165,24 @@ class Progress:
             handler.emit = wrapped  # type: ignore[method-assign]
 
 
+_current = Progress(False)
+
+
+def current() -> Progress:
+    """The progress of this command (a disabled one outside `progress_for`): the stages
+    of a command report to it without it being passed down."""
+    return _current
+
+
 @contextmanager
-def progress_for(log_format: str) -> Iterator[Progress]:
-    """A Progress for this process's stderr, closed at the end."""
-    progress = Progress(progress_enabled(log_format))
+def progress_for(log_format: str, *, wanted: bool = True) -> Iterator[Progress]:
+    """The progress of one command on this process's stderr (shown when `wanted` and
+    `progress_enabled`), `current()` while it runs, closed at the end."""
+    global _current
+    progress = Progress(wanted and progress_enabled(log_format))
+    _current = progress
     try:
         yield progress
     finally:
         progress.close()
+        _current = Progress(False)

@@ -49,6 +49,8 @@ def test_log_lines_are_written_above_the_progress_line() -> None:
         progress.advance()
         logging.getLogger("orksync.test").warning("created Deployment/ns/a")
         progress.advance(2)
+        progress.finish()
+        logging.getLogger("orksync.test").warning("summary")
         progress.close()
         logging.getLogger("orksync.test").warning("after")
     finally:
@@ -56,8 +58,10 @@ def test_log_lines_are_written_above_the_progress_line() -> None:
     text = terminal.getvalue()
     # the line is erased before the log line and drawn again after it
     assert f"{ERASE}created Deployment/ns/a\n{ERASE}apply 1/3 objects (33%)" in text
-    assert "apply 3/3 objects (100%)" in text  # the end of a phase is always drawn
-    assert text.endswith(f"{ERASE}after\n")  # closed: the handler writes plainly again
+    assert text.count("apply 3/3 objects (100%)") == 1  # the end of a phase, drawn once
+    # finished: the summary line is not followed by the progress line any more; closed:
+    # the handler writes plainly again
+    assert text.endswith(f"(100%) 0.0s{ERASE}summary\nafter\n"), text
 
 
 def test_a_disabled_progress_writes_nothing() -> None:
