@@ -125,3 +125,25 @@ def test_a_rollout_past_the_entry_health_timeout_stalls_its_custom_resource(
     sync(kube, repo, T0 + timedelta(minutes=3))
     assert conditions(kube, cr)["Ready"][0] == "True"
     kube.close()
+
+
+def test_a_child_that_existed_before_orksync_does_not_hold_its_custom_resource_back(
+        control_plane: ControlPlane, tmp_path: Path) -> None:
+    kube, repo, cr, deploy = setup(control_plane, tmp_path)
+    # the Service an onCreate entry (create-if-absent) names exists already, unlabelled
+    kube.create(kube.resource("v1", "Namespace"), {
+        "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": cr.namespace}},
+        field_manager="test")
+    kube.create(kube.resource("v1", "Service"), {
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": "w-svc", "namespace": cr.namespace},
+        "spec": {"ports": [{"port": 80}]}}, field_manager="test")
+    sync(kube, repo, T0)
+    write_status(kube, deploy, rolled_out(2))
+    sync(kube, repo, T0 + timedelta(minutes=1))
+    cond = conditions(kube, cr)
+    assert cond["Ready"] == ("True", "ReconcileSucceeded", "applied revision rev1"), cond
+    children = {c["object"]: (c["status"], c["message"]) for c in health(kube, cr)["children"]}
+    assert children[f"Service/{cr.namespace}/w-svc"] == (
+        "Current", "exists, not labelled as orksync's: its health is not read")
+    kube.close()

@@ -269,15 +269,23 @@ def health_report(cr: CustomResource, live: dict[str, Any], children: Sequence[R
     timeout, problem = health_timeout(cr.entry.raw)
     if problem:
         log.warning("%s %s.%s", cr.entry.source, cr.entry.path, problem)
-    skipped = {c.ref for c in mine if c.action is Action.SKIPPED}
+    actions = {c.ref: c.action for c in mine}
     assessed: list[ChildHealth] = []
     for obj in children:
-        if obj.ref in skipped:
+        if actions.get(obj.ref) is Action.SKIPPED:
             continue
         try:
-            health = assess(index.get(obj.ref, MANAGED_SELECTOR), now)
+            found = index.get(obj.ref, MANAGED_SELECTOR)
         except ClusterError as err:
             health = Health(HealthStatus.IN_PROGRESS, f"cannot be read: {err}")
+        else:
+            if found is None and actions.get(obj.ref) is Action.UNCHANGED:
+                # left as it was and not among orksync's objects: one that existed before
+                # (create-if-absent): present, but its state is not read (no GET per object)
+                health = Health(HealthStatus.CURRENT, "exists, not labelled as orksync's: "
+                                "its health is not read")
+            else:
+                health = assess(found, now)
         assessed.append(ChildHealth(str(obj.ref), Health(health.status,
                                                          scrub(health.message, secrets))))
     for text in refused:
