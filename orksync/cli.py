@@ -19,6 +19,9 @@ from orksync import __version__
 from orksync.agent.command import add_agent_parser, cmd_agent
 from orksync.errors import OrksyncError, UsageError
 from orksync.gcpause import paused_gc
+from orksync.overview import add_overview_parsers, cmd_status, cmd_tree
+from orksync.progress import current as progress
+from orksync.progress import progress_for
 
 if TYPE_CHECKING:
     from concurrent.futures import Future
@@ -197,6 +200,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_agent_parser(sub, common_flags=(_add_cluster_flags, _add_sync_flags, _add_render_flags),
                      seconds=_seconds)
 
+    add_overview_parsers(sub, seconds=_seconds)
+
     sub.add_parser("version", help="print the version")
     return parser
 
@@ -215,7 +220,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        code = int(COMMANDS[args.command](args))
+        with progress_for(args.log_format, wanted=args.command in ("render", "apply", "sync")):
+            code = int(COMMANDS[args.command](args))
     except OrksyncError as err:
         log.error("error: %s", err)
         code = err.exit_code
@@ -272,10 +278,14 @@ def _render(repo: Path, args: argparse.Namespace,
     from orksync.render.engine import render_catalog
     from orksync.source import local_revision
 
+    progress().phase("load")
     catalog = _load(repo)
     strict = args.strict_cluster_scope
-    rendered = render_catalog(catalog, strict_cluster_scope=strict) if kube is None else \
-        render_live(kube, catalog, strict_cluster_scope=strict)
+    progress().phase("render", len(catalog.crs), "custom resources")
+    rendered = render_catalog(catalog, strict_cluster_scope=strict,
+                              progress=progress().advance) if kube is None else \
+        render_live(kube, catalog, strict_cluster_scope=strict, progress=progress().advance)
+    progress().finish()
     _log_problems(rendered)
     return rendered, local_revision(repo), catalog
 
@@ -326,11 +336,15 @@ def _render_offline(args: argparse.Namespace) -> tuple[DirectoryRender, str]:
     from orksync.source import local_revision
 
     jobs = args.jobs or default_jobs()
+    progress().phase("load")
     catalog = _load(args.repo, jobs)
     revision = local_revision(args.repo)
+    progress().phase("render", len(catalog.crs), "custom resources")
     written = render_to_directory(catalog, args.output, source=_local_source(args.repo),
                                   revision=revision, jobs=jobs,
-                                  strict_cluster_scope=args.strict_cluster_scope)
+                                  strict_cluster_scope=args.strict_cluster_scope,
+                                  progress=progress().advance)
+    progress().finish()
     _log_problems(written.facts)
     return written, revision
 
@@ -369,6 +383,7 @@ def _apply_options(args: argparse.Namespace) -> ApplyOptions:
 
 def _log_change(change: Change) -> None:
     log_change(change, log)
+    progress().advance()  # one per object of an apply (orksync.progress)
 
 
 def _sync(args: argparse.Namespace, rendered: RenderedSet, catalog: Catalog | None,
@@ -382,6 +397,7 @@ def _sync(args: argparse.Namespace, rendered: RenderedSet, catalog: Catalog | No
     from orksync.apply.sync import SyncOptions, hook_renderers, sync_once
 
     kube = applier.kube if applier is not None else kube or _kube(args)
+    progress().phase("apply", len(rendered.objects) + len(rendered.skipped), "objects")
     try:
         result = sync_once(
             kube, rendered, inventory_name=args.name,
@@ -396,9 +412,11 @@ def _sync(args: argparse.Namespace, rendered: RenderedSet, catalog: Catalog | No
         if catalog is not None and not args.dry_run:
             from orksync.apply.events import report_sync  # the template engines: not for apply
 
+            progress().phase("status")
             report_sync(kube, catalog, rendered, result.changes, revision=revision)
     finally:
         kube.close()
+        progress().finish()
     return result
 
 
@@ -440,6 +458,7 @@ def _apply_directory(args: argparse.Namespace) -> int:
         inventory.append(prefetch_inventory(kube, args.name, args.inventory_namespace))
 
     head: dict[str, object] = {}
+    progress().phase("read")
     try:
         rendered = read_rendered(args.dir, prefetch, head=head)
     except BaseException:
@@ -546,6 +565,8 @@ COMMANDS = {
     "diff": cmd_diff,
     "sync": cmd_sync,
     "rotate": cmd_rotate,
+    "status": lambda args: cmd_status(args, _kube),
+    "tree": lambda args: cmd_tree(args, _kube),
     "version": cmd_version,
 }
 

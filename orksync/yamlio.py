@@ -24,7 +24,7 @@ import json.decoder
 import math
 import os
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -572,14 +572,18 @@ def _token(text: str) -> Any:
     return text
 
 
-def iter_yaml_files(root: Path, *, resolve_links: bool = False) -> Iterator[Path]:
+def iter_yaml_files(root: Path, *, resolve_links: bool = False,
+                    skip: Callable[[str, bool], bool] | None = None) -> Iterator[Path]:
     """Every *.yaml / *.yml file under root, sorted, skipping hidden files and directories
     (never entered: a checkout's .git holds thousands of files) and not entering symbolic
     links to directories. `resolve_links`: a file that is a symbolic link is given
-    resolved (the listing says which are: no system call for the others)."""
+    resolved (the listing says which are: no system call for the others). `skip(relative
+    path, is a directory)`: True leaves the entry out (a directory is not entered), as the
+    repository's ignore file says (orksync.ignore); the path is `/`-separated."""
     found: list[str] = []
     links: set[str] = set()
-    pending = [os.fspath(root)]
+    top = os.fspath(root)
+    pending = [top]
     while pending:  # the directory entries' types come with the listing: no stat per file
         try:
             entries = list(os.scandir(pending.pop()))
@@ -588,7 +592,11 @@ def iter_yaml_files(root: Path, *, resolve_links: bool = False) -> Iterator[Path
         for entry in entries:
             if entry.name.startswith("."):
                 continue
-            if entry.is_dir(follow_symlinks=False):
+            is_dir = entry.is_dir(follow_symlinks=False)
+            if skip is not None and skip(
+                    os.path.relpath(entry.path, top).replace(os.sep, "/"), is_dir):
+                continue
+            if is_dir:
                 pending.append(entry.path)
             elif entry.name.endswith((".yaml", ".yml")) and entry.is_file():
                 found.append(entry.path)

@@ -11,14 +11,17 @@ from typing import Any
 import pytest
 
 from orksync.apply.engine import Applier
-from orksync.apply.events import report_sync
+from orksync.apply.events import health_report, report_sync
 from orksync.apply.kube import Kube
+from orksync.apply.live import LiveIndex
 from orksync.apply.status import desired_status, read_children, write_status
 from orksync.katalog.loader import load_repository
 from orksync.model import Action, Change, ChangeSet, ObjRef
 from orksync.render.engine import render_catalog, templates_for
 from orksync.testing.controlplane import ControlPlane
 from tests.helpers import CRD, record_requests, widget, write_repo
+from tests.workload_status import rolled_out
+from tests.workload_status import write_status as write_deployment_status
 
 pytestmark = pytest.mark.cluster
 
@@ -92,6 +95,14 @@ def test_status_and_events_after_syncs(control_plane: ControlPlane, tmp_path: Pa
     changes, written = sync(kube, repo, "rev1")
     assert not changes.failed and written == [ref]
     cr = live_cr(kube, ns)
+    cond = conditions(cr)
+    # applied, not rolled out: Ready only once the Deployment is (orksync.apply.health)
+    assert cond["Ready"]["status"] == "False" and cond["Ready"]["reason"] == "Progressing"
+    assert cond["Reconciling"]["message"] == f"Deployment/{ns}/w: InProgress: replicas: 0/2"
+    write_deployment_status(kube, ObjRef(api_version="apps/v1", kind="Deployment",
+                                         namespace=ns, name="w"), rolled_out(2))
+    changes, written = sync(kube, repo, "rev1")
+    cr = live_cr(kube, ns)
     status = cr["status"]
     cond = conditions(cr)
     assert cond["Ready"]["status"] == "True" and cond["Ready"]["reason"] == "ReconcileSucceeded"
@@ -102,7 +113,7 @@ def test_status_and_events_after_syncs(control_plane: ControlPlane, tmp_path: Pa
     assert status["desiredReplicas"] == 2 and status["serviceCount"] == 1
     assert status["orksync"]["lastAppliedRevision"] == "rev1"
     assert status["orksync"]["inventory"] == [f"Deployment/{ns}/w", f"Service/{ns}/w-svc"]
-    assert status["orksync"]["counts"] == {"created": 2}
+    assert status["orksync"]["counts"] == {"unchanged": 2}
     managers = {m["manager"] for m in cr["metadata"]["managedFields"]
                 if m.get("subresource") == "status"}
     assert managers == {"orksync-status"}
@@ -112,11 +123,9 @@ def test_status_and_events_after_syncs(control_plane: ControlPlane, tmp_path: Pa
     assert event["message"].startswith(f"created 3: Widget.test.orksync.io/{ns}/w, ")
     assert event["source"]["component"] == "orksync" and event["count"] == 1
 
-    # an unchanged sync: no Event; the counts change once, then nothing is written
+    # an unchanged sync (the counts changed with the health, above): no Event, no write
     changes, written = sync(kube, repo, "rev1")
     assert {c.action for c in changes.changes} == {Action.UNCHANGED}
-    assert written == [ref]
-    changes, written = sync(kube, repo, "rev1")
     assert written == []
     assert len(events(kube, ns, uid)) == 1
 
@@ -126,10 +135,13 @@ def test_status_and_events_after_syncs(control_plane: ControlPlane, tmp_path: Pa
     rendered = render_catalog(catalog)
     children = [o for o in rendered.objects if o.owner == ref]
     entry = catalog.crs[0].entry
+    unchanged = [Change(ref=o.ref, action=Action.UNCHANGED) for o in children]
     desired = desired_status(cr, entry, templates_for(catalog.katalogs[0], lambda: NOW),
-                             [Change(ref=o.ref, action=Action.UNCHANGED) for o in children],
-                             revision="rev1", render_error=None, now=datetime.now(UTC),
-                             children=read_children(kube, ref, children))
+                             unchanged, revision="rev1", render_error=None,
+                             now=datetime.now(UTC),
+                             children=read_children(kube, ref, children),
+                             health=health_report(catalog.crs[0], cr, children, unchanged,
+                                                  LiveIndex(kube), now=NOW))
     kube.requests = 0
     assert write_status(kube, ref, desired, live=cr) is False
     assert kube.requests == 0

@@ -12,17 +12,27 @@ resource when something changed or failed, never for an unchanged sync.
   guard or the cluster-scope policy refused for a custom resource is listed in its
   `status.orksync.refused`, and a `Warning <Kind>Refused` Event is emitted when that list
   changes (not at every sync while it stays the same), so a tenant sees why an object of
-  theirs was not written.
+  theirs was not written. A `Warning <Kind>HealthCheckFailed` (or `<Kind>HealthTimeout`)
+  Event is emitted when the children's health turns the custom resource Stalled.
 """
 
 from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from orksync.apply.health import (
+    ChildHealth,
+    Health,
+    HealthReport,
+    HealthStatus,
+    assess,
+    evaluate,
+    health_timeout,
+)
 from orksync.apply.kube import Kube
 from orksync.apply.status import (
     LiveIndex,
@@ -206,7 +216,9 @@ def _report_one(kube: Kube, index: LiveIndex, cr: CustomResource, templates: Any
                             children=read_children(kube, cr.ref, children, index,
                                                    declared=declared),
                             cross=status_cross(cr, live, templates, others, index),
-                            secrets=secrets, refused=refused)
+                            secrets=secrets, refused=refused,
+                            health=health_report(cr, live, children, mine, index, now=now,
+                                                 refused=refused, secrets=secrets))
     written = write_status(kube, cr.ref, status, live=live)
     before = ((live.get("status") or {}).get("orksync") or {}).get("refused") or []
     reported = status["orksync"].get("refused") or []
@@ -219,4 +231,67 @@ def _report_one(kube: Kube, index: LiveIndex, cr: CustomResource, templates: Any
         kind, reason, message = event
         emit(kube, cr.ref, str(live["metadata"].get("uid") or ""), reason=reason,
              message=message, type=kind, secrets=secrets, now=now)
+    health_event = stalled_event(cr.ref, live, status)
+    if health_event is not None:
+        reason, message = health_event
+        emit(kube, cr.ref, str(live["metadata"].get("uid") or ""), reason=reason,
+             message=message, type="Warning", secrets=secrets, now=now)
     return written
+
+
+def stalled_event(cr_ref: ObjRef, live: Mapping[str, Any], status: Mapping[str, Any]
+                  ) -> tuple[str, str] | None:
+    """(reason, message) of the Warning Event for a custom resource whose health just
+    turned it Stalled (`<Kind>HealthCheckFailed`, `<Kind>HealthTimeout`): once, when the
+    condition turns True or its reason changes, not at every sync while it stays."""
+    def stalled(conditions: Any) -> Mapping[str, Any] | None:
+        return next((c for c in conditions or [] if isinstance(c, Mapping)
+                     and c.get("type") == "Stalled" and c.get("status") == "True"), None)
+    now = stalled(status.get("conditions"))
+    if now is None or now.get("reason") not in ("HealthCheckFailed", "HealthTimeout"):
+        return None
+    before = stalled((live.get("status") or {}).get("conditions"))
+    if before is not None and before.get("reason") == now.get("reason"):
+        return None
+    return f"{cr_ref.kind}{now['reason']}", str(now.get("message") or "")
+
+
+_CHANGED = (Action.CREATED, Action.CONFIGURED, Action.DELETED)
+
+
+def health_report(cr: CustomResource, live: dict[str, Any], children: Sequence[RenderedObject],
+                  mine: Sequence[Change], index: LiveIndex, *, now: datetime,
+                  refused: Sequence[str] = (), secrets: Iterable[str] = ()) -> HealthReport:
+    """The custom resource's health (orksync.apply.health) from its rendered children as
+    `index` lists them (no request of its own: the status reads the same LISTs). What the
+    guard or the cluster-scope policy refused is a failed child: it was not applied."""
+    secrets = list(secrets)
+    timeout, problem = health_timeout(cr.entry.raw)
+    if problem:
+        log.warning("%s %s.%s", cr.entry.source, cr.entry.path, problem)
+    actions = {c.ref: c.action for c in mine}
+    assessed: list[ChildHealth] = []
+    for obj in children:
+        if actions.get(obj.ref) is Action.SKIPPED:
+            continue
+        try:
+            found = index.get(obj.ref, MANAGED_SELECTOR)
+        except ClusterError as err:
+            health = Health(HealthStatus.IN_PROGRESS, f"cannot be read: {err}")
+        else:
+            if found is None and actions.get(obj.ref) is Action.UNCHANGED:
+                # left as it was and not among orksync's objects: one that existed before
+                # (create-if-absent): present, but its state is not read (no GET per object)
+                health = Health(HealthStatus.CURRENT, "exists, not labelled as orksync's: "
+                                "its health is not read")
+            else:
+                health = assess(found, now)
+        assessed.append(ChildHealth(str(obj.ref), Health(health.status,
+                                                         scrub(health.message, secrets))))
+    for text in refused:
+        ref, _, reason = text.partition(": ")
+        assessed.append(ChildHealth(ref, Health(HealthStatus.FAILED,
+                                                scrub(f"refused: {reason}", secrets))))
+    previous = ((live.get("status") or {}).get("orksync") or {}).get("health")
+    return evaluate(assessed, now=now, previous=previous if isinstance(previous, dict) else None,
+                    changed=any(c.action in _CHANGED for c in mine), timeout=timeout)

@@ -5,14 +5,19 @@
     first error, scrubbed of secret values and cut to 1,024 characters, ending in `…` when
     cut), `Reconciling` (False: the sync is done) and `Stalled` (True when the custom
     resource failed to render: `render_error_text`, its first real error with file:line,
-    field and message, then `(and N more)`), each with `observedGeneration`;
+    field and message, then `(and N more)`), each with `observedGeneration`. After a sync
+    without errors the children's health decides them (`health_conditions`): Ready only
+    when every child is Current, Reconciling/Progressing while one is in progress,
+    Stalled/HealthCheckFailed or HealthTimeout, each naming the child and its reason;
     `lastTransitionTime` is kept from the live condition of the same type when its status
     did not change. Conditions of other types found on the live object are kept as they
     are;
   - `status.observedGeneration`;
   - `status.orksync`: `lastAppliedRevision` (the revision of the last fully successful
     sync), `lastAttemptedRevision`, `inventory` (the children, `str(ObjRef)`), `counts`
-    (changes of this sync by action), and `refused` when the namespace guard or the
+    (changes of this sync by action), `health` (orksync.apply.health.HealthReport: the
+    custom resource's and each child's health; kept as it was when the custom resource
+    failed to render), and `refused` when the namespace guard or the
     cluster-scope policy refused something of this custom resource (`<object>: <reason>`,
     at most 20; docs/multi-tenancy.md);
   - Orkestra's `status.fields[]`, in declaration order, later entries overwriting earlier
@@ -47,6 +52,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from orksync.apply.health import HealthReport
 from orksync.apply.kube import Kube
 from orksync.apply.live import LiveIndex, rfc3339
 from orksync.errors import ClusterError
@@ -60,7 +66,8 @@ from orksync.render.gotemplate import GoTemplateError
 from orksync.secrets.mask import scrub, secret_values
 
 __all__ = ["FIELD_MANAGER", "MAX_CONDITION_MESSAGE", "OWNER_LABEL", "LiveIndex", "bounded",
-           "child_secret_values", "desired_status", "first_error", "read_children",
+           "child_secret_values", "desired_status", "first_error", "health_conditions",
+           "read_children",
            "render_error_text", "rfc3339", "status_cross", "status_equal", "write_status"]
 
 log = logging.getLogger(__name__)
@@ -123,13 +130,16 @@ def desired_status(cr_live: Mapping[str, Any], entry: CrdEntry, templates: Any,
                    children: Mapping[str, Any] | None = None,
                    cross: Mapping[str, Any] | None = None,
                    secrets: Iterable[str] = (),
-                   refused: Sequence[str] = ()) -> dict[str, Any]:
+                   refused: Sequence[str] = (),
+                   health: HealthReport | None = None) -> dict[str, Any]:
     """The `status` orksync writes for one custom resource (see the module doc).
 
     `templates` is the Katalog's `Templates` (its `render` and `clock` are used);
     `children` is `read_children`'s map; `cross` the `.cross` map (`status_cross`);
     `secrets` are values to scrub from messages; `refused`: what the guard or the
-    cluster-scope policy refused for this custom resource (`status.orksync.refused`)."""
+    cluster-scope policy refused for this custom resource (`status.orksync.refused`);
+    `health`: its children's health (orksync.apply.health.evaluate), which decides the
+    conditions of a sync without errors and is recorded in `status.orksync.health`."""
     meta = cr_live.get("metadata") or {}
     generation = meta.get("generation")
     raw_status = cr_live.get("status")
@@ -190,6 +200,8 @@ def desired_status(cr_live: Mapping[str, Any], entry: CrdEntry, templates: Any,
         if render_error else ("False", "NotStalled", "")
     wanted = {"Ready": ready, "Reconciling": ("False", "ReconcileComplete", ""),
               "Stalled": stalled}
+    if health is not None and not error:
+        wanted.update(health_conditions(health, secrets))
     conditions = [c for t, c in existing.items() if t not in OWN_CONDITIONS]
     for ctype in OWN_CONDITIONS:
         value, reason, message = wanted[ctype]
@@ -217,10 +229,33 @@ def desired_status(cr_live: Mapping[str, Any], entry: CrdEntry, templates: Any,
                              if c.ref != cr_ref and c.action in _LIVE_ACTIONS}),
         "counts": dict(sorted(counts.items())),
     }
+    if health is not None and not render_error:
+        status["orksync"]["health"] = health.to_status(rfc3339)
+    elif isinstance(previous.get("health"), Mapping):  # nothing rendered: nothing assessed
+        status["orksync"]["health"] = copy.deepcopy(previous["health"])
     if refused:
         status["orksync"]["refused"] = [scrub(r, secrets)[:MAX_REFUSED_MESSAGE]
                                         for r in refused[:MAX_REFUSED]]
     return status
+
+
+def health_conditions(report: HealthReport, secrets: Iterable[str] = ()
+                      ) -> dict[str, tuple[str, str, str]]:
+    """The Ready, Reconciling and Stalled conditions (status, reason, message) of a sync
+    without errors, from the custom resource's health: Ready only when every child is
+    Current; Reconciling while one is in progress; Stalled when one failed or the health
+    timeout passed. Empty when everything is Current (the sync's own conditions stand)."""
+    message = bounded(scrub(report.health.message, secrets))
+    if report.reason == "Current":
+        return {}
+    if report.reason == "Progressing":
+        return {"Ready": ("False", "Progressing", message),
+                "Reconciling": ("True", "Progressing", message),
+                "Stalled": ("False", "NotStalled", "")}
+    reason = "HealthTimeout" if report.reason == "HealthTimeout" else "HealthCheckFailed"
+    return {"Ready": ("False", reason, message),
+            "Reconciling": ("False", "ReconcileComplete", ""),
+            "Stalled": ("True", reason, message)}
 
 
 def _data(cr_live: Mapping[str, Any], entry: CrdEntry,

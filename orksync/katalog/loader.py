@@ -32,9 +32,11 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from orksync.durations import parse_duration
 from orksync.errors import InputError, LoadError, printable
 from orksync.forked import fork_chunks_into
 from orksync.gcpause import gc_paused
+from orksync.ignore import IGNORE_FILE, IgnoreRules
 from orksync.katalog.model import (
     KATALOG_API_VERSIONS,
     Catalog,
@@ -77,11 +79,17 @@ _NOTE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 @gc_paused
 def load_repository(root: Path, *, jobs: int = 1) -> Catalog:
-    """Load every YAML file under `root` (hidden directories skipped). `jobs`: processes
-    that parse the files (orksync.forked); the same Catalog whatever their number."""
+    """Load every YAML file under `root` (hidden directories skipped, and what the
+    repository's `.orksyncignore` lists: orksync.ignore). `jobs`: processes that parse
+    the files (orksync.forked); the same Catalog whatever their number. Raises LoadError
+    when the ignore file cannot be read: loading what it would have left out could apply
+    it."""
     root = root.resolve()
     loader = _Loader(root)
-    files = list(iter_yaml_files(root, resolve_links=True))
+    rules = _ignore_rules(root)
+    files = list(iter_yaml_files(
+        root, resolve_links=True,
+        skip=(lambda rel, is_dir: rules.ignored(rel, is_dir=is_dir)) if rules else None))
     jobs = min(jobs, len(files) // MIN_FILES_PER_JOB) or 1
     if jobs > 1:
         walked = iter(files)
@@ -97,6 +105,20 @@ def load_repository(root: Path, *, jobs: int = 1) -> Catalog:
         for resolved in files:
             loader.add_file(resolved)
     return loader.finish()
+
+
+def _ignore_rules(root: Path) -> IgnoreRules:
+    path = root / IGNORE_FILE
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return IgnoreRules()
+    except OSError as err:
+        raise LoadError(f"cannot be read: {err.strerror or err}", file=IGNORE_FILE) from err
+    try:
+        return IgnoreRules(raw.decode("utf-8"))
+    except UnicodeDecodeError as err:
+        raise LoadError(f"not UTF-8 text (byte {err.start})", file=IGNORE_FILE) from err
 
 
 # Fewer files than this per job are parsed in one process: below it a second process does
@@ -407,6 +429,13 @@ class _Loader:
             *rest, last = [self.error(doc, message, path, obj) for path, message in problems]
             self.errors.extend(rest)
             raise last
+        timeout = raw.get("healthTimeout")  # orksync.apply.health; docs/operations.md
+        if timeout is not None:
+            try:
+                parse_duration(str(timeout))
+            except ValueError as err:
+                raise self.error(doc, f"not a duration: {err}", [*fpath, "healthTimeout"],
+                                 obj) from err
         return CrdEntry(key=key, katalog=katalog, source=self.source(doc), group=group,
                         version=version, kind=kind, plural=plural, namespaced=namespaced,
                         operator_box=box, raw=raw,

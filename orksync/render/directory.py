@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeAlias, cast
@@ -66,10 +66,12 @@ class DirectoryRender:
 @gc_paused
 def render_to_directory(catalog: Catalog, out_dir: Path, *, revision: str = "",
                         strict_cluster_scope: bool = False, jobs: int = 1,
-                        clock: Clock = utc_now, source: Source | None = None
+                        clock: Clock = utc_now, source: Source | None = None,
+                        progress: Callable[[int], None] | None = None
                         ) -> DirectoryRender:
     """Render `catalog` into `out_dir` (replaced atomically) in up to `jobs` processes;
-    `source` is recorded in the index (orksync.render.output)."""
+    `source` is recorded in the index (orksync.render.output). `progress`: called, in
+    this process, with the number of custom resources merged."""
     plan = RenderPlan(catalog, clock=clock, strict_cluster_scope=strict_cluster_scope)
     out_dir, tmp = start_rendered(out_dir)
     try:
@@ -103,6 +105,8 @@ def render_to_directory(catalog: Catalog, out_dir: Path, *, revision: str = "",
                     entries.extend(written)
                 elif written:  # a conflict: rendered and written, not kept
                     rejected.append(cr)
+            if progress is not None:
+                progress(len(answers))
 
         fork_chunks_into(render, catalog.crs, jobs, chunk=CHUNK, take=merge)
         if next(crs, None) is not None:

@@ -12,7 +12,7 @@ render. One broken custom resource becomes one error in the set; the others stil
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypeAlias
 
@@ -36,10 +36,12 @@ log = logging.getLogger(__name__)
 @gc_paused
 def render_catalog(catalog: Catalog, *, clock: Clock = utc_now,
                    strict_cluster_scope: bool = False,
-                   live: LiveView | None = None) -> RenderedSet:
+                   live: LiveView | None = None,
+                   progress: Callable[[int], None] | None = None) -> RenderedSet:
     """`strict_cluster_scope`: a CRD entry without `allowedClusterScopedKinds` may create
     no cluster-scoped object (docs/multi-tenancy.md); `live`: the cluster, for `.children`,
-    `.status` and `.cross.<as>.status` (None: offline)."""
+    `.status` and `.cross.<as>.status` (None: offline); `progress`: called with 1 after
+    each custom resource (orksync.progress)."""
     plan = RenderPlan(catalog, clock=clock, strict_cluster_scope=strict_cluster_scope)
     merged = plan.merger()
     objects: list[RenderedObject] = [crd_object(m) for m in catalog.crds]
@@ -49,6 +51,8 @@ def render_catalog(catalog: Catalog, *, clock: Clock = utc_now,
             assert isinstance(result, CrResult)
             objects.append(result.resource)
             objects.extend(result.children)
+        if progress is not None:
+            progress(1)
     objects.sort(key=lambda o: (o.stage, o.ref))
     return merged.rendered_set(tuple(objects))
 
