@@ -1,26 +1,27 @@
-"""HTTP/1.1 to one API server: a pool of keep-alive connections over `socket` and `ssl`.
+"""HTTP/1.1 to one API server: a pool of keep-alive connections over `socket` and `ssl`;
+answers parsed by llhttp (Node.js's HTTP parser, through `httptools`): framing, chunked
+bodies, keep-alive rules, interim answers.
 
-What orksync.apply.kube needs of HTTP and nothing more: a request with a small set of
-headers and a JSON body, an answer read whole (`Content-Length`, chunked, or up to the
-end of the connection), connections kept for the next request. Neither proxies (a
-kubeconfig or environment that sets one goes to the `kubernetes` client, see
-orksync.apply.kubeconfig) nor redirects (an answer like any other), compression,
-pipelining or watches.
+What orksync.apply.kube needs of HTTP: a request with a small set of headers and a JSON
+body, an answer read whole, connections kept for the next request; and, for watches, an
+answer read as it arrives (`Pool.stream`). Neither proxies (a kubeconfig or environment
+that sets one goes to the `kubernetes` client, see orksync.apply.kubeconfig) nor
+redirects (an answer like any other), compression or pipelining.
 
-Why not urllib3: importing it (with `http.client` and the `email` package under it) was a
-tenth of a no-change `orksync apply` of 1,000 objects, which starts a new process for a
-few requests; and with it the client of a fresh apply of 1,000 objects took 0.77-0.90
-CPU-s, against 0.43-0.52 with this module (its layers per request: the pool's settings,
-headers in a case-insensitive mapping, the answer through `http.client`'s parser).
-docs/performance.md, change 43, has the figures.
+Why not urllib3: importing it (with `http.client` and the `email` package under it) costs
+a no-change `orksync apply`, a new process for a few requests, more than its requests.
+Why not h11: a pure-Python parser, it took several times the CPU of the rest of a request
+(bench/micro.py, `transport`). A request is a few formatted lines (its header values are
+checked for line breaks); only answers need a parser.
 
 Failures are TransportErrors, which say whether the request may have reached the server
 (`sent`): a connection that was never made, or whose TLS handshake failed, carried none
 of it, so any request may be sent again (orksync.apply.retry decides the others).
 
-Every attempt has one deadline for all of it: connecting, the handshake, sending and the
-whole answer (not a timeout per read: a server that trickles bytes cannot hold a request
-longer than the deadline).
+Every attempt of `request` has one deadline for all of it: connecting, the handshake,
+sending and the whole answer (not a timeout per read: a server that trickles bytes cannot
+hold a request longer than the deadline). A stream has a deadline for its head and then a
+bound on the silence between two reads.
 """
 
 from __future__ import annotations
@@ -32,24 +33,25 @@ import ssl
 import threading
 import time
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from urllib.parse import urlsplit
+
+import httptools
 
 from orksync import __version__
 
 __all__ = ["AnswerTimeout", "BadAnswer", "ConnectFailed", "ConnectionLost",
-           "InsecureRequestWarning", "Pool", "Response", "TransportError"]
+           "InsecureRequestWarning", "Pool", "Response", "Stream", "TransportError"]
 
 USER_AGENT = f"orksync/{__version__}"
 MAX_HEAD = 256 * 1024  # the status line and headers of one answer, at most
-_LONG_HEAD = f"the answer's headers are longer than {MAX_HEAD} bytes"
 # bytes asked of one recv. `recv` allocates them before it receives, then shrinks the
 # buffer to what came; at or above glibc's mmap threshold (128 KiB) that is a fresh mapping,
 # shrunk in place and later freed as a small one, so glibc never raises its threshold and
 # every answer cost an mmap, an mremap and a munmap (256 KiB did; docs/performance.md,
 # change 47). A TLS read returns one record, 16 KiB at most, anyway.
 _RECV = 64 * 1024
-_NO_BODY = frozenset({204, 304})
+_CUT_SHORT = "the server closed the connection before the answer was complete"
 # methods whose request has a body by definition: sent with Content-Length even when empty
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 
@@ -124,6 +126,42 @@ class Pool:
         """One attempt: `target` is the path and query (the prefix is the caller's).
         Raises TransportError."""
         deadline = time.monotonic() + timeout
+        message = self._message(method, target, body, headers)
+        conn = self._take() or self._connect(deadline, timeout)
+        try:
+            conn.send(message, deadline, timeout)
+            response = conn.answer(deadline, timeout)
+        except BaseException:
+            conn.close()
+            raise
+        if conn.reusable():
+            self._give_back(conn)
+        else:
+            conn.close()
+        return response
+
+    def stream(self, method: str, target: str, headers: Mapping[str, str], *,
+               timeout: float, idle: float) -> Stream:
+        """Send a request whose answer is read as it arrives (a watch). The head must come
+        within `timeout`; then each read may wait `idle` seconds. A stream's connection
+        is its own, never reused. An answer that is not 2xx is read whole (within
+        `timeout`) into `Stream.response.data`, and the stream is empty."""
+        deadline = time.monotonic() + timeout
+        message = self._message(method, target, None, headers)
+        conn = self._connect(deadline, timeout)
+        try:
+            conn.send(message, deadline, timeout)
+            head = conn.head(deadline, timeout)
+            if not 200 <= head.status < 300:
+                head.data = conn.body(deadline, timeout)
+                conn.close()
+        except BaseException:
+            conn.close()
+            raise
+        return Stream(conn, head, idle)
+
+    def _message(self, method: str, target: str, body: bytes | None,
+                 headers: Mapping[str, str]) -> bytes:
         lines = [f"{method} {target} HTTP/1.1", f"Host: {self.authority}"]
         if "User-Agent" not in headers:
             lines.append(f"User-Agent: {USER_AGENT}")
@@ -135,19 +173,7 @@ class Pool:
             lines.append(f"Content-Length: {len(body) if body is not None else 0}")
         lines.append("\r\n")
         message = "\r\n".join(lines).encode("latin-1")
-        if body:
-            message += body
-        conn = self._take() or self._connect(deadline, timeout)
-        try:
-            response, reusable = conn.exchange(message, method, deadline, timeout)
-        except BaseException:
-            conn.close()
-            raise
-        if reusable:
-            self._give_back(conn)
-        else:
-            conn.close()
-        return response
+        return message + body if body else message
 
     def close(self) -> None:
         """Close the idle connections (one in use is closed or kept when it is done)."""
@@ -203,14 +229,64 @@ class Pool:
         return _Connection(sock)
 
 
-class _Connection:
-    """One socket and what has been received on it and not yet read."""
+class _Answer:
+    """The parser's callbacks: one answer's head and body as they are parsed. Interim
+    answers (1xx) are parsed and dropped; `extra` is set when bytes follow the answer."""
 
-    __slots__ = ("buf", "sock")
+    __slots__ = ("complete", "extra", "headers", "keep_alive", "parser", "parts", "started",
+                 "status")
+
+    def __init__(self) -> None:
+        self.parser = httptools.HttpResponseParser(self)
+        self.started = False  # the head of the final answer is complete
+        self.complete = False
+        self.extra = False
+        self.status = 0
+        self.keep_alive = False
+        self.headers: dict[str, str] = {}
+        self.parts: list[bytes] = []
+
+    def on_message_begin(self) -> None:
+        if self.complete:
+            self.extra = True
+        self.headers = {}
+        self.parts = []
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        key, text = name.decode("latin-1").lower(), value.decode("latin-1")
+        self.headers[key] = f"{self.headers[key]}, {text}" if key in self.headers else text
+
+    def on_headers_complete(self) -> None:
+        self.status = self.parser.get_status_code()
+        self.started = not 100 <= self.status < 200
+        self.keep_alive = self.parser.should_keep_alive()  # known once the head is parsed
+
+    def on_body(self, body: bytes) -> None:
+        self.parts.append(body)
+
+    def on_message_complete(self) -> None:
+        if self.started:
+            self.complete = True
+
+    def take_body(self) -> bytes:
+        data, self.parts = b"".join(self.parts), []
+        return data
+
+    def ends_with_connection(self) -> bool:
+        """The body is delimited by the end of the connection (no length, not chunked)."""
+        return self.started and "content-length" not in self.headers and \
+            "chunked" not in self.headers.get("transfer-encoding", "").lower()
+
+
+class _Connection:
+    """One socket and the answer being read on it."""
+
+    __slots__ = ("ended", "reading", "sock")
 
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
-        self.buf = bytearray()
+        self.reading = _Answer()
+        self.ended = False
 
     def close(self) -> None:
         with contextlib.suppress(OSError):
@@ -219,7 +295,7 @@ class _Connection:
     def usable(self) -> bool:
         """Idle and still open: nothing to read (an idle connection that is readable was
         closed by the server, or holds bytes nobody asked for)."""
-        if self.buf or (isinstance(self.sock, ssl.SSLSocket) and self.sock.pending()):
+        if isinstance(self.sock, ssl.SSLSocket) and self.sock.pending():
             return False
         try:
             poller = select.poll()
@@ -228,10 +304,15 @@ class _Connection:
         except (OSError, ValueError):
             return False
 
-    def exchange(self, message: bytes, method: str, deadline: float, timeout: float
-                 ) -> tuple[Response, bool]:
-        """Send the request, read its answer: (answer, whether the connection may serve
-        another request)."""
+    def reusable(self) -> bool:
+        """After a whole answer: may this connection serve the next request? (Then it is
+        made ready for it.)"""
+        answer = self.reading
+        keep = answer.complete and answer.keep_alive and not answer.extra and not self.ended
+        self.reading = _Answer()
+        return keep
+
+    def send(self, message: bytes, deadline: float, timeout: float) -> None:
         try:
             self.sock.settimeout(_remaining(deadline))
             self.sock.sendall(message)
@@ -239,121 +320,83 @@ class _Connection:
             raise AnswerTimeout(f"the request was not sent within {timeout}s") from err
         except OSError as err:
             raise ConnectionLost(f"connection lost while sending: {_reason(err)}") from err
+
+    def answer(self, deadline: float, timeout: float) -> Response:
+        """The whole answer."""
+        response = self.head(deadline, timeout)
+        response.data = self.body(deadline, timeout)
+        return response
+
+    def head(self, deadline: float, timeout: float) -> Response:
+        """The status and headers (interim answers skipped)."""
+        while not self.reading.started:
+            self._receive(deadline, timeout, "no complete answer")
+        return Response(self.reading.status, self.reading.headers, b"")
+
+    def body(self, deadline: float, timeout: float) -> bytes:
+        """The rest of the answer after `head`, whole."""
+        while not self.reading.complete:
+            self._receive(deadline, timeout, "no complete answer")
+        return self.reading.take_body()
+
+    def _receive(self, deadline: float, timeout: float, late: str) -> None:
+        """Receive once (waiting until `deadline`) and parse what came."""
         try:
-            return self._answer(method, deadline)
+            self.sock.settimeout(_remaining(deadline))
+            chunk = self.sock.recv(_RECV)
         except TimeoutError as err:
-            raise AnswerTimeout(f"no complete answer within {timeout}s") from err
+            raise AnswerTimeout(f"{late} within {timeout}s") from err
         except OSError as err:
             raise ConnectionLost(f"connection lost while reading the answer: "
                                  f"{_reason(err)}") from err
-
-    # --- reading the answer ---------------------------------------------------------------
-
-    def _answer(self, method: str, deadline: float) -> tuple[Response, bool]:
-        while True:
-            head = self._head(deadline)
-            status, version, headers = _parse_head(head)
-            if not 100 <= status < 200:
-                break  # an interim answer (103 Early Hints, ...) precedes the real one
-            if status == 101:
-                raise BadAnswer("101 Switching Protocols: no upgrade was asked for")
-        keep = version == "HTTP/1.1" and "close" not in headers.get("connection", "").lower()
-        if method == "HEAD" or status in _NO_BODY:
-            data = b""
-        elif "chunked" in headers.get("transfer-encoding", "").lower():
-            data = self._chunked(deadline)
-        elif "content-length" in headers:
-            try:
-                length = int(headers["content-length"])
-            except ValueError:
-                raise BadAnswer(f"Content-Length {headers['content-length']!r}") from None
-            if length < 0:
-                raise BadAnswer(f"Content-Length {length}")
-            data = self._exactly(length, deadline)
-        else:  # the answer ends with the connection
-            while self._fill(deadline, allow_end=True):
-                pass
-            data = bytes(self.buf)
-            self.buf.clear()
-            keep = False
-        return Response(status, headers, data), keep and not self.buf
-
-    def _fill(self, deadline: float, *, allow_end: bool = False) -> bool:
-        """Receive more; False at the end of the connection when `allow_end`."""
-        self.sock.settimeout(_remaining(deadline))
-        chunk = self.sock.recv(_RECV)
+        answer = self.reading
         if not chunk:
-            if allow_end:
-                return False
-            raise ConnectionLost("the server closed the connection before the answer was "
-                                 "complete")
-        self.buf += chunk
-        return True
-
-    def _head(self, deadline: float) -> bytes:
-        return self._until(b"\r\n\r\n", deadline, _LONG_HEAD)
-
-    def _line(self, deadline: float) -> bytes:
-        return self._until(b"\r\n", deadline, "a chunk header is too long")
-
-    def _until(self, mark: bytes, deadline: float, too_long: str) -> bytes:
-        """What comes before the next `mark` (which is taken too)."""
-        start = 0
-        while True:
-            end = self.buf.find(mark, start)
-            if end >= 0:
-                data = bytes(self.buf[:end])
-                del self.buf[:end + len(mark)]
-                return data
-            if len(self.buf) > MAX_HEAD:
-                raise BadAnswer(too_long)
-            start = max(0, len(self.buf) - len(mark) + 1)  # a mark split between reads
-            self._fill(deadline)
-
-    def _exactly(self, n: int, deadline: float) -> bytes:
-        while len(self.buf) < n:
-            self._fill(deadline)
-        with memoryview(self.buf) as view:  # one copy, not a slice and then a copy
-            data = bytes(view[:n])
-        del self.buf[:n]
-        return data
-
-    def _chunked(self, deadline: float) -> bytes:
-        parts: list[bytes] = []
-        while True:
-            line = self._line(deadline)
-            size_text = line.split(b";", 1)[0].strip()
-            try:
-                size = int(size_text, 16)
-            except ValueError:
-                raise BadAnswer(f"chunk size {size_text[:20]!r}") from None
-            if size < 0:
-                raise BadAnswer(f"chunk size {size_text[:20]!r}")
-            if size == 0:
-                while self._line(deadline):  # trailers, up to the empty line
-                    pass
-                return b"".join(parts)
-            parts.append(self._exactly(size, deadline))
-            if self._line(deadline):
-                raise BadAnswer("a chunk is longer than its size")
+            self.ended = True
+            if answer.ends_with_connection():
+                answer.complete = True
+                return
+            raise ConnectionLost(_CUT_SHORT)
+        try:
+            answer.parser.feed_data(chunk)
+        except httptools.HttpParserError as err:
+            if answer.status == 101:  # llhttp stops there, as it must for an upgrade
+                raise BadAnswer("101 Switching Protocols: no upgrade was asked for") from None
+            raise BadAnswer(f"not an HTTP/1.x answer this client reads: {err}") from None
 
 
-def _parse_head(head: bytes) -> tuple[int, str, dict[str, str]]:
-    lines = head.decode("latin-1").split("\r\n")
-    version, _, rest = lines[0].partition(" ")
-    code = rest[:3]
-    if version not in ("HTTP/1.1", "HTTP/1.0") or not code.isdigit() or \
-            rest[3:4] not in ("", " "):
-        raise BadAnswer(f"not an HTTP/1.x status line: {lines[0][:40]!r}")
-    headers: dict[str, str] = {}
-    for line in lines[1:]:
-        name, colon, value = line.partition(":")
-        if not colon or not name or name != name.strip():
-            raise BadAnswer(f"a header line without a name: {line[:40]!r}")
-        key = name.lower()
-        value = value.strip()
-        headers[key] = f"{headers[key]}, {value}" if key in headers else value
-    return int(code), version, headers
+class Stream:
+    """An answer read as it arrives: iterate for its body's bytes, as they come. Ends
+    with the answer; a silence longer than `idle` is an AnswerTimeout, a cut a
+    ConnectionLost. `close` ends it early (from any thread)."""
+
+    def __init__(self, conn: _Connection, response: Response, idle: float) -> None:
+        self.response = response
+        self._conn = conn
+        self._idle = idle
+        self._closed = not 200 <= response.status < 300
+
+    def __iter__(self) -> Iterator[bytes]:
+        answer = self._conn.reading
+        while not self._closed:
+            if answer.parts:
+                yield answer.take_body()
+            elif answer.complete:
+                self.close()
+            else:
+                self._conn._receive(time.monotonic() + self._idle, self._idle,
+                                    "nothing received")
+
+    def close(self) -> None:
+        self._closed = True
+        with contextlib.suppress(OSError):
+            self._conn.sock.shutdown(socket.SHUT_RDWR)
+        self._conn.close()
+
+    def __enter__(self) -> Stream:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
 
 
 def _remaining(deadline: float) -> float:
