@@ -1,8 +1,8 @@
 """orksync.apply.transport against servers on 127.0.0.1 that answer with scripted bytes:
 the three ways an answer's body ends, keep-alive and when a connection is not reused, a
 connection the server closed while idle, one deadline for the whole attempt, the errors
-(whether the request may have been sent, what was wrong), and streamed answers. TLS against the real API
-server: tests/test_kubeconfig_cluster.py and tests/test_faults_cluster.py."""
+(whether the request may have been sent, what was wrong), and streamed answers. TLS against
+the real API server: tests/test_kubeconfig_cluster.py and tests/test_faults_cluster.py."""
 
 from __future__ import annotations
 
@@ -261,7 +261,8 @@ def test_a_failed_tls_handshake_was_never_sent() -> None:
     (b"SSH-2.0-OpenSSH\r\n\r\n", "Expected HTTP/"),
     (b"HTTP/1.1 200 OK\r\nno colon here\r\n\r\n", "Invalid header token"),
     (b"HTTP/1.1 200 OK\r\nContent-Length: ten\r\n\r\n", "Invalid character in Content-Length"),
-    (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", "Invalid character in chunk size"),
+    (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+     "Invalid character in chunk size"),
     (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nabc\r\n0\r\n\r\n",
      "Expected LF after chunk data"),
     (b"HTTP/1.1 101 Switching Protocols\r\n\r\n", "no upgrade was asked for"),
