@@ -21,7 +21,7 @@ from ..govalues import format_value
 from . import builtins as b
 from .errors import GoExecError, GoTemplateError, LimitError
 from .gosprintf import sprint, sprintf, sprintln
-from .gotypes import GoInt, go_type_name, is_int
+from .gotypes import GoInt, GoStrings, go_type_name, is_int
 
 EMPTY: tuple[()] = ()
 
@@ -157,6 +157,10 @@ class Runtime:
         cell[1] = False
         return value
 
+    def nil_of(self, code: str) -> Any:
+        """A nil literal given to a parameter of type []string, map or []interface{}."""
+        return GoStrings() if code == "S" else {} if code == "m" else []
+
     def fail(self, message: str) -> Any:
         raise GoExecError(message)
 
@@ -203,7 +207,7 @@ class Runtime:
         self.step()
         fn = self.functions[name]
         try:
-            result = fn(*args)
+            result = getattr(fn, "go_call", fn)(*args)
         except GoExecError:
             raise
         except GoTemplateError as exc:  # a note's own template failed: its reason only
