@@ -284,6 +284,8 @@ ALLOWED: list[Allowed] = [
     ("*", _computed_over_random,
      "a note applied to a random value is an error in orksync: the value is generated in "
      "the cluster, so the render cannot compute over it"),
+    ("resourceExists", lambda t, go, py: "objs.cross" in t and go["ok"] and py["ok"],
+     "resourceExists of a cross that was not found is false in orksync (Orkestra: true)"),
 ]
 
 

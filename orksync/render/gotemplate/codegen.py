@@ -100,6 +100,8 @@ class Compiler:
             return self.range_(node, ctx)
         if isinstance(node, n.IfNode | n.WithNode):
             return self.if_with(node, ctx)
+        if isinstance(node, n.TemplateNode):
+            return self.template_call(node, ctx)
         if isinstance(node, n.BreakNode):
             return [j.Break()]
         assert isinstance(node, n.ContinueNode)
@@ -112,6 +114,23 @@ class Compiler:
         if pipe.is_assign:
             return [self.assign(pipe.decl[0], value, ctx.scope, strict=False)]
         return [self.declare(pipe.decl[0], value, ctx.scope, strict=False)]
+
+    def template_call(self, node: n.TemplateNode, ctx: Ctx) -> list[Stmt]:
+        """{{template "name" pipeline}}: the named template runs with the pipeline's value
+        as dot and `$`, seeing none of the caller's variables (it is compiled apart)."""
+        if node.pipe is None:
+            return [j.Output([_call("tmpl", [j.Const(node.name), j.Const(None)])])]
+        value = self.pipe_value(node.pipe, ctx)
+        if not node.pipe.decl:
+            return [j.Output([_call("tmpl", [j.Const(node.name), value])])]
+        tmp = self.name("t")
+        pre: list[Stmt] = [j.Assign(_store(tmp), value)]
+        var = node.pipe.decl[0]
+        if node.pipe.is_assign:
+            pre.append(self.assign(var, _load(tmp), ctx.scope, strict=False))
+        else:
+            pre.append(self.declare(var, _load(tmp), ctx.scope, strict=False))
+        return [*pre, j.Output([_call("tmpl", [j.Const(node.name), _load(tmp)])])]
 
     def declare(self, var: n.VariableNode, value: Expr, scope: Scope, strict: bool) -> Stmt:
         cell = var in self.cells

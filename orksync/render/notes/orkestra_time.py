@@ -20,7 +20,7 @@ from orksync.render.notes._common import Clock, NoteError, go_json, now_utc
 from orksync.render.notes.cron import parse_cron
 from orksync.render.notes.gocore import INT64_MAX, INT64_MIN, int64_of, parse_float, sprint_v
 from orksync.render.notes.gocore import trim_space as _trim_space
-from orksync.render.notes.gosig import GoNote, go_note
+from orksync.render.notes.gosig import GoNote, go_note, random_value
 from orksync.render.notes.random import MAX_RANDOM_N, RandomSource
 from orksync.render.notes.time import go_format
 
@@ -460,33 +460,84 @@ def cron_notes() -> list[GoNote]:
 
 
 # ── semver ──────────────────────────────────────────────────────────────────────────
+_LOOSE = re.compile(r"v?([0-9]+)(\.[0-9]+)?(\.[0-9]+)?(-([0-9A-Za-z\-]+(\.[0-9A-Za-z\-]+)*))?"
+                    r"(\+([0-9A-Za-z\-]+(\.[0-9A-Za-z\-]+)*))?\Z", re.ASCII)
+_UINT64 = 2**64
+
+
+def mm_version(text: str) -> tuple[int, int, int, str] | None:
+    """Masterminds semver v3 NewVersion (leading zeros coerced): (major, minor, patch,
+    prerelease); None when invalid."""
+    if len(text) > 128:
+        return None
+    m = _LOOSE.match(text)
+    if not m:
+        return None
+    nums = [int(m.group(1)), int((m.group(2) or ".0")[1:]), int((m.group(3) or ".0")[1:])]
+    if any(n >= _UINT64 for n in nums):
+        return None
+    pre = m.group(5) or ""
+    for part in pre.split(".") if pre else []:
+        if part.isdigit() and len(part) > 1 and part[0] == "0":
+            return None
+    return nums[0], nums[1], nums[2], pre
+
+
+def _pre_part(a: str, b: str) -> int:
+    an, bn = a.isdigit(), b.isdigit()
+    if an and bn:
+        x, y = int(a), int(b)
+        return (x > y) - (x < y)
+    if an != bn:
+        return -1 if an else 1
+    return (a > b) - (a < b)
+
+
+def mm_compare(a: tuple[int, int, int, str], b: tuple[int, int, int, str]) -> int:
+    for x, y in zip(a[:3], b[:3], strict=True):
+        if x != y:
+            return 1 if x > y else -1
+    pa, pb = a[3], b[3]
+    if pa == pb:
+        return 0
+    if not pa:
+        return 1
+    if not pb:
+        return -1
+    xs, ys = pa.split("."), pb.split(".")
+    for x, y in zip(xs, ys, strict=False):
+        c = _pre_part(x, y)
+        if c:
+            return c
+    return (len(xs) > len(ys)) - (len(xs) < len(ys))
+
+
 def semver_notes() -> list[GoNote]:
     table: list[GoNote] = []
     note = _make(table)
     for index, name in enumerate(("semverMajor", "semverMinor", "semverPatch")):
         def part(v: str, index: int = index) -> str:
-            parsed = sv.parse_version(v)
-            return "" if parsed is None else str((parsed.major, parsed.minor,
-                                                  parsed.patch)[index])
+            parsed = mm_version(v)
+            return "" if parsed is None else str(parsed[index])
         note(name, "s->s")(part)
-    note("semverValid", "s->b")(lambda v: sv.parse_version(v) is not None)
+    note("semverValid", "s->b")(lambda v: mm_version(v) is not None)
 
     @note("semverCompare", "s,s->i")
     def compare(a: str, b: str) -> int:
         """-1, 0 or 1 comparing version a with b; 0 when either is invalid."""
-        va, vb = sv.parse_version(a), sv.parse_version(b)
+        va, vb = mm_version(a), mm_version(b)
         if va is None or vb is None:
             return 0
-        return sv._cmp(va, vb)
+        return mm_compare(va, vb)
 
     @note("semverBump", "s,s->s")
     def bump(v: str, component: str) -> str:
         """v with the component (major, minor, patch) incremented; v when invalid."""
-        parsed = sv.parse_version(v[1:] if v.startswith("v") else v)
+        parsed = mm_version(v[1:] if v.startswith("v") else v)
         if parsed is None:
             return v
         from orksync.render.notes.gocore import to_lower
-        major, minor, patch = parsed.major, parsed.minor, parsed.patch
+        major, minor, patch, _ = parsed
         kind = to_lower(component)
         if kind == "major":
             major, minor, patch = major + 1, 0, 0
@@ -496,9 +547,10 @@ def semver_notes() -> list[GoNote]:
             patch += 1
         else:
             return v
-        return f"{major}.{minor}.{patch}"
+        return f"{major % _UINT64}.{minor % _UINT64}.{patch % _UINT64}"
 
-    note("semverConstraint", "s,s->b")(lambda v, c: sv.semver_constraint(v, c))
+    note("semverConstraint", "s,s->b")(
+        lambda v, c: mm_version(v) is not None and sv.semver_constraint(v, c))
     return table
 
 
@@ -549,7 +601,7 @@ def random_notes(source: RandomSource) -> list[GoNote]:
                 return ""
             if n > MAX_RANDOM_N:
                 raise NoteError(f"{name} {n}: the length must be at most {MAX_RANDOM_N}")
-            return source.token(name, n)
+            return random_value(source.token(name, n), f"{name} {n}")
         note(name, "i->s!")(sized)
-    note("uuidv4", "->s!")(lambda: source.token("uuidv4", None))
+    note("uuidv4", "->s!")(lambda: random_value(source.token("uuidv4", None), "uuidv4"))
     return table
