@@ -197,16 +197,32 @@ def api_server_numbers(value: Any) -> Any:
     JSON numbers as int64 when they are integers that fit, float64 otherwise, and writes
     them back with encoding/json before the informer decodes them again; so a whole float
     below 1e21 that fits int64 (`1000000.0`, `2.0`, `-0.0`) arrives as an int64 and an
-    integer beyond int64 as a float64. Returns a new tree (the input is not changed)."""
+    integer beyond int64 as a float64. The input is not changed: a map or list holding a
+    number to change is copied, anything else is returned as it is (shared)."""
     kind = type(value)
     if kind is float:
-        if value.is_integer() and abs(value) < 1e21 and INT64_MIN <= value < 2.0**63:
+        if value.is_integer() and abs(value) < 1e21:
             return int(value)
         return value
     if kind is int:
         return value if INT64_MIN <= value <= INT64_MAX else float(value)
     if kind is dict:
-        return {k: api_server_numbers(v) for k, v in value.items()}
+        out = None
+        for k, v in value.items():
+            if type(v) in _PLAIN:
+                continue
+            new = api_server_numbers(v)
+            if new is not v or type(new) is not type(v):
+                if out is None:
+                    out = dict(value)
+                out[k] = new
+        return value if out is None else out
     if kind is list:
-        return [api_server_numbers(v) for v in value]
+        items = [api_server_numbers(v) for v in value]
+        changed = any(a is not b or type(a) is not type(b) for a, b in zip(items, value,
+                                                                           strict=True))
+        return items if changed else value
     return value
+
+
+_PLAIN = frozenset({str, bool, type(None)})

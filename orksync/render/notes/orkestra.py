@@ -345,7 +345,7 @@ def repeat(s: str, count: int) -> str:
     if count < 0:
         raise NoteError("strings: negative Repeat count")
     if count and byte_len(s) * count > 1_000_000:
-        raise NoteError("strings: Repeat output too large")
+        raise NoteError("repeat: result longer than 1 MiB (orksync's bound on a render)")
     return s * count
 
 
