@@ -99,7 +99,8 @@ def catalog() -> list[tuple[str, str, str, str]]:
     epoch = datetime(2000, 1, 1, tzinfo=UTC)
     for fn in orkestra_notes(clock=lambda: epoch, random=_NoRandom()):
         topic = fn.impl.__module__.rsplit(".", 1)[-1]
-        meaning = " ".join((fn.impl.__doc__ or "").split())
+        meaning = " ".join((fn.impl.__doc__ or "").split()) or \
+            f"Orkestra's `{fn.__name__}` (pkg/note), same behaviour"
         rows.append((topic, fn.__name__, f"{fn.__name__} {fn.sig.go_text()}", meaning))
     for module in MODULES:
         for line in (module.__doc__ or "").splitlines():
