@@ -699,3 +699,26 @@ def test_a_template_error_in_a_compiled_entry_names_its_field(tmp_path: Path) ->
     assert container["env"] == [{"name": "A", "value": "80"}, {"name": "B", "value": "d"}]
     assert any(step.plan.leaves is not None and "env" in step.entry  # the entry was compiled
                for _, plan in _BLOCKS._items.values() if plan for step in plan.entries)
+
+
+def test_a_katalog_using_an_orksync_extension_renders_with_a_portability_warning(
+        tmp_path: Path) -> None:
+    katalog = KATALOG.replace('image: "{{ .spec.image }}"',
+                              'image: "{{ concat .spec.image \\":1\\" }}"')
+    write_repo(tmp_path, {"katalog.yaml": katalog, "crd.yaml": CRD,
+                          "w.yaml": widget("w", image="nginx")})
+    rendered = render(tmp_path)
+    assert rendered.ok, rendered.errors
+    assert by_name(rendered)["Deployment/default/w"]["spec"]["template"]["spec"][
+        "containers"][0]["image"] == "nginx:1"
+    warnings = [w for w in rendered.warnings if "not portable" in w]
+    assert len(warnings) == 1
+    assert "katalog.yaml:12 Katalog/widgets" in warnings[0]
+    assert "operatorBox.onCreate.deployments[0].image" in warnings[0]
+    assert "`concat`" in warnings[0]
+
+
+def test_a_portable_katalog_has_no_portability_warning(tmp_path: Path) -> None:
+    write_repo(tmp_path, {"katalog.yaml": KATALOG, "crd.yaml": CRD,
+                          "w.yaml": widget("w", image="nginx")})
+    assert not [w for w in render(tmp_path).warnings if "not portable" in w]

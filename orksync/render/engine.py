@@ -24,7 +24,7 @@ from orksync.render.children import LiveView
 from orksync.render.guard import ClusterScope, NamespaceGuard
 from orksync.render.resource import BLOCKS, STAGE_CR, STAGE_CRD, CrRenderer
 from orksync.render.templates import Clock, Templates, templates_for, utc_now
-from orksync.render.validate import katalog_problems
+from orksync.render.validate import katalog_problems, portability_warnings
 
 __all__ = ["CrResult", "CrSummary", "Extras", "Merger", "Outcome", "RefKey", "RenderPlan",
            "Templates", "crd_object", "ref_key", "render_catalog", "render_custom_resource",
@@ -72,8 +72,10 @@ class RenderPlan:
         self.errors: list[Exception] = list(catalog.errors)
         self.templates = {k.name: templates_for(k, clock) for k in catalog.katalogs}
         self.broken: dict[tuple[str, str], int] = {}
+        self.warnings: list[str] = list(catalog.warnings)
         for katalog in catalog.katalogs:
             engine = self.templates[katalog.name].engine
+            self.warnings.extend(portability_warnings(katalog, engine))
             for key, problems in katalog_problems(katalog, engine).items():
                 self.errors.extend(problems)
                 self.broken[(katalog.name, key)] = len(problems)
@@ -94,7 +96,7 @@ class RenderPlan:
             return err
 
     def merger(self) -> Merger:
-        return Merger(errors=list(self.errors), warnings=list(self.catalog.warnings))
+        return Merger(errors=list(self.errors), warnings=list(self.warnings))
 
 
 @dataclass(slots=True)

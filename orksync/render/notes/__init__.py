@@ -56,9 +56,9 @@ _ROW = re.compile(r"^\| `([A-Za-z0-9]+)` \| (.+?) \| (.+?) \|$")
 MAX_NOTE_DEPTH = 32
 
 
-EXTENSIONS = ("concat", "conditionStatus", "fromJSON", "getBool", "getInt", "getList",
+EXTENSIONS = frozenset({"concat", "conditionStatus", "fromJSON", "getBool", "getInt", "getList",
               "getMap", "getOrDefault", "getString", "now", "quantityAdd", "quantityCompare",
-              "quantityToBytes", "quantityToMillis", "subtractQuantity")
+              "quantityToBytes", "quantityToMillis", "subtractQuantity"})
 """orksync's own notes, which Orkestra does not have: a Katalog that uses one does not
 load in Orkestra (`orksync validate` warns)."""
 
@@ -86,7 +86,8 @@ def builtin_functions(*, clock: Callable[[], datetime],
         legacy.update(module.notes())
     legacy.update(time.notes(clock))
     legacy.update(cron.notes(clock))
-    functions: dict[str, Callable[..., Any]] = {name: legacy[name] for name in EXTENSIONS}
+    functions: dict[str, Callable[..., Any]] = {name: legacy[name]
+                                                for name in sorted(EXTENSIONS)}
     for fn in orkestra_notes(clock=clock, random=random):
         functions[fn.__name__] = fn
     return functions
