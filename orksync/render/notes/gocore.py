@@ -201,7 +201,7 @@ def api_server_numbers(value: Any) -> Any:
     number to change is copied, anything else is returned as it is (shared)."""
     kind = type(value)
     if kind is float:
-        if value.is_integer() and abs(value) < 1e21:
+        if value.is_integer() and abs(value) < 1e21 and INT64_MIN <= value < 2.0**63:
             return int(value)
         return value
     if kind is int:

@@ -549,8 +549,14 @@ def semver_notes() -> list[GoNote]:
             return v
         return f"{major % _UINT64}.{minor % _UINT64}.{patch % _UINT64}"
 
-    note("semverConstraint", "s,s->b")(
-        lambda v, c: mm_version(v) is not None and sv.semver_constraint(v, c))
+    @note("semverConstraint", "s,s->b")
+    def constraint(v: str, c: str) -> bool:
+        """Whether version v satisfies the constraint (false when either is invalid)."""
+        parsed = mm_version(v)
+        if parsed is None:
+            return False
+        canonical = ".".join(map(str, parsed[:3])) + (f"-{parsed[3]}" if parsed[3] else "")
+        return bool(sv.semver_constraint(canonical, c))
     return table
 
 
@@ -561,12 +567,16 @@ def quantity_notes() -> list[GoNote]:
 
     def parse(name: str, text: str) -> tuple[Decimal, Any]:
         try:
-            return q.parse_quantity_format(text)
+            return go_parse_quantity(text)
         except ValueError as err:
             raise NoteError(f"{name}: {text!r} is not a valid Kubernetes quantity: {err}"
                             ) from None
 
-    note("parseQuantity", "s->f!")(lambda text: float(parse("parseQuantity", text)[0]))
+    @note("parseQuantity", "s->f!")
+    def parse_quantity(text: str) -> float:
+        """A quantity as a float, as Quantity.AsApproximateFloat64 computes it."""
+        parse("parseQuantity", text)
+        return approximate_float(text)
 
     @note("formatQuantity", "f->s!")
     def format_quantity(f: float) -> str:
@@ -587,6 +597,107 @@ def quantity_notes() -> list[GoNote]:
     note("sumQuantity", "s,s->s!")(lambda a, b: combine("sumQuantity", a, b, 1))
     note("minusQuantity", "s,s->s!")(lambda a, b: combine("subtractQuantity", a, b, -1))
     return table
+
+
+_DECIMAL_SUFFIX = {"": 0, "n": -9, "u": -6, "m": -3, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15,
+                   "E": 18}
+_BINARY_SUFFIX = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}
+
+
+def _quantity_parts(text: str) -> tuple[bool, str, str, str]:
+    """resource.parseQuantityString: (positive, numerator, denominator, suffix)."""
+    if text == "":
+        raise ValueError("quantities must match the regular expression")
+    m = re.fullmatch(r"([+-]?)(0*)([0-9]*)(?:(\.)([0-9]*))?([eEinumkKMGTP]*)([-+]?[0-9]*)", text)
+    if m is None:
+        raise ValueError("quantities must match the regular expression")
+    num = m.group(3) or "0"
+    if not m.group(3) and not m.group(4) and not m.group(6) and not m.group(7):
+        num = "0"
+    return m.group(1) != "-", num, m.group(5) or "", m.group(6) + m.group(7)
+
+
+def _suffix(suffix: str) -> tuple[int, int, str]:
+    if suffix in _BINARY_SUFFIX:
+        return 2, _BINARY_SUFFIX[suffix], "BinarySI"
+    if suffix in _DECIMAL_SUFFIX:
+        return 10, _DECIMAL_SUFFIX[suffix], "DecimalSI"
+    m = re.fullmatch(r"[eE]([-+]?[0-9]+)", suffix)
+    if m and len(m.group(1).lstrip("+-")) <= 9:
+        return 10, int(m.group(1)), "DecimalExponent"
+    raise ValueError("unable to parse quantity's suffix")
+
+
+def go_parse_quantity(text: str) -> tuple[Decimal, Any]:
+    """resource.ParseQuantity: the value (rounded up to nano units, capped at int64) and
+    its format; ValueError where Go returns an error."""
+    positive, num, denom, suffix = _quantity_parts(text)
+    base, exponent, fmt = _suffix(suffix)
+    with localcontext() as ctx:
+        ctx.prec = 400
+        value = Decimal(int(num + denom)).scaleb(-len(denom))
+        value = value.scaleb(exponent) if base == 10 else value * (2**exponent)
+        if value != value.quantize(Decimal("1e-9"), rounding="ROUND_DOWN"):
+            value = value.quantize(Decimal("1e-9"), rounding="ROUND_UP")
+        value = min(value, Decimal(INT64_MAX))
+    return (value if positive else -value), fmt
+
+
+def approximate_float(text: str) -> float:
+    """resource.ParseQuantity then AsApproximateFloat64: the (unscaled, scale) pair the
+    parse keeps (its int64 fast path, or the big-decimal path rounded up to nano units),
+    then float(unscaled) * 10^-scale in float64 arithmetic."""
+    if text == "0":
+        return 0.0
+    positive, num, denom, suffix = _quantity_parts(text)
+    negative = not positive
+    base, exponent, fmt = _suffix(suffix)
+    binary = fmt == "BinarySI"
+    digits = num + denom
+    if not binary:
+        scale = exponent
+        precision = 18 - (len(num) + len(denom))
+        mantissa = 1
+    elif exponent >= 0 and not denom:
+        scale, mantissa = 0, 1 << exponent
+        precision = 15 - len(num) - int(exponent * 3 / 10) - 1
+    else:
+        scale, mantissa, precision = 0, 1, -1
+    if precision >= 0:
+        scale -= len(denom)
+        if scale >= -9:
+            value = int(digits or "0")
+            if value <= INT64_MAX and abs(value * mantissa) <= INT64_MAX:
+                unscaled = value * mantissa * (-1 if negative else 1)
+                return float(unscaled) if scale == 0 else float(unscaled) * _pow10(scale)
+    unscaled = int(digits or "0")
+    dec_scale = len(denom)
+    if base == 10:
+        dec_scale -= exponent
+    else:
+        unscaled <<= exponent
+    if unscaled != 0:
+        if dec_scale > 9:
+            factor = 10 ** (dec_scale - 9)
+            unscaled = -(-unscaled // factor)
+        else:
+            unscaled *= 10 ** (9 - dec_scale)
+        dec_scale = 9
+        if unscaled > INT64_MAX * 10**9:
+            unscaled = INT64_MAX * 10**9
+    unscaled = -unscaled if negative else unscaled
+    if dec_scale == 0:
+        return float(unscaled)
+    return float(unscaled) * _pow10(-dec_scale)
+
+
+def _pow10(n: int) -> float:
+    """math.Pow10."""
+    if 0 <= n <= 308:
+        return float(10**n)
+    if -323 <= n < 0:
+        return 1 / float(10 ** -n)
+    return 0.0 if n < 0 else math.inf
 
 
 # ── random ──────────────────────────────────────────────────────────────────────────
