@@ -227,7 +227,8 @@ def generate(functions: dict[str, Any], names: list[str], seed: int,
 ACTIONS = [
     "plain text, no action ", "  spaced  ", "{{ .spec.s1 }}", "{{ .spec.fmil }} {{ .spec.huge }}",
     "{{ .spec.fbig }}|{{ .spec.f2 }}|{{ .spec.ibig }}|{{ .spec.imax }}",
-    "{{ range .spec.lmix }}[{{ . }}]{{ end }}", "{{ range $k, $v := .spec.m1 }}{{ $k }}={{ $v }};{{ end }}",
+    "{{ range .spec.lmix }}[{{ . }}]{{ end }}",
+    "{{ range $k, $v := .spec.m1 }}{{ $k }}={{ $v }};{{ end }}",
     "{{ with .spec.missing }}x{{ else }}none{{ end }}", "{{ if .spec.i0 }}y{{ else }}n{{ end }}",
     "{{ .spec.missing.x }}", "{{ .spec.nul }}", "{{ index .spec.lstr 1 }}", "{{ .spec.lnum }}",
     "{{ .spec.m1 }}", "{{ printf \"%v %T\" .spec.f2 .spec.f2 }}", "{{ .spec.s41 }}",
@@ -235,14 +236,21 @@ ACTIONS = [
     '{{ define "x" }}[{{ . }}]{{ end }}{{ template "x" .spec.s3 }}-{{ template "x" }}',
     '{{ block "b" .spec.lstr }}{{ range . }}{{ . }}{{ end }}{{ end }}',
     '{{ define "a" }}A{{ template "b" . }}{{ end }}{{ define "b" }}B{{ end }}{{ template "a" }}',
-    '{{ template "nope" }}', '{{ define "r" }}{{ if . }}{{ . }}{{ template "r" (sub . 1) }}{{ end }}{{ end }}{{ template "r" 3 }}',
+    '{{ template "nope" }}',
+    '{{ define "r" }}{{ if . }}{{ . }}{{ template "r" (sub . 1) }}{{ end }}{{ end }}'
+    '{{ template "r" 3 }}',
     '{{ define "v" }}{{ $x := 1 }}{{ $x }}{{ end }}{{ $x := 2 }}{{ template "v" }}{{ $x }}',
     '{{- define "t" -}} T {{- end -}} a {{ template "t" }} b',
     '{{ define "x" }}1{{ end }}{{ define "x" }}2{{ end }}{{ template "x" }}',
     '{{ block "x" . }}default{{ end }}{{ define "x" }}override{{ end }}',
     '{{ template "x" . }}{{ define "x" }}{{ .metadata.name }}{{ end }}',
     '{{ define "bad" }}{{ end }', "{{ template .spec.s2 }}",
-    '{{ range $i, $e := .spec.lstr }}{{ template "item" $e }}{{ end }}{{ define "item" }}<{{ . }}>{{ end }}',
+    '{{ range $i, $e := .spec.lstr }}{{ template "item" $e }}{{ end }}'
+    '{{ define "item" }}<{{ . }}>{{ end }}',
+    # Orkestra's resolver names the template "f"
+    '{{ define "f" }}F{{ .spec.s2 }}{{ end }}', '  {{ define "f" }}F{{ end }}  ',
+    'a{{ define "f" }}F{{ end }}', '{{ define "x" }}{{ template "f" }}{{ end }}x',
+    '{{ if .spec.missing }}{{ template "f" }}{{ end }}{{ define "y" }}{{ end }}ok',
 ]
 
 _PLACEHOLDER = re.compile(r"<generate:(randomAlphanumeric|randomHex|randomBase64):(\d+)>|"

@@ -42,7 +42,7 @@ from .builtins import BUILTIN_NAMES
 from .codegen import compile_ast
 from .errors import GoExecError, GoParseError, GoTemplateError, LimitError
 from .gotypes import GoInt
-from .parser import parse, parse_templates
+from .parser import is_empty_tree, parse, parse_templates
 from .runtime import RUNTIME_API, Runtime
 
 GO_SPACE = "\t\n\v\f\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"  # noqa: E501
@@ -51,6 +51,7 @@ _NO_BLOCKS: dict[str, Any] = {}
 _STRAY_SURROGATE = re.compile("[\ud800-\udc7f\udd00-\udfff]")
 NESTED_RENDER_COST = 100
 MAX_ACTIONS = 5_000
+ROOT_NAME = "f"  # the name Orkestra's resolver gives the template: {{template "f"}} is itself
 
 
 def too_many_actions(source: str, *, openers: tuple[str, ...] = ("{{",)) -> str | None:
@@ -329,12 +330,19 @@ class GoTemplateEngine:
             return _Compiled(None, {}, None, GoTemplateError(refusal, source))
         try:
             root, defined, _ = parse_templates(source, self._names)
-            plain = _plain_parts(root)
+            if ROOT_NAME in defined:  # Orkestra's resolver names the template "f"
+                if not is_empty_tree(root):
+                    raise GoParseError(f"template: multiple definition of template "
+                                       f"{ROOT_NAME!r}", 0)
+                root = defined[ROOT_NAME]
+            plain = _plain_parts(root) if not defined else None
             if plain is not None:
                 return _Compiled(None, {}, _value_path(root), plain=plain, tree=root)
             defines = {name: _renderer(*_jinja(body, self._functions, "<define>"))
                        for name, body in defined.items()}
             template, consts = _jinja(root, self._functions)
+            if defines and ROOT_NAME not in defines:
+                defines[ROOT_NAME] = _renderer(template, consts)
         except GoParseError as exc:
             return _Compiled(None, {}, None, GoTemplateError(exc.message, source, exc.position))
         except (RecursionError, SyntaxError, MemoryError):
