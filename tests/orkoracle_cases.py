@@ -17,12 +17,14 @@ from collections.abc import Callable
 from typing import Any
 
 STRINGS = [
-    "", " ", "abc", "Hello World", "  padded  ", "héllo wörld", "日本語", "ß", "Ωmega", "😀x",
+    "", " ", "abc", "Hello World", "  padded  ", "héllo wörld", "日本語", "ß", "Ωmega",
+    "😀x",
     "a,b,,c", " a , b ", "a.b.c", "x-y_z", "fooBarBaz", "HTTPServer", "MyAPIKey",
     "true", "false", "yes", "off", "1", "0", "-3", "42", "3.5", "1e3", "0x1f", "1_000", "NaN",
     "inf", "1e400", " 7", "<no value>", "%d", "{{", "a\tb", "line\nbreak",
     "user@example.com", " user@example.com ", "John <j@x.io>", "a..b@c.d", "@x.io", "a@b",
-    "https://example.com/path?q=1", "http://host:8080", "ftp://x.io", "http://", "https://ex ample.com",
+    "https://example.com/path?q=1", "http://host:8080", "ftp://x.io", "http://",
+    "https://ex ample.com",
     "http://[::1]:80/", "http://a%zz.com", "/rel/path", "https://www.example.com/",
     "git@github.com:org/repo.git", "ssh://git@host/repo", "nginx", "nginx:1.25",
     "registry.io:5000/team/app:v1.2", "Nginx:latest", "app@sha256:" + "a" * 64,
@@ -214,7 +216,8 @@ def generate(functions: dict[str, Any], names: list[str], seed: int,
             elif form < 0.3:
                 text = f"{{{{ printf \"%v|%T\" ({name} {' '.join(args)}) 0 }}}}"
             elif form < 0.38:
-                text = f"{{{{ with {name} {' '.join(args)} }}}}yes:{{{{ . }}}}{{{{ else }}}}no{{{{ end }}}}"
+                text = (f"{{{{ with {name} {' '.join(args)} }}}}yes:{{{{ . }}}}"
+                        "{{ else }}no{{ end }}")
             elif form < 0.45:
                 text = f"{{{{ len ({name} {' '.join(args)}) }}}}"
             else:

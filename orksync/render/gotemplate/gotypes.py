@@ -18,7 +18,7 @@ class GoInt(int):
     __slots__ = ()
 
 
-class GoStrings(list):  # type: ignore[type-arg]
+class GoStrings(list[str]):
     """A Go `[]string` (a function's result): printed like a list, but a function that
     looks for a `[]interface{}` (Orkestra's `len`, `listLen`, `typeOf`) does not take it
     for one."""

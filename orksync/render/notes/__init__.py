@@ -1,21 +1,24 @@
-"""The template function library ("notes"): Orkestra's built-in notes and Katalog-level
-user notes, as a name → Python callable map for the Go-template engine.
+"""The template function library ("notes"): Orkestra's built-in notes, orksync's
+extensions, and Katalog-level user notes, as a name → Python callable map for the
+Go-template engine.
 
 Pure. No I/O, clock and randomness injected: `builtin_functions` takes the clock used by
 the time notes and the `RandomSource` used by the random notes.
 
-Values reaching a note are decoded JSON shapes (dict, list, str, int, float, bool, None)
-and notes return the same shapes. Arguments are lenient like Orkestra's notes, which take
-`interface{}` and convert with %v: a number passed where text is expected is formatted
-(`3`, `true`, `1e+06`), nil reads as "". A note that cannot use its arguments raises
-`NoteError` (a ValueError) naming the note; the engine reports it as a template error.
+Orkestra's 260 notes are ported from its pkg/note with their Go signatures (`gosig`):
+`orkestra` (as, conditional, data, strings, types, math, lists and maps, safe access,
+validation, network, domain, Kubernetes names), `orkestra_kube` (object metadata and
+status, the notes inspecting child objects, serve annotations, Prometheus) and
+`orkestra_time` (time, durations, cron, semver, quantities, random). Through the Go
+engine their arguments are checked as text/template checks them (a note given a value
+of the wrong Go type fails, naming the note and the argument); called directly they
+convert leniently. A note that cannot use its arguments raises `NoteError` (a
+ValueError); the engine reports it as a template error.
 
-Each topic module documents its notes in a `| Function | Signature | Meaning |` table in
-its docstring; `catalog()` collects those tables (the source for generated docs) and a
-test checks that they list exactly the functions `builtin_functions` returns.
-
-Topics: random (`random.py`), strings, math, conditional, types, collections and safe
-access (`listmap.py`), Kubernetes helpers (`kube.py`), time, data, cron, quantity, semver.
+orksync's own notes (`EXTENSIONS`, which Orkestra does not have) come from the topic
+modules `strings`, `listmap`, `kube`, `time`, `data`, `quantity`, `types`; their
+docstring tables document them. `catalog()` lists every note: Orkestra's with their Go
+signatures, the extensions from those tables.
 """
 
 from __future__ import annotations
@@ -28,14 +31,14 @@ from typing import Any
 
 from orksync.render.notes import (
     conditional,
-    orkestra,
-    orkestra_kube,
-    orkestra_time,
     cron,
     data,
     kube,
     listmap,
     math,
+    orkestra,
+    orkestra_kube,
+    orkestra_time,
     quantity,
     random,
     semver,

@@ -146,7 +146,7 @@ def byte_slice(s: str, start: int, end: int | None = None) -> str:
 
 def json_valid(text: str) -> bool:
     """encoding/json.Valid."""
-    if "\udc80" <= max(text, default="a") and any("\udc80" <= c <= "\udcff" for c in text):
+    if max(text, default="a") >= "\udc80" and any("\udc80" <= c <= "\udcff" for c in text):
         return False
 
     def refuse(_: str) -> Any:

@@ -82,7 +82,7 @@ def _yaml_any(text: str) -> tuple[bool, Any]:
         value = yaml.load(text)
     except (YAMLError, ValueError, TypeError, RecursionError):
         return False, None
-    except Exception:  # noqa: BLE001 - any parser failure is yaml.v3's error
+    except Exception:
         return False, None
     return True, _from_yaml(value)
 
@@ -114,7 +114,7 @@ def as_list(value: Any) -> Any:
             decoded = json_decode(value)
         except ValueError:
             return []
-        return decoded if type(decoded) is list else [] if decoded is None else []
+        return decoded if type(decoded) is list else []
     return []
 
 
@@ -667,7 +667,7 @@ def get_string_or(value: Any, fallback: str) -> str:
 @note("getIntOr", "a,i->i")
 def get_int_or(value: Any, fallback: int) -> int:
     """value when it is a number (truncated), else the fallback."""
-    if isinstance(value, bool) or isinstance(value, GoUint8):
+    if isinstance(value, bool | GoUint8):
         return fallback
     if isinstance(value, int):
         return value

@@ -65,7 +65,7 @@ def labels(obj: Any) -> Mapping[str, Any]:
     return _map(meta(obj).get("labels")) or {}
 
 
-def annotations(obj: Any) -> Mapping[str, Any]:
+def annotations_of(obj: Any) -> Mapping[str, Any]:
     return _map(meta(obj).get("annotations")) or {}
 
 
@@ -86,13 +86,13 @@ note("meta", "a->m")(meta)
 note("name", "a->s")(lambda o: _str(meta(o).get("name")))
 note("namespace", "a->s")(lambda o: _str(meta(o).get("namespace")))
 note("labels", "a->m")(labels)
-note("annotations", "a->m")(annotations)
+note("annotations", "a->m")(annotations_of)
 note("getLabel", "a,s->s")(lambda o, k: _str(labels(o).get(k)))
 note("getLabelInt", "a,s->I")(lambda o, k: to_int64(labels(o).get(k)))
 note("hasLabel", "a,s->b")(lambda o, k: _str(labels(o).get(k)) != "")
-note("getAnnotation", "a,s->s")(lambda o, k: _str(annotations(o).get(k)))
-note("getAnnotationInt", "a,s->I")(lambda o, k: to_int64(annotations(o).get(k)))
-note("hasAnnotation", "a,s->b")(lambda o, k: _str(annotations(o).get(k)) != "")
+note("getAnnotation", "a,s->s")(lambda o, k: _str(annotations_of(o).get(k)))
+note("getAnnotationInt", "a,s->I")(lambda o, k: to_int64(annotations_of(o).get(k)))
+note("hasAnnotation", "a,s->b")(lambda o, k: _str(annotations_of(o).get(k)) != "")
 
 
 @note("labelMatches", "a,s...->b")

@@ -236,7 +236,7 @@ def time_notes(clock: Clock) -> list[GoNote]:
         if d is None:
             return 0
         seconds = d / SECOND
-        return int(math.floor(abs(seconds) + 0.5)) * (1 if seconds >= 0 else -1)
+        return math.floor(abs(seconds) + 0.5) * (1 if seconds >= 0 else -1)
 
     @note("timeUntil", "s->s")
     def time_until(s: str) -> str:
@@ -259,7 +259,7 @@ def time_notes(clock: Clock) -> list[GoNote]:
             d = parse_time_duration(duration)
         except ValueError:
             return False
-        moment, sub = parsed
+        moment = parsed[0]
         deadline = moment + timedelta(microseconds=d // 1000)
         return now() > deadline
 
@@ -505,8 +505,8 @@ def mm_compare(a: tuple[int, int, int, str], b: tuple[int, int, int, str]) -> in
     if not pb:
         return -1
     xs, ys = pa.split("."), pb.split(".")
-    for x, y in zip(xs, ys, strict=False):
-        c = _pre_part(x, y)
+    for px, py in zip(xs, ys, strict=False):
+        c = _pre_part(px, py)
         if c:
             return c
     return (len(xs) > len(ys)) - (len(xs) < len(ys))
