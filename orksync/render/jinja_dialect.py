@@ -492,7 +492,9 @@ class JinjaTemplateEngine:
             tree.set_environment(self._env)
             code = self._env.compile(tree, filename=_FILE)
             template = self._env.template_class.from_code(
-                self._env, code, self._env.make_globals(None), None)
+                # a plain dict, not make_globals' ChainMap: every render copies the
+                # globals (one per note) into its context, and a ChainMap copies slowly
+                self._env, code, dict(self._env.globals), None)
         except GoTemplateError as exc:
             return _Compiled(None, None, exc)
         except TemplateSyntaxError as exc:
