@@ -722,3 +722,18 @@ def test_a_portable_katalog_has_no_portability_warning(tmp_path: Path) -> None:
     write_repo(tmp_path, {"katalog.yaml": KATALOG, "crd.yaml": CRD,
                           "w.yaml": widget("w", image="nginx")})
     assert not [w for w in render(tmp_path).warnings if "not portable" in w]
+
+
+def test_a_typed_note_given_a_missing_value_fails_naming_file_line_and_field(
+        tmp_path: Path) -> None:
+    # Orkestra: `toUpper` takes a string, and text/template refuses the nil of a missing key
+    katalog = KATALOG.replace('image: "{{ .spec.image }}"',
+                              'image: "{{ .spec.imageName | toUpper }}"')
+    write_repo(tmp_path, {"katalog.yaml": katalog, "crd.yaml": CRD,
+                          "w.yaml": widget("w", image="nginx")})
+    rendered = render(tmp_path)
+    (err,) = rendered.errors
+    message = str(err)
+    assert message.startswith("katalog.yaml:12 Widget.test.orksync.io/default/w "), message
+    assert "operatorBox.onCreate.deployments[0].image" in message
+    assert "toUpper: argument 1 is missing" in message
