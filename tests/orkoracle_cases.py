@@ -169,6 +169,74 @@ TYPE_POOLS: dict[str, list[str]] = {
 }
 
 
+def _strings(*texts: str) -> list[str]:
+    """Each text as a literal and as the custom resource field holding it."""
+    out = []
+    for text in texts:
+        out.append(f'"{text}"')
+        if text in STRINGS:
+            out.append(f".spec.s{STRINGS.index(text)}")
+    return out
+
+
+NUMBERS = [".spec.i3", ".spec.f15", ".spec.ineg", ".spec.fneg", ".spec.i0", ".spec.fmil",
+           ".spec.imax", ".spec.huge", ".spec.fsmall", ".spec.f2", '"2"', '"2.5"', '" 7"',
+           '"1e3"', '"abc"', '"-0"', '"0x10"', '"inf"', "1", "2.5", "0", "-3", "7", "1e3",
+           "true", ".spec.tru", "(len .spec.s2)", '(toInt "3")', ".spec.nul"]
+# Arguments that mean something to a family of notes (by name prefix), drawn most of the time
+HINTS: dict[str, list[str]] = {
+    **{n: NUMBERS for n in ("add", "sub", "mul", "div", "mod", "min", "max", "clamp", "abs",
+                            "toInt", "toFloat", "toBool", "promAboveThreshold",
+                            "promBelowThreshold")},
+    "cron": _strings("*/5 * * * *", "0 * * * *", "30 2 * * *", "0 9 * * 1-5", "0 0 1 * *",
+                     "@daily", "@hourly", "@weekly", "bad cron", "* * * *", "",
+                     " @DAILY ", "1 2 3 4 5 6") + ["0", "4", "5", "-1", ".spec.objs.cronmap",
+                                                   ".spec.m1"],
+    "nextCron": _strings("*/5 * * * *", "@every 1h", "0 0 31 2 *", "bad", "@daily"),
+    "parseQuantity": _strings("100m", "1Gi", "512Mi", "1.5Gi", "2", "0.5", "1e3", "1k",
+                              "10G", "-1Mi", "Gi", "-", "1.2", "0.0000000001", "1Ei", "x"),
+    "sumQuantity": _strings("100m", "1Gi", "512Mi", "1.5Gi", "2", "0.5", "1e3", "1k", "-1Mi",
+                            "250m", "1", "0", "3Ti", "1e-3"),
+    "minusQuantity": _strings("100m", "1Gi", "512Mi", "1.5Gi", "2", "0.5", "1e3", "1k",
+                              "-1Mi", "250m", "1", "0", "3Ti"),
+    "formatQuantity": ["0.5", "1.5", "1024", "1", "0", "-2.5", "3e9", "0.0001", ".spec.f15",
+                       '(toFloat "1073741824")', '(parseQuantity "1.5Gi")'],
+    "semver": _strings("1.2.3", "v1.2.3", "1.2", "v2", "1.2.3-beta.1", "1.2.3+build.5",
+                       "01.2.3", "^1.2.0", ">= 1.0, < 2.0", "~1.2", "1.x", "*", "major",
+                       "minor", "patch", "MINOR", "other", "2.0.0-rc.1", "1.2.3-alpha",
+                       "1.2.3-alpha.10", "1.2.3-alpha.9", "bad", ""),
+    "duration": _strings("5m", "1h30m", "2d", "1w", "3mo", "1y", "never", "-5s", "1.5h",
+                         "10", "", " 5m", "1.5d", "300ms", "2h45m30.5s", "x"),
+    "time": _strings("2020-01-01T00:00:00Z", "2020-01-01", "2099-06-01T12:00:00Z",
+                     "2024-02-30T00:00:00Z", "2021-05-05T10:20:30.5+02:00", "15:04", "00:00",
+                     "23:59", "24:00", "9:05", "x", "2006-01-02", "Jan 2, 2006 15:04:05 MST",
+                     "Monday", "2d", "1h"),
+    "isExpired": _strings("2020-01-01T00:00:00Z", "2099-06-01T12:00:00Z", "30d", "1h",
+                          "never", "x", "2020-01-01"),
+    "ip": _strings("10.0.0.1", "192.168.1.300", "172.20.1.1", "8.8.8.8", "::1", "fd00::1",
+                   "::ffff:10.1.2.3", "010.1.1.1", "10.0.0.0/8", "192.168.0.0/16",
+                   "2001:db8::/32", "10.0.0.1/33", "1.2.3.4/024", "172.16.0.0/12",
+                   "::ffff:0:0/96", "fe80::1%eth0"),
+    "cidr": _strings("10.0.0.1", "::ffff:10.1.2.3", "10.0.0.0/8", "192.168.0.0/16",
+                     "2001:db8::/32", "10.0.0.1/33", "1.2.3.4/024", "::ffff:0:0/96",
+                     "2001:db8::1", "192.168.5.5"),
+    "isValid": STRING_REFS,
+    "fromBase64": _strings("aGVsbG8=", "aGVsbG8", "aGV sbG8=", "////", "4pyT", "Zm9v\nYmFy",
+                           "", "=", "YQ==", "YQ"),
+}
+
+
+def _hint(name: str) -> list[str] | None:
+    for prefix in sorted(HINTS, key=len, reverse=True):
+        if name.startswith(prefix):
+            return HINTS[prefix]
+    lowered = name.lower()
+    for word in ("duration", "time", "weekday", "weekend"):
+        if word in lowered:
+            return HINTS["duration" if word == "duration" else "time"]
+    return None
+
+
 def _any_pool() -> list[str]:
     return (STRING_REFS + SCALAR_REFS * 3 + LIST_REFS * 3 + MAP_REFS * 3 + OBJECT_REFS * 4
             + MISSING * 3 + LITERALS * 2 + NESTED * 2)
@@ -177,12 +245,14 @@ def _any_pool() -> list[str]:
 ANY_POOL = _any_pool()
 
 
-def _arg(rng: random.Random, code: str, kube: bool) -> str:
+def _arg(rng: random.Random, code: str, kube: bool, hint: list[str] | None = None) -> str:
     roll = rng.random()
     if roll < 0.1:
         return rng.choice(ANY_POOL)  # a wrong type now and then
     if roll < 0.15:
         return rng.choice(MISSING)
+    if hint and roll < 0.8 and code in "asf":
+        return rng.choice(hint)
     if code == "a":
         if kube and rng.random() < 0.7:
             return rng.choice(OBJECT_REFS)
@@ -208,7 +278,8 @@ def generate(functions: dict[str, Any], names: list[str], seed: int,
                 count = len(params) - 1 + rng.choice([0, 1, 2, 3, 4])
             elif rng.random() < 0.04:
                 count = max(0, count + rng.choice([-1, 1]))  # a wrong number of arguments
-            args = [_arg(rng, params[min(i, len(params) - 1)] if params else "a", kube)
+            hint = _hint(name)
+            args = [_arg(rng, params[min(i, len(params) - 1)] if params else "a", kube, hint)
                     for i in range(count)]
             form = rng.random()
             if args and form < 0.2:
@@ -279,7 +350,7 @@ def placeholder_shape(text: str) -> re.Pattern[str]:
 
 
 RANDOM = ("randomAlphanumeric", "randomHex", "randomBase64", "uuidv4")
-CLOCK = ("timeAgo", "timeSince", "timeUntil")
+CLOCK = ("timeAgo", "timeSince", "timeUntil", "nextCron")
 
 # The allow-list: (function, predicate on (template, go, py), reason). Every entry is in
 # docs/differences.md ("Template functions").

@@ -159,12 +159,15 @@ def test_every_function_and_action_agrees_with_orkestra(
         why = oc.compare(name, template, go[key], py)
         verdicts[name]["allowed" if why and why.startswith("allowed") else
                        "differ" if why else "same"] += 1
+        if not why and go[key]["ok"]:
+            verdicts[name]["rendered"] += 1  # the same output, not only a failure on both
         if why and not why.startswith("allowed"):
             failures.append(f"{key}: {why}\n  template: {template}\n  go: {go[key]}\n"
                             f"  py: {py}")
     report = os.environ.get("ORKORACLE_REPORT")
     if report:
-        lines = [f"{name}\tsame={c['same']}\tallowed={c['allowed']}\tdiffer={c['differ']}"
+        lines = [f"{name}\tsame={c['same']}\trendered={c['rendered']}\t"
+                 f"allowed={c['allowed']}\tdiffer={c['differ']}"
                  for name, c in sorted(verdicts.items())]
         Path(report).write_text("\n".join(lines) + "\n\n" + "\n".join(failures) + "\n",
                                 encoding="utf-8")

@@ -331,7 +331,9 @@ def time_notes(clock: Clock) -> list[GoNote]:
         except ValueError:
             return ""
         fire = schedule.next_after(now())
-        return fire.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ") if fire else ""
+        if fire is None:  # robfig/cron gives the zero time for a schedule that never fires
+            return "0001-01-01T00:00:00Z"
+        return fire.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
     return table
 
@@ -588,11 +590,12 @@ def quantity_notes() -> list[GoNote]:
 
     def combine(name: str, a: str, b: str, sign: int) -> str:
         left, fmt = parse(name, a)
-        right, _ = parse(name, b)
+        right, right_fmt = parse(name, b)
         with localcontext() as ctx:
             ctx.prec = 200
             total = left + sign * right
-        return q.format_quantity(total, fmt)
+        # Quantity.Add / Sub: a zero receiver takes the other operand's format
+        return q.format_quantity(total, right_fmt if left == 0 else fmt)
 
     note("sumQuantity", "s,s->s!")(lambda a, b: combine("sumQuantity", a, b, 1))
     note("minusQuantity", "s,s->s!")(lambda a, b: combine("subtractQuantity", a, b, -1))
