@@ -70,7 +70,7 @@ def test_catalog_rows_carry_topic_signature_and_meaning() -> None:
     assert rows["replace"][:3] == ("orkestra", "replace",
                                    "replace (string, string, string) string")
     assert rows["default"][2] == "default (interface {}, interface {}) interface {}"
-    assert rows["concat"][:2] == ("strings", "concat")
+    assert rows["concat"][:2] == ("extensions", "concat")
     assert all(row[3] for row in rows.values())
 
 

@@ -15,9 +15,8 @@ of the wrong Go type fails, naming the note and the argument); called directly t
 convert leniently. A note that cannot use its arguments raises `NoteError` (a
 ValueError); the engine reports it as a template error.
 
-orksync's own notes (`EXTENSIONS`, which Orkestra does not have) come from the topic
-modules `strings`, `listmap`, `kube`, `time`, `data`, `quantity`, `types`; their
-docstring tables document them. `catalog()` lists every note: Orkestra's with their Go
+orksync's own notes (`EXTENSIONS`, which Orkestra does not have) are in `extensions`,
+whose docstring table documents them. `catalog()` lists every note: Orkestra's with their Go
 signatures, the extensions from those tables.
 """
 
@@ -29,23 +28,7 @@ from datetime import UTC, datetime
 from types import ModuleType
 from typing import Any
 
-from orksync.render.notes import (
-    conditional,
-    cron,
-    data,
-    kube,
-    listmap,
-    math,
-    orkestra,
-    orkestra_kube,
-    orkestra_time,
-    quantity,
-    random,
-    semver,
-    strings,
-    time,
-    types,
-)
+from orksync.render.notes import extensions, orkestra, orkestra_kube, orkestra_time
 from orksync.render.notes._common import NoteError
 from orksync.render.notes.gosig import GoNote
 from orksync.render.notes.random import RandomSource
@@ -53,15 +36,13 @@ from orksync.render.notes.random import RandomSource
 __all__ = ["EXTENSIONS", "MODULES", "NoteError", "builtin_functions", "catalog",
            "orkestra_notes", "user_notes"]
 
-MODULES: tuple[ModuleType, ...] = (random, strings, math, conditional, types, listmap, kube,
-                                   time, data, cron, quantity, semver)
+MODULES: tuple[ModuleType, ...] = (extensions,)  # where the extensions' tables are
 _ROW = re.compile(r"^\| `([A-Za-z0-9]+)` \| (.+?) \| (.+?) \|$")
 MAX_NOTE_DEPTH = 32
-
-
-EXTENSIONS = frozenset({"concat", "conditionStatus", "fromJSON", "getBool", "getInt", "getList",
-              "getMap", "getOrDefault", "getString", "now", "quantityAdd", "quantityCompare",
-              "quantityToBytes", "quantityToMillis", "subtractQuantity"})
+EXTENSIONS = frozenset({"concat", "conditionStatus", "fromJSON", "getBool", "getInt",
+                        "getList", "getMap", "getOrDefault", "getString", "now",
+                        "quantityAdd", "quantityCompare", "quantityToBytes",
+                        "quantityToMillis", "subtractQuantity"})
 """orksync's own notes, which Orkestra does not have: a Katalog that uses one does not
 load in Orkestra (`orksync validate` warns)."""
 
@@ -69,10 +50,6 @@ load in Orkestra (`orksync validate` warns)."""
 def orkestra_notes(*, clock: Callable[[], datetime],
                    random: RandomSource) -> list[GoNote]:
     """Orkestra's notes, ported with their Go signatures, in its registration order."""
-    return _ordered(clock, random)
-
-
-def _ordered(clock: Callable[[], datetime], random: RandomSource) -> list[GoNote]:
     return [*orkestra.NOTES, *orkestra_time.cron_notes(), *orkestra_time.time_notes(clock),
             *orkestra_time.random_notes(random), *orkestra_time.quantity_notes(),
             *orkestra_kube.NOTES, *orkestra_time.semver_notes()]
@@ -84,13 +61,7 @@ def builtin_functions(*, clock: Callable[[], datetime],
     extensions (`EXTENSIONS`). `clock` must return the current time (aware; a naive
     value is taken as UTC); `random` produces the random notes' values
     (`PlaceholderRandom` when rendering to disk, `CryptoRandom` at apply time)."""
-    legacy: dict[str, Callable[..., Any]] = {}
-    for module in (strings, math, conditional, types, listmap, kube, data, quantity, semver):
-        legacy.update(module.notes())
-    legacy.update(time.notes(clock))
-    legacy.update(cron.notes(clock))
-    functions: dict[str, Callable[..., Any]] = {name: legacy[name]
-                                                for name in sorted(EXTENSIONS)}
+    functions: dict[str, Callable[..., Any]] = dict(extensions.notes(clock))
     for fn in orkestra_notes(clock=clock, random=random):
         functions[fn.__name__] = fn
     return functions
