@@ -121,7 +121,10 @@ def _case(s: str, upper: bool) -> str:
             out.append(ch)
             continue
         mapped = ch.upper() if upper else ch.lower()
-        out.append(mapped if len(mapped) == 1 else ch)
+        if len(mapped) != 1:  # Go maps rune by rune (simple case mapping)
+            mapped = ch.title() if upper else ("i" if ch == "\u0130" else ch)
+            mapped = mapped if len(mapped) == 1 else ch
+        out.append(mapped)
     return "".join(out)
 
 
