@@ -737,3 +737,36 @@ def test_a_typed_note_given_a_missing_value_fails_naming_file_line_and_field(
     assert message.startswith("katalog.yaml:12 Widget.test.orksync.io/default/w "), message
     assert "operatorBox.onCreate.deployments[0].image" in message
     assert "toUpper: argument 1 is missing" in message
+
+
+def test_numbers_reach_templates_as_the_api_server_delivers_them(tmp_path: Path) -> None:
+    # the API server hands Orkestra `1000000.0` as the int64 1000000 (printed without an
+    # exponent) and an integer beyond int64 as a float64; the same for a cross resource
+    katalog = """
+        apiVersion: orkestra.orkspace.io/v1
+        kind: Katalog
+        metadata: {name: widgets}
+        spec:
+          crds:
+            widget:
+              crdFile: ./crd.yaml
+              operatorBox:
+                cross:
+                  - crd: widget
+                    as: db
+                    selector: {name: "{{ .spec.database }}"}
+                onReconcile:
+                  configMaps:
+                    - name: "{{ .metadata.name }}-numbers"
+                      data:
+                        own: "{{ .spec.size }}|{{ .spec.huge }}|{{ .spec.half }}"
+                        cross: "{{ .cross.db.spec.size }}"
+        """
+    write_repo(tmp_path, {"katalog.yaml": katalog, "crd.yaml": CRD,
+                          "db.yaml": widget("db", size="2000000.0"),
+                          "app.yaml": widget("app", database="db", size="1000000.0",
+                                             huge="123456789012345678901234567890",
+                                             half="2.5")})
+    objs = by_name(render(tmp_path))
+    assert objs["ConfigMap/default/app-numbers"]["data"] == {
+        "own": "1000000|1.2345678901234568e+29|2.5", "cross": "2000000"}
