@@ -203,29 +203,38 @@ def api_server_numbers(value: Any) -> Any:
     integer beyond int64 as a float64. The input is not changed: a map or list holding a
     number to change is copied, anything else is returned as it is (shared)."""
     kind = type(value)
-    if kind is float:
-        if value.is_integer() and abs(value) < 1e21 and INT64_MIN <= value < 2.0**63:
-            return int(value)
-        return value
-    if kind is int:
-        return value if INT64_MIN <= value <= INT64_MAX else float(value)
     if kind is dict:
         out = None
         for k, v in value.items():
-            if type(v) in _PLAIN:
+            vk = type(v)
+            if vk is str or vk is bool or v is None:
+                continue
+            if vk is int and INT64_MIN <= v <= INT64_MAX:
                 continue
             new = api_server_numbers(v)
-            if new is not v or type(new) is not type(v):
+            if new is not v:
                 if out is None:
                     out = dict(value)
                 out[k] = new
         return value if out is None else out
     if kind is list:
-        items = [api_server_numbers(v) for v in value]
-        changed = any(a is not b or type(a) is not type(b) for a, b in zip(items, value,
-                                                                           strict=True))
-        return items if changed else value
+        items = None
+        for i, v in enumerate(value):
+            vk = type(v)
+            if vk is str or vk is bool or v is None:
+                continue
+            new = api_server_numbers(v)
+            if new is not v:
+                if items is None:
+                    items = list(value)
+                items[i] = new
+        return value if items is None else items
+    if kind is float:
+        if value.is_integer() and abs(value) < 1e21 and INT64_MIN <= value < 2.0**63:
+            return int(value)
+        return value
+    if kind is int and not INT64_MIN <= value <= INT64_MAX:
+        return float(value)
     return value
 
 
-_PLAIN = frozenset({str, bool, type(None)})
