@@ -148,10 +148,16 @@ def _within(v: Version, low: Version | None, high: Version | None, low_inc: bool
                                                             and not high_inc)))
 
 
+_HYPHEN_RANGE = re.compile(r"\s*([^\s,|]+)\s+-\s+([^\s,|]+)\s*")
+
+
 def semver_constraint(version: Any, constraint: Any) -> bool:
+    """Whether the version satisfies the constraint; a hyphen range `a - b` is
+    `>= a, <= b` as Masterminds rewrites it."""
     parsed = parse_version(version)
     if parsed is None:
         return False
-    return _satisfies(parsed, to_str(constraint).strip()) is True
+    text = _HYPHEN_RANGE.sub(r" >= \1, <= \2 ", to_str(constraint)).strip()
+    return _satisfies(parsed, text) is True
 
 
