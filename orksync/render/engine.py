@@ -72,14 +72,16 @@ class RenderPlan:
         self.errors: list[Exception] = list(catalog.errors)
         self.templates = {k.name: templates_for(k, clock) for k in catalog.katalogs}
         self.broken: dict[tuple[str, str], int] = {}
-        self.warnings: list[str] = list(catalog.warnings)
         for katalog in catalog.katalogs:
             engine = self.templates[katalog.name].engine
-            self.warnings.extend(portability_warnings(katalog, engine))
             for key, problems in katalog_problems(katalog, engine).items():
                 self.errors.extend(problems)
                 self.broken[(katalog.name, key)] = len(problems)
         self.scope = ClusterScope.of(catalog.crds, strict=strict_cluster_scope)
+        # and the Katalogs that call orksync's own notes, which Orkestra does not have
+        self.warnings: list[str] = list(catalog.warnings) + [
+            warning for katalog in catalog.katalogs
+            for warning in portability_warnings(katalog, self.templates[katalog.name].engine)]
 
     def outcome(self, cr: CustomResource, live: LiveView | None = None) -> Outcome:
         guard = NamespaceGuard.for_entry(cr.entry)
