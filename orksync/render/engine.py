@@ -78,7 +78,7 @@ class RenderPlan:
                 self.errors.extend(problems)
                 self.broken[(katalog.name, key)] = len(problems)
         self.scope = ClusterScope.of(catalog.crds, strict=strict_cluster_scope)
-        # and the Katalogs that call orksync's own notes, which Orkestra does not have
+        # the catalog's warnings, and one per template calling an orksync-only note
         self.warnings: list[str] = list(catalog.warnings) + [
             warning for katalog in catalog.katalogs
             for warning in portability_warnings(katalog, self.templates[katalog.name].engine)]
