@@ -174,9 +174,13 @@ CASES = [
         f"  big{i}: '{{{{ .metadata.name }}}}{'{{ .metadata.name }}' * 4500}'\n"
         for i in range(5))),
          KATALOG, "Katalog/widgets", "spec.crds.widget", "more than 20000", WIDGETS),
-    Case("template-fails-for-one-cr", {"apps/bad.yaml": widget("bad", "regions: 7")},
+    # Orkestra's len gives 0 for a number; slicing one fails (for every list it does not)
+    Case("template-fails-for-one-cr",
+         {**edit(KATALOG, 'size: "{{ len .spec.regions }}"',
+                 'size: "{{ len (slice .spec.regions 0) }}"'),
+          "apps/bad.yaml": widget("bad", "regions: 7")},
          KATALOG, "Widget.test.orksync.io/team-a/bad",
-         "operatorBox.onReconcile.custom[0].spec.size", "len of type int64"),
+         "operatorBox.onReconcile.custom[0].spec.size", "can't slice item of type int64"),
     Case("template-too-expensive-for-one-cr",
          {**edit(KATALOG, 'size: "{{ len .spec.regions }}"', 'size: "{{ len .spec.regions }}"\n'
                  '                spin: "{{ range .spec.spin }}{{ range $.spec.spin }}{{ end }}'

@@ -5,10 +5,10 @@ running; each case is executed by both and must give the same raw output (orkest
 or fail in both. Grammar-based Hypothesis strategies generate templates and data; a table
 of hand-written cases covers every builtin and construct.
 
-Intentional divergences (not generated here, see the engine docstring): `define`,
-`template`, `block`, complex constants and `:=` inside parentheses are rejected; `%p`
-prints as a bad verb; `slice` cannot reach past a list's length into Go's hidden
-capacity.
+Intentional divergences (not generated here, see the engine docstring): complex
+constants and `:=` inside parentheses are rejected; `%p` prints as a bad verb; `slice`
+cannot reach past a list's length into Go's hidden capacity; {{template}} calls nest at
+most 100 deep.
 """
 
 from __future__ import annotations
@@ -456,6 +456,26 @@ TABLE: dict[str, tuple[dict[str, Any], list[str]]] = {
         "{{ fail }}", "{{ echo }}", "{{ printf \"%T %T\" (echo 1) (list 1) }}", "{{ len (list) }}",
         "{{ range list 1 2 }}{{ . }}{{ end }}", "{{ slice (list 1 2 3) 1 }}",
         "{{ index (dict \"k\" .a) \"k\" \"b\" }}", "{{ .o | len | add 1 }}",
+    ]),
+    "templates": (DATA, [
+        '{{ define "x" }}<{{ . }}>{{ end }}{{ template "x" .s }}{{ template "x" }}',
+        '{{ template "x" .a }}{{ define "x" }}{{ .b }}|{{ $.b }}{{ end }}',
+        '{{ block "b" .l }}{{ range . }}[{{ . }}]{{ end }}{{ end }}',
+        '{{ define "r" }}{{ if . }}{{ len . }}{{ template "r" (slice . 1) }}{{ end }}{{ end }}'
+        '{{ template "r" .s }}',
+        '{{ $x := 1 }}{{ define "v" }}{{ $x := 2 }}{{ $x }}{{ end }}{{ template "v" }}{{ $x }}',
+        '{{ define "v" }}{{ $x }}{{ end }}{{ $x := 1 }}',
+        '{{ define "x" }}1{{ end }}{{ define "x" }}2{{ end }}{{ template "x" }}',
+        '{{ define "x" }} {{ end }}{{ define "x" }}2{{ end }}{{ template "x" }}',
+        '{{ define "x" }}2{{ end }}{{ define "x" }} {{ end }}{{ template "x" }}',
+        '{{ block "x" . }}a{{ end }}{{ define "x" }}b{{ end }}',
+        '{{ template "nope" }}', '{{ template .s }}', '{{ define "x" }}{{ else }}{{ end }}',
+        '{{ define "x" }}{{ break }}{{ end }}', '{{ range .l }}{{ template "u" . }}{{ end }}'
+        '{{ define "u" }}({{ . }}){{ end }}', '{{ define `raw` }}R{{ end }}{{ template `raw` }}',
+        '{{- define "u" -}} T {{- end -}} a {{ template "u" }} b',
+        '{{ with .a }}{{ template "in" .b }}{{ end }}{{ define "in" }}{{ . }}{{ end }}',
+        '{{ template "x" (echo .missing) }}{{ define "x" }}{{ .y }}{{ end }}',
+        '{{ template "x" .missing }}{{ define "x" }}{{ .y }}{{ end }}',
     ]),
 }
 

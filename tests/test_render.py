@@ -732,3 +732,74 @@ def test_a_template_error_in_a_compiled_entry_names_its_field(tmp_path: Path) ->
     assert container["env"] == [{"name": "A", "value": "80"}, {"name": "B", "value": "d"}]
     assert any(step.plan.leaves is not None and "env" in step.entry  # the entry was compiled
                for _, plan in _BLOCKS._items.values() if plan for step in plan.entries)
+
+
+def test_a_katalog_using_an_orksync_extension_renders_with_a_portability_warning(
+        tmp_path: Path) -> None:
+    katalog = KATALOG.replace('image: "{{ .spec.image }}"',
+                              'image: "{{ concat .spec.image \\":1\\" }}"')
+    write_repo(tmp_path, {"katalog.yaml": katalog, "crd.yaml": CRD,
+                          "w.yaml": widget("w", image="nginx")})
+    rendered = render(tmp_path)
+    assert rendered.ok, rendered.errors
+    assert by_name(rendered)["Deployment/default/w"]["spec"]["template"]["spec"][
+        "containers"][0]["image"] == "nginx:1"
+    warnings = [w for w in rendered.warnings if "not portable" in w]
+    assert len(warnings) == 1
+    assert "katalog.yaml:12 Katalog/widgets" in warnings[0]
+    assert "operatorBox.onCreate.deployments[0].image" in warnings[0]
+    assert "`concat`" in warnings[0]
+
+
+def test_a_portable_katalog_has_no_portability_warning(tmp_path: Path) -> None:
+    write_repo(tmp_path, {"katalog.yaml": KATALOG, "crd.yaml": CRD,
+                          "w.yaml": widget("w", image="nginx")})
+    assert not [w for w in render(tmp_path).warnings if "not portable" in w]
+
+
+def test_a_typed_note_given_a_missing_value_fails_naming_file_line_and_field(
+        tmp_path: Path) -> None:
+    # Orkestra: `toUpper` takes a string, and text/template refuses the nil of a missing key
+    katalog = KATALOG.replace('image: "{{ .spec.image }}"',
+                              'image: "{{ .spec.imageName | toUpper }}"')
+    write_repo(tmp_path, {"katalog.yaml": katalog, "crd.yaml": CRD,
+                          "w.yaml": widget("w", image="nginx")})
+    rendered = render(tmp_path)
+    (err,) = rendered.errors
+    message = str(err)
+    assert message.startswith("katalog.yaml:12 Widget.test.orksync.io/default/w "), message
+    assert "operatorBox.onCreate.deployments[0].image" in message
+    assert "toUpper: argument 1 is missing" in message
+
+
+def test_numbers_reach_templates_as_the_api_server_delivers_them(tmp_path: Path) -> None:
+    # the API server hands Orkestra `1000000.0` as the int64 1000000 (printed without an
+    # exponent) and an integer beyond int64 as a float64; the same for a cross resource
+    katalog = """
+        apiVersion: orkestra.orkspace.io/v1
+        kind: Katalog
+        metadata: {name: widgets}
+        spec:
+          crds:
+            widget:
+              crdFile: ./crd.yaml
+              operatorBox:
+                cross:
+                  - crd: widget
+                    as: db
+                    selector: {name: "{{ .spec.database }}"}
+                onReconcile:
+                  configMaps:
+                    - name: "{{ .metadata.name }}-numbers"
+                      data:
+                        own: "{{ .spec.size }}|{{ .spec.huge }}|{{ .spec.half }}"
+                        cross: "{{ .cross.db.spec.size }}"
+        """
+    write_repo(tmp_path, {"katalog.yaml": katalog, "crd.yaml": CRD,
+                          "db.yaml": widget("db", size="2000000.0"),
+                          "app.yaml": widget("app", database="db", size="1000000.0",
+                                             huge="123456789012345678901234567890",
+                                             half="2.5")})
+    objs = by_name(render(tmp_path))
+    assert objs["ConfigMap/default/app-numbers"]["data"] == {
+        "own": "1000000|1.2345678901234568e+29|2.5", "cross": "2000000"}

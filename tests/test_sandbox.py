@@ -135,7 +135,7 @@ JINJA_PAYLOADS: list[tuple[str, str | tuple[str, str]]] = [
     ("{{ dict.fromkeys(range(100000), 'x' * 1000) }}", TOO_LARGE),
     ("{{ range(100000)|batch(1)|sum(start=[]) }}", r"only numbers can be summed"),
     ("{{ repeat('ab', 10**9) }}", r"error calling repeat: repeat: result longer than 1 MiB"),
-    ("{{ mul(2**62, 2**62) }}", r"mul: integer overflow"),
+    ("{{ mul(2**62, 2**62) }}", ("out", "2.1267647932558654e+37")),
     # recursion and deep nesting
     ("{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}", COMPLEX + "|" + STEPS),
     ("{% macro f(n) %}{% if n > 0 %}{{ f(n-1) }}{{ f(n-1) }}{% endif %}{% endmacro %}"
@@ -169,9 +169,9 @@ GO_PAYLOADS: list[tuple[str, str | tuple[str, str]]] = [
     ("{{ call toUpper \"x\" }}", r"wrong number of args for toUpper: want 1 got 0"),
     ("{{ call nil }}", r"call of nil"),
     ("{{ define \"x\" }}{{ template \"x\" }}{{ end }}{{ template \"x\" }}",
-     r"define is not supported|not supported"),
-    ("{{ template \"/etc/passwd\" }}", r"not supported"),
-    ("{{ block \"b\" . }}x{{ end }}", r"not supported"),
+     r"exceeded maximum template depth"),
+    ("{{ template \"/etc/passwd\" }}", r"template \"/etc/passwd\" not defined"),
+    ("{{ block \"b\" . }}x{{ end }}", ("out", "x")),
     ("{% for x in range(3) %}{{ `{{ 7*7 }}` }}", ("out", "{% for x in range(3) %}{{ 7*7 }}")),
     # format strings and huge outputs
     ("{{ printf \"%999999999d\" 1 }}", ("out", "%!(NOVERB)%!(EXTRA int=1)")),
@@ -189,10 +189,9 @@ GO_PAYLOADS: list[tuple[str, str | tuple[str, str]]] = [
      TOO_LARGE),
     ("{{ js (repeat \"<\" 900000) }}", TOO_LARGE),
     ("{{ urlquery (repeat \"\u00e9\" 500000) }}", TOO_LARGE),
-    ("{{ $x := 2 }}{{ range 40 }}{{ $x = mul $x $x }}{{ end }}{{ $x }}",
-     r"mul: integer overflow"),
+    ("{{ $x := 2 }}{{ range 40 }}{{ $x = mul $x $x }}{{ end }}{{ $x }}", ("out", "+Inf")),
     ("{{ quantityToBytes \"1e999999\" }}", r"out of range"),
-    ("{{ add (repeat \"9\" 5000) 1 }}", ("out", "+Inf")),
+    ("{{ add (repeat \"9\" 5000) 1 }}", r"add: non-numeric arguments"),
     # huge ranges and recursion
     ("{{ range 999999999 }}{{ end }}", STEPS),
     ("{{ range 100000 }}{{ range 100000 }}{{ end }}{{ end }}", STEPS),

@@ -15,6 +15,7 @@ from typing import Any
 
 from orksync.katalog.model import CustomResource
 from orksync.render.children import LiveView
+from orksync.render.notes.gocore import api_server_numbers
 
 
 def cross_data(cr: CustomResource, specs: Any, crs: Sequence[CustomResource],
@@ -56,7 +57,8 @@ def cross_data(cr: CustomResource, specs: Any, crs: Sequence[CustomResource],
             out[str(spec["as"])] = {"found": "false", "name": name, "namespace": namespace,
                                     "spec": {}, "status": {}}
         else:
-            found = copy.deepcopy(match.body)
+            # the other custom resource as the API server delivers it (`2.0` is an int64)
+            found = api_server_numbers(copy.deepcopy(match.body))
             found.setdefault("spec", {})
             current = live.get(match.ref) if live is not None else None
             found["status"] = copy.deepcopy((current or {}).get("status") or {})

@@ -24,7 +24,7 @@ from orksync.render.children import LiveView
 from orksync.render.guard import ClusterScope, NamespaceGuard
 from orksync.render.resource import BLOCKS, STAGE_CR, STAGE_CRD, CrRenderer
 from orksync.render.templates import Clock, Templates, templates_for, utc_now
-from orksync.render.validate import katalog_problems
+from orksync.render.validate import katalog_problems, portability_warnings
 
 __all__ = ["CrResult", "CrSummary", "Extras", "Merger", "Outcome", "RefKey", "RenderPlan",
            "Templates", "crd_object", "ref_key", "render_catalog", "render_custom_resource",
@@ -83,6 +83,10 @@ class RenderPlan:
                 self.errors.extend(problems)
                 self.broken[(katalog.name, key)] = tuple(problems)
         self.scope = ClusterScope.of(catalog.crds, strict=strict_cluster_scope)
+        # the catalog's warnings, and one per template calling an orksync-only note
+        self.warnings: list[str] = list(catalog.warnings) + [
+            warning for katalog in catalog.katalogs
+            for warning in portability_warnings(katalog, self.templates[katalog.name].engine)]
 
     def outcome(self, cr: CustomResource, live: LiveView | None = None) -> Outcome:
         guard = NamespaceGuard.for_entry(cr.entry)
@@ -99,7 +103,7 @@ class RenderPlan:
             return err
 
     def merger(self) -> Merger:
-        return Merger(errors=list(self.errors), warnings=list(self.catalog.warnings),
+        return Merger(errors=list(self.errors), warnings=list(self.warnings),
                       broken=self.broken)
 
 

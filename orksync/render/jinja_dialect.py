@@ -21,7 +21,8 @@ Decisions:
   trimPrefix("v") }}` = `trimPrefix(spec.v, "v")` (unlike Go, whose pipeline passes it
   last). Jinja's built-in filters keep their meaning on a name clash (`default`, `join`,
   `replace`, `trim`, `lower`, ...); library functions win over Jinja globals (range, dict,
-  cycler, joiner, namespace; lipsum is removed). Undefined arguments arrive as None.
+  cycler, joiner; lipsum is removed), except `namespace`, which stays Jinja's (the
+  `namespace` note is the filter `obj | namespace`). Undefined arguments arrive as None.
 * Output: None/undefined print "", booleans `true`/`false`, lists and maps compact JSON,
   the rest str(); `~` joins the same way. Orkestra's post-processing applies: a text
   without `{{` is returned verbatim (a statement-only `{% if x %}a{% endif %}` is NOT
@@ -326,6 +327,9 @@ def _bounded_filter(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
     return call
 
 
+_KEEP_JINJA = frozenset({"namespace"})  # Jinja globals a note of the same name does not hide
+
+
 def _wrap(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
     def call(*args: Any) -> Any:
         values = [None if isinstance(a, Undefined) else a for a in args]
@@ -396,7 +400,7 @@ class JinjaTemplateEngine:
         self._jinja_globals = frozenset(env.globals)
         self._jinja_filters = frozenset(env.filters)
         library = {n: _wrap(n, f) for n, f in self._functions.items()}
-        env.globals.update(library)
+        env.globals.update({n: f for n, f in library.items() if n not in _KEEP_JINJA})
         env.globals.update({_LOOP: _bounded_loop, _CONCAT: _concat})
         env.filters = {n: _bounded_filter(n, f) for n, f in env.filters.items()}
         env.filters.update({n: f for n, f in library.items() if n not in self._jinja_filters})
@@ -488,7 +492,9 @@ class JinjaTemplateEngine:
             tree.set_environment(self._env)
             code = self._env.compile(tree, filename=_FILE)
             template = self._env.template_class.from_code(
-                self._env, code, self._env.make_globals(None), None)
+                # a plain dict, not make_globals' ChainMap: every render copies the
+                # globals (one per note) into its context, and a ChainMap copies slowly
+                self._env, code, dict(self._env.globals), None)
         except GoTemplateError as exc:
             return _Compiled(None, None, exc)
         except TemplateSyntaxError as exc:

@@ -59,6 +59,7 @@ from orksync.render.kinds import (
     UnknownField,
     unknown_fields,
 )
+from orksync.render.notes.gocore import api_server_numbers
 from orksync.render.prepare import PrepareError, prepare
 from orksync.render.templates import Templates
 from orksync.yamlio import locate, split_path
@@ -84,7 +85,9 @@ def cr_data(cr: CustomResource, *, deep: bool = True) -> dict[str, Any]:
     """The data map templates see: the custom resource plus Orkestra's injected keys.
     `deep=False`: the custom resource's own maps are shared, not copied (for a caller
     that copies the result before anything can change it: the renderer's prepare)."""
-    data = copy_tree(cr.body) if deep else dict(cr.body)
+    # numbers as the API server delivers them to Orkestra (`1000000.0` is an int64)
+    body = api_server_numbers(cr.body)
+    data = copy_tree(body) if deep else dict(body)
     data.setdefault("spec", {})
     data.setdefault("status", {})
     data.update({"inputs": {}, "cross": {}, "external": {}, "children": {},

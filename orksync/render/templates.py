@@ -47,9 +47,10 @@ class Templates:
             _SCOPE.reset(token)
 
     def text(self, value: Any, data: Mapping[str, Any]) -> str:
-        """A field that may be a template, as stripped text (absent is "")."""
+        """A field that may be a template, as Orkestra's resolver gives it: a text
+        without `{{` verbatim (untrimmed), a template rendered (absent is "")."""
         text = "" if value is None else str(value)
-        return (self.render(text, data) if "{{" in text else text).strip()
+        return self.render(text, data) if "{{" in text else text
 
 
 def templates_for(katalog: Katalog, clock: Clock, **limits: Any) -> Templates:

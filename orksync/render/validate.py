@@ -22,6 +22,7 @@ from orksync.names import api_version_problem, kind_problem
 from orksync.render.conditions import validate_condition
 from orksync.render.gotemplate import GoTemplateError
 from orksync.render.kinds import BLOCK_CONTROL_KEYS, BY_KEY, PLACEHOLDER_KEYS, unknown_fields
+from orksync.render.notes import EXTENSIONS
 from orksync.render.prepare import rule_problems
 from orksync.render.resource import BLOCKS
 from orksync.render.templates import TemplateEngine
@@ -69,6 +70,31 @@ def entry_problems(katalog: Katalog, entry: CrdEntry,
             for i, cond in enumerate(value):
                 for problem in validate_condition(cond):
                     yield fail([*path, i], problem)
+
+
+def portability_warnings(katalog: Katalog, engine: TemplateEngine) -> list[str]:
+    """One warning per template that calls one of orksync's own notes (`EXTENSIONS`):
+    the Katalog renders here but does not load in Orkestra. Names the file, the line, the
+    field and the note; a user note of the same name is the Katalog's own, not counted."""
+    own = set(katalog.notes)
+    out: list[str] = []
+    for entry in katalog.crds:
+        for path, value in _walk(entry.raw, []):
+            if not isinstance(value, str) or "{{" not in value:
+                continue
+            try:
+                used = engine.referenced_functions(value)
+            except GoTemplateError:
+                continue  # reported as an error by entry_problems
+            for name in sorted((used & EXTENSIONS) - own):
+                line = locate(entry.source.path, entry.source.index,
+                              ["spec", "crds", entry.key, *path])
+                where = f"{entry.source.file}:{line}" if line else str(entry.source.file)
+                out.append(f"{where} Katalog/{katalog.name} "
+                           f"{dotted([*entry.path.split('.'), *path])}: `{name}` is an "
+                           "orksync extension that Orkestra does not have: this Katalog "
+                           "is not portable to Orkestra")
+    return out
 
 
 def _too_many_actions(katalog: Katalog) -> dict[str, list[RenderError]] | None:

@@ -10,7 +10,7 @@ scoping is resolved here) or, when assigned with `=`, mutable cells `[value, str
 from __future__ import annotations
 
 import itertools
-from collections.abc import Container
+from collections.abc import Container, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,6 +19,9 @@ from jinja2 import nodes as j
 from . import nodes as n
 from .builtins import ARITY
 from .codegen_scope import ROOT_DECL, Binding, Ctx, Scope, breaks_in_else
+
+_GO_TYPES = {"s": "string", "i": "int", "I": "int64", "f": "float64", "b": "bool",
+             "S": "[]string", "m": "map[string]interface {}", "l": "[]interface {}"}
 
 Stmt = j.Stmt
 Expr = j.Expr
@@ -97,6 +100,8 @@ class Compiler:
             return self.range_(node, ctx)
         if isinstance(node, n.IfNode | n.WithNode):
             return self.if_with(node, ctx)
+        if isinstance(node, n.TemplateNode):
+            return self.template_call(node, ctx)
         if isinstance(node, n.BreakNode):
             return [j.Break()]
         assert isinstance(node, n.ContinueNode)
@@ -109,6 +114,23 @@ class Compiler:
         if pipe.is_assign:
             return [self.assign(pipe.decl[0], value, ctx.scope, strict=False)]
         return [self.declare(pipe.decl[0], value, ctx.scope, strict=False)]
+
+    def template_call(self, node: n.TemplateNode, ctx: Ctx) -> list[Stmt]:
+        """{{template "name" pipeline}}: the named template runs with the pipeline's value
+        as dot and `$`, seeing none of the caller's variables (it is compiled apart)."""
+        if node.pipe is None:
+            return [j.Output([_call("tmpl", [j.Const(node.name), j.Const(None)])])]
+        value = self.pipe_value(node.pipe, ctx)
+        if not node.pipe.decl:
+            return [j.Output([_call("tmpl", [j.Const(node.name), value])])]
+        tmp = self.name("t")
+        pre: list[Stmt] = [j.Assign(_store(tmp), value)]
+        var = node.pipe.decl[0]
+        if node.pipe.is_assign:
+            pre.append(self.assign(var, _load(tmp), ctx.scope, strict=False))
+        else:
+            pre.append(self.declare(var, _load(tmp), ctx.scope, strict=False))
+        return [*pre, j.Output([_call("tmpl", [j.Const(node.name), _load(tmp)])])]
 
     def declare(self, var: n.VariableNode, value: Expr, scope: Scope, strict: bool) -> Stmt:
         cell = var in self.cells
@@ -331,7 +353,12 @@ class Compiler:
         return _load(name)
 
     def function(self, name: str, args: list[n.Node], final: Expr | None, ctx: Ctx) -> Expr:
-        argv = [self.arg(a, ctx) for a in args]
+        sig = self.signature(name)
+        if sig is not None:
+            argv = [self.typed_arg(a, sig.param(i), ctx) if i < len(sig.params) or sig.variadic
+                    else self.arg(a, ctx) for i, a in enumerate(args)]
+        else:
+            argv = [self.arg(a, ctx) for a in args]
         if name in self.user_functions:
             if final is None:
                 return _call("call", [j.Const(name), *argv])
@@ -349,6 +376,42 @@ class Compiler:
             return _call("b_" + name, argv)
         return _call("callf", [j.Const(name), final, *argv])
 
+    def signature(self, name: str) -> Any:
+        """The Go signature of a function of the function map (`notes.gosig`), if any."""
+        if not isinstance(self.user_functions, Mapping) or name not in self.user_functions:
+            return None
+        return getattr(self.user_functions[name], "sig", None)
+
+    def typed_arg(self, node: n.Node, code: str, ctx: Ctx) -> Expr:
+        """An argument for a parameter of Go type `code` (gosig's codes): a literal is
+        converted as exec.go's evalArg converts a constant, or fails as it does."""
+        if code == "a" or not isinstance(
+                node, n.NumberNode | n.StringNode | n.BoolNode | n.NilNode):
+            return self.arg(node, ctx)
+        if isinstance(node, n.NilNode):
+            if code in "Sml":
+                return _call("nil_of", [j.Const(code)])
+            return _fail(f"cannot assign nil to {_GO_TYPES[code]}")
+        if code == "s" and isinstance(node, n.StringNode):
+            return j.Const(node.text)
+        if code == "b" and isinstance(node, n.BoolNode):
+            return j.Const(node.value)
+        if isinstance(node, n.NumberNode):
+            number = node.number
+            if code == "i" and number.is_int:
+                name = self.int_consts.setdefault(number.int64, f"_k{len(self.int_consts)}")
+                return _load(name)
+            if code == "I" and number.is_int:
+                return j.Const(number.int64)
+            if code == "f" and number.is_float:
+                return j.Const(number.float64)
+        expected = {"s": "string", "i": "integer", "I": "integer", "f": "float",
+                    "b": "bool"}.get(code)
+        text = _literal_text(node)
+        if expected is None:
+            return _fail(f"can't handle {text} for arg of type {_GO_TYPES[code]}")
+        return _fail(f"expected {expected}; found {text}")
+
     def and_or(self, name: str, argv: list[Expr], final: Expr | None) -> Expr:
         op = j.And if name == "and" else j.Or
         combined: Expr | None = None
@@ -360,6 +423,16 @@ class Compiler:
         if combined is None:
             combined = j.Const(name == "and")
         return _call("andf" if name == "and" else "orf", [final, combined])
+
+
+def _literal_text(node: n.Node) -> str:
+    if isinstance(node, n.NumberNode):
+        return node.number.text
+    if isinstance(node, n.StringNode):
+        return '"' + node.text + '"'
+    if isinstance(node, n.BoolNode):
+        return "true" if node.value else "false"
+    return "nil"
 
 
 def compile_ast(

@@ -5,8 +5,8 @@ calls the `_go` runtime, and executed in a jinja2 ImmutableSandboxedEnvironment 
 globals, filters or tests. Compiled templates are cached per engine by source text.
 
 Known divergences from Go (intentional, see the differential tests):
-- `define`, `template`, `block`, complex constants and `:=` inside parentheses are
-  rejected at compile time; `%p` prints as a bad verb.
+- Complex constants and `:=` inside parentheses are rejected at compile time; `%p`
+  prints as a bad verb. `{{template}}` calls nest at most 100 deep (Go: 100000).
 - `slice` on a list cannot reach past its length. Go can reach up to the slice's hidden
   capacity, an implementation detail (encoding/json leaves spare capacity, Kubernetes'
   deep copies do not); the extra elements would be nil anyway.
@@ -42,7 +42,7 @@ from .builtins import BUILTIN_NAMES
 from .codegen import compile_ast
 from .errors import GoExecError, GoParseError, GoTemplateError, LimitError
 from .gotypes import GoInt
-from .parser import parse
+from .parser import is_empty_tree, parse, parse_templates
 from .runtime import RUNTIME_API, Runtime
 
 GO_SPACE = "\t\n\v\f\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"  # noqa: E501
@@ -51,6 +51,7 @@ _NO_BLOCKS: dict[str, Any] = {}
 _STRAY_SURROGATE = re.compile("[\ud800-\udc7f\udd00-\udfff]")
 NESTED_RENDER_COST = 100
 MAX_ACTIONS = 5_000
+ROOT_NAME = "f"  # the name Orkestra's resolver gives the template: {{template "f"}} is itself
 
 
 def too_many_actions(source: str, *, openers: tuple[str, ...] = ("{{",)) -> str | None:
@@ -145,6 +146,8 @@ class _Compiled:
     # text and field paths: a template made only of literal text and `{{ .a.b }}` actions
     plain: tuple[str | tuple[str, ...], ...] | None = None
     tree: n.ListNode | None = None  # a plain template's, until it is compiled
+    # the templates {{template}} runs ({{define}}, {{block}}): name -> renderer
+    defines: dict[str, Callable[[Runtime, Any], str]] | None = None
 
     def raise_error(self) -> None:
         if self.error is not None:
@@ -162,14 +165,27 @@ class _Compiled:
         return self.template.get_corresponding_lineno(lineno) - 1
 
 
-def _jinja(root: n.ListNode, functions: Mapping[str, Callable[..., Any]]
-           ) -> tuple[Template, dict[str, GoInt]]:
+def _jinja(root: n.ListNode, functions: Mapping[str, Callable[..., Any]],
+           filename: str = _TEMPLATE_FILE) -> tuple[Template, dict[str, GoInt]]:
     """A parsed template compiled to a sandboxed Jinja2 template, and its constants."""
     tree, ints = compile_ast(root, functions)
     tree.set_environment(ENV)
-    code = ENV.compile(tree, filename=_TEMPLATE_FILE)
+    code = ENV.compile(tree, filename=filename)
     template = ENV.template_class.from_code(ENV, code, {}, None)
     return template, {name: GoInt(value) for value, name in ints.items()}
+
+
+def _renderer(template: Template, consts: dict[str, GoInt]) -> Callable[[Runtime, Any], str]:
+    """How {{template}} runs a defined template: with its own variables, `$` and dot the
+    value passed, sharing the caller's runtime (its budget and depth)."""
+    def render(runtime: Runtime, dot: Any) -> str:
+        variables: dict[str, Any] = {"_go": runtime, "_d": dot}
+        variables.update(consts)
+        context = Context(ENV, variables, None, _NO_BLOCKS)
+        out = "".join(template.root_render_func(context))
+        return runtime.limit(out)
+
+    return render
 
 
 def _value_path(root: n.ListNode) -> tuple[str, ...] | None:
@@ -313,16 +329,25 @@ class GoTemplateEngine:
         if refusal:
             return _Compiled(None, {}, None, GoTemplateError(refusal, source))
         try:
-            root, _ = parse(source, self._names)
-            plain = _plain_parts(root)
+            root, defined, _ = parse_templates(source, self._names)
+            if ROOT_NAME in defined:  # Orkestra's resolver names the template "f"
+                if not is_empty_tree(root):
+                    raise GoParseError(f"template: multiple definition of template "
+                                       f"{ROOT_NAME!r}", 0)
+                root = defined[ROOT_NAME]
+            plain = _plain_parts(root) if not defined else None
             if plain is not None:
                 return _Compiled(None, {}, _value_path(root), plain=plain, tree=root)
+            defines = {name: _renderer(*_jinja(body, self._functions, "<define>"))
+                       for name, body in defined.items()}
             template, consts = _jinja(root, self._functions)
+            if defines and ROOT_NAME not in defines:
+                defines[ROOT_NAME] = _renderer(template, consts)
         except GoParseError as exc:
             return _Compiled(None, {}, None, GoTemplateError(exc.message, source, exc.position))
         except (RecursionError, SyntaxError, MemoryError):
             return _Compiled(None, {}, None, GoTemplateError("template too complex", source))
-        return _Compiled(template, consts, _value_path(root))
+        return _Compiled(template, consts, _value_path(root), defines=defines)
 
     def _execute(self, compiled: _Compiled, source: str, data: Any) -> str:
         if compiled.template is None:  # a plain template's first run
@@ -333,6 +358,8 @@ class GoTemplateEngine:
                 raise GoTemplateError("template too complex", source) from None
             compiled.template = template
         runtime = Runtime(self._functions, self._max_steps, self._max_output)
+        if compiled.defines:
+            runtime.templates = compiled.defines
         outer = _ACTIVE.get()
         token = _ACTIVE.set(runtime)
         try:

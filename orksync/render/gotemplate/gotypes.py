@@ -18,6 +18,14 @@ class GoInt(int):
     __slots__ = ()
 
 
+class GoStrings(list[str]):
+    """A Go `[]string` (a function's result): printed like a list, but a function that
+    looks for a `[]interface{}` (Orkestra's `len`, `listLen`, `typeOf`) does not take it
+    for one."""
+
+    __slots__ = ()
+
+
 class GoUint8(int):
     """A Go `uint8` (a byte of a string)."""
 
@@ -40,6 +48,8 @@ def go_type_name(value: Any) -> str:
         return "string"
     if isinstance(value, Mapping):
         return "map[string]interface {}"
+    if isinstance(value, GoStrings):
+        return "[]string"
     if isinstance(value, list | tuple):
         return "[]interface {}"
     return f"?{type(value).__name__}?"

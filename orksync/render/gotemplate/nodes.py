@@ -130,3 +130,11 @@ class BreakNode(Node):
 @dataclass(slots=True, eq=False)
 class ContinueNode(Node):
     pass
+
+
+@dataclass(slots=True, eq=False)
+class TemplateNode(Node):
+    """`{{template "name" pipeline}}` (also what `{{block}}` leaves in its place)."""
+
+    name: str
+    pipe: PipeNode | None

@@ -2,8 +2,8 @@
 
 Pure. No I/O. Builds the AST of `nodes.py` and performs the same parse-time checks as Go
 (undefined functions and variables, {{break}} outside {{range}}, empty commands, ...).
-`define`, `template` and `block` are rejected as not supported; so are complex constants
-and variable declarations inside parentheses.
+`define` and `block` bodies are returned by name beside the main tree (`parse_templates`);
+complex constants and variable declarations inside parentheses are rejected.
 """
 
 from __future__ import annotations
@@ -50,6 +50,7 @@ class Parser:
         self.paren_depth = 0
         self.control_depth = 0
         self.identifiers: set[str] = set()
+        self.defines: dict[str, n.ListNode] = {}
 
     # -- token stream ---------------------------------------------------------------
     def _token(self, index: int) -> Token:
@@ -99,7 +100,8 @@ class Parser:
                 self.next()
                 kw = self.next_non_space()
                 if kw.typ is T.DEFINE:
-                    raise self.error("{{define}} is not supported", kw)
+                    self._definition()
+                    continue
                 self.i = start
             node = self._text_or_action()
             if isinstance(node, _End | _Else):
@@ -136,14 +138,72 @@ class Parser:
             T.RANGE: lambda t: self._control(n.RangeNode, "range"),
             T.WITH: lambda t: self._control(n.WithNode, "with"),
         }
-        if tok.typ in (T.BLOCK, T.TEMPLATE, T.DEFINE):
-            raise self.error(f"{{{{{tok.val}}}}} is not supported", tok)
+        if tok.typ is T.TEMPLATE:
+            return self._template_control()
+        if tok.typ is T.BLOCK:
+            return self._block_control()
         handler = handlers.get(tok.typ)
         if handler is not None:
             return handler(tok)
         self.i -= 1
         start = self.peek()
         return n.ActionNode(start.pos, self._pipeline("command", T.RIGHT_DELIM))
+
+    # -- define / template / block ------------------------------------------------------
+    def _template_name(self, tok: Token, context: str) -> str:
+        if tok.typ not in (T.STRING, T.RAW_STRING):
+            raise self.unexpected(tok, context)
+        return unquote_string(tok.val, tok.pos)
+
+    def _sub_tree(self, context: str) -> n.ListNode:
+        """A template body of its own (define, block): a fresh variable scope, no
+        enclosing range, up to its {{end}}."""
+        saved = (self.vars, self.range_depth)
+        self.vars, self.range_depth = ["$"], 0
+        try:
+            body, end = self._item_list()
+        finally:
+            self.vars, self.range_depth = saved
+        if not isinstance(end, _End):
+            raise self.error(f"unexpected {{{{else}}}} in {context}")
+        return body
+
+    def _add(self, name: str, body: n.ListNode, pos: int) -> None:
+        """parse.Tree.add: a second non-empty definition of a name is an error; an empty
+        one never replaces a non-empty one."""
+        old = self.defines.get(name)
+        if old is None or is_empty_tree(old):
+            self.defines[name] = body
+        elif not is_empty_tree(body):
+            raise GoParseError(f"template: multiple definition of template {name!r}", pos)
+
+    def _definition(self) -> None:
+        context = "define clause"
+        tok = self.next_non_space()
+        if tok.typ not in (T.STRING, T.RAW_STRING):
+            raise self.unexpected(tok, context)
+        name = self._template_name(tok, context)
+        self.expect(T.RIGHT_DELIM, context)
+        self._add(name, self._sub_tree(context), tok.pos)
+
+    def _template_control(self) -> n.Node:
+        context = "template clause"
+        tok = self.next_non_space()
+        name = self._template_name(tok, context)
+        pipe = None
+        if self.peek_non_space().typ is not T.RIGHT_DELIM:
+            pipe = self._pipeline(context, T.RIGHT_DELIM)
+        else:
+            self.next_non_space()
+        return n.TemplateNode(tok.pos, name, pipe)
+
+    def _block_control(self) -> n.Node:
+        context = "block clause"
+        tok = self.next_non_space()
+        name = self._template_name(tok, context)
+        pipe = self._pipeline(context, T.RIGHT_DELIM)
+        self._add(name, self._sub_tree(context), tok.pos)
+        return n.TemplateNode(tok.pos, name, pipe)
 
     def _loop_control(self, tok: Token, name: str) -> n.Node:
         after = self.next_non_space()
@@ -336,6 +396,26 @@ class Parser:
 def parse(
     source: str, functions: Container[str], *, check_functions: bool = True
 ) -> tuple[n.ListNode, set[str]]:
-    """Parse a template; return its AST and the function names it references."""
+    """Parse a template; return its AST and the function names it references (the
+    bodies of its {{define}}s and {{block}}s included)."""
+    root, _, identifiers = parse_templates(source, functions, check_functions=check_functions)
+    return root, identifiers
+
+
+def parse_templates(
+    source: str, functions: Container[str], *, check_functions: bool = True
+) -> tuple[n.ListNode, dict[str, n.ListNode], set[str]]:
+    """Parse a template: its main tree, the templates it defines ({{define}},
+    {{block}}) by name, and the function names it references."""
     parser = Parser(source, functions, check_functions=check_functions)
-    return parser.parse(), parser.identifiers
+    root = parser.parse()
+    return root, parser.defines, parser.identifiers
+
+
+def is_empty_tree(node: n.Node) -> bool:
+    """parse.IsEmptyTree: only blank text."""
+    if isinstance(node, n.ListNode):
+        return all(is_empty_tree(child) for child in node.nodes)
+    if isinstance(node, n.TextNode):
+        return node.text.strip(" \t\n\r\v\f\x85\xa0") == ""
+    return False

@@ -21,9 +21,14 @@ from ..govalues import format_value
 from . import builtins as b
 from .errors import GoExecError, GoTemplateError, LimitError
 from .gosprintf import sprint, sprintf, sprintln
-from .gotypes import GoInt, go_type_name, is_int
+from .gotypes import GoInt, GoStrings, go_type_name, is_int
 
 EMPTY: tuple[()] = ()
+MAX_TEMPLATE_DEPTH = 100  # Go allows 100000 nested {{template}} calls; see engine docstring
+
+
+def _quote(name: str) -> str:
+    return '"' + name.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def _nil_field(key: str) -> GoExecError:
@@ -83,7 +88,7 @@ def wrong_args(name: str, fn: Callable[..., Any], given: int) -> str | None:
 class Runtime:
     """State and helpers of one template execution."""
 
-    __slots__ = ("functions", "max_output", "max_steps", "steps")
+    __slots__ = ("depth", "functions", "max_output", "max_steps", "steps", "templates")
 
     def __init__(
         self, functions: Mapping[str, Callable[..., Any]], max_steps: int, max_output: int
@@ -92,6 +97,9 @@ class Runtime:
         self.max_steps = max_steps
         self.max_output = max_output
         self.steps = 0
+        self.depth = 0
+        # the templates {{template}} can run: name -> renderer(runtime, dot) -> text
+        self.templates: Mapping[str, Callable[[Runtime, Any], str]] = {}
 
     def step(self) -> None:
         self.steps += 1
@@ -157,6 +165,24 @@ class Runtime:
         cell[1] = False
         return value
 
+    def tmpl(self, name: str, dot: Any) -> str:
+        """{{template name dot}}."""
+        self.step()
+        render = self.templates.get(name)
+        if render is None:
+            raise GoExecError(f"template {_quote(name)} not defined")
+        if self.depth >= MAX_TEMPLATE_DEPTH:
+            raise GoExecError(f"exceeded maximum template depth ({MAX_TEMPLATE_DEPTH})")
+        self.depth += 1
+        try:
+            return render(self, dot)
+        finally:
+            self.depth -= 1
+
+    def nil_of(self, code: str) -> Any:
+        """A nil literal given to a parameter of type []string, map or []interface{}."""
+        return GoStrings() if code == "S" else {} if code == "m" else []
+
     def fail(self, message: str) -> Any:
         raise GoExecError(message)
 
@@ -203,7 +229,7 @@ class Runtime:
         self.step()
         fn = self.functions[name]
         try:
-            result = fn(*args)
+            result = getattr(fn, "go_call", fn)(*args)
         except GoExecError:
             raise
         except GoTemplateError as exc:  # a note's own template failed: its reason only

@@ -1,86 +1,95 @@
-"""The template function library ("notes"): Orkestra's built-in notes and Katalog-level
-user notes, as a name → Python callable map for the Go-template engine.
+"""The template function library ("notes"): Orkestra's built-in notes, orksync's
+extensions, and Katalog-level user notes, as a name → Python callable map for the
+Go-template engine.
 
 Pure. No I/O, clock and randomness injected: `builtin_functions` takes the clock used by
 the time notes and the `RandomSource` used by the random notes.
 
-Values reaching a note are decoded JSON shapes (dict, list, str, int, float, bool, None)
-and notes return the same shapes. Arguments are lenient like Orkestra's notes, which take
-`interface{}` and convert with %v: a number passed where text is expected is formatted
-(`3`, `true`, `1e+06`), nil reads as "". A note that cannot use its arguments raises
-`NoteError` (a ValueError) naming the note; the engine reports it as a template error.
+Orkestra's 260 notes are ported from its pkg/note with their Go signatures (`gosig`):
+`orkestra` (as, conditional, data, strings, types, math, lists and maps, safe access,
+validation, network, domain, Kubernetes names), `orkestra_kube` (object metadata and
+status, the notes inspecting child objects, serve annotations, Prometheus) and
+`orkestra_time` (time, durations, cron, semver, quantities, random). Through the Go
+engine their arguments are checked as text/template checks them (a note given a value
+of the wrong Go type fails, naming the note and the argument); called directly they
+convert leniently. A note that cannot use its arguments raises `NoteError` (a
+ValueError); the engine reports it as a template error.
 
-Each topic module documents its notes in a `| Function | Signature | Meaning |` table in
-its docstring; `catalog()` collects those tables (the source for generated docs) and a
-test checks that they list exactly the functions `builtin_functions` returns.
-
-Topics: random (`random.py`), strings, math, conditional, types, collections and safe
-access (`listmap.py`), Kubernetes helpers (`kube.py`), time, data, cron, quantity, semver.
+orksync's own notes (`EXTENSIONS`, which Orkestra does not have) are in `extensions`,
+whose docstring table documents them. `catalog()` lists every note: Orkestra's with their Go
+signatures, the extensions from those tables.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 from types import ModuleType
 from typing import Any
 
-from orksync.render.notes import (
-    conditional,
-    cron,
-    data,
-    kube,
-    listmap,
-    math,
-    quantity,
-    random,
-    semver,
-    strings,
-    time,
-    types,
-)
+from orksync.render.notes import extensions, orkestra, orkestra_kube, orkestra_time
 from orksync.render.notes._common import NoteError
+from orksync.render.notes.gosig import GoNote
 from orksync.render.notes.random import RandomSource
 
-__all__ = ["MODULES", "NoteError", "builtin_functions", "catalog", "user_notes"]
+__all__ = ["EXTENSIONS", "MODULES", "NoteError", "builtin_functions", "catalog",
+           "orkestra_notes", "user_notes"]
 
-MODULES: tuple[ModuleType, ...] = (random, strings, math, conditional, types, listmap, kube,
-                                   time, data, cron, quantity, semver)
+MODULES: tuple[ModuleType, ...] = (extensions,)  # where the extensions' tables are
 _ROW = re.compile(r"^\| `([A-Za-z0-9]+)` \| (.+?) \| (.+?) \|$")
 MAX_NOTE_DEPTH = 32
+EXTENSIONS = frozenset({"concat", "conditionStatus", "fromJSON", "getBool", "getInt",
+                        "getList", "getMap", "getOrDefault", "getString", "now",
+                        "quantityAdd", "quantityCompare", "quantityToBytes",
+                        "quantityToMillis", "subtractQuantity"})
+"""orksync's own notes, which Orkestra does not have: a Katalog that uses one does not
+load in Orkestra (`orksync validate` warns)."""
+
+
+def orkestra_notes(*, clock: Callable[[], datetime],
+                   random: RandomSource) -> list[GoNote]:
+    """Orkestra's notes, ported with their Go signatures, in its registration order."""
+    return [*orkestra.NOTES, *orkestra_time.cron_notes(), *orkestra_time.time_notes(clock),
+            *orkestra_time.random_notes(random), *orkestra_time.quantity_notes(),
+            *orkestra_kube.NOTES, *orkestra_time.semver_notes()]
 
 
 def builtin_functions(*, clock: Callable[[], datetime],
                       random: RandomSource) -> dict[str, Callable[..., Any]]:
-    """Every built-in note, by Orkestra name. `clock` must return the current time
-    (aware; a naive value is taken as UTC); `random` produces the random notes' values
+    """Every built-in note, by Orkestra name: Orkestra's (`orkestra_notes`) and orksync's
+    extensions (`EXTENSIONS`). `clock` must return the current time (aware; a naive
+    value is taken as UTC); `random` produces the random notes' values
     (`PlaceholderRandom` when rendering to disk, `CryptoRandom` at apply time)."""
-    functions: dict[str, Callable[..., Any]] = {}
-    functions.update(_random_notes(random))
-    for module in (strings, math, conditional, types, listmap, kube, data, quantity, semver):
-        functions.update(module.notes())
-    functions.update(time.notes(clock))
-    functions.update(cron.notes(clock))
+    functions: dict[str, Callable[..., Any]] = dict(extensions.notes(clock))
+    for fn in orkestra_notes(clock=clock, random=random):
+        functions[fn.__name__] = fn
     return functions
 
 
-def _random_notes(source: RandomSource) -> dict[str, Callable[..., Any]]:
-    return random.notes(source)
-
-
 def catalog() -> list[tuple[str, str, str, str]]:
-    """(topic module, name, signature, meaning) for every documented note, in the order
-    of the docstring tables."""
+    """(topic module, name, signature, meaning) for every built-in note: Orkestra's with
+    their Go signatures, then orksync's extensions from their modules' docstring tables."""
     rows: list[tuple[str, str, str, str]] = []
+    epoch = datetime(2000, 1, 1, tzinfo=UTC)
+    for fn in orkestra_notes(clock=lambda: epoch, random=_NoRandom()):
+        topic = fn.impl.__module__.rsplit(".", 1)[-1]
+        meaning = " ".join((fn.impl.__doc__ or "").split()) or \
+            f"Orkestra's `{fn.__name__}` (pkg/note), same behaviour"
+        rows.append((topic, fn.__name__, f"{fn.__name__} {fn.sig.go_text()}", meaning))
     for module in MODULES:
         for line in (module.__doc__ or "").splitlines():
             match = _ROW.match(line.strip())
-            if match:
+            if match and match.group(1) in EXTENSIONS:
                 topic = module.__name__.rsplit(".", 1)[-1]
                 signature = match.group(2).strip().strip("`")
                 rows.append((topic, match.group(1), signature, match.group(3).strip()))
     return rows
+
+
+class _NoRandom:
+    def token(self, func: str, n: int | None) -> str:
+        raise ValueError("the catalog never runs a note")
 
 
 def _bool_or_text(result: str) -> str | bool:

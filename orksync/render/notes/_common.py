@@ -14,7 +14,7 @@ from decimal import Decimal
 from typing import Any
 
 from orksync.render.coercion import go_atoi, go_parse_float
-from orksync.render.govalues import NO_VALUE, format_value
+from orksync.render.govalues import format_value
 
 Clock = Callable[[], datetime]
 Note = Callable[..., Any]
@@ -59,34 +59,6 @@ def to_int(value: Any, note: str) -> int:
             raise NoteError(f"{note}: {format_value(value)!r} is not a finite number")
         return int(number)
     return number
-
-
-def is_empty(value: Any) -> bool:
-    """Orkestra's Empty(): nil, "", "<no value>", 0, false, empty list or map."""
-    if value is None or value is False:
-        return True
-    if isinstance(value, str):
-        return value == "" or value == NO_VALUE
-    if isinstance(value, bool):
-        return not value
-    if isinstance(value, int | float):
-        return value == 0
-    if isinstance(value, Mapping | Sequence):
-        return len(value) == 0
-    return False
-
-
-def go_equal(a: Any, b: Any) -> bool:
-    """Value equality as Go's `==` on decoded JSON values, except that numbers compare by
-    value (an int 3 equals a float 3.0; Go would compare the dynamic types too).
-    Booleans never equal numbers, strings never equal numbers."""
-    if isinstance(a, bool) or isinstance(b, bool):
-        return isinstance(a, bool) and isinstance(b, bool) and a == b
-    if isinstance(a, int | float) and isinstance(b, int | float):
-        return a == b
-    if type(a) is not type(b) and not (isinstance(a, str) and isinstance(b, str)):
-        return False
-    return bool(a == b)
 
 
 def walk(obj: Any, keys: Sequence[Any]) -> tuple[bool, Any]:

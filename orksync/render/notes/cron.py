@@ -1,6 +1,6 @@
-"""Cron notes and the 5-field cron schedule used by `cron:` conditions.
+"""The 5-field cron schedule used by `cron:` conditions and Orkestra's `nextCron` note.
 
-Pure. No I/O, clock and randomness injected (`nextCron` reads the injected clock).
+Pure. No I/O, clock and randomness injected.
 
 The grammar is the one Kubernetes CronJobs use (robfig/cron's standard parser): five
 fields `minute hour day-of-month month day-of-week`, each `*`, `?` (day fields), a
@@ -8,40 +8,19 @@ number, a range `a-b`, a step `*/n`, `a-b/n` or `a/n` (= a-max/n), or a comma li
 those; month names `JAN`-`DEC` and day names `SUN`-`SAT` (any case); day-of-week 0-6
 (0 = Sunday); the macros `@yearly @annually @monthly @weekly @daily @midnight @hourly`
 and `@every <Go duration>`. When both day fields are restricted a day matching either
-fires (cron's OR rule); when either starts with `*`/`?` both must match.
-
-| Function | Signature | Meaning |
-|---|---|---|
-| `cronExpr` | `cronExpr minute hour dom month dow` | the parts joined, empty ones as `*` |
-| `cronFromMap` | `cronFromMap map` | map keys minute hour dayOfMonth month dayOfWeek as text |
-| `cronFromAny` | `cronFromAny v` | cronFromMap, cronNormalize or `* * * * *` |
-| `cronToMap` | `cronToMap v` | a cron text (macros expanded) as the five-key map; a map as is |
-| `cronNormalize` | `cronNormalize s` | macros expanded; `* * * * *` unless 5 fields |
-| `cronValid` | `cronValid s` | whether s is a valid schedule (values and ranges checked) |
-| `cronDescribe` | `cronDescribe s` | English description (`at 02:00 on Sunday`) |
-| `cronField` | `cronField s i` | field i (0-4) of the normalized text; `*` for an empty text |
-| `cronMinute` | `cronMinute s` | field 0 |
-| `cronHour` | `cronHour s` | field 1 |
-| `cronDom` | `cronDom s` | field 2 |
-| `cronMonth` | `cronMonth s` | field 3 |
-| `cronDow` | `cronDow s` | field 4 |
-| `nextCron` | `nextCron s` | the next fire time after now as RFC 3339 (UTC), "" when invalid |
+fires (cron's OR rule); when either starts with `*`/`?` both must match. The cron notes
+themselves are Orkestra's (`orkestra_time`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 from orksync.render.coercion import go_atoi
 from orksync.render.notes._common import (
-    Clock,
-    Note,
     NoteError,
-    format_rfc3339,
-    now_utc,
     to_int,
     to_str,
 )
@@ -195,26 +174,6 @@ def normalize(expr: Any) -> str:
     return text if len(text.split(" ")) == 5 and text else "* * * * *"
 
 
-def _from_map(value: Any) -> str:
-    if not isinstance(value, Mapping):
-        raise NoteError(f"cronFromMap: expected a map, got {type(value).__name__}")
-    return " ".join(to_str(value.get(k)).strip() or "*" for k in MAP_KEYS)
-
-
-def _from_any(value: Any) -> str:
-    if isinstance(value, Mapping):
-        return _from_map(value)
-    if isinstance(value, str):
-        return normalize(value)
-    return "* * * * *"
-
-
-def _to_map(value: Any) -> dict[str, Any]:
-    if isinstance(value, Mapping):
-        return dict(value)
-    return dict(zip(MAP_KEYS, normalize(value).split(" "), strict=True))
-
-
 def _field(expr: Any, index: Any) -> str:
     i = to_int(index, "cronField")
     if not 0 <= i <= 4:
@@ -273,38 +232,3 @@ def describe(expr: Any) -> str:
     return " ".join([when, *days])
 
 
-def notes(clock: Clock) -> dict[str, Note]:
-    def next_cron(expr: Any) -> str:
-        try:
-            schedule = parse_cron(expr)
-        except ValueError:
-            return ""
-        fire = schedule.next_after(now_utc(clock))
-        return format_rfc3339(fire) if fire is not None else ""
-
-    def extractor(index: int) -> Note:
-        return lambda expr: _field(expr, index)
-
-    return {
-        "cronExpr": _cron_expr,
-        "cronFromMap": _from_map,
-        "cronFromAny": _from_any,
-        "cronToMap": _to_map,
-        "cronNormalize": normalize,
-        "cronValid": cron_valid,
-        "cronDescribe": describe,
-        "cronField": _field,
-        "cronMinute": extractor(0),
-        "cronHour": extractor(1),
-        "cronDom": extractor(2),
-        "cronMonth": extractor(3),
-        "cronDow": extractor(4),
-        "nextCron": next_cron,
-    }
-
-
-def _cron_expr(*parts: Any) -> str:
-    if len(parts) != 5:
-        raise NoteError(f"cronExpr: expects 5 parts (minute hour dom month dow), got "
-                        f"{len(parts)}")
-    return " ".join(to_str(p).strip() or "*" for p in parts)

@@ -12,21 +12,13 @@ without digits (`Gi`, which Go reads as 0) is rejected, and values beyond int64 
 exact instead of overflowing, up to 10^±100 (`1e999999` is refused: turning it into an
 integer would take the render's time and memory).
 
-`quantityToBytes` rounds up to a whole number like Quantity.Value() (`100m` → 1);
-`quantityToMillis` rounds up like MilliValue() (`0.5m` → 1). Results of `quantityAdd`/
-`sumQuantity`/`subtractQuantity` are written in Kubernetes' canonical form, in the format
+orksync's quantity extensions (`extensions.py`): `quantityToBytes` rounds up to a whole
+number like Quantity.Value() (`100m` → 1); `quantityToMillis` rounds up like MilliValue()
+(`0.5m` → 1). Results of `quantityAdd`/`subtractQuantity` are written in Kubernetes'
+canonical form, in the format
 of the first operand (binary, decimal or exponent): `1Gi + 512Mi` = `1536Mi`,
 `500m + 500m` = `1`, `1.5Gi` = `1536Mi`, `1.5Ki` = `1536`.
 
-| Function | Signature | Meaning |
-|---|---|---|
-| `quantityToBytes` | `quantityToBytes q` | q as an integer, rounded up (`1Gi` → 1073741824) |
-| `quantityToMillis` | `quantityToMillis q` | q × 1000 as an integer, rounded up (`250m` → 250) |
-| `quantityAdd` | `quantityAdd a b` | a + b in canonical form |
-| `sumQuantity` | `sumQuantity a b` | same as quantityAdd |
-| `subtractQuantity` | `subtractQuantity a b` | a − b in canonical form |
-| `quantityCompare` | `quantityCompare a b` | -1, 0 or 1 comparing a with b |
-| `parseQuantity` | `parseQuantity q` | q as a float (`100m` → 0.1) |
 """
 
 from __future__ import annotations
@@ -143,12 +135,12 @@ def _ceil(value: Decimal) -> int:
 
 
 def notes() -> dict[str, Note]:
+    """orksync's quantity extensions (Orkestra's own quantity notes are in
+    `orkestra_time`)."""
     return {
         "quantityToBytes": lambda q: _ceil(_parse("quantityToBytes", q)[0]),
         "quantityToMillis": lambda q: _ceil(_parse("quantityToMillis", q)[0] * 1000),
         "quantityAdd": lambda a, b: _combine("quantityAdd", a, b, 1),
-        "sumQuantity": lambda a, b: _combine("sumQuantity", a, b, 1),
         "subtractQuantity": lambda a, b: _combine("subtractQuantity", a, b, -1),
         "quantityCompare": _compare,
-        "parseQuantity": lambda q: float(_parse("parseQuantity", q)[0]),
     }

@@ -10,9 +10,11 @@ Pure. No I/O, clock and randomness injected: every random value comes from the
   against the live cluster, typically through `fill_generated`, which replaces every
   placeholder token in a text with a fresh value.
 
-A placeholder only survives if the template prints it unchanged: a note applied to the
-result (`toUpper (randomHex 16)`, `sha256sum (randomHex 8)`) alters the token and it is
-then no longer recognised. `n` must be 1..4096 (ValueError otherwise).
+The Go dialect's random notes (`orkestra_time.random_notes`) return the token as a
+`gosig.RandomValue`: a note computing over it (`len (randomHex 5)`, `sha256sum (uuidv4)`)
+is an error, since the value only exists in the cluster; printing it or handing it on
+unchanged (`default`, `ternary`, ...) keeps the placeholder. A length of 0 or less gives
+"" as in Orkestra; more than 4096 is a ValueError.
 
 | Function | Signature | Meaning |
 |---|---|---|

@@ -1,4 +1,5 @@
-"""Semantic-version notes.
+"""Semantic-version constraints (Masterminds syntax), for Orkestra's `semverConstraint`
+(`orkestra_time`, which parses versions as Masterminds does before asking here).
 
 Pure. No I/O, clock and randomness injected.
 
@@ -12,22 +13,7 @@ groups separated by `||` are ORed. `^1.2.3` = `>=1.2.3 <2.0.0` (`^0.2.3` = `<0.3
 `^0.0.3` = `<0.0.4`); `~1.2.3` = `>=1.2.3 <1.3.0` (`~1` = `<2.0.0`). A pre-release version
 satisfies a group only when one of its comparators names a pre-release.
 
-`semverCompare` — the argument order decision: Orkestra's note compares two versions
-(`semverCompare a b` → -1/0/1, 0 when either is invalid) while sprig's checks a
-constraint (`semverCompare ">=1.2" version` → bool). orksync does both: when the first
-argument contains an operator, a comma, `||`, a blank or a wildcard it is a constraint
-and the result is a bool (false when either side is invalid); when it is a plain version
-the result is Orkestra's -1/0/1.
-
-| Function | Signature | Meaning |
-|---|---|---|
-| `semverCompare` | `semverCompare a b` | version a: -1/0/1; constraint a: whether b satisfies it |
-| `semverConstraint` | `semverConstraint version constraint` | whether version satisfies it |
-| `semverValid` | `semverValid v` | whether v is a valid version |
-| `semverMajor` | `semverMajor v` | the major number, "" when invalid |
-| `semverMinor` | `semverMinor v` | the minor number, "" when invalid |
-| `semverPatch` | `semverPatch v` | the patch number, "" when invalid |
-| `semverBump` | `semverBump v part` | v with part (major/minor/patch) incremented |
+Orkestra's `semverCompare` compares two versions (-1/0/1); see `orkestra_time`.
 """
 
 from __future__ import annotations
@@ -36,7 +22,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from orksync.render.notes._common import Note, to_str
+from orksync.render.notes._common import to_str
 
 _VERSION = re.compile(
     r"v?(0|[1-9]\d*)(?:\.(0|[1-9]\d*))?(?:\.(0|[1-9]\d*))?"
@@ -162,56 +148,16 @@ def _within(v: Version, low: Version | None, high: Version | None, low_inc: bool
                                                             and not high_inc)))
 
 
-def _is_constraint(text: str) -> bool:
-    return bool(re.search(r"[<>=!~^,|\s*xX]", text.strip()))
-
-
-def semver_compare(a: Any, b: Any) -> int | bool:
-    first, second = to_str(a).strip(), to_str(b).strip()
-    if _is_constraint(first):
-        return semver_constraint(second, first)
-    va, vb = parse_version(first), parse_version(second)
-    if va is None or vb is None:
-        return 0
-    return _cmp(va, vb)
+_HYPHEN_RANGE = re.compile(r"\s*([^\s,|]+)\s+-\s+([^\s,|]+)\s*")
 
 
 def semver_constraint(version: Any, constraint: Any) -> bool:
+    """Whether the version satisfies the constraint; a hyphen range `a - b` is
+    `>= a, <= b` as Masterminds rewrites it."""
     parsed = parse_version(version)
     if parsed is None:
         return False
-    return _satisfies(parsed, to_str(constraint).strip()) is True
+    text = _HYPHEN_RANGE.sub(r" >= \1, <= \2 ", to_str(constraint)).strip()
+    return _satisfies(parsed, text) is True
 
 
-def _component(index: int) -> Note:
-    def read(v: Any) -> int | str:
-        parsed = parse_version(v)
-        if parsed is None:
-            return ""
-        return (parsed.major, parsed.minor, parsed.patch)[index]
-
-    return read
-
-
-def _bump(v: Any, part: Any) -> str:
-    parsed = parse_version(v)
-    which = to_str(part).strip().lower()
-    if parsed is None or which not in ("major", "minor", "patch"):
-        return to_str(v)
-    if which == "major":
-        return f"{parsed.major + 1}.0.0"
-    if which == "minor":
-        return f"{parsed.major}.{parsed.minor + 1}.0"
-    return f"{parsed.major}.{parsed.minor}.{parsed.patch + 1}"
-
-
-def notes() -> dict[str, Note]:
-    return {
-        "semverCompare": semver_compare,
-        "semverConstraint": semver_constraint,
-        "semverValid": lambda v: parse_version(v) is not None,
-        "semverMajor": _component(0),
-        "semverMinor": _component(1),
-        "semverPatch": _component(2),
-        "semverBump": _bump,
-    }

@@ -1,48 +1,20 @@
-"""Time notes, evaluated against the INJECTED clock (never the wall clock).
+"""Time helpers of the `time:` / `dayOfWeek:` conditions and Go's time layouts
+(`go_format`, used by Orkestra's `timeFormat` in `orkestra_time`).
 
-Pure. No I/O, clock and randomness injected.
-
-Timestamps are RFC 3339 (`2026-04-06T08:00:00Z`, fractions and offsets allowed).
-Durations are Orkestra's extended durations (orksync.durations: `30d`, `1h30m`,
-`never`). A timestamp that does not parse makes `timeSince` 0, `timeUntil` "0s",
-`timeAgo`/`timeFormat` "" and `isExpired` false; an invalid duration given to `isExpired`
-is an error (it is a Katalog literal: a typo must not silently mean "never"), and
-`isExpired ts "never"` (or "0") is false. Window notes use UTC; a window whose `after`
-is later than its `before` wraps midnight (`22:00`–`06:00`).
-
-| Function | Signature | Meaning |
-|---|---|---|
-| `now` | `now` | the current time, RFC 3339 in UTC, whole seconds |
-| `timeAgo` | `timeAgo ts` | elapsed time since ts, `5s ago` / `12m ago` / `3h ago` / `2d ago` |
-| `timeSince` | `timeSince ts` | whole seconds elapsed since ts |
-| `timeUntil` | `timeUntil ts` | Go duration text until ts (`719h43m12s`), `0s` when past |
-| `isExpired` | `isExpired ts duration` | whether now ≥ ts + duration |
-| `timeFormat` | `timeFormat ts layout` | ts in a Go layout (`Jan 2, 2006`) |
-| `durationSeconds` | `durationSeconds d` | whole seconds of an extended duration, 0 when invalid |
-| `durationValid` | `durationValid d` | whether d is a valid extended duration |
-| `durationAdd` | `durationAdd a b` | a + b as Go duration text (`5m30s`), `0s` when invalid |
-| `timeInWindow` | `timeInWindow after before` | whether UTC now is in [after, before) |
-| `timeNotInWindow` | `timeNotInWindow after before` | the complement of timeInWindow |
-| `weekday` | `weekday` | whether today (UTC) is Monday to Friday |
-| `weekend` | `weekend` | whether today (UTC) is Saturday or Sunday |
+Pure. No I/O, clock and randomness injected. Window helpers use UTC; a window whose
+`after` is later than its `before` wraps midnight (`22:00`–`06:00`) for conditions
+(docs/differences.md T8); Orkestra's `timeInWindow` note does not wrap.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from datetime import time as dtime
 from typing import Any
 
-from orksync.durations import format_go_duration, parse_duration
 from orksync.render.notes._common import (
-    Clock,
-    Note,
-    NoteError,
-    format_rfc3339,
-    now_utc,
-    parse_rfc3339,
     to_str,
 )
 
@@ -162,90 +134,6 @@ def go_format(moment: datetime, layout: str) -> str:
     return _STD.sub(chunk, layout)
 
 
-def notes(clock: Clock) -> dict[str, Note]:
-    def since(ts: Any) -> timedelta | None:
-        moment = parse_rfc3339(ts)
-        return None if moment is None else now_utc(clock) - moment
-
-    def time_ago(ts: Any) -> str:
-        elapsed = since(ts)
-        if elapsed is None:
-            return ""
-        seconds = max(0, int(elapsed.total_seconds()))
-        for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-            if seconds >= size:
-                return f"{seconds // size}{unit} ago"
-        return f"{seconds}s ago"
-
-    def time_since(ts: Any) -> int:
-        elapsed = since(ts)
-        return 0 if elapsed is None else int(elapsed.total_seconds() // 1)
-
-    def time_until(ts: Any) -> str:
-        elapsed = since(ts)
-        if elapsed is None or elapsed >= timedelta(0):
-            return "0s"
-        return format_go_duration(timedelta(seconds=int(-elapsed.total_seconds())))
-
-    def is_expired(ts: Any, duration: Any) -> bool:
-        try:
-            ttl = parse_duration(to_str(duration))
-        except ValueError as err:
-            raise NoteError(f"isExpired: {err}") from None
-        moment = parse_rfc3339(ts)
-        if moment is None or ttl == timedelta(0):
-            return False
-        return now_utc(clock) >= moment + ttl
-
-    def time_format(ts: Any, layout: Any) -> str:
-        moment = parse_rfc3339(ts)
-        return "" if moment is None else go_format(moment, to_str(layout))
-
-    def seconds(d: Any) -> int:
-        try:
-            return int(parse_duration(to_str(d)).total_seconds())
-        except ValueError:
-            return 0
-
-    def valid(d: Any) -> bool:
-        try:
-            parse_duration(to_str(d))
-        except ValueError:
-            return False
-        return True
-
-    def add(a: Any, b: Any) -> str:
-        try:
-            return format_go_duration(parse_duration(to_str(a)) + parse_duration(to_str(b)))
-        except ValueError:
-            return "0s"
-
-    def window(after: Any, before: Any) -> bool | None:
-        start, end = parse_hhmm(after), parse_hhmm(before)
-        if start is None or end is None:
-            return None
-        now = now_utc(clock).astimezone(UTC).time()
-        return in_window(now, start, end, before_inclusive=False)
-
-    def utc_weekday() -> int:
-        return now_utc(clock).astimezone(UTC).weekday()
-
-    return {
-        "now": lambda: format_rfc3339(now_utc(clock)),
-        "timeAgo": time_ago,
-        "timeSince": time_since,
-        "timeUntil": time_until,
-        "isExpired": is_expired,
-        "timeFormat": time_format,
-        "durationSeconds": seconds,
-        "durationValid": valid,
-        "durationAdd": add,
-        "timeInWindow": lambda after, before: window(after, before) is True,
-        "timeNotInWindow": lambda after, before: window(after, before) is False,
-        "weekday": lambda: utc_weekday() < 5,
-        "weekend": lambda: utc_weekday() >= 5,
-    }
-
 
 __all__ = ["DAYS", "day_matches", "day_names", "day_of_week_matches", "go_format", "in_window",
-           "notes", "parse_hhmm"]
+           "parse_hhmm"]
