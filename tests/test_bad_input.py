@@ -134,7 +134,7 @@ CASES = [
          KATALOG, "Widget.test.orksync.io/team-a/shop",
          "spec.crds.widget.operatorBox.onReconcile.deployments[0].replicas", "", WIDGETS),
     Case("block-not-a-map", edit(KATALOG, "        onReconcile:\n", "        onReconcile: []\n"
-                                 "        onReconcileX:\n"),
+                                 "        onDelete:\n"),
          KATALOG, "Katalog/widgets", "spec.crds.widget.operatorBox.onReconcile",
          "must be a map of resource lists", WIDGETS),
     # -- unknown kinds and functions, template errors -----------------------------------

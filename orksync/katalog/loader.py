@@ -35,6 +35,8 @@ from typing import Any
 from orksync.errors import InputError, LoadError, printable
 from orksync.forked import fork_chunks_into
 from orksync.gcpause import gc_paused
+from orksync.katalog.keys import Finding, check
+from orksync.katalog.layout import flatten, resolve_includes
 from orksync.katalog.model import (
     KATALOG_API_VERSIONS,
     Catalog,
@@ -42,6 +44,7 @@ from orksync.katalog.model import (
     CrdManifest,
     CustomResource,
     Katalog,
+    Selection,
     Source,
 )
 from orksync.katalog.motifs import expand_entry, katalog_notes
@@ -121,6 +124,10 @@ class _Loader:
         self.seen: set[Path] = set()
         self.failed = 0  # Katalogs and Katalog entries that did not load
         self.manifests: dict[int, CrdManifest | None] = {}  # by id(document): checked once
+        # (apiVersion, kind) of the entries with `enabled: false` -> why their custom
+        # resources are left out
+        self.disabled: dict[tuple[str, str], str] = {}
+        self.left_out: list[tuple[ObjRef, str]] = []
         self.rels: dict[Path, str] = {}
         self.prefix = os.path.join(str(root), "")  # the root with its trailing separator
 
@@ -209,7 +216,7 @@ class _Loader:
         crs = self.custom_resources(other, katalogs, crds)
         return Catalog(root=self.root, katalogs=tuple(katalogs), crds=tuple(crds),
                        crs=tuple(crs), errors=tuple(self.errors),
-                       warnings=tuple(self.warnings))
+                       warnings=tuple(self.warnings), left_out=tuple(self.left_out))
 
     # --- CRDs ---------------------------------------------------------------------------
 
@@ -287,11 +294,27 @@ class _Loader:
                                           ["metadata", "name"], obj))
             return None
         spec = c["spec"]
+        # the schema table: unknown and refused keys are errors (those of a CRD entry
+        # fail that entry only), deliberately unimplemented ones one warning each
+        by_entry: dict[str, list[Finding]] = {}
+        katalog_errors = 0
+        for finding in check(c):
+            if finding.level == "warning":
+                self.warn(doc, obj, list(finding.path), finding.message)
+            elif finding.path[:2] == ("spec", "crds") and len(finding.path) > 3:
+                by_entry.setdefault(str(finding.path[2]), []).append(finding)
+            else:
+                self.errors.append(self.error(doc, finding.message, finding.path, obj))
+                katalog_errors += 1
+        if katalog_errors:
+            return None  # Orkestra refuses the whole Katalog
         raw_crds = spec.get("crds")
         items: list[tuple[str, Any, list[str | int]]] = []
         if isinstance(raw_crds, dict):
             items = [(str(k), v, ["spec", "crds", str(k)]) for k, v in raw_crds.items()]
         elif isinstance(raw_crds, list):  # the very early list form: - name: x
+            self.warn(doc, obj, ["spec", "crds"], "not portable to Orkestra: spec.crds as "
+                      "a list (the early form); Orkestra reads a map of entries by name")
             for i, v in enumerate(raw_crds):
                 key = v.get("name") if isinstance(v, dict) else None
                 items.append((str(key or i), v, ["spec", "crds", i]))
@@ -302,6 +325,14 @@ class _Loader:
         entries = []
         for key, raw, fpath in items:
             try:
+                if isinstance(raw, dict) and raw.get("enabled") is False:
+                    self.disable(doc, name, key, raw, crds)
+                    continue
+                problems = by_entry.get(key, [])
+                if problems:
+                    *rest, last = [self.error(doc, f.message, f.path, obj) for f in problems]
+                    self.errors.extend(rest)
+                    raise last
                 entries.append(self.crd_entry(doc, name, key, raw, fpath, crds))
             except InputError as err:
                 self.errors.append(err)
@@ -328,6 +359,41 @@ class _Loader:
             return None
         return Katalog(name=name, api_version=str(c["apiVersion"]), source=self.source(doc),
                        crds=tuple(entries), notes=notes, dialect=str(dialect))
+
+    def warn(self, doc: Document, obj: str, path: Sequence[str | int], message: str) -> None:
+        """A warning about a Katalog field: `file:line: Katalog/x: field.path: message`."""
+        line = locate(doc.file, doc.index, list(path))
+        where = f"{self.rel(doc.file)}:{line}" if line else self.rel(doc.file)
+        self.warnings.append(f"{where}: {obj}: {dotted(path)}: {message}")
+
+    def disable(self, doc: Document, katalog: str, key: str, raw: dict[str, Any],
+                crds: dict[str, CrdManifest]) -> None:
+        """An entry with `enabled: false`: Orkestra skips it whole (no validation, no
+        reconcile); its custom resources are left out, each named by `orksync validate`.
+        Its kind is read from apiTypes, else from its crdFile's or the repository's CRD."""
+        api = raw.get("apiTypes")
+        api = api if isinstance(api, dict) else {}
+        group, version, kind = api.get("group"), api.get("version"), api.get("kind")
+        crd_file = raw.get("crdFile")
+        if isinstance(crd_file, str) and crd_file and not (group and version and kind):
+            target = (doc.file.parent / crd_file).resolve()
+            if target.is_relative_to(self.root) and target.is_file():
+                self.add_file(target)
+                found = [m for d in self.documents if d.file == target
+                         and isinstance(d.content, dict)
+                         and d.content.get("kind") == "CustomResourceDefinition"
+                         and (m := self.crd_manifest(d)) is not None]
+                if found:
+                    group = group or found[0].group
+                    kind = kind or found[0].kind
+                    version = version or found[0].storage_version
+        if not version and group and kind:
+            version = next((m.storage_version for m in crds.values()
+                            if m.group == group and m.kind == kind), None)
+        if isinstance(group, str) and isinstance(version, str) and isinstance(kind, str):
+            self.disabled[(f"{group}/{version}" if group else version, kind)] = (
+                f"Katalog {katalog} entry {key} has enabled: false "
+                f"({self.rel(doc.file)})")
 
     def notes(self, doc: Document, obj: str) -> dict[str, str]:
         """The Katalog's own `notes`: name → expression (or Orkestra's {expression: ...});
@@ -357,9 +423,29 @@ class _Loader:
         obj = f"Katalog/{katalog}"
         if not isinstance(raw, dict):
             raise self.error(doc, "CRD entry must be a map", fpath, obj)
+        flat = flatten(raw)
+        if not flat.problems:
+            resolve_includes(flat, doc.file, self.root)
+        if flat.problems:
+            *rest, last = [self.error(doc, message, [*fpath, *path], obj)
+                           for path, message in flat.problems]
+            self.errors.extend(rest)
+            raise last
+        raw = flat.raw
         wrong = _entry_type_problem(raw)
         if wrong:
-            raise self.error(doc, wrong[1], [*fpath, *wrong[0]], obj)
+            raise self.error(doc, wrong[1], [*fpath, *flat.written_at(wrong[0])], obj)
+        places: list[list[str | int]] = [["operatorBox", "reconciler", "default"],
+                                         ["operatorBox", "default"]]
+        for place in places:
+            if _get(raw, *map(str, place)) is False:
+                raise self.error(doc, "default: false runs a custom reconciler (Go code "
+                                 "compiled into an Orkestra operator); orksync renders the "
+                                 "declarative templates only: not supported",
+                                 [*fpath, *flat.written_at(place)], obj)
+        selection = _selection(raw)
+        if isinstance(selection, tuple):
+            raise self.error(doc, selection[1], [*fpath, *selection[0]], obj)
         manifest = None
         if raw.get("crdFile"):
             manifest = self.crd_file(doc, raw["crdFile"], [*fpath, "crdFile"], obj)
@@ -404,14 +490,15 @@ class _Loader:
             raise self.error(doc, "operatorBox must be a map", [*fpath, "operatorBox"], obj)
         tenancy, problems = tenancy_of(doc.content, raw, fpath)
         if problems:  # a guard that does not read as written must not render anything
-            *rest, last = [self.error(doc, message, path, obj) for path, message in problems]
+            *rest, last = [self.error(doc, message, _written(path, fpath, flat.written_at),
+                                      obj) for path, message in problems]
             self.errors.extend(rest)
             raise last
         return CrdEntry(key=key, katalog=katalog, source=self.source(doc), group=group,
                         version=version, kind=kind, plural=plural, namespaced=namespaced,
                         operator_box=box, raw=raw,
                         crd_name=manifest.name if manifest else f"{plural}.{group}",
-                        tenancy=tenancy)
+                        tenancy=tenancy, selection=selection)
 
     def linked_file(self, doc: Document, rel: str, fpath: list[str | int], obj: str, *,
                     required: bool) -> Path | None:
@@ -475,10 +562,18 @@ class _Loader:
             key = _type_key(c)
             entry = by_type.get(key) if key is not None else None
             if entry is None:
+                if key is not None and key in self.disabled:
+                    self.leave_out(doc, _loose_ref(c), self.disabled[key])
+                    continue
                 self.unhandled(doc, groups, by_type)
                 continue
             cr = self.custom_resource(doc, entry)
             if cr is None:
+                continue
+            reason = _not_selected(cr, entry.selection)
+            if reason:
+                self.leave_out(doc, cr.ref, f"Katalog {entry.katalog} entry {entry.key}: "
+                               f"{reason}")
                 continue
             if cr.ref in crs:
                 self.errors.append(self.error(
@@ -490,6 +585,14 @@ class _Loader:
         # per comparison)
         return sorted(crs.values(), key=lambda r: (r.ref.api_version, r.ref.kind,
                                                    r.ref.namespace, r.ref.name))
+
+    def leave_out(self, doc: Document, ref: ObjRef, reason: str) -> None:
+        """A custom resource Orkestra would not reconcile: not rendered, not pruned, one
+        warning line (`orksync validate` shows it)."""
+        self.left_out.append((ref, f"left out: {reason}"))
+        line = locate(doc.file, doc.index, [])
+        where = f"{self.rel(doc.file)}:{line}" if line else self.rel(doc.file)
+        self.warnings.append(f"{where}: {ref}: left out (not rendered, not pruned): {reason}")
 
     def unhandled(self, doc: Document, groups: set[str],
                   by_type: dict[tuple[str, str], CrdEntry]) -> None:
@@ -586,8 +689,9 @@ def _entry_type_problem(raw: dict[str, Any]) -> tuple[list[str | int], str] | No
     for key in ("crdFile",):
         if raw.get(key) is not None and not isinstance(raw[key], str):
             return [key], f"must be a file path (a string), not {_type(raw[key])}"
-    if raw.get("namespaced") is not None and not isinstance(raw["namespaced"], bool):
-        return ["namespaced"], f"must be true or false, not {_type(raw['namespaced'])}"
+    for key in ("namespaced", "enabled"):
+        if raw.get(key) is not None and not isinstance(raw[key], bool):
+            return [key], f"must be true or false, not {_type(raw[key])}"
     for key in ("crFiles", *NAMESPACE_LISTS):
         value = raw.get(key)
         if value is None:
@@ -604,6 +708,78 @@ def _entry_type_problem(raw: dict[str, Any]) -> tuple[list[str | int], str] | No
         if value is not None and not isinstance(value, str):
             return ["apiTypes", str(key)], f"must be a string, not {_type(value)}"
     return None
+
+
+def _get(node: Any, *path: str) -> Any:
+    for step in path:
+        node = node.get(step) if isinstance(node, dict) else None
+    return node
+
+
+def _written(path: list[str | int], fpath: list[str | int],
+             written_at: Callable[[list[str | int]], list[str | int]]) -> list[str | int]:
+    """A problem's document path as written: its grouped spelling when the setting was
+    moved from the grouped layout."""
+    if path[:len(fpath)] == fpath:
+        return [*fpath, *written_at(path[len(fpath):])]
+    return path
+
+
+def _selection(raw: dict[str, Any]) -> Selection | tuple[list[str | int], str]:
+    """The entry's Selection, or (field path, problem)."""
+    namespace = raw.get("namespace")
+    if namespace is not None:
+        problem = _text_problem(namespace, label_problem)
+        if problem:
+            return ["namespace"], problem
+    pairs: dict[str, tuple[tuple[str, str], ...]] = {}
+    for key in ("labelSelector", "fieldSelector"):
+        value = raw.get(key)
+        if value is None:
+            pairs[key] = ()
+            continue
+        if not isinstance(value, dict):
+            return [key], f"must be a map of key to value, not {_type(value)}"
+        for k, v in value.items():
+            if not isinstance(v, (str, int, float, bool)):
+                return [key, str(k)], f"must be a value (text), not {_type(v)}"
+        pairs[key] = tuple((str(k), _scalar(v)) for k, v in value.items())
+    return Selection(namespace=str(namespace or ""), labels=pairs["labelSelector"],
+                     fields=pairs["fieldSelector"])
+
+
+def _scalar(value: Any) -> str:
+    """A selector value as the API server compares it (YAML true is "true")."""
+    return ("true" if value else "false") if isinstance(value, bool) else str(value)
+
+
+def _not_selected(cr: CustomResource, selection: Selection) -> str:
+    """Why Orkestra's informer would not see `cr` ("" when it would)."""
+    if selection.namespace and cr.entry.namespaced and cr.ref.namespace != selection.namespace:
+        return (f"namespace: {selection.namespace} (the entry watches that namespace only; "
+                f"this one is in {cr.ref.namespace or 'no namespace'})")
+    labels = cr.body["metadata"].get("labels") or {}
+    for key, value in selection.labels:
+        if key not in labels or _scalar(labels[key]) != value:
+            have = f"has {key}={_scalar(labels[key])}" if key in labels else f"has no {key}"
+            return f"labelSelector {key}={value} does not match (the custom resource {have})"
+    for path, value in selection.fields:
+        found: Any = cr.body
+        for step in path.split("."):
+            found = found.get(step) if isinstance(found, dict) else None
+        if found is None or _scalar(found) != value:
+            return (f"fieldSelector {path}={value} does not match (the custom resource has "
+                    f"{'no ' + path if found is None else path + '=' + _scalar(found)})")
+    return ""
+
+
+def _loose_ref(content: dict[str, Any]) -> ObjRef:
+    """The identity of a custom resource whose entry is disabled (its scope unknown: the
+    namespace as written)."""
+    meta = content.get("metadata")
+    meta = meta if isinstance(meta, dict) else {}
+    return ObjRef(api_version=str(content.get("apiVersion")), kind=str(content.get("kind")),
+                  namespace=str(meta.get("namespace") or ""), name=str(meta.get("name")))
 
 
 def _type_key(content: dict[str, Any]) -> tuple[str, str] | None:

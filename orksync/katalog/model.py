@@ -25,6 +25,17 @@ class Source:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Selection:
+    """Which custom resources of its kind a CRD entry reconciles (Orkestra's informer
+    filters): `namespace` ("" for every one), `labels` (labelSelector) and `fields`
+    (fieldSelector, dot paths such as metadata.name), each pair matched exactly."""
+
+    namespace: str = ""
+    labels: tuple[tuple[str, str], ...] = ()
+    fields: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class CrdEntry:
     """One `spec.crds.<key>` entry of a Katalog: which kind it watches and what it renders."""
 
@@ -41,6 +52,7 @@ class CrdEntry:
     crd_name: str = ""  # the CustomResourceDefinition's metadata.name, when known
     # the namespace guard (both levels merged) and the cluster-scoped kinds allowed
     tenancy: Tenancy = field(default_factory=Tenancy)
+    selection: Selection = field(default_factory=Selection)
 
     @property
     def api_version(self) -> str:
@@ -91,6 +103,9 @@ class Catalog:
     crs: tuple[CustomResource, ...]
     errors: tuple[Exception, ...] = ()
     warnings: tuple[str, ...] = ()
+    # custom resources in the repository that Orkestra would not reconcile (a disabled
+    # entry, a selector that does not match): (identity, why); not rendered, not pruned
+    left_out: tuple[tuple[ObjRef, str], ...] = ()
 
     def entries(self) -> list[CrdEntry]:
         return [e for k in self.katalogs for e in k.crds]

@@ -95,8 +95,9 @@ class RenderPlan:
             return err
 
     def merger(self) -> Merger:
+        # custom resources Orkestra would not reconcile: neither rendered nor pruned
         return Merger(errors=list(self.errors), warnings=list(self.catalog.warnings),
-                      broken=self.broken)
+                      broken=self.broken, skipped=list(self.catalog.left_out))
 
 
 @dataclass(slots=True)
