@@ -128,3 +128,251 @@ def test_a_non_portable_key_orksync_accepts_warns(tmp_path: Path) -> None:
         "op/katalog.yaml:10: Katalog/widgets: spec.crds.widget.operatorBox.validation: not "
         "portable to Orkestra: orksync also reads validation here; Orkestra only on the "
         "CRD entry"]
+
+
+# --- step 2: the grouped layout of v0.7.18 loads like the flat one ---------------------
+
+def entry_with(entry_level: str = "", box_level: str = "") -> str:
+    """The Katalog with YAML lines added to the CRD entry and to its operatorBox (each
+    given at their own indentation: 6 and 8 spaces)."""
+    text = HEAD + ENTRY
+    if box_level:
+        text = text.replace("      operatorBox:\n", "      operatorBox:\n" + box_level)
+    if entry_level:
+        text = text.replace("      operatorBox:\n", entry_level + "      operatorBox:\n")
+    return text
+
+
+MOTIF = """
+apiVersion: orkestra.orkspace.io/v1
+kind: Motif
+metadata: {name: extra}
+resources:
+  configMaps:
+    - name: "{{ .metadata.name }}-motif"
+      data: {from: motif}
+"""
+
+# (group, flat spelling, grouped spelling): each pair must load the same entry
+LAYOUTS = [
+    ("admission.validation",
+     ("      validation: {rules: [{field: metadata.name, operator: exists, action: deny}]}\n",
+      ""),
+     ("      admission:\n        validation: {rules: [{field: metadata.name, operator: exists,"
+      " action: deny}]}\n", "")),
+    ("admission.mutation",
+     ("      mutation: {rules: [{field: spec.tier, default: gold}]}\n", ""),
+     ("      admission: {mutation: {rules: [{field: spec.tier, default: gold}]}}\n", "")),
+    ("reconcile.imports",
+     ("      imports: [{motif: ./motif.yaml}]\n", ""),
+     ("", "        reconcile: {imports: [{motif: ./motif.yaml}]}\n")),
+    ("reconcile.normalize",
+     ("      normalize: {spec: {tier: {default: silver}}}\n", ""),
+     ("", "        reconcile: {normalize: {spec: {tier: {default: silver}}}}\n")),
+    ("emit.status",
+     ("", "        status: {fields: [{path: phase, value: Ready}]}\n"),
+     ("", "        emit: {status: {fields: [{path: phase, value: Ready}]}}\n")),
+    ("observe.cross",
+     ("", "        cross: [{crd: widget, as: peer}]\n"),
+     ("", "        observe: {cross: [{crd: widget, as: peer}]}\n")),
+    ("runtime.restrictedNamespaces",
+     ("      restrictedNamespaces: [kube-system]\n", ""),
+     ("", "        runtime: {restrictedNamespaces: [kube-system]}\n")),
+    ("runtime.allowedNamespaces",
+     ("      allowedNamespaces: [default]\n", ""),
+     ("", "        runtime: {allowedNamespaces: [default]}\n")),
+    ("runtime.finalizers (warned)",
+     ("", "        finalizers: [x.io/f]\n"),
+     ("", "        runtime: {finalizers: [x.io/f]}\n")),
+    ("reconcile.workers (warned)",
+     ("", "        reconciler: {workers: 2}\n"),
+     ("", "        reconcile: {workers: 2}\n")),
+    ("preReconcile (same place)",
+     ("", "        preReconcile: {reconcileGate: {when: [{field: spec.tier, operator: "
+          "notExists}]}}\n"),
+     ("", "        preReconcile: {reconcileGate: {when: [{field: spec.tier, operator: "
+          "notExists}]}}\n")),
+]
+
+
+def _strip_lines(warnings: tuple[str, ...]) -> list[str]:
+    """Warnings without their file:line and the layout's path words (the two layouts put
+    a setting on different lines and paths; the message must be the same)."""
+    out = []
+    for w in warnings:
+        rest = w.split(": ", 1)[1]
+        for word in ("operatorBox.runtime.", "operatorBox.reconcile.", "operatorBox.",
+                     "reconciler."):
+            rest = rest.replace(word, "")
+        out.append(rest)
+    return sorted(out)
+
+
+@pytest.mark.parametrize(("group", "flat", "grouped"), LAYOUTS, ids=[g[0] for g in LAYOUTS])
+def test_the_grouped_layout_loads_and_renders_like_the_flat_one(
+        tmp_path: Path, group: str, flat: tuple[str, str], grouped: tuple[str, str]) -> None:
+    results = []
+    for name, (entry_level, box_level) in (("flat", flat), ("grouped", grouped)):
+        root = tmp_path / name
+        catalog = load(root, entry_with(entry_level, box_level), {"op/motif.yaml": MOTIF})
+        assert not catalog.errors, messages(catalog.errors)
+        (entry,) = catalog.entries()
+        rendered = render_catalog(catalog)
+        assert not rendered.errors, messages(rendered.errors)
+        results.append((entry.raw, entry.operator_box, entry.tenancy, entry.selection,
+                        sorted(str(o.ref) for o in rendered.objects),
+                        sorted(map(str, rendered.skipped)), _strip_lines(catalog.warnings)))
+    assert results[0] == results[1]
+
+
+def test_the_same_setting_written_in_both_layouts_is_an_error(tmp_path: Path) -> None:
+    catalog = load(tmp_path, entry_with(
+        "      restrictedNamespaces: [kube-system]\n",
+        "        runtime: {restrictedNamespaces: [kube-public]}\n"))
+    assert messages(catalog.errors) == [
+        "op/katalog.yaml:11 Katalog/widgets spec.crds.widget.operatorBox.runtime."
+        "restrictedNamespaces: set twice: here and at restrictedNamespaces (the flat "
+        "layout); write it once"]
+    assert not catalog.crs
+
+
+@pytest.mark.parametrize("layout", ["flat", "grouped"])
+def test_the_namespace_guard_refuses_the_same_way_in_both_layouts(
+        tmp_path: Path, layout: str) -> None:
+    guard = ("      restrictedNamespaces: [team-x]\n", "") if layout == "flat" else \
+        ("", "        runtime:\n          restrictedNamespaces: [team-x]\n")
+    write_repo(tmp_path, {"apps/x.yaml": widget("x", "team-x")})
+    catalog = load(tmp_path, entry_with(*guard))
+    assert not catalog.errors, messages(catalog.errors)
+    rendered = render_catalog(catalog)
+    assert [(str(ref), why) for ref, why in rendered.skipped] == [
+        ("Widget.test.orksync.io/team-x/x",
+         "namespace team-x is restricted by the Katalog (team-x)")]
+    assert "ConfigMap/team-x/x-cm" not in {str(o.ref) for o in rendered.objects}
+    assert "ConfigMap/default/a-cm" in {str(o.ref) for o in rendered.objects}
+
+
+def test_a_bad_guard_in_the_grouped_layout_is_named_where_it_is_written(
+        tmp_path: Path) -> None:
+    catalog = load(tmp_path, entry_with(
+        "", "        runtime:\n          allowedNamespaces: kube-system\n"))
+    assert messages(catalog.errors) == [
+        "op/katalog.yaml:11 Katalog/widgets spec.crds.widget.operatorBox.runtime."
+        "allowedNamespaces: must be a list of strings, not a string"]
+
+
+# Orkestra's examples/intermediate/08-state-machine/include-katalog.yaml, in its shape:
+# reconcile.imports of a motif of Jobs, emit.status.include, admission.validation.include
+PIPELINE_CRD = """
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: pipelines.demo.orkestra.io}
+spec:
+  group: demo.orkestra.io
+  scope: Namespaced
+  names: {kind: Pipeline, plural: pipelines}
+  versions:
+    - name: v1alpha1
+      served: true
+      storage: true
+      subresources: {status: {}}
+      schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}
+"""
+PIPELINE = {
+    "include-katalog.yaml": """
+        apiVersion: orkestra.orkspace.io/v1
+        kind: Katalog
+        metadata:
+          name: pipeline-operator
+          author: orkspace
+          version: 0.1.0
+          description: state machine from include fragments
+        spec:
+          crds:
+            pipeline:
+              crdFile: ./crd.yaml
+              admission:
+                validation:
+                  include: ./include/admission.yaml
+              operatorBox:
+                reconcile:
+                  workers: 4
+                  resync: 10s
+                  queue:
+                    maxDepth: 1000
+                  imports:
+                    - motif: ./motif/resources.yaml
+                emit:
+                  status:
+                    include: ./include/status.yaml
+        """,
+    "crd.yaml": PIPELINE_CRD,
+    "include/admission.yaml": """
+        rules:
+          - field: spec.image
+            operator: exists
+            message: "spec.image is required"
+            action: deny
+        """,
+    "include/status.yaml": """
+        fields:
+          - path: phase
+            value: "Pending"
+            when:
+              - field: status.phase
+                operator: notExists
+          - path: image
+            value: "{{ .spec.image }}"
+        """,
+    "motif/resources.yaml": """
+        apiVersion: orkestra.orkspace.io/v1
+        kind: Motif
+        metadata: {name: pipeline-resources}
+        inputs: []
+        resources:
+          jobs:
+            - name: "{{ .metadata.name }}-build"
+              image: "{{ .spec.image }}"
+              command: ["sh", "-c", "echo build"]
+              when:
+                - field: status.phase
+                  operator: notExists
+              reconcile: false
+        """,
+    "cr.yaml": """
+        apiVersion: demo.orkestra.io/v1alpha1
+        kind: Pipeline
+        metadata: {name: build-and-test, namespace: default}
+        spec:
+          image: alpine:3.19
+        """,
+}
+
+
+def test_orkestras_include_katalog_example_renders_its_job_and_status(tmp_path: Path) -> None:
+    from datetime import UTC, datetime
+
+    from orksync.apply.status import desired_status
+    from orksync.render.engine import templates_for
+
+    write_repo(tmp_path, PIPELINE)
+    catalog = load_repository(tmp_path)
+    assert not catalog.errors, messages(catalog.errors)
+    assert sorted(w.split(": ", 2)[2].split(":")[0] for w in catalog.warnings) == [
+        "spec.crds.pipeline.operatorBox.reconcile.queue",
+        "spec.crds.pipeline.operatorBox.reconcile.resync",
+        "spec.crds.pipeline.operatorBox.reconcile.workers"]
+    rendered = render_catalog(catalog)
+    assert not rendered.errors, messages(rendered.errors)
+    assert "Job/default/build-and-test-build" in {str(o.ref) for o in rendered.objects}
+    (cr,) = catalog.crs
+    (katalog,) = catalog.katalogs
+    status = desired_status(cr.body, cr.entry, templates_for(katalog, lambda: datetime.now(UTC)),
+                            [], revision="abc", render_error=None, now=datetime.now(UTC))
+    assert status["phase"] == "Pending" and status["image"] == "alpine:3.19", status
+    # the included admission rule is enforced
+    write_repo(tmp_path, {"cr.yaml": PIPELINE["cr.yaml"].replace(
+        "image: alpine:3.19", "other: x")})
+    denied = render_catalog(load_repository(tmp_path))
+    assert [e for e in messages(denied.errors) if "spec.image is required" in e], \
+        messages(denied.errors)
