@@ -376,3 +376,66 @@ def test_orkestras_include_katalog_example_renders_its_job_and_status(tmp_path: 
     denied = render_catalog(load_repository(tmp_path))
     assert [e for e in messages(denied.errors) if "spec.image is required" in e], \
         messages(denied.errors)
+
+
+# --- step 3: include ------------------------------------------------------------------
+
+STATUS_INCLUDE = entry_with("", "        emit:\n          status: {include: ./parts/status.yaml}\n")
+
+
+def test_an_include_is_resolved_relative_to_the_file_that_holds_it(tmp_path: Path) -> None:
+    catalog = load(tmp_path, STATUS_INCLUDE, {
+        "op/parts/status.yaml": "include: ./more/base.yaml\nfields: [{path: b, value: '2'}]\n",
+        "op/parts/more/base.yaml": "fields: [{path: a, value: '1'}]\n"})
+    assert not catalog.errors, messages(catalog.errors)
+    (entry,) = catalog.entries()
+    assert entry.operator_box["status"] == {"fields": [{"path": "a", "value": "1"},
+                                                       {"path": "b", "value": "2"}]}
+
+
+@pytest.mark.parametrize(("files", "message"), [
+    ({"op/parts/status.yaml": "include: ../../../outside.yaml\nfields: []\n"},
+     "in op/parts/status.yaml: include '../../../outside.yaml' points outside the repository"),
+    ({"op/parts/status.yaml": "include: ./loop.yaml\nfields: []\n",
+      "op/parts/loop.yaml": "include: ./status.yaml\nfields: []\n"},
+     "in op/parts/status.yaml: in op/parts/loop.yaml: include cycle: op/katalog.yaml -> "
+     "op/parts/status.yaml -> op/parts/loop.yaml -> op/parts/status.yaml"),
+    ({"op/parts/status.yaml": "feilds: []\n"},
+     "include './parts/status.yaml': unknown field 'feilds' (did you mean 'fields'?)"),
+    ({}, "include './parts/status.yaml': file does not exist"),
+])
+def test_a_bad_include_is_an_error_naming_it(tmp_path: Path, files: dict[str, str],
+                                            message: str) -> None:
+    (tmp_path / "repo").mkdir()
+    (tmp_path / "outside.yaml").write_text("fields: []\n")
+    catalog = load(tmp_path / "repo", STATUS_INCLUDE, files)
+    (err,) = messages(catalog.errors)
+    assert err.startswith("op/katalog.yaml:11 Katalog/widgets spec.crds.widget.operatorBox."
+                          "emit.status.include: "), err
+    assert message in err, err
+    assert not catalog.crs
+
+
+def test_notes_in_orkestras_shape_with_include_are_the_katalogs_functions(
+        tmp_path: Path) -> None:
+    text = (HEAD + "notes:\n  include: ./notes.yaml\n  functions:\n"
+            "    - {name: greet, expression: 'hi {{ .metadata.name }}', description: d}\n"
+            + ENTRY.replace("data: {a: b}", "data: {a: '{{ greet }}', b: '{{ shout }}'}"))
+    catalog = load(tmp_path, text, {
+        "op/notes.yaml": "functions:\n  - {name: shout, expression: 'HEY'}\n"
+                         "  - {name: greet, expression: 'replaced'}\n"})
+    assert not catalog.errors, messages(catalog.errors)
+    assert not [w for w in catalog.warnings if "notes" in w], catalog.warnings
+    rendered = render_catalog(catalog)
+    (cm,) = [o for o in rendered.objects if str(o.ref) == "ConfigMap/default/a-cm"]
+    assert cm.body["data"] == {"a": "hi a", "b": "HEY"}
+
+
+def test_notes_as_a_plain_map_still_work_and_warn_that_they_are_not_portable(
+        tmp_path: Path) -> None:
+    text = HEAD + "notes: {greet: 'hi'}\n" + ENTRY
+    catalog = load(tmp_path, text)
+    assert not catalog.errors
+    assert [w for w in catalog.warnings if "notes" in w] == [
+        "op/katalog.yaml:4: Katalog/widgets: notes: not portable to Orkestra: notes as a map "
+        "of name to expression; Orkestra reads notes: {functions: [{name, expression}]}"]

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import copy
 import difflib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +30,7 @@ from orksync.errors import LoadError
 from orksync.katalog.keys import ADMISSION, OPERATOR_BOX, Key
 from orksync.yamlio import load_documents
 
-__all__ = ["Flattened", "flatten", "resolve_includes"]
+__all__ = ["Flattened", "flatten", "read_include", "resolve_includes"]
 
 Problem = tuple[list[str | int], str]  # (field path from the entry, message)
 
@@ -117,7 +117,7 @@ def resolve_includes(flat: Flattened, file: Path, root: Path) -> None:
         where = flat.written_at([*place, "include"])
         merged = dict(block)
         ref = merged.pop("include")
-        included, problem = _read_include(ref, file, root, content_key, [])
+        included, problem = read_include(ref, file, root, content_key)
         if problem:
             flat.problems.append((where, problem))
             continue
@@ -132,9 +132,10 @@ def resolve_includes(flat: Flattened, file: Path, root: Path) -> None:
         _put(flat.raw, place, merged, replace=True)
 
 
-def _read_include(ref: Any, file: Path, root: Path, content_key: str,
-                  chain: list[Path]) -> tuple[Any, str]:
-    """(the included content, "") or (None, the problem)."""
+def read_include(ref: Any, file: Path, root: Path, content_key: str,
+                 chain: Sequence[Path] = ()) -> tuple[Any, str]:
+    """The `content_key` value of the file `ref` names (relative to `file`), its own
+    include resolved: (the content, "") or (None, the problem)."""
     if not isinstance(ref, str) or not ref:
         return None, "include must be a file path (a string)"
     target = (file.parent / ref).resolve()
@@ -161,7 +162,7 @@ def _read_include(ref: Any, file: Path, root: Path, content_key: str,
                           f"{content_key}: (and optionally include:)")
     value = content.get(content_key)
     if "include" in content:
-        inner, problem = _read_include(content["include"], target, root, content_key, shown)
+        inner, problem = read_include(content["include"], target, root, content_key, shown)
         if problem:
             return None, f"in {_rel(target, root)}: {problem}"
         if isinstance(value, list) or value is None:

@@ -36,7 +36,7 @@ from orksync.errors import InputError, LoadError, printable
 from orksync.forked import fork_chunks_into
 from orksync.gcpause import gc_paused
 from orksync.katalog.keys import Finding, check
-from orksync.katalog.layout import flatten, resolve_includes
+from orksync.katalog.layout import flatten, read_include, resolve_includes
 from orksync.katalog.model import (
     KATALOG_API_VERSIONS,
     Catalog,
@@ -403,6 +403,12 @@ class _Loader:
             self.errors.append(self.error(doc, "notes must be a map of name to expression",
                                           ["notes"], obj))
             return {}
+        if _registry_shape(raw):
+            return self.note_functions(doc, obj, raw)
+        if raw:
+            self.warn(doc, obj, ["notes"], "not portable to Orkestra: notes as a map of "
+                      "name to expression; Orkestra reads notes: {functions: [{name, "
+                      "expression}]}")
         notes: dict[str, str] = {}
         for key, value in raw.items():
             expression = value.get("expression") if isinstance(value, dict) else value
@@ -416,6 +422,48 @@ class _Loader:
                     ["notes", key], obj))
             else:
                 notes[key] = expression
+        return notes
+
+    def note_functions(self, doc: Document, obj: str, raw: dict[str, Any]) -> dict[str, str]:
+        """Orkestra's notes: `{functions: [{name, expression, description, shadow}],
+        include: <file>}`; the included file's `functions:` come first, and a function
+        defined again later replaces the earlier one (the Katalog's own win)."""
+        functions: list[tuple[list[str | int], Any]] = []
+        if raw.get("include") is not None:
+            included, problem = read_include(raw["include"], doc.file, self.root,
+                                             "functions")
+            if problem:
+                self.errors.append(self.error(doc, problem, ["notes", "include"], obj))
+                return {}
+            functions.extend((["notes", "include"], f) for f in included or [])
+        own = raw.get("functions")
+        if own is not None and not isinstance(own, list):
+            self.errors.append(self.error(doc, f"must be a list, not {_type(own)}",
+                                          ["notes", "functions"], obj))
+            return {}
+        functions.extend((["notes", "functions", i], f) for i, f in enumerate(own or []))
+        notes: dict[str, str] = {}
+        for path, item in functions:
+            if not isinstance(item, dict):
+                self.errors.append(self.error(doc, "must be a map with name and expression",
+                                              path, obj))
+                continue
+            unknown = [k for k in item if k not in _NOTE_FUNCTION_KEYS]
+            name, expression = item.get("name"), item.get("expression")
+            if unknown:
+                self.errors.append(self.error(doc, f"unknown field {unknown[0]!r} of a note "
+                                              f"function (name, expression, description, "
+                                              "shadow)", [*path, str(unknown[0])], obj))
+            elif not isinstance(name, str) or not _NOTE_NAME.match(name):
+                self.errors.append(self.error(
+                    doc, f"note name {name!r} is not an identifier (letters, digits, '_')",
+                    [*path, "name"], obj))
+            elif not isinstance(expression, str):
+                self.errors.append(self.error(
+                    doc, f"must be a template expression (a string), not {_type(expression)}",
+                    [*path, "expression"], obj))
+            else:
+                notes[name] = expression
         return notes
 
     def crd_entry(self, doc: Document, katalog: str, key: str, raw: Any,
@@ -708,6 +756,17 @@ def _entry_type_problem(raw: dict[str, Any]) -> tuple[list[str | int], str] | No
         if value is not None and not isinstance(value, str):
             return ["apiTypes", str(key)], f"must be a string, not {_type(value)}"
     return None
+
+
+_NOTE_FUNCTION_KEYS = ("name", "expression", "description", "shadow")
+
+
+def _registry_shape(notes: dict[Any, Any]) -> bool:
+    """Orkestra's NoteRegistry (`functions:` list, `include:` file) rather than orksync's
+    map of name to expression (where a note named `functions` holds text)."""
+    return isinstance(notes.get("functions"), list) or (
+        "include" in notes and set(notes) <= {"include", "functions"}
+        and not isinstance(notes.get("functions"), str))
 
 
 def _get(node: Any, *path: str) -> Any:
