@@ -439,3 +439,83 @@ def test_notes_as_a_plain_map_still_work_and_warn_that_they_are_not_portable(
     assert [w for w in catalog.warnings if "notes" in w] == [
         "op/katalog.yaml:4: Katalog/widgets: notes: not portable to Orkestra: notes as a map "
         "of name to expression; Orkestra reads notes: {functions: [{name, expression}]}"]
+
+
+# --- step 4: selection ----------------------------------------------------------------
+
+def left_out(rendered: object) -> list[tuple[str, str]]:
+    return [(str(ref), why) for ref, why in rendered.skipped]  # type: ignore[attr-defined]
+
+
+SELECTED = {"apps/b.yaml": widget("b", "team-b").replace(
+    "metadata:\n", "metadata:\n  labels: {tier: gold}\n")}
+
+
+@pytest.mark.parametrize(("entry_level", "box_level", "kept", "reason"), [
+    ("      enabled: false\n", "", [],
+     "left out: Katalog widgets entry widget has enabled: false (op/katalog.yaml)"),
+    ("      namespace: team-b\n", "", ["b"],
+     "left out: Katalog widgets entry widget: namespace: team-b (the entry watches that "
+     "namespace only; this one is in default)"),
+    ("      labelSelector: {tier: gold}\n", "", ["b"],
+     "left out: Katalog widgets entry widget: labelSelector tier=gold does not match (the "
+     "custom resource has no tier)"),
+    ("      fieldSelector: {metadata.namespace: team-b}\n", "", ["b"],
+     "left out: Katalog widgets entry widget: fieldSelector metadata.namespace=team-b does "
+     "not match (the custom resource has metadata.namespace=default)"),
+    ("", "        preReconcile:\n          reconcileGate:\n            when:\n"
+         "              - {field: metadata.labels.tier, equals: gold}\n", ["b"],
+     "left out: preReconcile.reconcileGate does not pass (Orkestra does not reconcile it)"),
+    ("", "        preReconcile:\n          enqueueGate:\n            or:\n"
+         "              - {field: '{{ .metadata.namespace }}', equals: team-b}\n", ["b"],
+     "left out: preReconcile.enqueueGate does not pass (Orkestra does not reconcile it)"),
+])
+def test_custom_resources_orkestra_would_not_reconcile_are_left_out_and_named(
+        tmp_path: Path, entry_level: str, box_level: str, kept: list[str],
+        reason: str) -> None:
+    catalog = load(tmp_path, entry_with(entry_level, box_level), SELECTED)
+    assert not catalog.errors, messages(catalog.errors)
+    rendered = render_catalog(catalog)
+    assert not rendered.errors, messages(rendered.errors)
+    names = {o.ref.name for o in rendered.objects if o.ref.kind == "ConfigMap"}
+    assert names == {f"{n}-cm" for n in kept}
+    gone = sorted({"a", "b"} - set(kept))
+    assert left_out(rendered) == [
+        (f"Widget.test.orksync.io/{'default' if n == 'a' else 'team-b'}/{n}", reason)
+        for n in gone]
+    # a line per custom resource left out, naming its file and line (orksync validate)
+    if "preReconcile" not in reason:
+        lines = [w for w in rendered.warnings if "left out" in w]
+        assert len(lines) == len(gone), rendered.warnings
+        assert lines[0].startswith("apps/a.yaml:1: Widget.test.orksync.io/default/a: left "
+                                   "out (not rendered, not pruned): "), lines
+
+
+def test_validate_names_each_custom_resource_left_out(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    write_repo(tmp_path, {"op/katalog.yaml": entry_with("      labelSelector: {tier: gold}\n"),
+                          "op/crd.yaml": CRD, "apps/a.yaml": widget("a"), **SELECTED})
+    done = subprocess.run([sys.executable, "-m", "orksync", "validate", str(tmp_path)],
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert ("apps/a.yaml:1: Widget.test.orksync.io/default/a: left out (not rendered, not "
+            "pruned): Katalog widgets entry widget: labelSelector tier=gold does not match "
+            "(the custom resource has no tier)") in done.stderr, done.stderr
+
+
+def test_a_left_out_custom_resource_and_its_children_are_not_pruned(tmp_path: Path) -> None:
+    from orksync.apply.inventory import Inventory, InventoryEntry, plan_prune
+    from orksync.model import ChangeSet
+
+    # rendered (and recorded) while the entry reconciled it; then a selector leaves it out
+    before = render_catalog(load(tmp_path, entry_with()))
+    old = Inventory.of([InventoryEntry(ref=o.ref, owner=o.owner) for o in before.objects])
+    assert "ConfigMap/default/a-cm" in {str(e.ref) for e in old.entries}
+    after = render_catalog(load(tmp_path, entry_with("      labelSelector: {tier: gold}\n")))
+    assert not after.errors
+    plan = plan_prune(old, after, ChangeSet())
+    assert not [str(e.ref) for e in plan.delete if "/a" in str(e.ref)], plan.delete
+    assert [r for r in plan.refused if r.startswith("ConfigMap/default/a-cm: not pruned: "
+                                                    "left out: ")], plan.refused
