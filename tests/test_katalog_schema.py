@@ -105,7 +105,6 @@ def test_a_deliberately_unimplemented_key_is_one_warning_naming_file_line_and_wh
     ("reconcile: {remote: {endpoint: 'http://x'}}", "operatorBox.reconcile.remote",
      "HTTP call"),
     ("reconciler: {default: false}", "operatorBox.reconciler.default", "custom reconciler"),
-    ("default: false", "operatorBox.default", "custom reconciler"),
     ("reconcile: {default: false}", "operatorBox.reconcile.default", "custom reconciler"),
 ])
 def test_what_needs_go_code_or_the_network_is_refused_saying_so(
@@ -519,3 +518,16 @@ def test_a_left_out_custom_resource_and_its_children_are_not_pruned(tmp_path: Pa
     assert not [str(e.ref) for e in plan.delete if "/a" in str(e.ref)], plan.delete
     assert [r for r in plan.refused if r.startswith("ConfigMap/default/a-cm: not pruned: "
                                                     "left out: ")], plan.refused
+
+
+# --- step 5: the doc is the table ------------------------------------------------------
+
+def test_the_schema_doc_is_the_table() -> None:
+    from orksync.katalog.keys import docs_markdown
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "katalog-schema.md").read_text()
+    start = "<!-- generated from orksync.katalog.keys: do not edit by hand -->\n"
+    generated = doc[doc.index(start) + len(start):doc.index("<!-- end of generated table")]
+    assert generated == docs_markdown()
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    assert "(docs/katalog-schema.md)" in readme

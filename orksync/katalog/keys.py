@@ -29,7 +29,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["KATALOG", "Finding", "Key", "check", "docs_table"]
+__all__ = ["KATALOG", "Finding", "Key", "check", "docs_markdown", "docs_table"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,7 +115,9 @@ _RECONCILER: dict[str, Key] = {
 _STATUS = acts("status fields written to the custom resource's /status "
                "(orksync.apply.status)", {
                    "fields": acts("the status fields"), "include": acts(_INCLUDE),
-                   "conditions": warns("the Ready condition is not written by orksync"),
+                   "conditions": warns("orksync always writes its own conditions "
+                                       "(orksync.apply.status); turning them off is not "
+                                       "supported"),
                })
 _OBSERVE_WATCH = warns("watches only trigger reconciles; orksync renders every custom "
                        "resource at every sync")
@@ -178,8 +180,8 @@ _GROUPS: dict[str, Key] = {
 OPERATOR_BOX = acts("what the custom resources render and how", {
     "onCreate": _BLOCK, "onReconcile": _BLOCK, "onDelete": _BLOCK,
     "reconciler": acts("which reconciler runs", _RECONCILER),
-    "default": acts("reconciler.default under its legacy place (before the reconciler "
-                    "block): true (or absent) renders the templates, false is refused"),
+    "default": info("the legacy (v0.7.6 and before) switch for declarative templates; "
+                    "ignored by Orkestra now, and by orksync"),
     "preReconcile": _PRE_RECONCILE,
     "status": _STATUS,
     "cross": _CROSS,
@@ -220,7 +222,16 @@ CRD_ENTRY = acts("one custom resource kind and what its instances render", {
     "enabled": acts("false: the entry is skipped and its custom resources are left out"),
     "mode": warns("orksync reads every custom resource as plain YAML (Orkestra's dynamic "
                   "mode); typed mode needs Go types"),
-    "apiTypes": acts("group, version, kind, plural of the custom resources"),
+    "apiTypes": acts("the custom resources' API type", {
+        "group": acts("API group"), "version": acts("API version"), "kind": acts("kind"),
+        "plural": acts("plural (the resource name)"),
+        "apiPath": info("/apis or /api; orksync finds the path by discovery"),
+        "location": warns("typed mode (compiled Go types); orksync reads custom resources "
+                          "as plain YAML"),
+        "object": warns("typed mode (compiled Go types)"),
+        "objectList": warns("typed mode (compiled Go types)"),
+        "alias": warns("typed mode (compiled Go types)"),
+    }),
     "crdFile": acts("the CustomResourceDefinition loaded from this file"),
     "crFiles": acts("custom resources loaded from these files"),
     "setup": warns("prerequisites applied by `ork run` in development; keep them in the "
@@ -371,3 +382,11 @@ def docs_table(schema: Key = KATALOG, prefix: str = "") -> list[tuple[str, str, 
         rows.extend(docs_table(key, path))
     return rows
 
+
+
+def docs_markdown() -> str:
+    """The table of docs/katalog-schema.md, between its generated-section markers."""
+    lines = ["| key | orksync | what orksync does, or why not |", "|---|---|---|"]
+    for path, label, detail in docs_table():
+        lines.append(f"| `{path}` | {label} | {detail.replace('|', '/')} |")
+    return "\n".join(lines) + "\n"

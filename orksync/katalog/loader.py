@@ -483,14 +483,12 @@ class _Loader:
         wrong = _entry_type_problem(raw)
         if wrong:
             raise self.error(doc, wrong[1], [*fpath, *flat.written_at(wrong[0])], obj)
-        places: list[list[str | int]] = [["operatorBox", "reconciler", "default"],
-                                         ["operatorBox", "default"]]
-        for place in places:
-            if _get(raw, *map(str, place)) is False:
-                raise self.error(doc, "default: false runs a custom reconciler (Go code "
-                                 "compiled into an Orkestra operator); orksync renders the "
-                                 "declarative templates only: not supported",
-                                 [*fpath, *flat.written_at(place)], obj)
+        if _get(raw, "operatorBox", "reconciler", "default") is False:
+            raise self.error(doc, "default: false runs a custom reconciler (Go code "
+                             "compiled into an Orkestra operator); orksync renders the "
+                             "declarative templates only: not supported",
+                             [*fpath, *flat.written_at(["operatorBox", "reconciler",
+                                                        "default"])], obj)
         selection = _selection(raw)
         if isinstance(selection, tuple):
             raise self.error(doc, selection[1], [*fpath, *selection[0]], obj)
