@@ -131,7 +131,20 @@ _FINALIZERS = warns("orksync holds every custom resource with its own finalizer 
 _AUTOSCALE_RUNTIME = warns("scales Orkestra's workers; workload autoscale: is a resource "
                            "field and is acted on")
 _ROLLBACK = warns("marked in development in Orkestra; orksync applies what Git holds")
-_DELETION_PROTECTION = warns("Orkestra's deletion-protection webhook; orksync serves none")
+_DELETION_PROTECTION = acts(
+    "the entry's override of the Katalog's deletion protection", {
+        "protectCRD": acts("false: the entry's CRD is not protected"),
+        "protectCRs": warns("orksync never deletes a custom resource labelled "
+                            "orkestra.io/deletion-protection=true, whatever this says"),
+    })
+_KATALOG_DELETION_PROTECTION = acts(
+    "the Katalog's CRDs are labelled orkestra.io/deletion-protection=true when applied, "
+    "and orksync's prune and teardown never delete an object (CRD or custom resource) "
+    "that carries the label; the refusal is reported. Orkestra's webhook, which refuses "
+    "deletes by anyone, is not served", {
+        "enabled": acts("false: no protection (the label is removed at the next sync)"),
+        "serviceName": warns(_WEBHOOK), "failurePolicy": warns(_WEBHOOK),
+        "cleanupOnShutdown": warns(_WEBHOOK)})
 _NS = acts("the namespace guard (orksync.katalog.tenancy, orksync.render.guard)")
 _IMPORTS = acts("motif imports merged into the entry (orksync.katalog.motifs)")
 _IGNORE_STATUS = warns("orksync writes /status only for declared status fields")
@@ -150,8 +163,8 @@ _GROUPS: dict[str, Key] = {
         "restrictedNamespaces": acts(_NS.what, moves_to=("restrictedNamespaces",)),
         "finalizers": warns(_FINALIZERS.what, moves_to=("operatorBox", "finalizers")),
         "removeFinalizers": warns(_RUNTIME_ONLY, moves_to=("removeFinalizers",)),
-        "deletionProtection": warns(_DELETION_PROTECTION.what,
-                                    moves_to=("deletionProtection",)),
+        "deletionProtection": acts(_DELETION_PROTECTION.what, _DELETION_PROTECTION.children,
+                                   moves_to=("deletionProtection",)),
         "ignoreStatusPatch": warns(_IGNORE_STATUS.what, moves_to=("ignoreStatusPatch",)),
         "ignoreObservedGeneration": warns(_RUNTIME_ONLY,
                                           moves_to=("ignoreObservedGeneration",)),
@@ -298,7 +311,7 @@ KATALOG = acts("a Katalog document", {
                              "enforces the guard when rendering regardless"),
             "serviceName": warns(_WEBHOOK), "failurePolicy": warns(_WEBHOOK),
         }),
-        "deletionProtection": _DELETION_PROTECTION,
+        "deletionProtection": _KATALOG_DELETION_PROTECTION,
         "webhooks": warns(_WEBHOOK),
         "conversion": _CONVERSION,
         "rbac": warns("Orkestra's own RBAC at start-up; orksync's permissions are its "

@@ -25,6 +25,7 @@ Decisions (the Orkestra spec is silent on them):
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import re
@@ -214,6 +215,9 @@ class _Loader:
         self.failed += len(katalog_docs) - len(katalogs)
         # Files named by crdFile / crFiles outside the walked tree are loaded too.
         crs = self.custom_resources(other, katalogs, crds)
+        protected = {e.crd_name for k in katalogs for e in k.crds if e.protect_crd}
+        crds = [dataclasses.replace(m, deletion_protected=True) if m.name in protected
+                else m for m in crds]
         return Catalog(root=self.root, katalogs=tuple(katalogs), crds=tuple(crds),
                        crs=tuple(crs), errors=tuple(self.errors),
                        warnings=tuple(self.warnings), left_out=tuple(self.left_out))
@@ -544,7 +548,8 @@ class _Loader:
                         version=version, kind=kind, plural=plural, namespaced=namespaced,
                         operator_box=box, raw=raw,
                         crd_name=manifest.name if manifest else f"{plural}.{group}",
-                        tenancy=tenancy, selection=selection)
+                        tenancy=tenancy, selection=selection,
+                        protect_crd=_protects_crd(doc.content, raw))
 
     def linked_file(self, doc: Document, rel: str, fpath: list[str | int], obj: str, *,
                     required: bool) -> Path | None:
@@ -757,6 +762,18 @@ def _entry_type_problem(raw: dict[str, Any]) -> tuple[list[str | int], str] | No
 
 
 _NOTE_FUNCTION_KEYS = ("name", "expression", "description", "shadow")
+
+
+def _protects_crd(katalog: dict[str, Any], entry: dict[str, Any]) -> bool:
+    """Orkestra's deletion protection of the entry's CRD: the Katalog's
+    security.deletionProtection is declared and not `enabled: false`, and the entry's
+    deletionProtection (flat, or runtime.deletionProtection) does not say protectCRD:
+    false."""
+    block = _get(katalog, "security", "deletionProtection")
+    if not isinstance(block, dict) or block.get("enabled") is False:
+        return False
+    override = entry.get("deletionProtection")
+    return not (isinstance(override, dict) and override.get("protectCRD") is False)
 
 
 def _registry_shape(notes: dict[Any, Any]) -> bool:

@@ -10,6 +10,11 @@ from orksync.katalog.tenancy import Tenancy
 from orksync.model import ObjRef
 
 KATALOG_API_VERSIONS = ("orkestra.orkspace.io/v1", "orkestra.konductor.io/v1Alpha")
+# Orkestra's deletion protection: an object labelled so is never deleted by orksync's
+# prune or teardown. orksync puts it on the CRDs of a Katalog with
+# security.deletionProtection (unless the entry says protectCRD: false); custom
+# resources carry it when their authors label them, as in Orkestra.
+DELETION_PROTECTION_LABEL = "orkestra.io/deletion-protection"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -53,6 +58,7 @@ class CrdEntry:
     # the namespace guard (both levels merged) and the cluster-scoped kinds allowed
     tenancy: Tenancy = field(default_factory=Tenancy)
     selection: Selection = field(default_factory=Selection)
+    protect_crd: bool = False  # deletionProtection: its CRD is never pruned
 
     @property
     def api_version(self) -> str:
@@ -91,6 +97,7 @@ class CrdManifest:
     plural: str
     namespaced: bool
     storage_version: str
+    deletion_protected: bool = False  # labelled DELETION_PROTECTION_LABEL when applied
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

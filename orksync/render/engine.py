@@ -18,7 +18,12 @@ from typing import TypeAlias
 
 from orksync.errors import ClusterError, InputError, RenderError
 from orksync.gcpause import gc_paused
-from orksync.katalog.model import Catalog, CrdManifest, CustomResource
+from orksync.katalog.model import (
+    DELETION_PROTECTION_LABEL,
+    Catalog,
+    CrdManifest,
+    CustomResource,
+)
 from orksync.model import ObjRef, Origin, RenderedObject, RenderedSet, WritePolicy, copy_tree
 from orksync.render.children import LiveView
 from orksync.render.conditions import evaluate_conditions
@@ -195,6 +200,10 @@ def crd_object(m: CrdManifest) -> RenderedObject:
     body = {k: v for k, v in m.body.items() if k != "status"}
     body["metadata"] = {k: v for k, v in (m.body.get("metadata") or {}).items()
                         if k in ("name", "labels", "annotations")}
+    if m.deletion_protected:  # read back by the prune, which never deletes it
+        labels = body["metadata"].get("labels")
+        body["metadata"]["labels"] = {**(labels if isinstance(labels, Mapping) else {}),
+                                      DELETION_PROTECTION_LABEL: "true"}
     return RenderedObject(ref=ObjRef.of(body), body=body, policy=WritePolicy.APPLY,
                           origin=Origin(file=m.source.file), stage=STAGE_CRD)
 
