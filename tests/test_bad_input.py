@@ -128,7 +128,8 @@ CASES = [
          "must be true or false, not a string", WIDGETS),
     Case("note-not-text", edit(KATALOG, "    expression: '{{ eq .spec.tier \"prod\" }}'",
                                "    expression: [1]"),
-         KATALOG, "Katalog/widgets", "notes.isProd", "must be a template expression", WIDGETS),
+         KATALOG, "Katalog/widgets", "notes.functions[1].expression",
+         "must be a template expression", WIDGETS),
     Case("entry-field-wrong-type", edit(KATALOG, 'replicas: "{{ default .spec.replicas 1 }}"',
                                         "replicas: {many: true}"),
          KATALOG, "Widget.test.orksync.io/team-a/shop",
@@ -171,9 +172,9 @@ CASES = [
                                'tier: "' + "{{ .spec.tier }}" * 6000 + '"'),
          KATALOG, "Katalog/widgets", "onReconcile.configMaps[0].data.tier",
          "template has more than 5000 actions", WIDGETS),
-    Case("too-many-template-actions", edit(KATALOG, "notes:\n", "notes:\n" + "".join(
-        f"  big{i}: '{{{{ .metadata.name }}}}{'{{ .metadata.name }}' * 4500}'\n"
-        for i in range(5))),
+    Case("too-many-template-actions", edit(KATALOG, "  functions:\n", "  functions:\n" + "".join(
+        f"    - {{name: big{i}, expression: '{{{{ .metadata.name }}}}"
+        f"{'{{ .metadata.name }}' * 4500}'}}\n" for i in range(5))),
          KATALOG, "Katalog/widgets", "spec.crds.widget", "more than 20000", WIDGETS),
     Case("template-fails-for-one-cr", {"apps/bad.yaml": widget("bad", "regions: 7")},
          KATALOG, "Widget.test.orksync.io/team-a/bad",

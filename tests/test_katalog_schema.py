@@ -186,6 +186,38 @@ LAYOUTS = [
     ("reconcile.workers (warned)",
      ("", "        reconciler: {workers: 2}\n"),
      ("", "        reconcile: {workers: 2}\n")),
+    ("admission.conversion (warned)",
+     ("      conversion: {paths: []}\n", ""),
+     ("      admission: {conversion: {paths: []}}\n", "")),
+    ("admission.webhooks (warned)",
+     ("      webhooks: {validation: false}\n", ""),
+     ("      admission: {webhooks: {validation: false}}\n", "")),
+    ("observe.watch (warned)",
+     ("", "        observe: {watch: [{kind: ConfigMap}]}\n"),
+     ("", "        observe: {watch: [{kind: ConfigMap}]}\n")),
+    ("runtime.deletionProtection",
+     ("      deletionProtection: {protectCRD: false}\n", ""),
+     ("", "        runtime: {deletionProtection: {protectCRD: false}}\n")),
+    ("runtime.ignoreStatusPatch (warned)",
+     ("      ignoreStatusPatch: true\n", ""),
+     ("", "        runtime: {ignoreStatusPatch: true}\n")),
+    ("runtime.removeFinalizers (warned)",
+     ("      removeFinalizers: true\n", ""),
+     ("", "        runtime: {removeFinalizers: true}\n")),
+    ("runtime.autoscale (warned)",
+     ("", "        autoscale: {min: 1}\n"),
+     ("", "        runtime: {autoscale: {min: 1}}\n")),
+    ("runtime.rollback (warned)",
+     ("", "        rollback: {trigger: {}}\n"),
+     ("", "        runtime: {rollback: {trigger: {}}}\n")),
+    ("reconcile.resync, queue, requeue, profile (warned)",
+     ("", "        reconciler: {resync: 1m, queue: {maxDepth: 5}, requeue: {after: 1m},"
+          " profile: conservative}\n"),
+     ("", "        reconcile: {resync: 1m, queue: {maxDepth: 5}, requeue: {after: 1m},"
+          " profile: conservative}\n")),
+    ("reconcile.include",
+     ("", "        reconciler: {include: ./reconciler.yaml}\n"),
+     ("", "        reconcile: {include: ./reconciler.yaml}\n")),
     ("preReconcile (same place)",
      ("", "        preReconcile: {reconcileGate: {when: [{field: spec.tier, operator: "
           "notExists}]}}\n"),
@@ -201,7 +233,7 @@ def _strip_lines(warnings: tuple[str, ...]) -> list[str]:
     for w in warnings:
         rest = w.split(": ", 1)[1]
         for word in ("operatorBox.runtime.", "operatorBox.reconcile.", "operatorBox.",
-                     "reconciler."):
+                     "reconciler.", "admission."):
             rest = rest.replace(word, "")
         out.append(rest)
     return sorted(out)
@@ -213,7 +245,8 @@ def test_the_grouped_layout_loads_and_renders_like_the_flat_one(
     results = []
     for name, (entry_level, box_level) in (("flat", flat), ("grouped", grouped)):
         root = tmp_path / name
-        catalog = load(root, entry_with(entry_level, box_level), {"op/motif.yaml": MOTIF})
+        catalog = load(root, entry_with(entry_level, box_level), {
+            "op/motif.yaml": MOTIF, "op/reconciler.yaml": "reconciler: {workers: 3}\n"})
         assert not catalog.errors, messages(catalog.errors)
         (entry,) = catalog.entries()
         rendered = render_catalog(catalog)
@@ -531,3 +564,16 @@ def test_the_schema_doc_is_the_table() -> None:
     assert generated == docs_markdown()
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     assert "(docs/katalog-schema.md)" in readme
+
+
+def test_any_of_warns_that_the_katalog_is_not_portable_and_still_works(tmp_path: Path) -> None:
+    text = entry_with("", "").replace(
+        "data: {a: b}", "data: {a: b}\n              anyOf: [{field: metadata.name, "
+        "equals: a}]")
+    catalog = load(tmp_path, text)
+    assert not catalog.errors, messages(catalog.errors)
+    assert [w for w in catalog.warnings if "anyOf" in w] == [
+        "op/katalog.yaml:14: Katalog/widgets: spec.crds.widget.operatorBox.onCreate."
+        "configMaps[0].anyOf: not portable to Orkestra: anyOf was renamed or in v0.7.16, "
+        "and Orkestra refuses the old name"]
+    assert "ConfigMap/default/a-cm" in {str(o.ref) for o in render_catalog(catalog).objects}

@@ -154,8 +154,7 @@ _IGNORE_GENERATION = warns(_RUNTIME_ONLY)
 _GROUPS: dict[str, Key] = {
     "observe": acts("group (v0.7.18): cross, watch, events", {
         "cross": acts(_CROSS.what, moves_to=("operatorBox", "cross")),
-        "watch": warns(_OBSERVE_WATCH.what, moves_to=("operatorBox", "observe", "watch")),
-        "events": warns(_OBSERVE_EVENTS.what, moves_to=("operatorBox", "observe", "events")),
+        "watch": _OBSERVE_WATCH, "events": _OBSERVE_EVENTS,  # the same place when flat
         "include": acts(_INCLUDE),
     }),
     "runtime": acts("group (v0.7.18): the operator box as a long-lived entity", {
@@ -176,8 +175,7 @@ _GROUPS: dict[str, Key] = {
     }),
     "reconcile": acts("group (v0.7.18): which reconciler runs and its tuning", {
         **{k: Key(v.does, v.what, v.children, v.each, ("operatorBox", "reconciler", k))
-           for k, v in _RECONCILER.items() if k != "include"},
-        "include": acts(_INCLUDE),
+           for k, v in _RECONCILER.items()},
         "remote": refused(_NETWORK),
         "imports": acts(_IMPORTS.what, moves_to=("imports",)),
         "normalize": acts(_NORMALIZE.what, moves_to=("normalize",)),

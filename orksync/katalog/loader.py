@@ -26,10 +26,11 @@ Decisions (the Orkestra spec is silent on them):
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import logging
 import os
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -433,6 +434,14 @@ class _Loader:
         include: <file>}`; the included file's `functions:` come first, and a function
         defined again later replaces the earlier one (the Katalog's own win)."""
         functions: list[tuple[list[str | int], Any]] = []
+        for key in raw:
+            if key not in ("functions", "include"):
+                near = difflib.get_close_matches(str(key), ["functions", "include"], n=1)
+                hint = f" (did you mean {near[0]!r}?)" if near else ""
+                self.errors.append(self.error(
+                    doc, f"unknown field {key!r}{hint}: notes in Orkestra's shape hold "
+                    "functions: and include: only", ["notes", str(key)], obj))
+                return {}
         if raw.get("include") is not None:
             included, problem = read_include(raw["include"], doc.file, self.root,
                                              "functions")
@@ -493,6 +502,9 @@ class _Loader:
                              "declarative templates only: not supported",
                              [*fpath, *flat.written_at(["operatorBox", "reconciler",
                                                         "default"])], obj)
+        for path in _any_of(raw, []):
+            self.warn(doc, obj, [*fpath, *flat.written_at(path)], "not portable to Orkestra: "
+                      "anyOf was renamed or in v0.7.16, and Orkestra refuses the old name")
         selection = _selection(raw)
         if isinstance(selection, tuple):
             raise self.error(doc, selection[1], [*fpath, *selection[0]], obj)
@@ -774,6 +786,20 @@ def _protects_crd(katalog: dict[str, Any], entry: dict[str, Any]) -> bool:
         return False
     override = entry.get("deletionProtection")
     return not (isinstance(override, dict) and override.get("protectCRD") is False)
+
+
+def _any_of(node: Any, path: list[str | int]) -> Iterator[list[str | int]]:
+    """The paths of the `anyOf` condition lists of an entry (the preReconcile gates'
+    are the schema table's)."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == "anyOf" and isinstance(value, list):
+                yield [*path, key]
+            elif path != ["operatorBox"] or key != "preReconcile":
+                yield from _any_of(value, [*path, str(key)])
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            yield from _any_of(value, [*path, i])
 
 
 def _registry_shape(notes: dict[Any, Any]) -> bool:
