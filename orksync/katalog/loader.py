@@ -18,6 +18,15 @@ Decisions (the Orkestra spec is silent on them):
   apiTypes values strings; group, version, kind and plural valid Kubernetes names, since
   they name files of the rendered directory. A CRD must be named `<plural>.<group>`.
 * A Katalog whose own `notes` are broken is not loaded (its templates call them).
+* Every key is checked against the schema table (orksync.katalog.keys): an unknown or
+  refused key fails its CRD entry (or, outside `spec.crds`, the Katalog); a key orksync
+  deliberately does not act on warns once. An entry in Orkestra's grouped layout is
+  brought to the flat one and its includes resolved (orksync.katalog.layout) before
+  anything reads it.
+* Custom resources Orkestra would not reconcile (a disabled entry, `namespace`,
+  `labelSelector`, `fieldSelector`) are left out: `Catalog.left_out`, one warning each;
+  the render neither renders nor prunes them (the preReconcile gates are the render's,
+  orksync.render.engine.gate_refusal). A Komposer is not read (a warning says so).
 * A custom resource left out because of another error says "reported above": a warning
   when its Katalog entry did not load, an error when the entry loaded but is broken
   (orksync.render.engine), so that its status can say why.
@@ -205,6 +214,13 @@ class _Loader:
             if api in KATALOG_API_VERSIONS and kind == "Katalog":
                 katalog_docs.append(doc)
             elif api in KATALOG_API_VERSIONS and kind in (*IGNORED_ORKESTRA_KINDS, "Motif"):
+                if kind == "Komposer":
+                    self.warnings.append(
+                        f"{self.rel(doc.file)}:{locate(doc.file, doc.index, []) or 1}: "
+                        f"{document_identity(c)}: not read: a Komposer merges Katalogs "
+                        "(files, helm, registries) with its own spec.crds overrides; "
+                        "orksync reads the Katalogs of the repository as they are, so "
+                        "those overrides are not applied")
                 continue
             elif api == "apiextensions.k8s.io/v1" and kind == "CustomResourceDefinition":
                 crd_docs.append(doc)
