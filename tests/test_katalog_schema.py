@@ -594,3 +594,14 @@ def test_a_komposer_is_not_read_and_says_so(tmp_path: Path) -> None:
         "helm, registries) with its own spec.crds overrides; orksync reads the Katalogs of "
         "the repository as they are, so those overrides are not applied",)
     assert [cr.ref.name for cr in catalog.crs] == ["a"]
+
+
+def test_a_problem_of_a_grouped_setting_is_named_where_it_is_written(tmp_path: Path) -> None:
+    catalog = load(tmp_path, entry_with(
+        "      admission:\n        validation:\n          rules:\n"
+        "            - {field: spec.x, operator: sameAs, action: deny}\n"))
+    assert not catalog.errors
+    rendered = render_catalog(catalog)
+    first = messages(rendered.errors)[0]
+    assert first.startswith("op/katalog.yaml:12 Katalog/widgets spec.crds.widget.admission."
+                            "validation.rules[0]"), first

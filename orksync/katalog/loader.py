@@ -577,7 +577,8 @@ class _Loader:
                         operator_box=box, raw=raw,
                         crd_name=manifest.name if manifest else f"{plural}.{group}",
                         tenancy=tenancy, selection=selection,
-                        protect_crd=_protects_crd(doc.content, raw))
+                        protect_crd=_protects_crd(doc.content, raw),
+                        moved=tuple(flat.moved.items()))
 
     def linked_file(self, doc: Document, rel: str, fpath: list[str | int], obj: str, *,
                     required: bool) -> Path | None:

@@ -59,6 +59,9 @@ class CrdEntry:
     tenancy: Tenancy = field(default_factory=Tenancy)
     selection: Selection = field(default_factory=Selection)
     protect_crd: bool = False  # deletionProtection: its CRD is never pruned
+    # settings moved from Orkestra's grouped layout: (flat path, path as written), both
+    # relative to the entry (orksync.katalog.layout)
+    moved: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = ()
 
     @property
     def api_version(self) -> str:
@@ -67,6 +70,14 @@ class CrdEntry:
     @property
     def path(self) -> str:
         return f"spec.crds.{self.key}"
+
+    def written_at(self, path: list[str | int]) -> list[str | int]:
+        """An entry-relative field path as written in the Katalog file: its grouped
+        spelling when the setting was written in the grouped layout."""
+        for flat, grouped in self.moved:
+            if tuple(path[:len(flat)]) == flat:
+                return [*grouped, *path[len(flat):]]
+        return path
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
