@@ -670,7 +670,7 @@ class _Loader:
         """A custom resource Orkestra would not reconcile: not rendered, not pruned, one
         warning line (`orksync validate` shows it)."""
         self.left_out.append((ref, f"left out: {reason}"))
-        line = locate(doc.file, doc.index, [])
+        line = _first_line(doc.file) if doc.index == 0 else locate(doc.file, doc.index, [])
         where = f"{self.rel(doc.file)}:{line}" if line else self.rel(doc.file)
         self.warnings.append(f"{where}: {ref}: left out (not rendered, not pruned): {reason}")
 
@@ -803,6 +803,21 @@ def _protects_crd(katalog: dict[str, Any], entry: dict[str, Any]) -> bool:
         return False
     override = entry.get("deletionProtection")
     return not (isinstance(override, dict) and override.get("protectCRD") is False)
+
+
+def _first_line(path: Path) -> int | None:
+    """The line where a file's first document starts (past comments, directives and
+    `---`): the line of a custom resource alone in its file, found without the
+    round-trip parse of the whole file that `locate` needs."""
+    try:
+        with path.open(encoding="utf-8") as f:
+            for number, text in enumerate(f, 1):
+                stripped = text.strip()
+                if stripped and not stripped.startswith(("#", "%", "---")):
+                    return number
+    except (OSError, UnicodeDecodeError):
+        pass
+    return None
 
 
 def _any_of(node: Any, path: list[str | int]) -> Iterator[list[str | int]]:
