@@ -69,15 +69,18 @@ _GO = "needs Go code compiled into an Orkestra operator; orksync renders templat
 _NETWORK = "needs an HTTP call while reconciling; a render is offline and repeatable"
 _WEBHOOK = "an admission webhook served by Orkestra; orksync serves none (orksync applies " \
     "what the render checked)"
-_INCLUDE = "read from the named file (relative to this one, inside the repository) and " \
-    "merged before this block, as Orkestra does"
+_INCLUDE = "the named file (relative to the file holding the include, inside the " \
+    "repository) merged with this block as Orkestra merges it (docs/katalog-schema.md)"
 
-_RULES = acts("admission rules checked when rendering (orksync.render.prepare)",
-              {"rules": acts("the rules"), "include": acts(_INCLUDE),
-               "mutateFirst": acts("mutation runs before validation unless false"),
-               "external": refused(_NETWORK)})
-_VALIDATION = _RULES
-_MUTATION = _RULES
+_VALIDATION = acts("rules checked on each custom resource before it renders; deny stops "
+                   "it, warn warns (orksync.render.prepare)",
+                   {"rules": acts("the rules"), "include": acts(_INCLUDE),
+                    "external": refused(_NETWORK)})
+_MUTATION = acts("rules that set defaults and overrides in the custom resource's data "
+                 "before it renders (orksync.render.prepare)",
+                 {"rules": acts("the rules"), "include": acts(_INCLUDE),
+                  "mutateFirst": acts("false: validation runs before mutation"),
+                  "external": refused(_NETWORK)})
 _NORMALIZE = acts("spec values normalised before rendering (orksync.render.prepare)",
                   {"spec": acts("the normalised fields")})
 _CONVERSION = warns("conversion between CRD versions is served by Orkestra's conversion "
@@ -147,7 +150,9 @@ _KATALOG_DELETION_PROTECTION = acts(
         "cleanupOnShutdown": warns(_WEBHOOK)})
 _NS = acts("the namespace guard (orksync.katalog.tenancy, orksync.render.guard)")
 _IMPORTS = acts("motif imports merged into the entry (orksync.katalog.motifs)")
-_IGNORE_STATUS = warns("orksync writes /status only for declared status fields")
+_IGNORE_STATUS = warns("orksync writes the status of every custom resource it renders "
+                       "(its conditions and the declared fields); turning that off is not "
+                       "supported")
 _IGNORE_GENERATION = warns(_RUNTIME_ONLY)
 
 # The grouped layout of v0.7.18: each key names its place in the flat layout.
