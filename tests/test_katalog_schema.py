@@ -198,7 +198,7 @@ LAYOUTS = [
     ("runtime.deletionProtection",
      ("      deletionProtection: {protectCRD: false}\n", ""),
      ("", "        runtime: {deletionProtection: {protectCRD: false}}\n")),
-    ("runtime.ignoreStatusPatch (warned)",
+    ("runtime.ignoreStatusPatch",
      ("      ignoreStatusPatch: true\n", ""),
      ("", "        runtime: {ignoreStatusPatch: true}\n")),
     ("runtime.removeFinalizers (warned)",

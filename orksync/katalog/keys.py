@@ -150,9 +150,8 @@ _KATALOG_DELETION_PROTECTION = acts(
         "cleanupOnShutdown": warns(_WEBHOOK)})
 _NS = acts("the namespace guard (orksync.katalog.tenancy, orksync.render.guard)")
 _IMPORTS = acts("motif imports merged into the entry (orksync.katalog.motifs)")
-_IGNORE_STATUS = warns("orksync writes the status of every custom resource it renders "
-                       "(its conditions and the declared fields); turning that off is not "
-                       "supported")
+_IGNORE_STATUS = acts("true: no status is written to the custom resources (neither "
+                      "orksync's conditions nor the declared fields); Events still are")
 _IGNORE_GENERATION = warns(_RUNTIME_ONLY)
 
 # The grouped layout of v0.7.18: each key names its place in the flat layout.
@@ -169,7 +168,7 @@ _GROUPS: dict[str, Key] = {
         "removeFinalizers": warns(_RUNTIME_ONLY, moves_to=("removeFinalizers",)),
         "deletionProtection": acts(_DELETION_PROTECTION.what, _DELETION_PROTECTION.children,
                                    moves_to=("deletionProtection",)),
-        "ignoreStatusPatch": warns(_IGNORE_STATUS.what, moves_to=("ignoreStatusPatch",)),
+        "ignoreStatusPatch": acts(_IGNORE_STATUS.what, moves_to=("ignoreStatusPatch",)),
         "ignoreObservedGeneration": warns(_RUNTIME_ONLY,
                                           moves_to=("ignoreObservedGeneration",)),
         "autoscale": warns(_AUTOSCALE_RUNTIME.what, moves_to=("operatorBox", "autoscale")),
