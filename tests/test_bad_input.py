@@ -152,6 +152,21 @@ CASES = [
                                       "          deploymentz: []\n          deployments:\n"),
          KATALOG, "Katalog/widgets", "operatorBox.onReconcile.deploymentz",
          "unknown resource key (did you mean 'deployments'?)", WIDGETS),
+    Case("unknown-katalog-key", edit(KATALOG, "      operatorBox:\n",
+                                     "      operatorBox:\n        onCreat: {}\n"),
+         KATALOG, "Katalog/widgets", "spec.crds.widget.operatorBox.onCreat",
+         "unknown field 'onCreat' (did you mean 'onCreate'?)", WIDGETS),
+    Case("setting-in-both-layouts", edit(KATALOG, "      operatorBox:\n",
+                                         "      operatorBox:\n        runtime:\n"
+                                         "          allowedNamespaces: [team-a]\n"),
+         KATALOG, "Katalog/widgets", "spec.crds.widget.operatorBox.runtime.allowedNamespaces",
+         "set twice: here and at allowedNamespaces", WIDGETS),
+    Case("include-outside-the-repository", edit(KATALOG, "      operatorBox:\n",
+                                                "      admission:\n        validation:\n"
+                                                "          include: ../../../rules.yaml\n"
+                                                "      operatorBox:\n"),
+         KATALOG, "Katalog/widgets", "spec.crds.widget.admission.validation.include",
+         "points outside the repository", WIDGETS),
     Case("unknown-entry-field", edit(KATALOG, '              image: "{{ .spec.image }}"\n',
                                      '              image: "{{ .spec.image }}"\n'
                                      '              replicass: 2\n'),
