@@ -127,13 +127,14 @@ CASES = [
          "must be true or false, not a string", WIDGETS),
     Case("note-not-text", edit(KATALOG, "    expression: '{{ eq .spec.tier \"prod\" }}'",
                                "    expression: [1]"),
-         KATALOG, "Katalog/widgets", "notes.isProd", "must be a template expression", WIDGETS),
+         KATALOG, "Katalog/widgets", "notes.functions[1].expression",
+         "must be a template expression", WIDGETS),
     Case("entry-field-wrong-type", edit(KATALOG, 'replicas: "{{ default .spec.replicas 1 }}"',
                                         "replicas: {many: true}"),
          KATALOG, "Widget.test.orksync.io/team-a/shop",
          "spec.crds.widget.operatorBox.onReconcile.deployments[0].replicas", "", WIDGETS),
     Case("block-not-a-map", edit(KATALOG, "        onReconcile:\n", "        onReconcile: []\n"
-                                 "        onReconcileX:\n"),
+                                 "        onDelete:\n"),
          KATALOG, "Katalog/widgets", "spec.crds.widget.operatorBox.onReconcile",
          "must be a map of resource lists", WIDGETS),
     # -- unknown kinds and functions, template errors -----------------------------------
@@ -150,6 +151,21 @@ CASES = [
                                       "          deploymentz: []\n          deployments:\n"),
          KATALOG, "Katalog/widgets", "operatorBox.onReconcile.deploymentz",
          "unknown resource key (did you mean 'deployments'?)", WIDGETS),
+    Case("unknown-katalog-key", edit(KATALOG, "      operatorBox:\n",
+                                     "      operatorBox:\n        onCreat: {}\n"),
+         KATALOG, "Katalog/widgets", "spec.crds.widget.operatorBox.onCreat",
+         "unknown field 'onCreat' (did you mean 'onCreate'?)", WIDGETS),
+    Case("setting-in-both-layouts", edit(KATALOG, "      operatorBox:\n",
+                                         "      operatorBox:\n        runtime:\n"
+                                         "          allowedNamespaces: [team-a]\n"),
+         KATALOG, "Katalog/widgets", "spec.crds.widget.operatorBox.runtime.allowedNamespaces",
+         "set twice: here and at allowedNamespaces", WIDGETS),
+    Case("include-outside-the-repository", edit(KATALOG, "      operatorBox:\n",
+                                                "      admission:\n        validation:\n"
+                                                "          include: ../../../rules.yaml\n"
+                                                "      operatorBox:\n"),
+         KATALOG, "Katalog/widgets", "spec.crds.widget.admission.validation.include",
+         "points outside the repository", WIDGETS),
     Case("unknown-entry-field", edit(KATALOG, '              image: "{{ .spec.image }}"\n',
                                      '              image: "{{ .spec.image }}"\n'
                                      '              replicass: 2\n'),
@@ -170,9 +186,9 @@ CASES = [
                                'tier: "' + "{{ .spec.tier }}" * 6000 + '"'),
          KATALOG, "Katalog/widgets", "onReconcile.configMaps[0].data.tier",
          "template has more than 5000 actions", WIDGETS),
-    Case("too-many-template-actions", edit(KATALOG, "notes:\n", "notes:\n" + "".join(
-        f"  big{i}: '{{{{ .metadata.name }}}}{'{{ .metadata.name }}' * 4500}'\n"
-        for i in range(5))),
+    Case("too-many-template-actions", edit(KATALOG, "  functions:\n", "  functions:\n" + "".join(
+        f"    - {{name: big{i}, expression: '{{{{ .metadata.name }}}}"
+        f"{'{{ .metadata.name }}' * 4500}'}}\n" for i in range(5))),
          KATALOG, "Katalog/widgets", "spec.crds.widget", "more than 20000", WIDGETS),
     # Orkestra's len gives 0 for a number; slicing one fails (for every list it does not)
     Case("template-fails-for-one-cr",

@@ -216,10 +216,12 @@ def _report_one(kube: Kube, index: LiveIndex, cr: CustomResource, templates: Any
                             children=read_children(kube, cr.ref, children, index,
                                                    declared=declared),
                             cross=status_cross(cr, live, templates, others, index),
-                            secrets=secrets, refused=refused,
-                            health=health_report(cr, live, children, mine, index, now=now,
-                                                 refused=refused, secrets=secrets))
-    written = write_status(kube, cr.ref, status, live=live)
+                             secrets=secrets, refused=refused,
+                             health=health_report(cr, live, children, mine, index, now=now,
+                                                  refused=refused, secrets=secrets))
+    # ignoreStatusPatch (flat, or runtime.ignoreStatusPatch): Orkestra writes no status
+    written = False if cr.entry.raw.get("ignoreStatusPatch") is True else \
+        write_status(kube, cr.ref, status, live=live)
     before = ((live.get("status") or {}).get("orksync") or {}).get("refused") or []
     reported = status["orksync"].get("refused") or []
     if reported and reported != before:

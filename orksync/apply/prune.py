@@ -33,6 +33,8 @@ from orksync.apply.deletion import (
 from orksync.apply.engine import FIELD_MANAGER
 from orksync.apply.inventory import Inventory, InventoryEntry, PrunePlan
 from orksync.apply.kube import Kube
+from orksync.errors import ClusterError
+from orksync.katalog.model import DELETION_PROTECTION_LABEL
 from orksync.model import Action, Change, ChangeSet, ObjRef
 
 OnChange = Callable[[Change], None]
@@ -53,6 +55,11 @@ def prune(kube: Kube, plan: PrunePlan, *, field_manager: str = FIELD_MANAGER,
     retry: list[InventoryEntry] = []
     held_groups: set[str] = set()  # groups whose custom resources are still being torn down
     for entry in plan.delete:
+        protected = _deletion_protected(kube, entry) if entry.owner is None else None
+        if protected:  # kept, and checked again at every sync
+            record(Change(ref=entry.ref, action=Action.SKIPPED, message=protected))
+            retry.extend([entry, *plan.owned.get(entry.ref, [])])
+            continue
         if entry.is_custom_resource:
             children = plan.owned.get(entry.ref, [])
             found = find_hooks(hooks, entry.ref) if hooks else None
@@ -96,6 +103,23 @@ def cleanup_absent(kube: Kube, absent: Iterable[tuple[ObjRef, ObjRef]], *,
             record(dataclasses.replace(change, message=_prefixed("condition false",
                                                                   change.message)))
     return changes
+
+
+def _deletion_protected(kube: Kube, entry: InventoryEntry) -> str | None:
+    """Why a CRD or custom resource may not be deleted (None: it may): Orkestra's
+    deletion protection label on the live object. A failed read is left to the delete
+    path, which reads it again."""
+    try:
+        live = kube.get_or_none(kube.resource(entry.ref.api_version, entry.ref.kind),
+                                entry.ref.namespace, entry.ref.name)
+    except ClusterError:
+        return None
+    labels = ((live or {}).get("metadata") or {}).get("labels") or {}
+    if labels.get(DELETION_PROTECTION_LABEL) != "true":
+        return None
+    return (f"not deleted: deletion protection (label {DELETION_PROTECTION_LABEL}=true); "
+            "remove the label, or set security.deletionProtection.enabled: false, to let it "
+            "go")
 
 
 def _prefixed(prefix: str, message: str) -> str:

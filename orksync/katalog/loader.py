@@ -18,6 +18,15 @@ Decisions (the Orkestra spec is silent on them):
   apiTypes values strings; group, version, kind and plural valid Kubernetes names, since
   they name files of the rendered directory. A CRD must be named `<plural>.<group>`.
 * A Katalog whose own `notes` are broken is not loaded (its templates call them).
+* Every key is checked against the schema table (orksync.katalog.keys): an unknown or
+  refused key fails its CRD entry (or, outside `spec.crds`, the Katalog); a key orksync
+  deliberately does not act on warns once. An entry in Orkestra's grouped layout is
+  brought to the flat one and its includes resolved (orksync.katalog.layout) before
+  anything reads it.
+* Custom resources Orkestra would not reconcile (a disabled entry, `namespace`,
+  `labelSelector`, `fieldSelector`) are left out: `Catalog.left_out`, one warning each;
+  the render neither renders nor prunes them (the preReconcile gates are the render's,
+  orksync.render.engine.gate_refusal). A Komposer is not read (a warning says so).
 * A custom resource left out because of another error says "reported above": a warning
   when its Katalog entry did not load, an error when the entry loaded but is broken
   (orksync.render.engine), so that its status can say why.
@@ -25,10 +34,12 @@ Decisions (the Orkestra spec is silent on them):
 
 from __future__ import annotations
 
+import dataclasses
+import difflib
 import logging
 import os
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +48,8 @@ from orksync.errors import InputError, LoadError, printable
 from orksync.forked import fork_chunks_into
 from orksync.gcpause import gc_paused
 from orksync.ignore import IGNORE_FILE, IgnoreRules
+from orksync.katalog.keys import Finding, check
+from orksync.katalog.layout import flatten, read_include, resolve_includes
 from orksync.katalog.model import (
     KATALOG_API_VERSIONS,
     Catalog,
@@ -44,6 +57,7 @@ from orksync.katalog.model import (
     CrdManifest,
     CustomResource,
     Katalog,
+    Selection,
     Source,
 )
 from orksync.katalog.motifs import expand_entry, katalog_notes
@@ -143,6 +157,10 @@ class _Loader:
         self.seen: set[Path] = set()
         self.failed = 0  # Katalogs and Katalog entries that did not load
         self.manifests: dict[int, CrdManifest | None] = {}  # by id(document): checked once
+        # (apiVersion, kind) of the entries with `enabled: false` -> why their custom
+        # resources are left out
+        self.disabled: dict[tuple[str, str], str] = {}
+        self.left_out: list[tuple[ObjRef, str]] = []
         self.rels: dict[Path, str] = {}
         self.prefix = os.path.join(str(root), "")  # the root with its trailing separator
 
@@ -218,6 +236,13 @@ class _Loader:
             if api in KATALOG_API_VERSIONS and kind == "Katalog":
                 katalog_docs.append(doc)
             elif api in KATALOG_API_VERSIONS and kind in (*IGNORED_ORKESTRA_KINDS, "Motif"):
+                if kind == "Komposer":
+                    self.warnings.append(
+                        f"{self.rel(doc.file)}:{locate(doc.file, doc.index, []) or 1}: "
+                        f"{document_identity(c)}: not read: a Komposer merges Katalogs "
+                        "(files, helm, registries) with its own spec.crds overrides; "
+                        "orksync reads the Katalogs of the repository as they are, so "
+                        "those overrides are not applied")
                 continue
             elif api == "apiextensions.k8s.io/v1" and kind == "CustomResourceDefinition":
                 crd_docs.append(doc)
@@ -229,9 +254,12 @@ class _Loader:
         self.failed += len(katalog_docs) - len(katalogs)
         # Files named by crdFile / crFiles outside the walked tree are loaded too.
         crs = self.custom_resources(other, katalogs, crds)
+        protected = {e.crd_name for k in katalogs for e in k.crds if e.protect_crd}
+        crds = [dataclasses.replace(m, deletion_protected=True) if m.name in protected
+                else m for m in crds]
         return Catalog(root=self.root, katalogs=tuple(katalogs), crds=tuple(crds),
                        crs=tuple(crs), errors=tuple(self.errors),
-                       warnings=tuple(self.warnings))
+                       warnings=tuple(self.warnings), left_out=tuple(self.left_out))
 
     # --- CRDs ---------------------------------------------------------------------------
 
@@ -309,11 +337,27 @@ class _Loader:
                                           ["metadata", "name"], obj))
             return None
         spec = c["spec"]
+        # the schema table: unknown and refused keys are errors (those of a CRD entry
+        # fail that entry only), deliberately unimplemented ones one warning each
+        by_entry: dict[str, list[Finding]] = {}
+        katalog_errors = 0
+        for finding in check(c):
+            if finding.level == "warning":
+                self.warn(doc, obj, list(finding.path), finding.message)
+            elif finding.path[:2] == ("spec", "crds") and len(finding.path) > 3:
+                by_entry.setdefault(str(finding.path[2]), []).append(finding)
+            else:
+                self.errors.append(self.error(doc, finding.message, finding.path, obj))
+                katalog_errors += 1
+        if katalog_errors:
+            return None  # Orkestra refuses the whole Katalog
         raw_crds = spec.get("crds")
         items: list[tuple[str, Any, list[str | int]]] = []
         if isinstance(raw_crds, dict):
             items = [(str(k), v, ["spec", "crds", str(k)]) for k, v in raw_crds.items()]
         elif isinstance(raw_crds, list):  # the very early list form: - name: x
+            self.warn(doc, obj, ["spec", "crds"], "not portable to Orkestra: spec.crds as "
+                      "a list (the early form); Orkestra reads a map of entries by name")
             for i, v in enumerate(raw_crds):
                 key = v.get("name") if isinstance(v, dict) else None
                 items.append((str(key or i), v, ["spec", "crds", i]))
@@ -324,6 +368,14 @@ class _Loader:
         entries = []
         for key, raw, fpath in items:
             try:
+                if isinstance(raw, dict) and raw.get("enabled") is False:
+                    self.disable(doc, name, key, raw, crds)
+                    continue
+                problems = by_entry.get(key, [])
+                if problems:
+                    *rest, last = [self.error(doc, f.message, f.path, obj) for f in problems]
+                    self.errors.extend(rest)
+                    raise last
                 entries.append(self.crd_entry(doc, name, key, raw, fpath, crds))
             except InputError as err:
                 self.errors.append(err)
@@ -351,6 +403,41 @@ class _Loader:
         return Katalog(name=name, api_version=str(c["apiVersion"]), source=self.source(doc),
                        crds=tuple(entries), notes=notes, dialect=str(dialect))
 
+    def warn(self, doc: Document, obj: str, path: Sequence[str | int], message: str) -> None:
+        """A warning about a Katalog field: `file:line: Katalog/x: field.path: message`."""
+        line = locate(doc.file, doc.index, list(path))
+        where = f"{self.rel(doc.file)}:{line}" if line else self.rel(doc.file)
+        self.warnings.append(f"{where}: {obj}: {dotted(path)}: {message}")
+
+    def disable(self, doc: Document, katalog: str, key: str, raw: dict[str, Any],
+                crds: dict[str, CrdManifest]) -> None:
+        """An entry with `enabled: false`: Orkestra skips it whole (no validation, no
+        reconcile); its custom resources are left out, each named by `orksync validate`.
+        Its kind is read from apiTypes, else from its crdFile's or the repository's CRD."""
+        api = raw.get("apiTypes")
+        api = api if isinstance(api, dict) else {}
+        group, version, kind = api.get("group"), api.get("version"), api.get("kind")
+        crd_file = raw.get("crdFile")
+        if isinstance(crd_file, str) and crd_file and not (group and version and kind):
+            target = (doc.file.parent / crd_file).resolve()
+            if target.is_relative_to(self.root) and target.is_file():
+                self.add_file(target)
+                found = [m for d in self.documents if d.file == target
+                         and isinstance(d.content, dict)
+                         and d.content.get("kind") == "CustomResourceDefinition"
+                         and (m := self.crd_manifest(d)) is not None]
+                if found:
+                    group = group or found[0].group
+                    kind = kind or found[0].kind
+                    version = version or found[0].storage_version
+        if not version and group and kind:
+            version = next((m.storage_version for m in crds.values()
+                            if m.group == group and m.kind == kind), None)
+        if isinstance(group, str) and isinstance(version, str) and isinstance(kind, str):
+            self.disabled[(f"{group}/{version}" if group else version, kind)] = (
+                f"Katalog {katalog} entry {key} has enabled: false "
+                f"({self.rel(doc.file)})")
+
     def notes(self, doc: Document, obj: str) -> dict[str, str]:
         """The Katalog's own `notes`: name → expression (or Orkestra's {expression: ...});
         a note a template could not call, or whose expression is not text, is an error."""
@@ -359,6 +446,12 @@ class _Loader:
             self.errors.append(self.error(doc, "notes must be a map of name to expression",
                                           ["notes"], obj))
             return {}
+        if _registry_shape(raw):
+            return self.note_functions(doc, obj, raw)
+        if raw:
+            self.warn(doc, obj, ["notes"], "not portable to Orkestra: notes as a map of "
+                      "name to expression; Orkestra reads notes: {functions: [{name, "
+                      "expression}]}")
         notes: dict[str, str] = {}
         for key, value in raw.items():
             expression = value.get("expression") if isinstance(value, dict) else value
@@ -374,14 +467,85 @@ class _Loader:
                 notes[key] = expression
         return notes
 
+    def note_functions(self, doc: Document, obj: str, raw: dict[str, Any]) -> dict[str, str]:
+        """Orkestra's notes: `{functions: [{name, expression, description, shadow}],
+        include: <file>}`; the included file's `functions:` come first, and a function
+        defined again later replaces the earlier one (the Katalog's own win)."""
+        functions: list[tuple[list[str | int], Any]] = []
+        for key in raw:
+            if key not in ("functions", "include"):
+                near = difflib.get_close_matches(str(key), ["functions", "include"], n=1)
+                hint = f" (did you mean {near[0]!r}?)" if near else ""
+                self.errors.append(self.error(
+                    doc, f"unknown field {key!r}{hint}: notes in Orkestra's shape hold "
+                    "functions: and include: only", ["notes", str(key)], obj))
+                return {}
+        if raw.get("include") is not None:
+            included, problem = read_include(raw["include"], doc.file, self.root,
+                                             "functions")
+            if problem:
+                self.errors.append(self.error(doc, problem, ["notes", "include"], obj))
+                return {}
+            functions.extend((["notes", "include"], f) for f in included or [])
+        own = raw.get("functions")
+        if own is not None and not isinstance(own, list):
+            self.errors.append(self.error(doc, f"must be a list, not {_type(own)}",
+                                          ["notes", "functions"], obj))
+            return {}
+        functions.extend((["notes", "functions", i], f) for i, f in enumerate(own or []))
+        notes: dict[str, str] = {}
+        for path, item in functions:
+            if not isinstance(item, dict):
+                self.errors.append(self.error(doc, "must be a map with name and expression",
+                                              path, obj))
+                continue
+            unknown = [k for k in item if k not in _NOTE_FUNCTION_KEYS]
+            name, expression = item.get("name"), item.get("expression")
+            if unknown:
+                self.errors.append(self.error(doc, f"unknown field {unknown[0]!r} of a note "
+                                              f"function (name, expression, description, "
+                                              "shadow)", [*path, str(unknown[0])], obj))
+            elif not isinstance(name, str) or not _NOTE_NAME.match(name):
+                self.errors.append(self.error(
+                    doc, f"note name {name!r} is not an identifier (letters, digits, '_')",
+                    [*path, "name"], obj))
+            elif not isinstance(expression, str):
+                self.errors.append(self.error(
+                    doc, f"must be a template expression (a string), not {_type(expression)}",
+                    [*path, "expression"], obj))
+            else:
+                notes[name] = expression
+        return notes
+
     def crd_entry(self, doc: Document, katalog: str, key: str, raw: Any,
                   fpath: list[str | int], crds: dict[str, CrdManifest]) -> CrdEntry:
         obj = f"Katalog/{katalog}"
         if not isinstance(raw, dict):
             raise self.error(doc, "CRD entry must be a map", fpath, obj)
+        flat = flatten(raw)
+        if not flat.problems:
+            resolve_includes(flat, doc.file, self.root)
+        if flat.problems:
+            *rest, last = [self.error(doc, message, [*fpath, *path], obj)
+                           for path, message in flat.problems]
+            self.errors.extend(rest)
+            raise last
+        raw = flat.raw
         wrong = _entry_type_problem(raw)
         if wrong:
-            raise self.error(doc, wrong[1], [*fpath, *wrong[0]], obj)
+            raise self.error(doc, wrong[1], [*fpath, *flat.written_at(wrong[0])], obj)
+        if _get(raw, "operatorBox", "reconciler", "default") is False:
+            raise self.error(doc, "default: false runs a custom reconciler (Go code "
+                             "compiled into an Orkestra operator); orksync renders the "
+                             "declarative templates only: not supported",
+                             [*fpath, *flat.written_at(["operatorBox", "reconciler",
+                                                        "default"])], obj)
+        for path in _any_of(raw, []):
+            self.warn(doc, obj, [*fpath, *flat.written_at(path)], "not portable to Orkestra: "
+                      "anyOf was renamed or in v0.7.16, and Orkestra refuses the old name")
+        selection = _selection(raw)
+        if isinstance(selection, tuple):
+            raise self.error(doc, selection[1], [*fpath, *selection[0]], obj)
         manifest = None
         if raw.get("crdFile"):
             manifest = self.crd_file(doc, raw["crdFile"], [*fpath, "crdFile"], obj)
@@ -426,7 +590,8 @@ class _Loader:
             raise self.error(doc, "operatorBox must be a map", [*fpath, "operatorBox"], obj)
         tenancy, problems = tenancy_of(doc.content, raw, fpath)
         if problems:  # a guard that does not read as written must not render anything
-            *rest, last = [self.error(doc, message, path, obj) for path, message in problems]
+            *rest, last = [self.error(doc, message, _written(path, fpath, flat.written_at),
+                                      obj) for path, message in problems]
             self.errors.extend(rest)
             raise last
         timeout = raw.get("healthTimeout")  # orksync.apply.health; docs/operations.md
@@ -440,7 +605,9 @@ class _Loader:
                         version=version, kind=kind, plural=plural, namespaced=namespaced,
                         operator_box=box, raw=raw,
                         crd_name=manifest.name if manifest else f"{plural}.{group}",
-                        tenancy=tenancy)
+                        tenancy=tenancy, selection=selection,
+                        protect_crd=_protects_crd(doc.content, raw),
+                        moved=tuple(flat.moved.items()))
 
     def linked_file(self, doc: Document, rel: str, fpath: list[str | int], obj: str, *,
                     required: bool) -> Path | None:
@@ -504,10 +671,18 @@ class _Loader:
             key = _type_key(c)
             entry = by_type.get(key) if key is not None else None
             if entry is None:
+                if key is not None and key in self.disabled:
+                    self.leave_out(doc, _loose_ref(c), self.disabled[key])
+                    continue
                 self.unhandled(doc, groups, by_type)
                 continue
             cr = self.custom_resource(doc, entry)
             if cr is None:
+                continue
+            reason = _not_selected(cr, entry.selection)
+            if reason:
+                self.leave_out(doc, cr.ref, f"Katalog {entry.katalog} entry {entry.key}: "
+                               f"{reason}")
                 continue
             if cr.ref in crs:
                 self.errors.append(self.error(
@@ -519,6 +694,14 @@ class _Loader:
         # per comparison)
         return sorted(crs.values(), key=lambda r: (r.ref.api_version, r.ref.kind,
                                                    r.ref.namespace, r.ref.name))
+
+    def leave_out(self, doc: Document, ref: ObjRef, reason: str) -> None:
+        """A custom resource Orkestra would not reconcile: not rendered, not pruned, one
+        warning line (`orksync validate` shows it)."""
+        self.left_out.append((ref, f"left out: {reason}"))
+        line = _first_line(doc.file) if doc.index == 0 else locate(doc.file, doc.index, [])
+        where = f"{self.rel(doc.file)}:{line}" if line else self.rel(doc.file)
+        self.warnings.append(f"{where}: {ref}: left out (not rendered, not pruned): {reason}")
 
     def unhandled(self, doc: Document, groups: set[str],
                   by_type: dict[tuple[str, str], CrdEntry]) -> None:
@@ -615,8 +798,9 @@ def _entry_type_problem(raw: dict[str, Any]) -> tuple[list[str | int], str] | No
     for key in ("crdFile",):
         if raw.get(key) is not None and not isinstance(raw[key], str):
             return [key], f"must be a file path (a string), not {_type(raw[key])}"
-    if raw.get("namespaced") is not None and not isinstance(raw["namespaced"], bool):
-        return ["namespaced"], f"must be true or false, not {_type(raw['namespaced'])}"
+    for key in ("namespaced", "enabled"):
+        if raw.get(key) is not None and not isinstance(raw[key], bool):
+            return [key], f"must be true or false, not {_type(raw[key])}"
     for key in ("crFiles", *NAMESPACE_LISTS):
         value = raw.get(key)
         if value is None:
@@ -633,6 +817,130 @@ def _entry_type_problem(raw: dict[str, Any]) -> tuple[list[str | int], str] | No
         if value is not None and not isinstance(value, str):
             return ["apiTypes", str(key)], f"must be a string, not {_type(value)}"
     return None
+
+
+_NOTE_FUNCTION_KEYS = ("name", "expression", "description", "shadow")
+
+
+def _protects_crd(katalog: dict[str, Any], entry: dict[str, Any]) -> bool:
+    """Orkestra's deletion protection of the entry's CRD: the Katalog's
+    security.deletionProtection is declared and not `enabled: false`, and the entry's
+    deletionProtection (flat, or runtime.deletionProtection) does not say protectCRD:
+    false."""
+    block = _get(katalog, "security", "deletionProtection")
+    if not isinstance(block, dict) or block.get("enabled") is False:
+        return False
+    override = entry.get("deletionProtection")
+    return not (isinstance(override, dict) and override.get("protectCRD") is False)
+
+
+def _first_line(path: Path) -> int | None:
+    """The line where a file's first document starts (past comments, directives and
+    `---`): the line of a custom resource alone in its file, found without the
+    round-trip parse of the whole file that `locate` needs."""
+    try:
+        with path.open(encoding="utf-8") as f:
+            for number, text in enumerate(f, 1):
+                stripped = text.strip()
+                if stripped and not stripped.startswith(("#", "%", "---")):
+                    return number
+    except (OSError, UnicodeDecodeError):
+        pass
+    return None
+
+
+def _any_of(node: Any, path: list[str | int]) -> Iterator[list[str | int]]:
+    """The paths of the `anyOf` condition lists of an entry (the preReconcile gates'
+    are the schema table's)."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == "anyOf" and isinstance(value, list):
+                yield [*path, key]
+            elif path != ["operatorBox"] or key != "preReconcile":
+                yield from _any_of(value, [*path, str(key)])
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            yield from _any_of(value, [*path, i])
+
+
+def _registry_shape(notes: dict[Any, Any]) -> bool:
+    """Orkestra's NoteRegistry (`functions:` list, `include:` file) rather than orksync's
+    map of name to expression (where a note named `functions` holds text)."""
+    return isinstance(notes.get("functions"), list) or (
+        "include" in notes and set(notes) <= {"include", "functions"}
+        and not isinstance(notes.get("functions"), str))
+
+
+def _get(node: Any, *path: str) -> Any:
+    for step in path:
+        node = node.get(step) if isinstance(node, dict) else None
+    return node
+
+
+def _written(path: list[str | int], fpath: list[str | int],
+             written_at: Callable[[list[str | int]], list[str | int]]) -> list[str | int]:
+    """A problem's document path as written: its grouped spelling when the setting was
+    moved from the grouped layout."""
+    if path[:len(fpath)] == fpath:
+        return [*fpath, *written_at(path[len(fpath):])]
+    return path
+
+
+def _selection(raw: dict[str, Any]) -> Selection | tuple[list[str | int], str]:
+    """The entry's Selection, or (field path, problem)."""
+    namespace = raw.get("namespace")
+    if namespace is not None:
+        problem = _text_problem(namespace, label_problem)
+        if problem:
+            return ["namespace"], problem
+    pairs: dict[str, tuple[tuple[str, str], ...]] = {}
+    for key in ("labelSelector", "fieldSelector"):
+        value = raw.get(key)
+        if value is None:
+            pairs[key] = ()
+            continue
+        if not isinstance(value, dict):
+            return [key], f"must be a map of key to value, not {_type(value)}"
+        for k, v in value.items():
+            if not isinstance(v, (str, int, float, bool)):
+                return [key, str(k)], f"must be a value (text), not {_type(v)}"
+        pairs[key] = tuple((str(k), _scalar(v)) for k, v in value.items())
+    return Selection(namespace=str(namespace or ""), labels=pairs["labelSelector"],
+                     fields=pairs["fieldSelector"])
+
+
+def _scalar(value: Any) -> str:
+    """A selector value as the API server compares it (YAML true is "true")."""
+    return ("true" if value else "false") if isinstance(value, bool) else str(value)
+
+
+def _not_selected(cr: CustomResource, selection: Selection) -> str:
+    """Why Orkestra's informer would not see `cr` ("" when it would)."""
+    if selection.namespace and cr.entry.namespaced and cr.ref.namespace != selection.namespace:
+        return (f"namespace: {selection.namespace} (the entry watches that namespace only; "
+                f"this one is in {cr.ref.namespace or 'no namespace'})")
+    labels = cr.body["metadata"].get("labels") or {}
+    for key, value in selection.labels:
+        if key not in labels or _scalar(labels[key]) != value:
+            have = f"has {key}={_scalar(labels[key])}" if key in labels else f"has no {key}"
+            return f"labelSelector {key}={value} does not match (the custom resource {have})"
+    for path, value in selection.fields:
+        found: Any = cr.body
+        for step in path.split("."):
+            found = found.get(step) if isinstance(found, dict) else None
+        if found is None or _scalar(found) != value:
+            return (f"fieldSelector {path}={value} does not match (the custom resource has "
+                    f"{'no ' + path if found is None else path + '=' + _scalar(found)})")
+    return ""
+
+
+def _loose_ref(content: dict[str, Any]) -> ObjRef:
+    """The identity of a custom resource whose entry is disabled (its scope unknown: the
+    namespace as written)."""
+    meta = content.get("metadata")
+    meta = meta if isinstance(meta, dict) else {}
+    return ObjRef(api_version=str(content.get("apiVersion")), kind=str(content.get("kind")),
+                  namespace=str(meta.get("namespace") or ""), name=str(meta.get("name")))
 
 
 def _type_key(content: dict[str, Any]) -> tuple[str, str] | None:

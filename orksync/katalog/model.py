@@ -10,6 +10,11 @@ from orksync.katalog.tenancy import Tenancy
 from orksync.model import ObjRef
 
 KATALOG_API_VERSIONS = ("orkestra.orkspace.io/v1", "orkestra.konductor.io/v1Alpha")
+# Orkestra's deletion protection: an object labelled so is never deleted by orksync's
+# prune or teardown. orksync puts it on the CRDs of a Katalog with
+# security.deletionProtection (unless the entry says protectCRD: false); custom
+# resources carry it when their authors label them, as in Orkestra.
+DELETION_PROTECTION_LABEL = "orkestra.io/deletion-protection"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -22,6 +27,17 @@ class Source:
 
     def __str__(self) -> str:
         return self.file if self.index == 0 else f"{self.file}#{self.index}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Selection:
+    """Which custom resources of its kind a CRD entry reconciles (Orkestra's informer
+    filters): `namespace` ("" for every one), `labels` (labelSelector) and `fields`
+    (fieldSelector, dot paths such as metadata.name), each pair matched exactly."""
+
+    namespace: str = ""
+    labels: tuple[tuple[str, str], ...] = ()
+    fields: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -41,6 +57,11 @@ class CrdEntry:
     crd_name: str = ""  # the CustomResourceDefinition's metadata.name, when known
     # the namespace guard (both levels merged) and the cluster-scoped kinds allowed
     tenancy: Tenancy = field(default_factory=Tenancy)
+    selection: Selection = field(default_factory=Selection)
+    protect_crd: bool = False  # deletionProtection: its CRD is never pruned
+    # settings moved from Orkestra's grouped layout: (flat path, path as written), both
+    # relative to the entry (orksync.katalog.layout)
+    moved: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = ()
 
     @property
     def api_version(self) -> str:
@@ -49,6 +70,14 @@ class CrdEntry:
     @property
     def path(self) -> str:
         return f"spec.crds.{self.key}"
+
+    def written_at(self, path: list[str | int]) -> list[str | int]:
+        """An entry-relative field path as written in the Katalog file: its grouped
+        spelling when the setting was written in the grouped layout."""
+        for flat, grouped in self.moved:
+            if tuple(path[:len(flat)]) == flat:
+                return [*grouped, *path[len(flat):]]
+        return path
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -79,6 +108,7 @@ class CrdManifest:
     plural: str
     namespaced: bool
     storage_version: str
+    deletion_protected: bool = False  # labelled DELETION_PROTECTION_LABEL when applied
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -91,6 +121,9 @@ class Catalog:
     crs: tuple[CustomResource, ...]
     errors: tuple[Exception, ...] = ()
     warnings: tuple[str, ...] = ()
+    # custom resources in the repository that Orkestra would not reconcile (a disabled
+    # entry, a selector that does not match): (identity, why); not rendered, not pruned
+    left_out: tuple[tuple[ObjRef, str], ...] = ()
 
     def entries(self) -> list[CrdEntry]:
         return [e for k in self.katalogs for e in k.crds]

@@ -16,13 +16,20 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypeAlias
 
-from orksync.errors import InputError, RenderError
+from orksync.errors import ClusterError, InputError, RenderError
 from orksync.gcpause import gc_paused
-from orksync.katalog.model import Catalog, CrdManifest, CustomResource
-from orksync.model import ObjRef, Origin, RenderedObject, RenderedSet, WritePolicy
+from orksync.katalog.model import (
+    DELETION_PROTECTION_LABEL,
+    Catalog,
+    CrdManifest,
+    CustomResource,
+)
+from orksync.model import ObjRef, Origin, RenderedObject, RenderedSet, WritePolicy, copy_tree
 from orksync.render.children import LiveView
+from orksync.render.conditions import evaluate_conditions
+from orksync.render.gotemplate import GoTemplateError
 from orksync.render.guard import ClusterScope, NamespaceGuard
-from orksync.render.resource import BLOCKS, STAGE_CR, STAGE_CRD, CrRenderer
+from orksync.render.resource import BLOCKS, STAGE_CR, STAGE_CRD, CrRenderer, cr_data
 from orksync.render.templates import Clock, Templates, templates_for, utc_now
 from orksync.render.validate import katalog_problems, portability_warnings
 
@@ -97,14 +104,26 @@ class RenderPlan:
         if problems:
             return ("broken", len(problems))
         try:
+            closed = gate_refusal(cr, self.templates[cr.entry.katalog], live)
+        except (InputError, GoTemplateError, ValueError, TypeError) as err:
+            return RenderError(f"preReconcile gate: {err}", file=cr.source.file,
+                               obj=str(cr.ref), path=f"{cr.entry.path}.operatorBox."
+                               "preReconcile")
+        except ClusterError as err:
+            return RenderError(f"cannot read the live cluster: {err}", file=cr.source.file,
+                               obj=str(cr.ref))
+        if closed:
+            return ("refused", closed)
+        try:
             return render_custom_resource(cr, self.templates[cr.entry.katalog],
                                           self.catalog.crs, scope=self.scope, live=live)
         except InputError as err:
             return err
 
     def merger(self) -> Merger:
+        # custom resources Orkestra would not reconcile: neither rendered nor pruned
         return Merger(errors=list(self.errors), warnings=list(self.warnings),
-                      broken=self.broken)
+                      broken=self.broken, skipped=list(self.catalog.left_out))
 
 
 @dataclass(slots=True)
@@ -189,6 +208,10 @@ def crd_object(m: CrdManifest) -> RenderedObject:
     body = {k: v for k, v in m.body.items() if k != "status"}
     body["metadata"] = {k: v for k, v in (m.body.get("metadata") or {}).items()
                         if k in ("name", "labels", "annotations")}
+    if m.deletion_protected:  # read back by the prune, which never deletes it
+        labels = body["metadata"].get("labels")
+        body["metadata"]["labels"] = {**(labels if isinstance(labels, Mapping) else {}),
+                                      DELETION_PROTECTION_LABEL: "true"}
     return RenderedObject(ref=ObjRef.of(body), body=body, policy=WritePolicy.APPLY,
                           origin=Origin(file=m.source.file), stage=STAGE_CRD)
 
@@ -253,6 +276,39 @@ class CrSummary:
     @classmethod
     def of(cls, keys: list[RefKey], extras: Extras | None) -> CrSummary:
         return cls(keys) if extras is None else cls(keys, *extras)
+
+
+GATES = ("enqueueGate", "reconcileGate")
+
+
+def gate_refusal(cr: CustomResource, templates: Templates,
+                 live: LiveView | None = None) -> str:
+    """Why the entry's preReconcile gates hold `cr` back ("" when they pass): each gate's
+    `when` (all) and `or` (one of) conditions, evaluated on the custom resource (with its
+    live status when the render is live), as Orkestra evaluates them before reconciling.
+    A custom resource held back is neither rendered nor pruned. Sentinels and external
+    calls are not evaluated (the Katalog's load warned or refused them)."""
+    box = cr.entry.operator_box
+    pre = box.get("preReconcile") if isinstance(box, Mapping) else None
+    if not isinstance(pre, Mapping):
+        return ""
+    data: dict[str, object] | None = None
+    for name in GATES:
+        gate = pre.get(name)
+        if not isinstance(gate, Mapping):
+            continue
+        when = gate.get("when")
+        or_ = gate.get("or") if gate.get("or") is not None else gate.get("anyOf")
+        if not when and not or_:
+            continue
+        if data is None:
+            data = cr_data(cr)
+            if live is not None:
+                data["status"] = copy_tree((live.get(cr.ref) or {}).get("status") or {})
+        if not evaluate_conditions(data, when, or_, templates.render, clock=templates.clock):
+            return (f"left out: preReconcile.{name} does not pass (Orkestra does not "
+                    "reconcile it)")
+    return ""
 
 
 def render_custom_resource(cr: CustomResource, templates: Templates,

@@ -50,6 +50,7 @@ def katalog_problems(katalog: Katalog, engine: TemplateEngine) -> dict[str, list
 def entry_problems(katalog: Katalog, entry: CrdEntry,
                    engine: TemplateEngine) -> Iterator[RenderError]:
     def fail(path: list[str | int], message: str) -> RenderError:
+        path = entry.written_at(path)  # as written: grouped layout or flat
         return RenderError(message, file=entry.source.file,
                            line=locate(entry.source.path, entry.source.index,
                                        ["spec", "crds", entry.key, *path]),

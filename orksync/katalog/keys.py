@@ -1,0 +1,410 @@
+"""The Katalog schema as one declarative table: every key Orkestra knows, at every level,
+and what orksync does with it. Pure data plus the walk that checks a document against it.
+
+Each key is a `Key`:
+
+* `acts`: orksync does what Orkestra does with it (its `what` says what);
+* `info`: descriptive only (a description, a version, an author); neither Orkestra's
+  runtime nor orksync acts on it; accepted silently;
+* `warns`: Orkestra acts on it at run time and orksync deliberately does not (worker and
+  queue tuning, watches, gateway, ...); accepted with one warning naming `what` is not
+  done and why;
+* `refused`: needs what a render from Git cannot have (Go code, the network); an error
+  that says so, never half-rendered;
+* `orksync`: orksync's own key, or one orksync accepts and Orkestra refuses: acted on,
+  with a warning that the Katalog is not portable when `portable` is False.
+
+`children` is the nested schema of a map with known keys; `each` the schema of every
+value of a map of user-chosen names (`spec.crds.<name>`); `moves_to` (grouped layout of
+v0.7.18 only) the key's place in the flat layout, relative to the CRD entry, used by
+orksync.katalog.layout. `check` walks a document: a key the table does not know is an
+error with the nearest known key; `docs_table` renders the table for
+docs/katalog-schema.md (a test checks the two agree).
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["KATALOG", "Finding", "Key", "check", "docs_markdown", "docs_table"]
+
+
+@dataclass(frozen=True, slots=True)
+class Key:
+    does: str  # acts | info | warns | refused | orksync
+    what: str  # what orksync does (acts, orksync), or why not (warns, refused)
+    children: Mapping[str, Key] | None = None
+    each: Key | None = None
+    moves_to: tuple[str, ...] = ()
+    portable: bool = True  # False: Orkestra refuses it (an `orksync` key)
+
+
+def acts(what: str, children: Mapping[str, Key] | None = None, *, each: Key | None = None,
+         moves_to: tuple[str, ...] = ()) -> Key:
+    return Key("acts", what, children, each, moves_to)
+
+
+def info(what: str = "descriptive only") -> Key:
+    return Key("info", what)
+
+
+def warns(why: str, *, moves_to: tuple[str, ...] = ()) -> Key:
+    return Key("warns", why, moves_to=moves_to)
+
+
+def refused(why: str, *, moves_to: tuple[str, ...] = ()) -> Key:
+    return Key("refused", why, moves_to=moves_to)
+
+
+def own(what: str, *, portable: bool = True, children: Mapping[str, Key] | None = None) -> Key:
+    return Key("orksync", what, children, portable=portable)
+
+
+_RUNTIME_ONLY = "a setting of Orkestra's controller process; orksync renders and applies, it " \
+    "runs no informers, queues or workers"
+_GO = "needs Go code compiled into an Orkestra operator; orksync renders templates only"
+_NETWORK = "needs an HTTP call while reconciling; a render is offline and repeatable"
+_WEBHOOK = "an admission webhook served by Orkestra; orksync serves none (orksync applies " \
+    "what the render checked)"
+_INCLUDE = "the named file (relative to the file holding the include, inside the " \
+    "repository) merged with this block as Orkestra merges it (docs/katalog-schema.md)"
+
+_VALIDATION = acts("rules checked on each custom resource before it renders; deny stops "
+                   "it, warn warns (orksync.render.prepare)",
+                   {"rules": acts("the rules"), "include": acts(_INCLUDE),
+                    "external": refused(_NETWORK)})
+_MUTATION = acts("rules that set defaults and overrides in the custom resource's data "
+                 "before it renders (orksync.render.prepare)",
+                 {"rules": acts("the rules"), "include": acts(_INCLUDE),
+                  "mutateFirst": acts("false: validation runs before mutation"),
+                  "external": refused(_NETWORK)})
+_NORMALIZE = acts("spec values normalised before rendering (orksync.render.prepare)",
+                  {"spec": acts("the normalised fields")})
+_CONVERSION = warns("conversion between CRD versions is served by Orkestra's conversion "
+                    "webhook; orksync renders the stored version only")
+_WEBHOOKS = warns(_WEBHOOK)
+
+_GATE = acts("the custom resource is rendered only when the gate passes (evaluated on the "
+             "custom resource, as at its first reconcile)", {
+                 "when": acts("AND conditions"), "or": acts("OR conditions"),
+                 "anyOf": own("OR conditions (Orkestra before v0.7.16)", portable=False),
+                 "sentinels": warns("sentinels are event-time values (what changed between "
+                                    "two versions of the object); a render sees one version"),
+                 "eventAware": warns(_RUNTIME_ONLY),
+                 "external": refused(_NETWORK),
+                 "failPolicy": warns("only matters when an external call fails; orksync "
+                                     "makes none")})
+_PRE_RECONCILE = acts("gates: a custom resource whose gate does not pass is left out", {
+    "sentinels": warns("sentinels are event-time values; a render sees one version"),
+    "external": refused(_NETWORK),
+    "enqueueGate": _GATE, "reconcileGate": _GATE})
+
+_RECONCILER: dict[str, Key] = {
+    "default": acts("true (or absent): the templates are rendered; false: refused (a custom "
+                    "reconciler is Go code)"),
+    "hooks": refused(_GO),
+    "constructor": refused(_GO),
+    "profile": warns(_RUNTIME_ONLY),
+    "workers": warns(_RUNTIME_ONLY),
+    "resync": warns(_RUNTIME_ONLY),
+    "queue": warns(_RUNTIME_ONLY),
+    "requeue": warns("per-object requeue timing; orksync re-renders every custom resource "
+                     "at every sync"),
+    "include": acts(_INCLUDE),
+}
+_STATUS = acts("status fields written to the custom resource's /status "
+               "(orksync.apply.status)", {
+                   "fields": acts("the status fields"), "include": acts(_INCLUDE),
+                   "conditions": warns("orksync always writes its own conditions "
+                                       "(orksync.apply.status); turning them off is not "
+                                       "supported"),
+               })
+_OBSERVE_WATCH = warns("watches only trigger reconciles; orksync renders every custom "
+                       "resource at every sync")
+_OBSERVE_EVENTS = warns("Kubernetes Events as reconcile triggers; orksync renders every "
+                        "custom resource at every sync")
+_CROSS = acts("other custom resources read as .cross.<as> (orksync.render.cross)")
+_BLOCK = acts("the resources rendered (checked by the render's field tables, "
+              "orksync.render.builders.fields)")
+_FINALIZERS = warns("orksync holds every custom resource with its own finalizer "
+                    "(orksync.io/cleanup) until onDelete ran")
+_AUTOSCALE_RUNTIME = warns("scales Orkestra's workers; workload autoscale: is a resource "
+                           "field and is acted on")
+_ROLLBACK = warns("marked in development in Orkestra; orksync applies what Git holds")
+_DELETION_PROTECTION = acts(
+    "the entry's override of the Katalog's deletion protection", {
+        "protectCRD": acts("false: the entry's CRD is not protected"),
+        "protectCRs": warns("orksync never deletes a custom resource labelled "
+                            "orkestra.io/deletion-protection=true, whatever this says"),
+    })
+_KATALOG_DELETION_PROTECTION = acts(
+    "the Katalog's CRDs are labelled orkestra.io/deletion-protection=true when applied, "
+    "and orksync's prune and teardown never delete an object (CRD or custom resource) "
+    "that carries the label; the refusal is reported. Orkestra's webhook, which refuses "
+    "deletes by anyone, is not served", {
+        "enabled": acts("false: no protection (the label is removed at the next sync)"),
+        "serviceName": warns(_WEBHOOK), "failurePolicy": warns(_WEBHOOK),
+        "cleanupOnShutdown": warns(_WEBHOOK)})
+_NS = acts("the namespace guard (orksync.katalog.tenancy, orksync.render.guard)")
+_IMPORTS = acts("motif imports merged into the entry (orksync.katalog.motifs)")
+_IGNORE_STATUS = acts("true: no status is written to the custom resources (neither "
+                      "orksync's conditions nor the declared fields); Events still are")
+_IGNORE_GENERATION = warns(_RUNTIME_ONLY)
+
+# The grouped layout of v0.7.18: each key names its place in the flat layout.
+_GROUPS: dict[str, Key] = {
+    "observe": acts("group (v0.7.18): cross, watch, events", {
+        "cross": acts(_CROSS.what, moves_to=("operatorBox", "cross")),
+        "watch": _OBSERVE_WATCH, "events": _OBSERVE_EVENTS,  # the same place when flat
+        "include": acts(_INCLUDE),
+    }),
+    "runtime": acts("group (v0.7.18): the operator box as a long-lived entity", {
+        "allowedNamespaces": acts(_NS.what, moves_to=("allowedNamespaces",)),
+        "restrictedNamespaces": acts(_NS.what, moves_to=("restrictedNamespaces",)),
+        "finalizers": warns(_FINALIZERS.what, moves_to=("operatorBox", "finalizers")),
+        "removeFinalizers": warns(_RUNTIME_ONLY, moves_to=("removeFinalizers",)),
+        "deletionProtection": acts(_DELETION_PROTECTION.what, _DELETION_PROTECTION.children,
+                                   moves_to=("deletionProtection",)),
+        "ignoreStatusPatch": acts(_IGNORE_STATUS.what, moves_to=("ignoreStatusPatch",)),
+        "ignoreObservedGeneration": warns(_RUNTIME_ONLY,
+                                          moves_to=("ignoreObservedGeneration",)),
+        "autoscale": warns(_AUTOSCALE_RUNTIME.what, moves_to=("operatorBox", "autoscale")),
+        "rollback": warns(_ROLLBACK.what, moves_to=("operatorBox", "rollback")),
+        "cleanup": warns("deleting the custom resource once it reaches a terminal state "
+                         "would delete what Git declares; orksync never deletes a custom "
+                         "resource that is in Git"),
+    }),
+    "reconcile": acts("group (v0.7.18): which reconciler runs and its tuning", {
+        **{k: Key(v.does, v.what, v.children, v.each, ("operatorBox", "reconciler", k))
+           for k, v in _RECONCILER.items()},
+        "remote": refused(_NETWORK),
+        "imports": acts(_IMPORTS.what, moves_to=("imports",)),
+        "normalize": acts(_NORMALIZE.what, moves_to=("normalize",)),
+    }),
+    "emit": acts("group (v0.7.18): what a reconcile writes besides resources", {
+        "status": acts(_STATUS.what, _STATUS.children, moves_to=("operatorBox", "status")),
+        "events": warns("declarative Kubernetes Events after each reconcile; orksync "
+                        "records its own Events (orksync.apply.events)"),
+    }),
+}
+# preReconcile has the same place in both layouts.
+
+OPERATOR_BOX = acts("what the custom resources render and how", {
+    "onCreate": _BLOCK, "onReconcile": _BLOCK, "onDelete": _BLOCK,
+    "reconciler": acts("which reconciler runs", _RECONCILER),
+    "default": info("the legacy (v0.7.6 and before) switch for declarative templates; "
+                    "ignored by Orkestra now, and by orksync"),
+    "preReconcile": _PRE_RECONCILE,
+    "status": _STATUS,
+    "cross": _CROSS,
+    "observe": acts("secondary objects observed", {
+        "watch": _OBSERVE_WATCH, "events": _OBSERVE_EVENTS, "include": acts(_INCLUDE)}),
+    "finalizers": _FINALIZERS,
+    "providers": refused("provider libraries are Go code run by Orkestra"),
+    "autoscale": _AUTOSCALE_RUNTIME,
+    "rollback": _ROLLBACK,
+    "rollBackOnError": _ROLLBACK,
+    "when": warns("operatorBox-level conditions are not evaluated by orksync"),
+    "or": warns("operatorBox-level conditions are not evaluated by orksync"),
+    "imports": own(_IMPORTS.what + "; Orkestra reads imports on the CRD entry only",
+                   portable=False),
+    "validation": own("orksync also reads validation here; Orkestra only on the CRD "
+                      "entry", portable=False),
+    "mutation": own("orksync also reads mutation here; Orkestra only on the CRD entry",
+                    portable=False),
+    "normalize": own("orksync also reads normalize here; Orkestra only on the CRD entry",
+                     portable=False),
+    **_GROUPS,
+})
+
+ADMISSION = acts("group (v0.7.18): admission settings of the CRD entry", {
+    "validation": acts(_VALIDATION.what, _VALIDATION.children, moves_to=("validation",)),
+    "mutation": acts(_MUTATION.what, _MUTATION.children, moves_to=("mutation",)),
+    "conversion": warns(_CONVERSION.what, moves_to=("conversion",)),
+    "webhooks": warns(_WEBHOOKS.what, moves_to=("webhooks",)),
+})
+
+_SELECTOR = "custom resources that do not match are left out, as Orkestra does not " \
+    "reconcile them (`orksync validate` names each)"
+
+CRD_ENTRY = acts("one custom resource kind and what its instances render", {
+    "name": info("the entry's name in the early list form of spec.crds"),
+    "katalogName": info(), "katalogNamespace": info(), "katalogDescription": info(),
+    "katalogVersion": info(), "description": info(),
+    "enabled": acts("false: the entry is skipped and its custom resources are left out"),
+    "mode": warns("orksync reads every custom resource as plain YAML (Orkestra's dynamic "
+                  "mode); typed mode needs Go types"),
+    "apiTypes": acts("the custom resources' API type", {
+        "group": acts("API group"), "version": acts("API version"), "kind": acts("kind"),
+        "plural": acts("plural (the resource name)"),
+        "apiPath": info("/apis or /api; orksync finds the path by discovery"),
+        "location": warns("typed mode (compiled Go types); orksync reads custom resources "
+                          "as plain YAML"),
+        "object": warns("typed mode (compiled Go types)"),
+        "objectList": warns("typed mode (compiled Go types)"),
+        "alias": warns("typed mode (compiled Go types)"),
+    }),
+    "crdFile": acts("the CustomResourceDefinition loaded from this file"),
+    "crFiles": acts("custom resources loaded from these files"),
+    "setup": warns("prerequisites applied by `ork run` in development; keep them in the "
+                   "repository as plain manifests"),
+    "namespaced": acts("whether the custom resources are namespaced"),
+    "namespace": acts("only custom resources of this namespace are rendered; "
+                      + _SELECTOR),
+    "workersActive": warns(_RUNTIME_ONLY),
+    "workers": warns(_RUNTIME_ONLY + " (CRD-level spelling of early Orkestra)"),
+    "resync": warns(_RUNTIME_ONLY + " (CRD-level spelling of early Orkestra)"),
+    "queue": warns(_RUNTIME_ONLY + " (CRD-level spelling of early Orkestra)"),
+    "dependsOn": warns("start order of Orkestra's controllers; orksync applies every kind "
+                       "in one sync"),
+    "enrichAll": warns("enriched children (pods, events) are not read by orksync's render"),
+    "enrich": warns("enriched children (pods, events) are not read by orksync's render"),
+    "crossAccess": warns("orksync does not restrict cross reads between Katalogs"),
+    "operatorBox": OPERATOR_BOX,
+    "reconciler": own("the operatorBox under its name of orksync.konductor.io/v1Alpha"),
+    "labels": warns("labels Orkestra attaches to the custom resources; orksync applies "
+                    "custom resources as Git holds them"),
+    "labelSelector": acts(_SELECTOR),
+    "fieldSelector": acts(_SELECTOR),
+    "ignoreStatusPatch": _IGNORE_STATUS,
+    "ignoreObservedGeneration": _IGNORE_GENERATION,
+    "endpoints": warns("Orkestra's per-CRD HTTP endpoints (/health, /info); orksync serves "
+                       "none"),
+    "allowedNamespaces": _NS, "restrictedNamespaces": _NS,
+    "allowedClusterScopedKinds": own("cluster-scoped kinds the custom resources may "
+                                     "create (docs/multi-tenancy.md)", portable=False),
+    "healthTimeout": own("how long the children may take to become Current before the custom "
+                         "resource is Stalled (docs/operations.md#custom-resource-health)",
+                         portable=False),
+    "conversion": _CONVERSION, "validation": _VALIDATION, "mutation": _MUTATION,
+    "webhooks": _WEBHOOKS, "normalize": _NORMALIZE,
+    "admission": ADMISSION,
+    "removeFinalizers": warns(_RUNTIME_ONLY),
+    "deletionProtection": _DELETION_PROTECTION,
+    "imports": _IMPORTS,
+    "serve": warns("the gateway's delivery surface; orksync serves no API"),
+    "forceConflict": acts("server-side apply with force (default true)"),
+})
+
+_GATEWAYISH = "an Orkestra component orksync does not run"
+
+KATALOG = acts("a Katalog document", {
+    "apiVersion": acts("orkestra.orkspace.io/v1 or orkestra.konductor.io/v1Alpha"),
+    "kind": acts("Katalog"),
+    "metadata": acts("the Katalog's identity", {
+        "name": acts("the Katalog's name (messages, ownership)"),
+        "namespace": info("the Control Center's grouping"),
+        "clusterName": info("the Control Center's grouping"),
+        "description": info(), "version": info(), "author": info(), "license": info(),
+        "tags": info(), "createdBy": info(), "projects": info(),
+        "labels": own("accepted, not read (Orkestra's metadata has no labels)"),
+        "annotations": own("orksync.io/template-dialect selects the template dialect "
+                           "(docs/differences.md); Orkestra's metadata has no annotations"),
+    }),
+    "spec": acts("the CRD entries", {
+        "crds": acts("the CRD entries, by name", each=CRD_ENTRY),
+        "imports": acts("motifs whose notes (and profiles) the Katalog uses"),
+        "finalizers": _FINALIZERS,
+    }),
+    "security": acts("Katalog-wide security settings", {
+        "namespaceProtection": acts("the Katalog-level namespace guard", {
+            "allowedNamespaces": _NS, "restrictedNamespaces": _NS,
+            "enabled": warns("turns Orkestra's namespace webhook on or off; orksync "
+                             "enforces the guard when rendering regardless"),
+            "serviceName": warns(_WEBHOOK), "failurePolicy": warns(_WEBHOOK),
+        }),
+        "deletionProtection": _KATALOG_DELETION_PROTECTION,
+        "webhooks": warns(_WEBHOOK),
+        "conversion": _CONVERSION,
+        "rbac": warns("Orkestra's own RBAC at start-up; orksync's permissions are its "
+                      "deployment's"),
+    }),
+    "notes": acts("the Katalog's own template functions, by name"),
+    "profiles": warns("user-defined profiles are not supported by orksync yet; the "
+                      "built-in profiles are"),
+    "gateway": warns(_GATEWAYISH + " (the gateway)"),
+    "publish": warns("supply-chain policy for `ork push`; orksync renders from Git"),
+    "notification": warns(_GATEWAYISH + " (alerting)"),
+    "providers": refused("provider libraries are Go code run by Orkestra"),
+    "lifecycle": info("maturity and deprecation, read by Orkestra's tooling only"),
+    "policy": info("Komposer import policy, read by Orkestra's tooling only"),
+    "imports": refused("a Komposer's Katalog sources (files, helm, registry) are merged "
+                       "by Orkestra's tooling; vendor the Katalog into the repository"),
+    "crossAccess": warns("orksync does not restrict cross reads between Katalogs"),
+})
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One key of a document the table says something about."""
+
+    path: tuple[str | int, ...]  # from the document root
+    level: str  # error | warning
+    message: str
+
+
+def check(document: Mapping[str, Any], schema: Key = KATALOG) -> list[Finding]:
+    """Every unknown, refused, warned and non-portable key of `document`, in document
+    order."""
+    return list(_walk(document, schema, ()))
+
+
+def _walk(value: Any, key: Key, path: tuple[str | int, ...]) -> Iterator[Finding]:
+    if key.does == "warns":
+        yield Finding(path, "warning", f"accepted, not acted on: {key.what}")
+        return
+    if key.does == "refused":
+        yield Finding(path, "error", f"not supported by orksync: {key.what}")
+        return
+    if key.does == "orksync" and not key.portable:
+        yield Finding(path, "warning", f"not portable to Orkestra: {key.what}")
+    if not isinstance(value, Mapping):
+        return  # a wrong type is reported where the value is read
+    if key.each is not None:
+        for name, item in value.items():
+            yield from _walk(item, key.each, (*path, str(name)))
+        return
+    if key.children is None:
+        return
+    for name, item in value.items():
+        name = str(name)
+        child = key.children.get(name)
+        if child is None:
+            nearest = difflib.get_close_matches(name, list(key.children), n=1)
+            hint = f" (did you mean {nearest[0]!r}?)" if nearest else ""
+            yield Finding((*path, name), "error",
+                          f"unknown field {name!r}{hint}: Orkestra refuses it too")
+            continue
+        yield from _walk(item, child, (*path, name))
+
+
+def docs_table(schema: Key = KATALOG, prefix: str = "") -> list[tuple[str, str, str]]:
+    """(key path, what orksync does, detail) for every key of the table, depth first:
+    the rows of docs/katalog-schema.md."""
+    rows: list[tuple[str, str, str]] = []
+    if schema.each is not None:
+        rows.extend(docs_table(schema.each, prefix + ".<name>"))
+    for name, key in (schema.children or {}).items():
+        path = f"{prefix}.{name}" if prefix else name
+        label = {"acts": "acts", "info": "accepted (descriptive)",
+                 "warns": "warns: not done", "refused": "refused",
+                 "orksync": "acts (orksync)" if key.portable else "acts, warns: not portable"
+                 }[key.does]
+        detail = key.what
+        if key.moves_to:
+            detail += f" (flat layout: `{'.'.join(key.moves_to)}`)"
+        rows.append((path, label, detail))
+        rows.extend(docs_table(key, path))
+    return rows
+
+
+
+def docs_markdown() -> str:
+    """The table of docs/katalog-schema.md, between its generated-section markers."""
+    lines = ["| key | orksync | what orksync does, or why not |", "|---|---|---|"]
+    for path, label, detail in docs_table():
+        lines.append(f"| `{path}` | {label} | {detail.replace('|', '/')} |")
+    return "\n".join(lines) + "\n"
