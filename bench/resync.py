@@ -19,6 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common
 
 from orksync.apply.engine import Applier, ApplyOptions
+from orksync.apply.inventory import inventory_identity
 from orksync.apply.sync import mark_for_cleanup, sync_once
 from orksync.model import Action
 from orksync.render.output import read_rendered
@@ -78,9 +79,10 @@ def main() -> int:
                          reqs["orksync"], reqs["kubectl"]))
 
         # in process: the Applier alone (no CLI start-up, no directory read, no inventory)
-        # the bodies `orksync apply` sends: plain objects get its label and finalizer
+        # the bodies `orksync apply --name bench-ro` sends: plain objects get its label and
+        # finalizer, every object the annotation naming its inventory
         objs = mark_for_cleanup(common.RenderedSet(
-            objects=tuple(common.make_objects("ro", n)))).objects
+            objects=tuple(common.make_objects("ro", n))), inventory_identity("bench-ro")).objects
         kube = env.kube
         before_srv = common.server_requests(env)
         before_cli = kube.requests

@@ -244,5 +244,18 @@ def go_note(name: str, sig: str) -> Callable[[Callable[..., Any]], GoNote]:
     return wrap
 
 
+def registrar(table: list[GoNote]) -> Callable[[str, str], Callable[[Callable[..., Any]], GoNote]]:
+    """A `go_note` decorator that also appends each note to `table`."""
+    def note(name: str, sig: str) -> Callable[[Callable[..., Any]], GoNote]:
+        def register(impl: Callable[..., Any]) -> GoNote:
+            wrapped = go_note(name, sig)(impl)
+            table.append(wrapped)
+            return wrapped
+
+        return register
+
+    return note
+
+
 def signature_of(fn: Any) -> Signature | None:
     return fn.sig if isinstance(fn, GoNote) else None

@@ -15,7 +15,7 @@ import binascii
 import hashlib
 import ipaddress
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from orksync.render.gotemplate.gotypes import GoInt, GoStrings, GoUint8, to_go_bytes
@@ -37,18 +37,10 @@ from orksync.render.notes.gocore import (
     to_upper,
     trim_space,
 )
-from orksync.render.notes.gosig import GoNote, go_note
+from orksync.render.notes.gosig import GoNote, registrar
 
 NOTES: list[GoNote] = []
-
-
-def note(name: str, sig: str) -> Callable[[Callable[..., Any]], GoNote]:
-    def register(impl: Callable[..., Any]) -> GoNote:
-        wrapped = go_note(name, sig)(impl)
-        NOTES.append(wrapped)
-        return wrapped
-
-    return register
+note = registrar(NOTES)
 
 
 def go_type_key(value: Any) -> Any:

@@ -15,18 +15,10 @@ from typing import Any
 
 from orksync.render.gotemplate.gotypes import GoInt
 from orksync.render.notes.gocore import int64_of, parse_float, sprint_v, to_int64
-from orksync.render.notes.gosig import GoNote, go_note
+from orksync.render.notes.gosig import GoNote, registrar
 
 NOTES: list[GoNote] = []
-
-
-def note(name: str, sig: str) -> Callable[[Callable[..., Any]], GoNote]:
-    def register(impl: Callable[..., Any]) -> GoNote:
-        wrapped = go_note(name, sig)(impl)
-        NOTES.append(wrapped)
-        return wrapped
-
-    return register
+note = registrar(NOTES)
 
 
 def _map(value: Any) -> Mapping[str, Any] | None:

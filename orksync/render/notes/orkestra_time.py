@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal, localcontext
 from typing import Any
@@ -20,7 +20,7 @@ from orksync.render.notes._common import Clock, NoteError, go_json, now_utc
 from orksync.render.notes.cron import parse_cron
 from orksync.render.notes.gocore import INT64_MAX, INT64_MIN, int64_of, parse_float, sprint_v
 from orksync.render.notes.gocore import trim_space as _trim_space
-from orksync.render.notes.gosig import GoNote, go_note, random_value
+from orksync.render.notes.gosig import GoNote, random_value, registrar
 from orksync.render.notes.random import MAX_RANDOM_N, RandomSource
 from orksync.render.notes.time import go_format
 
@@ -32,16 +32,6 @@ MINUTE = 60 * SECOND
 HOUR = 60 * MINUTE
 
 
-def _make(table: list[GoNote]) -> Callable[[str, str], Callable[[Callable[..., Any]], GoNote]]:
-    def note(name: str, sig: str) -> Callable[[Callable[..., Any]], GoNote]:
-        def register(impl: Callable[..., Any]) -> GoNote:
-            wrapped = go_note(name, sig)(impl)
-            table.append(wrapped)
-            return wrapped
-
-        return register
-
-    return note
 
 
 # ── Go durations ────────────────────────────────────────────────────────────────────
@@ -203,7 +193,7 @@ def _ns_between(later: datetime, earlier: datetime) -> int:
 
 def time_notes(clock: Clock) -> list[GoNote]:
     table: list[GoNote] = []
-    note = _make(table)
+    note = registrar(table)
 
     def now() -> datetime:
         return now_utc(clock).astimezone(UTC)
@@ -401,7 +391,7 @@ def cron_describe(expr: str) -> str:
 
 def cron_notes() -> list[GoNote]:
     table: list[GoNote] = []
-    note = _make(table)
+    note = registrar(table)
 
     def field(expr: str, pos: int) -> str:
         if _trim_space(expr) == "":
@@ -516,7 +506,7 @@ def mm_compare(a: tuple[int, int, int, str], b: tuple[int, int, int, str]) -> in
 
 def semver_notes() -> list[GoNote]:
     table: list[GoNote] = []
-    note = _make(table)
+    note = registrar(table)
     for index, name in enumerate(("semverMajor", "semverMinor", "semverPatch")):
         def part(v: str, index: int = index) -> str:
             parsed = mm_version(v)
@@ -565,7 +555,7 @@ def semver_notes() -> list[GoNote]:
 # ── quantity ────────────────────────────────────────────────────────────────────────
 def quantity_notes() -> list[GoNote]:
     table: list[GoNote] = []
-    note = _make(table)
+    note = registrar(table)
 
     def parse(name: str, text: str) -> tuple[Decimal, Any]:
         try:
@@ -708,7 +698,7 @@ def random_notes(source: RandomSource) -> list[GoNote]:
     """The random notes: a value from `source` (a placeholder when rendering to disk);
     n <= 0 gives "" as in Orkestra."""
     table: list[GoNote] = []
-    note = _make(table)
+    note = registrar(table)
     for name in ("randomAlphanumeric", "randomHex", "randomBase64"):
         def sized(n: int, name: str = name) -> str:
             if n <= 0:
