@@ -9,6 +9,11 @@
 //
 //	{"ok": true, "out": "..."}  or  {"ok": false, "phase": "parse"|"exec", "error": "..."}
 //
+// A template that does not finish within the time limit (Go's `range` over a huge
+// integer never ends in practice, and text/template has no step budget) is answered
+// {"ok": false, "phase": "timeout"} and the process exits: its goroutine cannot be
+// stopped. The caller starts a new one for the cases after it.
+//
 // Data numbers are decoded like Kubernetes' unstructured JSON: integral numbers that
 // fit become int64, all others float64. "funcs" selects which of the test functions
 // below are installed (absent: all of them). The output is raw Go output: no
@@ -24,7 +29,10 @@ import (
 	"os"
 	"strings"
 	"text/template"
+	"time"
 )
+
+const timeLimit = 10 * time.Second
 
 type request struct {
 	Template string          `json:"template"`
@@ -190,7 +198,17 @@ func main() {
 		if err := json.Unmarshal(in.Bytes(), &req); err != nil {
 			_ = enc.Encode(response{OK: false, Phase: "request", Error: err.Error()})
 		} else {
-			_ = enc.Encode(run(req))
+			done := make(chan response, 1)
+			go func() { done <- run(req) }()
+			select {
+			case resp := <-done:
+				_ = enc.Encode(resp)
+			case <-time.After(timeLimit):
+				_ = enc.Encode(response{OK: false, Phase: "timeout",
+					Error: fmt.Sprintf("did not finish within %s", timeLimit)})
+				_ = out.Flush()
+				os.Exit(3)
+			}
 		}
 		if err := out.Flush(); err != nil {
 			os.Exit(1)
