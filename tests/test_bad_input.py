@@ -129,7 +129,7 @@ CASES = [
                                "    expression: [1]"),
          KATALOG, "Katalog/widgets", "notes.functions[1].expression",
          "must be a template expression", WIDGETS),
-    Case("entry-field-wrong-type", edit(KATALOG, 'replicas: "{{ default .spec.replicas 1 }}"',
+    Case("entry-field-wrong-type", edit(KATALOG, 'replicas: "{{ .spec.replicas | default 1 }}"',
                                         "replicas: {many: true}"),
          KATALOG, "Widget.test.orksync.io/team-a/shop",
          "spec.crds.widget.operatorBox.onReconcile.deployments[0].replicas", "", WIDGETS),
