@@ -88,7 +88,7 @@ class LeaderElector:
         return renewed is not None and self.monotonic() - renewed < self.renew_deadline
 
     def check(self) -> None:
-        """Raise LeadershipLost unless this process may write (the Kube write gate)."""
+        """Raise LeadershipLost unless this process may write (`Kube.gate` of the jobs)."""
         if not self.leading:
             raise LeadershipLost(f"{self.identity} does not hold the lease "
                                  f"{self.namespace}/{self.name}; writes stopped")
