@@ -232,7 +232,10 @@ class Agent:
         return proc_memory(self.proc.pid)
 
     def summaries(self) -> list[str]:
-        return [ln for ln in self.log.read_text().splitlines() if ln.startswith("sync ")]
+        """The agent's summary lines, without the timestamp its plain log lines start with."""
+        lines = (ln.split(" ", 1)[1] if ln[:4].isdigit() and " " in ln else ln
+                 for ln in self.log.read_text().splitlines())
+        return [ln for ln in lines if ln.startswith("sync ")]
 
     def check_alive(self) -> None:
         if self.proc.poll() is not None:
