@@ -375,3 +375,21 @@ def test_a_refused_stream_is_read_whole_and_yields_nothing() -> None:
         stream = Pool(server.url()).stream("GET", "/", {}, timeout=5, idle=5)
         assert (stream.response.status, stream.response.data) == (410, b'{"reason":"Expired"}')
         assert list(stream) == []
+
+
+def test_a_stream_closed_from_another_thread_ends_without_an_error() -> None:
+    head = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n"
+    release = threading.Event()
+
+    def silent(conn: socket.socket) -> None:
+        conn.sendall(head)
+        release.wait(30)
+    with serving(silent) as server:
+        stream = Pool(server.url()).stream("GET", "/", {}, timeout=5, idle=60)
+        pieces = iter(stream)
+        assert next(pieces) == b"{}"
+        closer = threading.Timer(0.2, stream.close)
+        closer.start()
+        assert list(pieces) == []  # the wait for more ends when the stream is closed
+        closer.join()
+        release.set()

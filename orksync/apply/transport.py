@@ -383,8 +383,13 @@ class Stream:
             elif answer.complete:
                 self.close()
             else:
-                self._conn._receive(time.monotonic() + self._idle, self._idle,
-                                    "nothing received")
+                try:
+                    self._conn._receive(time.monotonic() + self._idle, self._idle,
+                                        "nothing received")
+                except TransportError:
+                    if self._closed:  # closed by another thread while it waited: the end
+                        return
+                    raise
 
     def close(self) -> None:
         self._closed = True
