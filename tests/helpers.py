@@ -85,6 +85,13 @@ spec:
 """
 
 
+def katalog(box: str) -> str:
+    """A Widget Katalog whose operatorBox is `box` (YAML indented by 8 spaces)."""
+    return ("apiVersion: orkestra.orkspace.io/v1\nkind: Katalog\nmetadata: {name: widgets}\n"
+            "spec:\n  crds:\n    widget:\n      crdFile: ./crd.yaml\n      operatorBox:\n"
+            + box)
+
+
 def widget(name: str, namespace: str = "default", **spec: object) -> str:
     lines = [f"  {k}: {v}" for k, v in spec.items()]
     return (f"apiVersion: test.orksync.io/v1\nkind: Widget\nmetadata:\n  name: {name}\n"

@@ -1,10 +1,15 @@
 """Leader election between real `orksync agent` processes with the default flags (interval
 60 s, lease 15 s, renew deadline 10 s, retry period 2 s), judged by the API server's audit
-log: each write names its replica in its User-Agent, so the log shows who wrote when."""
+log: each write names its replica in its User-Agent, so the log shows who wrote when. The
+takeover's upper bound (lease duration + retry period after the last renewal) depends on
+when threads get to run, so it is proven on a simulated clock (tests/test_lease.py); here
+the standby must take over at all, and never before it saw the Lease silent for the lease
+duration."""
 
 from __future__ import annotations
 
 import json
+import re
 import signal
 import time
 import uuid
@@ -18,32 +23,21 @@ from orksync.apply.kube import Kube
 from orksync.testing.controlplane import ControlPlane
 from orksync.testing.faultproxy import TcpFaultProxy
 from orksync.testing.gitdaemon import GitDaemon
-from tests.helpers import CRD, finished_job_status, widget, write_repo
+from tests.helpers import CRD, finished_job_status, katalog, widget, write_repo
 from tests.test_agent_cluster import AgentProcess, commit, git_daemon, wait_for  # noqa: F401
 
 pytestmark = pytest.mark.cluster
 
 LEASE_DURATION, RETRY_PERIOD = 15.0, 2.0  # the defaults
-# what the bound allows besides the protocol's own L + P: the standby's thread waking up
-# and its two requests, on a machine busy with the other agent and the control plane
-SCHEDULING = 2.0
 # an onDelete Job that nobody runs (no kubelet): the teardown waits for it until the test
 # writes its status, so the leader's sync lasts as long as the test wants
-LONG_ON_DELETE = """\
-apiVersion: orkestra.orkspace.io/v1
-kind: Katalog
-metadata: {name: widgets}
-spec:
-  crds:
-    widget:
-      crdFile: ./crd.yaml
-      operatorBox:
+LONG_ON_DELETE = katalog("""\
         onCreate:
           configMaps: [{name: "{{ .metadata.name }}-config", data: {a: "1"}}]
         onDelete:
           timeout: 10m
           jobs: [{name: "{{ .metadata.name }}-cleanup", image: busybox}]
-"""
+""")
 
 
 def writes_by(audit_log: Path, identity: str) -> list[dict[str, Any]]:
@@ -66,7 +60,7 @@ def lease_writes(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [e for e in events if (e.get("objectRef") or {}).get("resource") == "leases"]
 
 
-def test_two_agents_never_write_at_once_and_the_standby_takes_over_within_the_bound(
+def test_two_agents_never_write_at_once_and_the_standby_takes_over_after_a_full_lease(
         control_plane: ControlPlane, git_daemon: tuple[Path, str, GitDaemon],  # noqa: F811
         tmp_path: Path) -> None:
     """The leader's sync runs far longer than the lease (a teardown waiting 70 s for its
@@ -110,9 +104,8 @@ def test_two_agents_never_write_at_once_and_the_standby_takes_over_within_the_bo
                      content_type="application/merge-patch+json")
         wait_for("the leader's long sync to end", lambda: "sync rev=" in leader.text(), 60)
         leader.stop(signal.SIGKILL)
-        killed = time.time()
         wait_for("the standby's first write", lambda: writes_by(
-            control_plane.audit_log, two) != [], LEASE_DURATION + RETRY_PERIOD + 30)
+            control_plane.audit_log, two) != [], LEASE_DURATION + RETRY_PERIOD + 60)
         wait_for("the new leader's sync", lambda: "sync rev=" in standby.text(), 60)
     finally:
         for agent in agents:
@@ -128,10 +121,12 @@ def test_two_agents_never_write_at_once_and_the_standby_takes_over_within_the_bo
     # no moment at which both wrote: every write of the killed leader ended before the
     # standby's first one arrived
     assert last_of_one < first_of_two
-    # and the standby's first write is its takeover of the Lease
+    # and the standby's first write is its takeover of the Lease, after a full lease of
+    # silence by its own clock (a busy machine can only make that longer)
     assert lease_writes(theirs)[0] is theirs[0]
-    took = first_of_two - killed
-    assert took <= LEASE_DURATION + RETRY_PERIOD + SCHEDULING, took
+    silence = re.search(r"takes over the lease \S+ from \S+ \(unchanged for ([0-9.]+)s\)",
+                        standby.text())
+    assert silence is not None and float(silence.group(1)) >= LEASE_DURATION, standby.text()
 
 
 def test_a_leader_cut_off_from_the_api_server_abandons_its_sync_and_never_writes_again(

@@ -32,20 +32,21 @@ from orksync.katalog.loader import load_repository
 from orksync.model import Action, Change, ObjRef, Source
 from orksync.render.engine import render_catalog
 from orksync.testing.controlplane import ControlPlane
-from tests.helpers import CRD, KATALOG, finished_job_status, record_requests, widget, write_repo
+from tests.helpers import (
+    CRD,
+    KATALOG,
+    finished_job_status,
+    katalog,
+    record_requests,
+    widget,
+    write_repo,
+)
 
 pytestmark = pytest.mark.cluster
 
 WIDGET_API = "test.orksync.io/v1"
 MERGE = "application/merge-patch+json"
 WITHOUT_SERVICES = KATALOG.split("          services:")[0]
-
-
-def katalog(box: str) -> str:
-    """A Widget Katalog whose operatorBox is `box` (YAML indented by 8 spaces)."""
-    return ("apiVersion: orkestra.orkspace.io/v1\nkind: Katalog\nmetadata: {name: widgets}\n"
-            "spec:\n  crds:\n    widget:\n      crdFile: ./crd.yaml\n      operatorBox:\n"
-            + box)
 
 
 ON_DELETE_JOB = katalog("""\

@@ -166,21 +166,20 @@ class Agent:
         """A new leader syncs at once and checks rotations soon after, not at their next
         interval; its backoff is from before, when another replica may have written."""
         self.metrics.leader.set(1)
-        self.state.next_attempt = 0.0
         self.state.said = ((), ())
-        if self.scheduler is not None and not self.stop_event.is_set():
-            now = datetime.now(UTC)
-            with contextlib.suppress(LookupError):  # the scheduler is shutting down
-                self.scheduler.modify_job("sync", next_run_time=now)
-                self.scheduler.modify_job("rotate", next_run_time=now + timedelta(seconds=5))
+        self._sync_now()
+        self._run_at("rotate", datetime.now(UTC) + timedelta(seconds=5))
 
     def _sync_now(self) -> None:
         """Run the sync job now (its backoff forgotten), or right after the running one."""
         self.state.next_attempt = 0.0
         self.sync_wanted.set()
+        self._run_at("sync", datetime.now(UTC))
+
+    def _run_at(self, job: str, when: datetime) -> None:
         if self.scheduler is not None and not self.stop_event.is_set():
             with contextlib.suppress(LookupError):  # the scheduler is shutting down
-                self.scheduler.modify_job("sync", next_run_time=datetime.now(UTC))
+                self.scheduler.modify_job(job, next_run_time=when)
 
     def handle_hook(self, headers: webhook.Headers, body: bytes,
                     client: str) -> webhook.Verdict:

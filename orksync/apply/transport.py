@@ -10,9 +10,9 @@ redirects (an answer like any other), compression or pipelining.
 
 Why not urllib3: importing it (with `http.client` and the `email` package under it) costs
 a no-change `orksync apply`, a new process for a few requests, more than its requests.
-Why not h11: a pure-Python parser, it took several times the CPU of the rest of a request
-(bench/micro.py, `transport`). A request is a few formatted lines (its header values are
-checked for line breaks); only answers need a parser.
+Why not h11: a pure-Python parser, it cost several times this module's CPU per request
+(docs/architecture.md). A request is a few formatted lines (its header values are checked
+for line breaks); only answers need a parser.
 
 Failures are TransportErrors, which say whether the request may have reached the server
 (`sent`): a connection that was never made, or whose TLS handshake failed, carried none
