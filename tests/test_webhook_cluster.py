@@ -8,6 +8,7 @@ import hashlib
 import hmac
 import re
 import signal
+import subprocess
 import time
 import urllib.error
 import urllib.request
@@ -43,6 +44,11 @@ def post_hook(port: int, *, signature: str) -> tuple[int, str]:
 
 def signed(body: bytes = BODY, secret: bytes = SECRET) -> str:
     return "sha256=" + hmac.new(secret, body, hashlib.sha256).hexdigest()
+
+
+def head(repo: Path) -> str:
+    return subprocess.run(["git", "rev-parse", "--short=7", "HEAD"], cwd=repo, check=True,
+                          capture_output=True, text=True).stdout.strip()
 
 
 def fetches(agent: AgentProcess) -> int:
@@ -96,6 +102,8 @@ def test_a_valid_webhook_syncs_at_once_through_leader_or_standby_and_a_forged_on
         status, text = post_hook(standby.port, signature=signed())
         assert (status, text) == (202, "fetch requested from the leader\n")
         wait_for("c, applied by the leader", lambda: config("c"), 60)
+        # c's objects exist before its sync logs its summary: counted once it has
+        wait_for("c's sync summary", lambda: f"sync rev={head(repo)}" in leader.text(), 60)
         assert "sync rev=" not in standby.text()
 
         # a hook during a sync: the sync that tears a down waits for its onDelete Job
@@ -112,8 +120,8 @@ def test_a_valid_webhook_syncs_at_once_through_leader_or_standby_and_a_forged_on
                      body={"status": finished_job_status(ok=True)},
                      content_type="application/merge-patch+json")
         wait_for("d, applied by the sync right after", lambda: config("d"), 60)
-        wait_for("the two syncs' summaries", lambda: leader.text().count("sync rev=")
-                 == syncs + 2, 30)
+        wait_for("d's sync summary", lambda: f"sync rev={head(repo)}" in leader.text(), 60)
+        assert leader.text().count("sync rev=") == syncs + 2
         assert 'orksync_webhooks_total{result="refused"} 3.0' in http_get(
             leader.port, "/metrics")[1]
     finally:
