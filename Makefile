@@ -12,11 +12,11 @@ control-plane:  ## build (once, cached outside the repo) etcd, kube-apiserver, k
 	bash hack/build-control-plane.sh
 
 up: setup control-plane  ## start the local control plane (kubeconfig in .local/kubeconfig)
-	$(PYTHON) -m orksync.testing.controlplane up --kubeconfig $(KUBECONFIG_LOCAL) \
+	$(PYTHON) -m testbed.controlplane up --kubeconfig $(KUBECONFIG_LOCAL) \
 		--state-dir $(LOCAL)/control-plane --controller-manager --reuse
 
 down:  ## stop the local control plane
-	-$(PYTHON) -m orksync.testing.controlplane down --state-dir $(LOCAL)/control-plane
+	-$(PYTHON) -m testbed.controlplane down --state-dir $(LOCAL)/control-plane
 
 run: up  ## render and sync examples/repo into the local control plane, show what it made
 	$(PYTHON) -m orksync render examples/repo -o $(LOCAL)/rendered

@@ -1,7 +1,7 @@
 """What one fresh apply costs the control plane: kube-apiserver and etcd CPU seconds (from
 /proc/PID/stat) and wall time of the in-process Applier creating 1,000 objects over 20
 fresh namespaces, with `fieldValidation=Warn` (the server's default) and `Ignore` (what
-orksync sends, orksync.apply.kube.FIELD_VALIDATION), alternating, several runs each.
+orksync sends, orksync.cluster.kube.FIELD_VALIDATION), alternating, several runs each.
 
 On this 2-core machine a fresh apply is bound by the control plane's CPU, so this is where
 a fresh-apply ratio is won or lost; see docs/performance.md.
@@ -20,10 +20,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import common
 
-import orksync.apply.kube as kube_module
+import orksync.cluster.kube as kube_module
 from orksync.apply.engine import Applier, ApplyOptions
-from orksync.apply.sync import mark_for_cleanup
 from orksync.model import Action
+from orksync.sync import mark_for_cleanup
 
 MODES = ("Warn", "Ignore")
 

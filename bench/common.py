@@ -27,13 +27,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from orksync.apply.kube import Kube
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # testbed/, not installed
+
+from orksync.cluster.kube import Kube
 from orksync.model import ObjRef, Origin, RenderedObject, RenderedSet, WritePolicy
 from orksync.render.kinds import ORDER
-from orksync.render.output import write_rendered
 from orksync.render.resource import STAGE_CHILDREN
-from orksync.testing.controlplane import ControlPlane
-from orksync.testing.gitdaemon import GitDaemon, free_port
+from orksync.rendered.directory import write_rendered
+from testbed.controlplane import ControlPlane
+from testbed.gitdaemon import GitDaemon, free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 PERF_DOC = ROOT / "docs" / "performance.md"
@@ -373,8 +375,8 @@ def kubectl_argv(env: Env, rendered_dir: Path) -> list[str]:
             "-f", str(rendered_dir / "resources")]
 
 
-STARTUP_IMPORTS = ("import orksync.cli, orksync.apply.sync, orksync.apply.kube, "
-                   "orksync.render.output")
+STARTUP_IMPORTS = ("import orksync.cli, orksync.sync, orksync.cluster.kube, "
+                   "orksync.rendered.directory")
 
 
 def startup_seconds() -> float:

@@ -17,9 +17,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common
 
 from orksync.apply.engine import Applier, ApplyOptions
-from orksync.apply.kube import MERGE_PATCH
-from orksync.apply.sync import mark_for_cleanup
+from orksync.cluster.kube import MERGE_PATCH
 from orksync.model import Action, RenderedObject
+from orksync.sync import mark_for_cleanup
 
 
 def edit(env: common.Env, obj: RenderedObject, run: int) -> None:

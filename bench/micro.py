@@ -57,7 +57,7 @@ def main() -> int:
     from orksync.katalog.loader import load_repository
     from orksync.render.engine import render_catalog
     from orksync.render.gotemplate import GoTemplateEngine
-    from orksync.render.output import read_rendered, write_rendered
+    from orksync.rendered.directory import read_rendered, write_rendered
     from orksync.yamlio import dump_yaml
 
     sys.path.insert(1, str(BENCH))
@@ -77,7 +77,7 @@ def main() -> int:
         def write() -> None:  # a new directory each time: no old one to remove
             write_rendered(rendered, Path(tmp) / f"out-{next(written)}")
 
-        from orksync.render.output import object_path
+        from orksync.rendered.directory import object_path
 
         files = [(object_path(o), dump_yaml(o.body).encode()) for o in rendered.objects]
 

@@ -16,7 +16,7 @@ floor most (docs/performance.md, change 54).
 Each size runs the three `--runs` times, rotating which goes first, and the sizes take
 turns run by run (1,000, 10,000, 1,000, ...), so that the 10k/1k ratio compares sizes
 measured in the same minutes; the table shows the median run of each (by total seconds).
-The floor writes each file as the render does (`orksync.render.output._write_file`: open,
+The floor writes each file as the render does (`orksync.rendered.directory._write_file`: open,
 write, close), with the cyclic collector off as the render has it (orksync.gcpause).
 """
 
@@ -115,9 +115,9 @@ def child(mode: str, repo: Path, out: Path) -> dict[str, float]:
 
     from orksync.forked import default_jobs
     from orksync.katalog.loader import load_repository
-    from orksync.render.directory import render_to_directory
     from orksync.render.engine import render_catalog
-    from orksync.render.output import _write_file, object_path
+    from orksync.render.parallel import render_to_directory
+    from orksync.rendered.directory import _write_file, object_path
     from orksync.yamlio import dump_yaml
 
     jobs = 1

@@ -20,9 +20,9 @@ import common
 
 from orksync.apply.engine import Applier, ApplyOptions
 from orksync.apply.inventory import inventory_identity
-from orksync.apply.sync import mark_for_cleanup, sync_once
 from orksync.model import Action
-from orksync.render.output import read_rendered
+from orksync.rendered.directory import read_rendered
+from orksync.sync import mark_for_cleanup, sync_once
 
 TARGET_RATIO = 0.1
 TARGET_PER_OBJECT = 0.05

@@ -28,10 +28,10 @@ if TYPE_CHECKING:
 
     from orksync.apply.engine import Applier, ApplyOptions
     from orksync.apply.inventory import Inventory
-    from orksync.apply.kube import Kube
-    from orksync.apply.sync import SyncResult
+    from orksync.cluster.kube import Kube
     from orksync.katalog.model import Catalog
-    from orksync.render.directory import DirectoryRender
+    from orksync.render.parallel import DirectoryRender
+    from orksync.sync import SyncResult
 from orksync.logs import log_change, setup_logging, summary_line
 from orksync.model import Change, RenderedSet, Source
 
@@ -274,9 +274,9 @@ def _directory_source(out_dir: Path, head: dict[str, object]) -> Source | None:
 def _render(repo: Path, args: argparse.Namespace,
             kube: Kube | None = None) -> tuple[RenderedSet, str, Catalog]:
     """Load and render REPO; with `kube`, against the live cluster (orksync.render.children)."""
-    from orksync.apply.sync import render_live
     from orksync.render.engine import render_catalog
     from orksync.source import local_revision
+    from orksync.sync import render_live
 
     progress().phase("load")
     catalog = _load(repo)
@@ -309,7 +309,7 @@ def _log_problems(rendered: RenderedSet) -> None:
 def cmd_render(args: argparse.Namespace) -> int:
     start = time.monotonic()
     if args.live:
-        from orksync.render.output import write_rendered
+        from orksync.rendered.directory import write_rendered
 
         kube = _kube(args)
         try:
@@ -330,9 +330,9 @@ def cmd_render(args: argparse.Namespace) -> int:
 
 def _render_offline(args: argparse.Namespace) -> tuple[DirectoryRender, str]:
     """`orksync render` without --live: loaded, rendered and written in `--jobs`
-    processes (orksync.render.directory), the same files as one process writes."""
+    processes (orksync.render.parallel), the same files as one process writes."""
     from orksync.forked import default_jobs
-    from orksync.render.directory import render_to_directory
+    from orksync.render.parallel import render_to_directory
     from orksync.source import local_revision
 
     jobs = args.jobs or default_jobs()
@@ -365,7 +365,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def _kube(args: argparse.Namespace) -> Kube:
-    from orksync.apply.kube import Kube
+    from orksync.cluster.kube import Kube
 
     if args.kubeconfig or os.environ.get("KUBECONFIG") or \
             Path("~/.kube/config").expanduser().exists() or \
@@ -394,7 +394,7 @@ def _sync(args: argparse.Namespace, rendered: RenderedSet, catalog: Catalog | No
     (with `source`), then write each custom resource's status and an Event for its
     changes. Closes `kube` (`applier.kube` when an applier with its prefetch under way is
     given). The prune's refusals are logged by `sync_once`, once."""
-    from orksync.apply.sync import SyncOptions, hook_renderers, sync_once
+    from orksync.sync import SyncOptions, hook_renderers, sync_once
 
     kube = applier.kube if applier is not None else kube or _kube(args)
     progress().phase("apply", len(rendered.objects) + len(rendered.skipped), "objects")
@@ -410,7 +410,7 @@ def _sync(args: argparse.Namespace, rendered: RenderedSet, catalog: Catalog | No
             on_change=_log_change, applier=applier, stored_inventory=inventory,
             source=source)
         if catalog is not None and not args.dry_run:
-            from orksync.apply.events import report_sync  # the template engines: not for apply
+            from orksync.lifecycle.events import report_sync  # the template engines: not for apply
 
             progress().phase("status")
             report_sync(kube, catalog, rendered, result.changes, revision=revision)
@@ -437,7 +437,7 @@ def cmd_apply(args: argparse.Namespace) -> int:
 
 def _apply_directory(args: argparse.Namespace) -> int:
     from orksync.apply.engine import Applier
-    from orksync.render.output import IndexEntry, read_rendered
+    from orksync.rendered.directory import IndexEntry, read_rendered
 
     start = time.monotonic()
     started: list[Applier] = []
@@ -447,7 +447,7 @@ def _apply_directory(args: argparse.Namespace) -> int:
         """The apply's LISTs and the inventory's GET, sent once the index is read, while
         the files are read and verified. A connection that cannot be made is left to
         `_sync`, which reports it where it did before: after the directory's own errors."""
-        from orksync.apply.sync import prefetch_inventory
+        from orksync.sync import prefetch_inventory
 
         try:
             kube = _kube(args)
@@ -476,7 +476,7 @@ def _apply_directory(args: argparse.Namespace) -> int:
 
 
 def cmd_sync(args: argparse.Namespace) -> int:
-    from orksync.render.output import write_rendered
+    from orksync.rendered.directory import write_rendered
 
     start = time.monotonic()
     kube = _kube(args)
@@ -498,7 +498,7 @@ def cmd_rotate(args: argparse.Namespace) -> int:
     from datetime import UTC, datetime
 
     from orksync.apply.secrets import rotate_due
-    from orksync.render.notes.random import CryptoRandom
+    from orksync.secrets.random import CryptoRandom
 
     for name in args.force:
         if name.count("/") != 1:
@@ -522,8 +522,8 @@ def cmd_diff(args: argparse.Namespace) -> int:
     same source check as the sync (a conflict is an error), the same prune plan."""
     from orksync.apply.diff import PruneInputs, diff_objects
     from orksync.apply.inventory import check_source, inventory_identity
-    from orksync.apply.sync import hook_renderers, mark_for_cleanup, read_inventory
-    from orksync.render.output import read_rendered
+    from orksync.rendered.directory import read_rendered
+    from orksync.sync import hook_renderers, mark_for_cleanup, read_inventory
 
     identity = inventory_identity(args.name, args.inventory_namespace)
     try:

@@ -1,6 +1,6 @@
 """The `orksync status` and `orksync tree` commands: flags, output formats, `--watch`.
 
-Both read the cluster only (orksync.apply.overview). `-o table` (default) prints a
+Both read the cluster only (orksync.lifecycle.overview). `-o table` (default) prints a
 kubectl-style table, `-o json` one JSON document, `-o yaml` one YAML document. `--watch`
 reads again every `--interval` and prints the view again when it changed (a JSON view as
 one line per change, YAML documents separated by `---`), until Ctrl-C or `--timeout`.
@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from orksync.apply.kube import Kube
+    from orksync.cluster.kube import Kube
 
 __all__ = ["add_overview_parsers", "cmd_status", "cmd_tree"]
 
@@ -105,7 +105,7 @@ def _run(args: argparse.Namespace, kube_factory: Callable[[argparse.Namespace], 
 
 def cmd_status(args: argparse.Namespace,
                kube_factory: Callable[[argparse.Namespace], Kube]) -> int:
-    from orksync.apply.overview import read_rows, status_table
+    from orksync.lifecycle.overview import read_rows, status_table
 
     def view(kube: Kube) -> Callable[[datetime], str]:
         rows = read_rows(kube, args.inventory_namespace, args.name)
@@ -120,7 +120,7 @@ def cmd_status(args: argparse.Namespace,
 
 def cmd_tree(args: argparse.Namespace,
              kube_factory: Callable[[argparse.Namespace], Kube]) -> int:
-    from orksync.apply.overview import find_tree, parse_target, tree_table
+    from orksync.lifecycle.overview import find_tree, parse_target, tree_table
 
     parse_target(args.target)  # a malformed target fails before any request
 

@@ -21,7 +21,7 @@ from ruamel.yaml.nodes import MappingNode, ScalarNode
 from ruamel.yaml.resolver import VersionedResolver
 
 from orksync.errors import LoadError
-from orksync.yamlio import (
+from orksync.yamldoc import (
     MAX_DEPTH,
     MAX_FILE_NODES,
     MAX_INT_CHARS,

@@ -1,4 +1,4 @@
-"""Pytest fixtures for tests against the local control plane (see orksync.testing.controlplane).
+"""Pytest fixtures for tests against the local control plane (see testbed.controlplane).
 
 Import them into ``tests/conftest.py``::
 
@@ -25,7 +25,7 @@ import pytest
 from kubernetes.client import ApiClient, CoreV1Api, V1DeleteOptions, V1Namespace, V1ObjectMeta
 from kubernetes.client.exceptions import ApiException
 
-from orksync.testing.controlplane import ControlPlane, ControlPlaneError, find_binaries
+from testbed.controlplane import ControlPlane, ControlPlaneError, find_binaries
 
 __all__ = ["FIELD_MANAGER", "api_client", "control_plane", "namespace"]
 

@@ -10,7 +10,7 @@ from typing import Any, NoReturn
 
 import pytest
 
-from orksync.apply.kube import Kube
+from orksync.cluster.kube import Kube
 
 REPO_EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "repo"
 # The reference Katalogs live outside the repository, in ../shared beside the checkout

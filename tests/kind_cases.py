@@ -15,14 +15,14 @@ from typing import Any
 import pytest
 import yaml
 
-from orksync.apply.deletion import remove_finalizer
-from orksync.apply.kube import Kube
-from orksync.apply.sync import SyncResult, hook_renderers, sync_once
+from orksync.cluster.kube import Kube
 from orksync.errors import ClusterError
 from orksync.katalog.loader import load_repository
+from orksync.lifecycle.teardown import remove_finalizer
 from orksync.model import Action, Change, ObjRef
 from orksync.render.engine import render_catalog
-from orksync.testing.controlplane import ControlPlane
+from orksync.sync import SyncResult, hook_renderers, sync_once
+from testbed.controlplane import ControlPlane
 
 WIDGET_API = "test.orksync.io/v1"
 MERGE = "application/merge-patch+json"

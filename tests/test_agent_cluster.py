@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from orksync.apply.kube import Kube
-from orksync.testing.controlplane import ControlPlane
-from orksync.testing.gitdaemon import GitDaemon, free_port
+from orksync.cluster.kube import Kube
+from testbed.controlplane import ControlPlane
+from testbed.gitdaemon import GitDaemon, free_port
 from tests.helpers import CRD, KATALOG, finished_job_status, widget, write_repo
 
 pytestmark = pytest.mark.cluster

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from orksync.apply.autoscale import FIELD_MANAGER, decide, merge_changes, owns_replicas
 from orksync.katalog.loader import load_repository
+from orksync.lifecycle.autoscale import FIELD_MANAGER, decide, merge_changes, owns_replicas
 from orksync.model import Action, Change, ChangeSet, ObjRef
 from orksync.render.builders import BuildError, Built
 from orksync.render.builders.workloads import autoscale_directive

@@ -23,7 +23,7 @@ from orksync.errors import InputError, LoadError
 from orksync.katalog.loader import load_repository
 from orksync.model import ObjRef, Origin, RenderedObject, RenderedSet, WritePolicy
 from orksync.render.engine import render_catalog
-from orksync.render.output import read_rendered, write_rendered
+from orksync.rendered.directory import read_rendered, write_rendered
 from tests.corpus import CORPUS, HANG, bounded, python_internals
 
 GOOD = CORPUS / "good"

@@ -21,10 +21,10 @@ from typing import Any
 
 import pytest
 
-from orksync.apply.deletion import remove_finalizer
-from orksync.apply.kube import Kube
+from orksync.cluster.kube import Kube
 from orksync.errors import ClusterError
-from orksync.testing.controlplane import ControlPlane
+from orksync.lifecycle.teardown import remove_finalizer
+from testbed.controlplane import ControlPlane
 from tests.corpus import CORPUS
 
 pytestmark = pytest.mark.cluster

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from orksync.apply.kube import Kube
+from orksync.cluster.kube import Kube
 from orksync.errors import ClusterError
 from orksync.render.builders import BuildContext
 from orksync.render.builders.profiles import (
@@ -31,7 +31,7 @@ from orksync.render.builders.profiles import (
     ROLLING_UPDATE,
 )
 from orksync.render.kinds import BY_KEY
-from orksync.testing.controlplane import ControlPlane
+from testbed.controlplane import ControlPlane
 
 pytestmark = pytest.mark.cluster
 

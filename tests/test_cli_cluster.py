@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from orksync.apply import kubeconfig
-from orksync.apply.deletion import remove_finalizer
-from orksync.apply.kube import Kube
-from orksync.testing.controlplane import ControlPlane
+from orksync.cluster import kubeconfig
+from orksync.cluster.kube import Kube
+from orksync.lifecycle.teardown import remove_finalizer
+from testbed.controlplane import ControlPlane
 from tests.helpers import CRD, KATALOG, widget, write_repo
 
 pytestmark = pytest.mark.cluster
@@ -206,7 +206,7 @@ def test_apply_of_an_edited_directory_is_refused_and_writes_nothing(
 # What `orksync apply DIR` of a plain directory (no onDelete, no status fields, no
 # autoscale, a kubeconfig orksync reads itself) must not pay for at start-up: the template
 # and render engines, the safe YAML loader, the kubernetes client (with `requests`), and
-# urllib3 with `http.client` and `email` (orksync.apply.transport speaks HTTP itself).
+# urllib3 with `http.client` and `email` (orksync.cluster.transport speaks HTTP itself).
 HEAVY_MODULES = ("jinja2", "orksync.render.gotemplate", "orksync.render.jinja_dialect",
                  "orksync.render.engine", "ruamel.yaml", "orksync.yamlparse", "kubernetes",
                  "requests", "urllib3", "http.client", "email")
@@ -234,7 +234,7 @@ def test_applying_a_rendered_directory_imports_neither_template_engines_nor_kube
         assert proc.returncode == 0, proc.stderr
         assert expected in proc.stderr.splitlines()[-1], proc.stderr
         modules = set(json.loads(proc.stdout.splitlines()[-1]))
-        assert "orksync.apply.sync" in modules
+        assert "orksync.sync" in modules
         assert [m for m in HEAVY_MODULES if m in modules] == []  # a package: with any module
     kube = Kube.from_kubeconfig(control_plane.kubeconfig)
     assert kube.get(kube.resource("apps/v1", "Deployment"), ns, "w")["spec"]["replicas"] == 1
@@ -247,7 +247,7 @@ def test_apply_reads_the_inventory_with_its_lists_prunes_from_it_and_stops_on_a_
     are read: what left the directory is still pruned from it, and an inventory that
     cannot be decoded still stops the apply before any write, naming the ConfigMap."""
     from orksync.model import ObjRef, Origin, RenderedObject, RenderedSet, WritePolicy
-    from orksync.render.output import write_rendered
+    from orksync.rendered.directory import write_rendered
 
     ns = f"t-{uuid.uuid4().hex[:8]}"
     kc, name = str(control_plane.kubeconfig), f"inv-{uuid.uuid4().hex[:8]}"

@@ -20,7 +20,7 @@ import pytest
 from kubernetes.client import ApiClient, CoreV1Api, V1ConfigMap, V1ObjectMeta, V1OwnerReference
 from kubernetes.client.exceptions import ApiException
 
-from orksync.testing.controlplane import (
+from testbed.controlplane import (
     ControlPlane,
     ControlPlaneError,
     find_binaries,
@@ -177,7 +177,7 @@ def test_up_and_down_run_a_detached_control_plane(
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [sys.executable, "-m", "orksync.testing.controlplane", *args],
+            [sys.executable, "-m", "testbed.controlplane", *args],
             env=env,
             capture_output=True,
             text=True,

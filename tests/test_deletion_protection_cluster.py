@@ -12,14 +12,15 @@ from typing import Any
 
 import pytest
 
-from orksync.apply.deletion import DeletionOptions, remove_finalizer
-from orksync.apply.kube import Kube
-from orksync.apply.sync import SyncOptions, SyncResult, hook_renderers, read_inventory, sync_once
+from orksync.apply.delete import DeletionOptions
+from orksync.cluster.kube import Kube
 from orksync.errors import ClusterError
 from orksync.katalog.loader import load_repository
+from orksync.lifecycle.teardown import remove_finalizer
 from orksync.model import Action, ObjRef
 from orksync.render.engine import render_catalog
-from orksync.testing.controlplane import ControlPlane
+from orksync.sync import SyncOptions, SyncResult, hook_renderers, read_inventory, sync_once
+from testbed.controlplane import ControlPlane
 from tests.helpers import CRD, KATALOG, widget, write_repo
 
 pytestmark = pytest.mark.cluster

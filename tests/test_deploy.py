@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 from ruamel.yaml import YAML
 
-from orksync.testing.controlplane import ControlPlane, kubeconfig_document, write_kubeconfig
+from testbed.controlplane import ControlPlane, kubeconfig_document, write_kubeconfig
 from tests.helpers import REPO_EXAMPLE
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -12,11 +12,11 @@ import pytest
 
 from orksync.apply.diff import diff_objects
 from orksync.apply.engine import Applier
-from orksync.apply.kube import Kube
+from orksync.cluster.kube import Kube
 from orksync.katalog.loader import load_repository
 from orksync.model import RenderedSet
 from orksync.render.engine import render_catalog
-from orksync.testing.controlplane import ControlPlane
+from testbed.controlplane import ControlPlane
 from tests.helpers import CRD, widget, write_repo
 
 pytestmark = pytest.mark.cluster

@@ -2,7 +2,7 @@
 
 Against the real control plane (etcd + kube-apiserver + kube-controller-manager) and real
 git: kube-apiserver and etcd killed in the middle of a sync; connections cut, reset,
-stalled and refused by a TCP relay on 127.0.0.1 (orksync.testing.faultproxy); 429 and 5xx
+stalled and refused by a TCP relay on 127.0.0.1 (testbed.faultproxy); 429 and 5xx
 answers and lost answers from a TLS-terminating HTTP proxy; conflicts with another field
 manager; the git remote down, a corrupted clone, a force-push, through the agent.
 
@@ -28,18 +28,19 @@ from typing import Any
 import pytest
 
 from orksync.agent.runner import Agent, AgentConfig
-from orksync.apply.deletion import DeletionOptions, remove_finalizer
-from orksync.apply.events import report_sync
-from orksync.apply.kube import Kube, RetryPolicy
-from orksync.apply.sync import SyncOptions, SyncResult, hook_renderers, read_inventory, sync_once
+from orksync.apply.delete import DeletionOptions
+from orksync.cluster.kube import Kube, RetryPolicy
 from orksync.errors import ClusterError
 from orksync.katalog.loader import load_repository
 from orksync.katalog.model import Catalog
+from orksync.lifecycle.events import report_sync
+from orksync.lifecycle.teardown import remove_finalizer
 from orksync.model import MANAGED_SELECTOR, OWNER_LABEL, Action, Change, ObjRef, RenderedSet
 from orksync.render.engine import render_catalog
-from orksync.render.output import read_rendered
-from orksync.testing.controlplane import ControlPlane
-from orksync.testing.faultproxy import Direction, HttpFaultProxy, TcpFaultProxy
+from orksync.rendered.directory import read_rendered
+from orksync.sync import SyncOptions, SyncResult, hook_renderers, read_inventory, sync_once
+from testbed.controlplane import ControlPlane
+from testbed.faultproxy import Direction, HttpFaultProxy, TcpFaultProxy
 from tests.helpers import CRD, widget, write_repo
 from tests.test_git_source import GitDaemon, Upstream
 
@@ -389,7 +390,7 @@ def test_connections_cut_and_reset_mid_sync_are_retried_and_nothing_is_lost(
     kept = world.keepsakes(kube)
     change_repo(world)
     through = relayed(relay, tmp_path)
-    with caplog.at_level(logging.INFO, logger="orksync.apply.kube"):
+    with caplog.at_level(logging.INFO, logger="orksync.cluster.kube"):
         run = MidSync(world, through, "Secret")
         try:
             relay.cut_all()  # the pooled connections: the rest of the sync opens new ones

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from orksync.render.gotemplate import GoTemplateEngine, GoTemplateError
 from orksync.render.notes import builtin_functions, user_notes
-from orksync.render.notes.random import PlaceholderRandom
+from orksync.secrets.random import PlaceholderRandom
 from tests.corpus import HANG, bounded, fuzz_settings, python_internals
 
 MAX_OUTPUT = 100_000

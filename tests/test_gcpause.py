@@ -14,7 +14,7 @@ import pytest
 from orksync.gcpause import gc_paused, paused_gc
 from orksync.katalog.loader import load_repository
 from orksync.render.engine import render_catalog
-from orksync.render.output import read_rendered, write_rendered
+from orksync.rendered.directory import read_rendered, write_rendered
 from tests.helpers import CRD, KATALOG, widget, write_repo
 
 

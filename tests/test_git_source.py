@@ -33,7 +33,7 @@ from orksync.source.git import (
     scrub,
     ssh_command,
 )
-from orksync.testing.gitdaemon import GitDaemon, free_port, wait_for_port
+from testbed.gitdaemon import GitDaemon, free_port, wait_for_port
 from tests.corpus import HANG, bounded
 from tests.helpers import unavailable
 

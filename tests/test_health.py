@@ -1,5 +1,5 @@
-"""Health by kstatus rules (orksync.apply.health) and the conditions it decides
-(orksync.apply.status.health_conditions)."""
+"""Health by kstatus rules (orksync.lifecycle.health) and the conditions it decides
+(orksync.lifecycle.status.health_conditions)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from orksync.apply.health import (
+from orksync.katalog.loader import load_repository
+from orksync.lifecycle.health import (
     DEFAULT_HEALTH_TIMEOUT,
     ChildHealth,
     Health,
@@ -17,8 +18,7 @@ from orksync.apply.health import (
     evaluate,
     health_timeout,
 )
-from orksync.apply.status import desired_status, health_conditions
-from orksync.katalog.loader import load_repository
+from orksync.lifecycle.status import desired_status, health_conditions
 from orksync.render.engine import templates_for
 from tests.helpers import CRD, KATALOG, write_repo
 

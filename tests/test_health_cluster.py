@@ -1,4 +1,4 @@
-"""A custom resource's conditions follow its children's health (orksync.apply.health) on
+"""A custom resource's conditions follow its children's health (orksync.lifecycle.health) on
 the real control plane; the Deployment's status is written by the test, as the deployment
 controller would (none runs here)."""
 
@@ -12,12 +12,12 @@ from typing import Any
 import pytest
 
 from orksync.apply.engine import Applier
-from orksync.apply.events import report_sync
-from orksync.apply.kube import Kube
+from orksync.cluster.kube import Kube
 from orksync.katalog.loader import load_repository
+from orksync.lifecycle.events import report_sync
 from orksync.model import ObjRef
 from orksync.render.engine import render_catalog
-from orksync.testing.controlplane import ControlPlane
+from testbed.controlplane import ControlPlane
 from tests.helpers import CRD, KATALOG, widget, write_repo
 from tests.workload_status import deadline_exceeded, rolled_out, write_status
 

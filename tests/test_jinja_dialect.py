@@ -17,7 +17,7 @@ from orksync.render.jinja_dialect import (
     template_dialect,
 )
 from orksync.render.notes import builtin_functions, user_notes
-from orksync.render.notes.random import PlaceholderRandom
+from orksync.secrets.random import PlaceholderRandom
 from tests.corpus import HANG, bounded
 
 NOW = datetime(2026, 4, 6, 8, 0, tzinfo=UTC)

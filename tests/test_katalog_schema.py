@@ -384,7 +384,7 @@ PIPELINE = {
 def test_orkestras_include_katalog_example_renders_its_job_and_status(tmp_path: Path) -> None:
     from datetime import UTC, datetime
 
-    from orksync.apply.status import desired_status
+    from orksync.lifecycle.status import desired_status
     from orksync.render.engine import templates_for
 
     write_repo(tmp_path, PIPELINE)

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from orksync.apply.engine import Applier
-from orksync.apply.events import report_sync
-from orksync.apply.kube import Kube
+from orksync.cluster.kube import Kube
 from orksync.katalog.loader import load_repository
+from orksync.lifecycle.events import report_sync
 from orksync.render.engine import render_catalog
-from orksync.testing.controlplane import ControlPlane
+from testbed.controlplane import ControlPlane
 from tests.helpers import CRD, KATALOG, widget, write_repo
 
 pytestmark = pytest.mark.cluster

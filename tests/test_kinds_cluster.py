@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from orksync.apply.kube import Kube
+from orksync.cluster.kube import Kube
 from orksync.errors import ClusterError
 from orksync.model import Action
 from orksync.render.kinds import KINDS

@@ -1,4 +1,4 @@
-"""orksync.apply.kubeconfig without a cluster: which files and entries are read (client-go's
+"""orksync.cluster.kubeconfig without a cluster: which files and entries are read (client-go's
 merge rules), what falls back to the `kubernetes` client, and the errors for a kubeconfig
 that cannot be used (naming the file and field, never a key or token). Connecting with
 each kind of credential is tests/test_kubeconfig_cluster.py."""
@@ -16,9 +16,9 @@ from typing import Any, ClassVar
 
 import pytest
 
-from orksync.apply import kubeconfig
-from orksync.apply.kube import Kube, Resource
-from orksync.apply.kubeconfig import Credentials, Unsupported, load_kubeconfig
+from orksync.cluster import kubeconfig
+from orksync.cluster.kube import Kube, Resource
+from orksync.cluster.kubeconfig import Credentials, Unsupported, load_kubeconfig
 from orksync.errors import ClusterError
 from orksync.secrets import pki
 

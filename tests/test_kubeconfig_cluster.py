@@ -1,5 +1,5 @@
 """Connecting with each kind of kubeconfig credential to the real control plane, natively
-(orksync.apply.kubeconfig, no `kubernetes` import) or through the `kubernetes` client
+(orksync.cluster.kubeconfig, no `kubernetes` import) or through the `kubernetes` client
 where the kubeconfig needs it; and `orksync apply` without `kubernetes` or `requests` in
 the process. The merge rules and error texts without a cluster: tests/test_kubeconfig.py."""
 
@@ -18,11 +18,11 @@ from typing import Any
 import pytest
 
 from orksync import __version__
-from orksync.apply import kubeconfig
-from orksync.apply.kube import Kube
+from orksync.cluster import kubeconfig
+from orksync.cluster.kube import Kube
 from orksync.errors import ClusterError
 from orksync.secrets import pki
-from orksync.testing.controlplane import CONTEXT_NAME, ControlPlane, kubeconfig_document
+from testbed.controlplane import CONTEXT_NAME, ControlPlane, kubeconfig_document
 
 pytestmark = pytest.mark.cluster
 

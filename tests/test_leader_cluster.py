@@ -19,10 +19,10 @@ from typing import Any
 
 import pytest
 
-from orksync.apply.kube import Kube
-from orksync.testing.controlplane import ControlPlane
-from orksync.testing.faultproxy import TcpFaultProxy
-from orksync.testing.gitdaemon import GitDaemon
+from orksync.cluster.kube import Kube
+from testbed.controlplane import ControlPlane
+from testbed.faultproxy import TcpFaultProxy
+from testbed.gitdaemon import GitDaemon
 from tests.helpers import CRD, finished_job_status, katalog, widget, write_repo
 from tests.test_agent_cluster import AgentProcess, commit, git_daemon, wait_for  # noqa: F401
 

@@ -1,6 +1,6 @@
-"""A sync renders against the live cluster (orksync.apply.sync.render_live): `.children`,
+"""A sync renders against the live cluster (orksync.sync.render_live): `.children`,
 the custom resource's own `.status` and `.cross.<as>.status` in templates, conditions and
-status fields; workload `autoscale:` (orksync.apply.autoscale). Real control plane
+status fields; workload `autoscale:` (orksync.lifecycle.autoscale). Real control plane
 (kube-apiserver + etcd + kube-controller-manager); no kubelet runs, so Job results are
 written through `/status` by the test, as a job controller would."""
 
@@ -17,18 +17,18 @@ from typing import Any
 import pytest
 import yaml
 
-from orksync.apply.autoscale import FIELD_MANAGER as AUTOSCALER
-from orksync.apply.autoscale import LAST_SCALE_ANNOTATION
-from orksync.apply.deletion import remove_finalizer
 from orksync.apply.engine import ApplyOptions
-from orksync.apply.events import report_sync
-from orksync.apply.kube import Kube
-from orksync.apply.status import rfc3339
-from orksync.apply.sync import SyncOptions, SyncResult, hook_renderers, render_live, sync_once
+from orksync.cluster.kube import Kube
 from orksync.errors import ClusterError
 from orksync.katalog.loader import load_repository
+from orksync.lifecycle.autoscale import FIELD_MANAGER as AUTOSCALER
+from orksync.lifecycle.autoscale import LAST_SCALE_ANNOTATION
+from orksync.lifecycle.events import report_sync
+from orksync.lifecycle.status import rfc3339
+from orksync.lifecycle.teardown import remove_finalizer
 from orksync.model import Action, Change, ObjRef
-from orksync.testing.controlplane import ControlPlane
+from orksync.sync import SyncOptions, SyncResult, hook_renderers, render_live, sync_once
+from testbed.controlplane import ControlPlane
 from tests.helpers import CRD, finished_job_status, widget, write_repo
 
 pytestmark = pytest.mark.cluster

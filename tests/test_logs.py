@@ -23,8 +23,8 @@ from orksync.logs import JsonFormatter, PlainFormatter, log_change, setup_loggin
 from orksync.model import Action, Change, ObjRef, WritePolicy
 from orksync.render.builders import BuildContext
 from orksync.render.builders.secret import build_secret
-from orksync.render.notes.random import CryptoRandom
 from orksync.secrets.plan import plan_secret
+from orksync.secrets.random import CryptoRandom
 
 
 def _logged(change: Change, level: int = logging.INFO) -> list[str]:

@@ -18,11 +18,11 @@ import pytest
 from orksync.apply.compare import is_subset
 from orksync.apply.engine import RECREATE_ANNOTATION
 from orksync.apply.inventory import Inventory
-from orksync.apply.kube import Kube
-from orksync.apply.sync import write_inventory
+from orksync.cluster.kube import Kube
 from orksync.model import Action, ObjRef
 from orksync.render.builders.profiles import NETWORK_POLICIES
 from orksync.secrets.pki import certificate_matches_key, load_certificate, load_private_key
+from orksync.sync import write_inventory
 from tests.helpers import CRD, widget, write_repo
 from tests.kind_cases import (
     CASES,

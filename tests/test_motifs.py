@@ -19,7 +19,7 @@ from orksync.katalog.motifs import (
 )
 from orksync.render.gotemplate import GoTemplateEngine, GoTemplateError
 from orksync.render.notes import builtin_functions
-from orksync.render.notes.random import PlaceholderRandom
+from orksync.secrets.random import PlaceholderRandom
 
 DB_MOTIF = """\
 apiVersion: orkestra.orkspace.io/v1

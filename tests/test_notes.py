@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from orksync.render.notes import builtin_functions, catalog, user_notes
 from orksync.render.notes._common import NoteError, go_json
 from orksync.render.notes.quantity import format_quantity, parse_quantity
-from orksync.render.notes.random import (
+from orksync.secrets.random import (
     GENERATE_TOKEN_RE,
     CryptoRandom,
     PlaceholderRandom,

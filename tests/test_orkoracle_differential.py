@@ -28,7 +28,7 @@ import pytest
 from orksync.render.gotemplate import GoTemplateEngine, GoTemplateError
 from orksync.render.notes import EXTENSIONS, builtin_functions
 from orksync.render.notes.gocore import api_server_numbers
-from orksync.render.notes.random import PlaceholderRandom
+from orksync.secrets.random import PlaceholderRandom
 from tests import orkoracle_cases as oc
 
 pytestmark = pytest.mark.go

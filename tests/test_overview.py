@@ -1,4 +1,4 @@
-"""The pure parts of `orksync status` / `orksync tree` (orksync.apply.overview)."""
+"""The pure parts of `orksync status` / `orksync tree` (orksync.lifecycle.overview)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from orksync.apply.overview import (
+from orksync.errors import UsageError
+from orksync.lifecycle.overview import (
     ChildRow,
     ResourceRow,
     Tree,
@@ -15,7 +16,6 @@ from orksync.apply.overview import (
     status_table,
     tree_table,
 )
-from orksync.errors import UsageError
 from orksync.model import ObjRef
 
 NOW = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)

@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from orksync.apply.kube import Kube
+from orksync.cluster.kube import Kube
 from orksync.model import ObjRef
-from orksync.testing.controlplane import ControlPlane
 from orksync.yamlio import load_emitted
+from testbed.controlplane import ControlPlane
 from tests.helpers import CRD, KATALOG, widget, write_repo
 from tests.workload_status import deadline_exceeded, rolled_out, write_status
 

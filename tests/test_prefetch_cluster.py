@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 
 from orksync.apply.engine import Applier, ApplyOptions
-from orksync.apply.kube import Kube
+from orksync.cluster.kube import Kube
 from orksync.model import Action, ObjRef, Origin, RenderedObject, WritePolicy
 from orksync.render.kinds import ORDER
 from orksync.render.resource import STAGE_CHILDREN, STAGE_CR, STAGE_CRD
-from orksync.testing.controlplane import ControlPlane
+from testbed.controlplane import ControlPlane
 from tests.helpers import record_requests
 
 pytestmark = pytest.mark.cluster

@@ -12,7 +12,6 @@ import pytest
 from orksync.katalog.motifs import MOTIF_KEY
 from orksync.render.gotemplate import GoTemplateEngine
 from orksync.render.notes import builtin_functions
-from orksync.render.notes.random import PlaceholderRandom
 from orksync.render.prepare import (
     PrepareError,
     mutate,
@@ -21,6 +20,7 @@ from orksync.render.prepare import (
     rule_problems,
     validate,
 )
+from orksync.secrets.random import PlaceholderRandom
 
 NOW = datetime(2026, 4, 6, 8, 0, tzinfo=UTC)
 ENGINE = GoTemplateEngine(builtin_functions(clock=lambda: NOW, random=PlaceholderRandom()))

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from orksync.progress import ERASE
-from orksync.testing.controlplane import ControlPlane
+from testbed.controlplane import ControlPlane
 from tests.helpers import CRD, KATALOG, widget, write_repo
 from tests.ptyrun import run_on_terminal
 

@@ -1,5 +1,5 @@
 """Prune, teardown and inventory against the real control plane (kube-apiserver + etcd +
-the garbage collector): orksync.apply.sync, .prune, .deletion and .inventory."""
+the garbage collector): orksync.sync, .prune, .deletion and .inventory."""
 
 from __future__ import annotations
 
@@ -14,11 +14,16 @@ from typing import Any
 
 import pytest
 
-from orksync.apply.deletion import FINALIZER, DeletionOptions, remove_finalizer
+from orksync.apply.delete import DeletionOptions
 from orksync.apply.engine import ApplyOptions
 from orksync.apply.inventory import DEFAULT_NAMESPACE, Inventory, InventoryEntry, InventoryError
-from orksync.apply.kube import Kube
-from orksync.apply.sync import (
+from orksync.cluster.kube import Kube
+from orksync.errors import ClusterError
+from orksync.katalog.loader import load_repository
+from orksync.lifecycle.teardown import FINALIZER, remove_finalizer
+from orksync.model import Action, Change, ObjRef, Source
+from orksync.render.engine import render_catalog
+from orksync.sync import (
     SyncOptions,
     SyncResult,
     ensure_namespace,
@@ -27,11 +32,7 @@ from orksync.apply.sync import (
     sync_once,
     write_inventory,
 )
-from orksync.errors import ClusterError
-from orksync.katalog.loader import load_repository
-from orksync.model import Action, Change, ObjRef, Source
-from orksync.render.engine import render_catalog
-from orksync.testing.controlplane import ControlPlane
+from testbed.controlplane import ControlPlane
 from tests.helpers import (
     CRD,
     KATALOG,

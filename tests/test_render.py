@@ -11,10 +11,10 @@ import pytest
 from orksync.errors import RenderError
 from orksync.katalog.loader import load_repository
 from orksync.model import ObjRef, Origin, RenderedObject, RenderedSet, WritePolicy
-from orksync.render import output
 from orksync.render.engine import render_catalog
 from orksync.render.kinds import BY_KEY, KINDS
-from orksync.render.output import read_rendered, write_rendered
+from orksync.rendered import directory as output
+from orksync.rendered.directory import read_rendered, write_rendered
 from orksync.yamlio import MAX_FILE_BYTES, dump_yaml, load_emitted
 from tests.helpers import CRD, KATALOG, REPO_EXAMPLE, widget, write_repo
 from tests.kind_cases import CASES, katalog

@@ -1,4 +1,4 @@
-"""The offline render in several processes (orksync.render.directory, orksync.forked): the
+"""The offline render in several processes (orksync.render.parallel, orksync.forked): the
 same rendered directory, byte for byte and directory for directory, as the serial render,
 with its errors and warnings in the same order. Forking is forced on small repositories
 by lowering the per-job minimums."""
@@ -21,10 +21,10 @@ from orksync import forked
 from orksync.katalog import loader
 from orksync.katalog.loader import load_repository
 from orksync.model import RenderedSet
-from orksync.render import directory
-from orksync.render.directory import render_to_directory
+from orksync.render import parallel as directory
 from orksync.render.engine import render_catalog
-from orksync.render.output import read_rendered, write_rendered
+from orksync.render.parallel import render_to_directory
+from orksync.rendered.directory import read_rendered, write_rendered
 from tests.corpus import CORPUS
 from tests.helpers import CRD, write_repo
 from tests.test_bad_input import CASES, Case
@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def fork_even_with_threads(monkeypatch: pytest.MonkeyPatch) -> None:
     """Fork although this process has other threads. A test run that has started the
-    control plane keeps a thread for it (orksync.testing.controlplane's spawner), idle in
+    control plane keeps a thread for it (testbed.controlplane's spawner), idle in
     a queue, holding no lock the forked code takes; without this, every test after the
     first cluster test would run the parts one after another, proving nothing."""
     monkeypatch.setattr(forked, "can_fork", lambda: hasattr(os, "fork"))

@@ -1,4 +1,4 @@
-"""orksync.apply.retry, the pure part of the retry path: which requests may be sent again,
+"""orksync.cluster.retry, the pure part of the retry path: which requests may be sent again,
 how long to wait, how Retry-After is read. The loop itself is tested against the real
 control plane through fault proxies (tests/test_faults_cluster.py)."""
 
@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from orksync.apply.retry import (
+from orksync.cluster.retry import (
     APPLY_PATCH,
     JSON_PATCH,
     MERGE_PATCH,

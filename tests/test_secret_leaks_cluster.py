@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from orksync.apply.kube import Kube
-from orksync.testing.controlplane import ControlPlane
+from orksync.cluster.kube import Kube
+from testbed.controlplane import ControlPlane
 from tests.helpers import CRD, write_repo
 
 pytestmark = pytest.mark.cluster

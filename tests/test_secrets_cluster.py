@@ -24,13 +24,13 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
 from orksync.apply.compare import HASH_ANNOTATION, fingerprint
-from orksync.apply.kube import Kube
 from orksync.apply.secrets import rotate_due, write_secret
+from orksync.cluster.kube import Kube
 from orksync.model import Action, Change, ObjRef, Origin, RenderedObject, WritePolicy
 from orksync.render.builders import BuildContext
 from orksync.render.builders.secret import build_secret
-from orksync.render.notes.random import CryptoRandom
-from orksync.testing.controlplane import ControlPlane
+from orksync.secrets.random import CryptoRandom
+from testbed.controlplane import ControlPlane
 from tests.helpers import CRD, write_repo
 
 pytestmark = pytest.mark.cluster
@@ -291,9 +291,9 @@ def test_rotate_due_rotates_only_the_due_secrets_and_keeps_everything_else(
 ROTATOR = """
 import sys
 from datetime import UTC, datetime, timedelta
-from orksync.apply.kube import Kube
+from orksync.cluster.kube import Kube
 from orksync.apply.secrets import rotate_due
-from orksync.render.notes.random import CryptoRandom
+from orksync.secrets.random import CryptoRandom
 kube = Kube.from_kubeconfig(sys.argv[1])
 now = datetime(2030, 1, 2, tzinfo=UTC) + timedelta(days=int(sys.argv[3]))
 print("ready", flush=True)
@@ -508,7 +508,7 @@ def ca_repo(root: Path, ns: str, *, tls: bool = True, reconcile: str = "false") 
 
 def test_the_ca_key_lives_in_a_secret_of_its_own_recorded_and_pruned_with_the_tls_secret(
         kube: Kube, control_plane: ControlPlane, tmp_path: Path) -> None:
-    from orksync.apply.sync import read_inventory
+    from orksync.sync import read_inventory
 
     ns = f"t-{uuid.uuid4().hex[:8]}"
     repo = ca_repo(tmp_path / "repo", ns)

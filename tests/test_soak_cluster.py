@@ -19,11 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from orksync.apply.kube import Kube
-from orksync.apply.sync import read_inventory
+from orksync.cluster.kube import Kube
 from orksync.model import ObjRef
-from orksync.testing.controlplane import ControlPlane
-from orksync.testing.gitdaemon import GitDaemon
+from orksync.sync import read_inventory
+from testbed.controlplane import ControlPlane
+from testbed.gitdaemon import GitDaemon
 from tests.test_faults_cluster import (
     Keepsake,
     World,

@@ -6,16 +6,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from orksync.apply.events import sync_event
-from orksync.apply.status import (
+from orksync.errors import RenderError
+from orksync.katalog.loader import load_repository
+from orksync.lifecycle.events import sync_event
+from orksync.lifecycle.status import (
     MAX_CONDITION_MESSAGE,
     bounded,
     desired_status,
     render_error_text,
     status_equal,
 )
-from orksync.errors import RenderError
-from orksync.katalog.loader import load_repository
 from orksync.model import Action, Change, ObjRef
 from orksync.render.engine import templates_for
 from tests.helpers import CRD, widget, write_repo

@@ -1,5 +1,5 @@
 """Status conditions, status fields and Events written on a real custom resource after a
-sync (orksync.apply.status, orksync.apply.events)."""
+sync (orksync.lifecycle.status, orksync.lifecycle.events)."""
 
 from __future__ import annotations
 
@@ -11,14 +11,14 @@ from typing import Any
 import pytest
 
 from orksync.apply.engine import Applier
-from orksync.apply.events import health_report, report_sync
-from orksync.apply.kube import Kube
-from orksync.apply.live import LiveIndex
-from orksync.apply.status import desired_status, read_children, write_status
+from orksync.cluster.kube import Kube
+from orksync.cluster.live import LiveIndex
 from orksync.katalog.loader import load_repository
+from orksync.lifecycle.events import health_report, report_sync
+from orksync.lifecycle.status import desired_status, read_children, write_status
 from orksync.model import Action, Change, ChangeSet, ObjRef
 from orksync.render.engine import render_catalog, templates_for
-from orksync.testing.controlplane import ControlPlane
+from testbed.controlplane import ControlPlane
 from tests.helpers import CRD, record_requests, widget, write_repo
 from tests.workload_status import rolled_out
 from tests.workload_status import write_status as write_deployment_status
@@ -96,7 +96,7 @@ def test_status_and_events_after_syncs(control_plane: ControlPlane, tmp_path: Pa
     assert not changes.failed and written == [ref]
     cr = live_cr(kube, ns)
     cond = conditions(cr)
-    # applied, not rolled out: Ready only once the Deployment is (orksync.apply.health)
+    # applied, not rolled out: Ready only once the Deployment is (orksync.lifecycle.health)
     assert cond["Ready"]["status"] == "False" and cond["Ready"]["reason"] == "Progressing"
     assert cond["Reconciling"]["message"] == f"Deployment/{ns}/w: InProgress: replicas: 0/2"
     write_deployment_status(kube, ObjRef(api_version="apps/v1", kind="Deployment",
@@ -184,10 +184,10 @@ def test_no_status_subresource_writes_nothing(control_plane: ControlPlane, tmp_p
 
 def test_reporting_on_many_custom_resources_costs_one_list_per_kind_once_settled(
         control_plane: ControlPlane, tmp_path: Path) -> None:
-    from orksync.apply.events import report_sync
-    from orksync.apply.sync import sync_once
     from orksync.katalog.loader import load_repository
+    from orksync.lifecycle.events import report_sync
     from orksync.render.engine import render_catalog
+    from orksync.sync import sync_once
     from tests.helpers import CRD as WIDGET_CRD
     from tests.helpers import KATALOG as WIDGET_KATALOG
     from tests.helpers import widget, write_repo

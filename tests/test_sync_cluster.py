@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 
 from orksync.apply.engine import Applier
-from orksync.apply.kube import Kube
+from orksync.cluster.kube import Kube
 from orksync.katalog.loader import load_repository
 from orksync.model import Action, ChangeSet, ObjRef
 from orksync.render.engine import render_catalog
-from orksync.testing.controlplane import ControlPlane
+from testbed.controlplane import ControlPlane
 from tests.helpers import CRD, KATALOG, REPO_EXAMPLE, record_requests, widget, write_repo
 
 pytestmark = pytest.mark.cluster
@@ -231,7 +231,7 @@ def test_force_conflict_false_reports_a_conflict_instead_of_taking_fields_over(
 
 def test_an_unchanged_sync_does_not_write_the_inventory_again(
         control_plane: ControlPlane, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from orksync.apply.sync import sync_once
+    from orksync.sync import sync_once
 
     ns = f"t-{uuid.uuid4().hex[:8]}"
     repo = write_repo(tmp_path, {"katalog.yaml": KATALOG, "crd.yaml": CRD,

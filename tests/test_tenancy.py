@@ -26,7 +26,7 @@ from orksync.render.guard import (
     literal_cluster_kinds,
 )
 from orksync.render.kinds import KINDS
-from orksync.render.output import write_rendered
+from orksync.rendered.directory import write_rendered
 from tests.helpers import CRD, widget, write_repo
 from tests.test_kinds_cluster import CASES
 

@@ -14,13 +14,13 @@ from typing import Any
 
 import pytest
 
-from orksync.apply.events import report_sync
-from orksync.apply.kube import Kube
-from orksync.apply.sync import SyncResult, sync_once
+from orksync.cluster.kube import Kube
 from orksync.katalog.loader import load_repository
+from orksync.lifecycle.events import report_sync
 from orksync.model import Action, ObjRef
 from orksync.render.engine import render_catalog
-from orksync.testing.controlplane import ControlPlane
+from orksync.sync import SyncResult, sync_once
+from testbed.controlplane import ControlPlane
 from tests.helpers import CRD, widget, write_repo
 from tests.kind_cases import (
     WIDGET_API,

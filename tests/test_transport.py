@@ -1,4 +1,4 @@
-"""orksync.apply.transport against servers on 127.0.0.1 that answer with scripted bytes:
+"""orksync.cluster.transport against servers on 127.0.0.1 that answer with scripted bytes:
 the three ways an answer's body ends, keep-alive and when a connection is not reused, a
 connection the server closed while idle, one deadline for the whole attempt, the errors
 (whether the request may have been sent, what was wrong), and streamed answers. TLS against
@@ -16,7 +16,7 @@ from contextlib import contextmanager
 
 import pytest
 
-from orksync.apply.transport import (
+from orksync.cluster.transport import (
     USER_AGENT,
     AnswerTimeout,
     BadAnswer,
@@ -141,7 +141,7 @@ def test_answers_larger_than_one_receive_are_read_whole() -> None:
     """Each receive asks for less than glibc's mmap threshold (128 KiB: a larger buffer is
     a fresh mapping per receive, docs/performance.md, change 47), so a LIST's answer of
     megabytes takes many; each way an answer ends still gives all of it."""
-    from orksync.apply import transport
+    from orksync.cluster import transport
 
     assert transport._RECV < 128 * 1024
     big = bytes(range(256)) * 4096  # 1 MiB
@@ -313,7 +313,7 @@ def test_a_certificate_refusal_is_found_behind_causes_and_arguments_and_loops_en
     """`Kube` gives up at once on a refused certificate, wherever the transport put it: as
     the cause (orksync's transport) or an argument (urllib3, through the kubernetes
     client); a chain that loops back ends."""
-    from orksync.apply.kube import _refused_certificate
+    from orksync.cluster.kube import _refused_certificate
 
     refused = ssl.SSLCertVerificationError(1, "certificate verify failed")
     caused = ConnectFailed("TLS handshake failed")

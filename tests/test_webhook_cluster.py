@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from orksync.apply.kube import Kube
-from orksync.testing.controlplane import ControlPlane
-from orksync.testing.gitdaemon import GitDaemon
+from orksync.cluster.kube import Kube
+from testbed.controlplane import ControlPlane
+from testbed.gitdaemon import GitDaemon
 from tests.helpers import CRD, finished_job_status, widget, write_repo
 from tests.test_agent_cluster import AgentProcess, commit, git_daemon, http_get, wait_for  # noqa: F401
 from tests.test_leader_cluster import LONG_ON_DELETE

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from orksync.testing.controlplane import ControlPlane
+from testbed.controlplane import ControlPlane
 from tests import leakscan
 
 pytestmark = pytest.mark.cluster

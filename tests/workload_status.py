@@ -1,5 +1,5 @@
 """The status a Deployment controller writes, written by the test: the test control plane
-runs no deployment controller and no kubelet (orksync.testing.controlplane.CONTROLLERS),
+runs no deployment controller and no kubelet (testbed.controlplane.CONTROLLERS),
 so a Deployment's status is whatever a test writes through `/status`."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from orksync.apply.kube import Kube
+from orksync.cluster.kube import Kube
 from orksync.model import ObjRef
 
 MERGE = "application/merge-patch+json"

@@ -12,7 +12,7 @@ from orksync.errors import UsageError
 
 if TYPE_CHECKING:
     from orksync.agent.runner import AgentConfig
-    from orksync.apply.kube import Kube
+    from orksync.cluster.kube import Kube
 
 
 def add_agent_parser(sub: Any, *, common_flags: tuple[Callable[[argparse.ArgumentParser], None],

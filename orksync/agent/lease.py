@@ -35,7 +35,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from orksync.apply.kube import Kube, Resource
+from orksync.cluster.kube import Kube, Resource
 from orksync.errors import ClusterError, LeadershipLost, UsageError
 
 log = logging.getLogger(__name__)

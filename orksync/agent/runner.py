@@ -38,26 +38,26 @@ from orksync.agent.metrics import Metrics
 from orksync.agent.server import serve
 from orksync.agent.shard import shard_filter, shard_of
 from orksync.apply.engine import ApplyOptions
-from orksync.apply.events import report_sync
-from orksync.apply.kube import Kube
-from orksync.apply.retry import RetryPolicy
 from orksync.apply.secrets import rotate_due
-from orksync.apply.sync import (
+from orksync.cluster.kube import Kube
+from orksync.cluster.retry import RetryPolicy
+from orksync.cluster.transport import USER_AGENT
+from orksync.errors import ClusterError, LeadershipLost, OrksyncError, SourceError
+from orksync.katalog.loader import load_repository
+from orksync.katalog.model import Catalog
+from orksync.lifecycle.events import report_sync
+from orksync.logs import log_change, summary_line
+from orksync.model import Action, RenderedSet, Source
+from orksync.rendered.directory import write_rendered
+from orksync.secrets.random import CryptoRandom
+from orksync.source.git import GitAuth, GitSource, GitSourceSpec, GitVerify, Revision
+from orksync.sync import (
     SyncOptions,
     ensure_namespace,
     hook_renderers,
     render_live,
     sync_once,
 )
-from orksync.apply.transport import USER_AGENT
-from orksync.errors import ClusterError, LeadershipLost, OrksyncError, SourceError
-from orksync.katalog.loader import load_repository
-from orksync.katalog.model import Catalog
-from orksync.logs import log_change, summary_line
-from orksync.model import Action, RenderedSet, Source
-from orksync.render.notes.random import CryptoRandom
-from orksync.render.output import write_rendered
-from orksync.source.git import GitAuth, GitSource, GitSourceSpec, GitVerify, Revision
 
 log = logging.getLogger("orksync.agent")
 

@@ -54,11 +54,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 from orksync.apply.compare import HASH_ANNOTATION
-from orksync.apply.deletion import OnDeleteRenderer, find_hooks
+from orksync.apply.delete import OnDeleteRenderer, find_hooks
 from orksync.apply.engine import FIELD_MANAGER, owner_reference_allowed
 from orksync.apply.inventory import Inventory, InventoryEntry, ownership_problem, plan_prune
-from orksync.apply.kube import Kube, Resource
 from orksync.apply.rollout import ROLLOUT_ANNOTATION, pod_template
+from orksync.cluster.kube import Kube, Resource
 from orksync.errors import ClusterError
 from orksync.model import (
     Action,
@@ -291,9 +291,9 @@ def _diff_one(kube: Kube, obj: RenderedObject, owners: dict[ObjRef, dict[str, An
 def _secret_work(kube: Kube, res: Resource, obj: RenderedObject, body: dict[str, Any],
                  live: dict[str, Any]) -> tuple[str, ...]:
     """What a sync's plan would do to this existing Secret (see the module docstring)."""
-    from orksync.render.notes.random import CryptoRandom
     from orksync.secrets.ca import ca_secret_name
     from orksync.secrets.plan import plan_secret
+    from orksync.secrets.random import CryptoRandom
 
     source = None
     copy_from = obj.directives.get("fromSecret")

@@ -28,7 +28,6 @@ from datetime import UTC, datetime
 from typing import Any, Protocol, TypeVar
 
 from orksync.apply.compare import HASH_ANNOTATION, fingerprint, unchanged
-from orksync.apply.kube import Kube, Resource
 from orksync.apply.rollout import (
     ROLLOUT_FIELD_MANAGER,
     add_rollout_annotation,
@@ -38,6 +37,7 @@ from orksync.apply.rollout import (
     referenced_secrets,
     rollout_body,
 )
+from orksync.cluster.kube import Kube, Resource
 from orksync.errors import ClusterError
 from orksync.model import (
     MANAGED_BY,
@@ -556,7 +556,7 @@ class Applier:
         # imported here: the secrets stack (and cryptography) is a noticeable part of the
         # start-up of an `orksync apply` that has no Secret to write
         from orksync.apply.secrets import write_secret
-        from orksync.render.notes.random import CryptoRandom
+        from orksync.secrets.random import CryptoRandom
 
         change, digest = write_secret(self.kube, obj, body, current,
                                       field_manager=self.options.field_manager,
@@ -739,7 +739,7 @@ def being_deleted(live: Mapping[str, Any]) -> str:
     """Why a live child cannot be written now: it has a deletionTimestamp (an apply
     would change an object on its way out, and a create-if-absent would count it as
     present); "" otherwise. A custom resource that is being deleted is not asked: its
-    teardown (orksync.apply.sync.finish_terminating) handles it."""
+    teardown (orksync.sync.finish_terminating) handles it."""
     meta = live.get("metadata") or {}
     if not meta.get("deletionTimestamp"):
         return ""

@@ -43,7 +43,7 @@ Plan rules (`plan_prune`), each a lesson from prior art:
   entries without `reconcile: true`, every entry of a block whose own condition is false:
   `RenderedSet.retained`) are kept, not written, and stay in the inventory;
 * the children of a custom resource that is itself being deleted are left to its deletion
-  path (orksync.apply.deletion): onDelete first, then garbage collection.
+  path (orksync.lifecycle.teardown): onDelete first, then garbage collection.
 """
 
 from __future__ import annotations

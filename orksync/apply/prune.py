@@ -12,27 +12,20 @@ so an object replaced in between is never deleted by mistake, and uses backgroun
 propagation. A missing object is `deleted` (already gone). A failed delete is `failed`
 and stays in the returned inventory, so the next sync retries it (prior art, lesson 4).
 
-Custom resources leaving Git go through orksync.apply.deletion (onDelete, finalizer);
+Custom resources leaving Git go through orksync.lifecycle.teardown (onDelete, finalizer);
 their children are left to that path and stay in the inventory until it completes.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable
 from typing import Any
 
-from orksync.apply.deletion import (
-    DeletionOptions,
-    OnDeleteRenderer,
-    attempt_delete,
-    delete_custom_resource,
-    delete_if_owned,
-    find_hooks,
-)
+from orksync.apply.delete import DeletionOptions, TearDown, attempt_delete, delete_if_owned
 from orksync.apply.engine import FIELD_MANAGER
 from orksync.apply.inventory import Inventory, InventoryEntry, PrunePlan
-from orksync.apply.kube import Kube
+from orksync.cluster.kube import Kube
 from orksync.errors import ClusterError
 from orksync.katalog.model import DELETION_PROTECTION_LABEL
 from orksync.model import Action, Change, ChangeSet, ObjRef
@@ -41,11 +34,12 @@ OnChange = Callable[[Change], None]
 
 
 def prune(kube: Kube, plan: PrunePlan, *, field_manager: str = FIELD_MANAGER,
-          dry_run: bool = False, hooks: Mapping[tuple[str, str], OnDeleteRenderer] | None = None,
+          dry_run: bool = False, teardown: TearDown,
           deletion: DeletionOptions | None = None, on_change: OnChange | None = None
           ) -> tuple[ChangeSet, Inventory]:
     """Delete the plan's entries in order; return the changes and the inventory to store
-    (the plan's `keep` plus every entry whose delete did not complete)."""
+    (the plan's `keep` plus every entry whose delete did not complete). A custom resource
+    goes through `teardown` (its onDelete, then its finalizer)."""
     options = dataclasses.replace(deletion or DeletionOptions(), field_manager=field_manager,
                                   dry_run=dry_run)
     changes = ChangeSet()
@@ -62,8 +56,7 @@ def prune(kube: Kube, plan: PrunePlan, *, field_manager: str = FIELD_MANAGER,
             continue
         if entry.is_custom_resource:
             children = plan.owned.get(entry.ref, [])
-            found = find_hooks(hooks, entry.ref) if hooks else None
-            done_changes, done = delete_custom_resource(kube, entry, children, found, options)
+            done_changes, done = teardown(entry, children, options)
             for change in done_changes:
                 record(change)
             if not done:

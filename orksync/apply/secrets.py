@@ -36,7 +36,6 @@ from datetime import datetime
 from typing import Any
 
 from orksync.apply.compare import is_subset
-from orksync.apply.kube import METADATA_ONLY, Kube, Resource
 from orksync.apply.rollout import (
     ROLLED_KINDS,
     ROLLOUT_FIELD_MANAGER,
@@ -46,6 +45,7 @@ from orksync.apply.rollout import (
     rollout_body,
     rollout_digest,
 )
+from orksync.cluster.kube import METADATA_ONLY, Kube, Resource
 from orksync.errors import ClusterError
 from orksync.model import (
     MANAGED_SELECTOR,
@@ -57,7 +57,6 @@ from orksync.model import (
     RenderedObject,
     WritePolicy,
 )
-from orksync.render.notes.random import RandomSource
 from orksync.secrets.ca import CA_OF_ANNOTATION, ca_secret_name
 from orksync.secrets.mask import scrub, secret_values
 from orksync.secrets.plan import (
@@ -71,6 +70,7 @@ from orksync.secrets.plan import (
     owned_desired,
     plan_secret,
 )
+from orksync.secrets.random import RandomSource
 
 __all__ = ["MANAGED_SELECTOR", "roll_readers", "rotate_due", "write_secret"]
 

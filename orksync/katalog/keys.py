@@ -116,10 +116,10 @@ _RECONCILER: dict[str, Key] = {
     "include": acts(_INCLUDE),
 }
 _STATUS = acts("status fields written to the custom resource's /status "
-               "(orksync.apply.status)", {
+               "(orksync.lifecycle.status)", {
                    "fields": acts("the status fields"), "include": acts(_INCLUDE),
                    "conditions": warns("orksync always writes its own conditions "
-                                       "(orksync.apply.status); turning them off is not "
+                                       "(orksync.lifecycle.status); turning them off is not "
                                        "supported"),
                })
 _OBSERVE_WATCH = warns("watches only trigger reconciles; orksync renders every custom "
@@ -187,7 +187,7 @@ _GROUPS: dict[str, Key] = {
     "emit": acts("group (v0.7.18): what a reconcile writes besides resources", {
         "status": acts(_STATUS.what, _STATUS.children, moves_to=("operatorBox", "status")),
         "events": warns("declarative Kubernetes Events after each reconcile; orksync "
-                        "records its own Events (orksync.apply.events)"),
+                        "records its own Events (orksync.lifecycle.events)"),
     }),
 }
 # preReconcile has the same place in both layouts.

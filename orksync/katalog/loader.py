@@ -68,14 +68,8 @@ from orksync.names import (
     label_problem,
     subdomain_problem,
 )
-from orksync.yamlio import (
-    Document,
-    document_identity,
-    dotted,
-    iter_yaml_files,
-    load_documents,
-    locate,
-)
+from orksync.yamldoc import Document, document_identity, dotted
+from orksync.yamlio import iter_yaml_files, load_documents, locate
 
 log = logging.getLogger(__name__)
 
@@ -594,7 +588,7 @@ class _Loader:
                                       obj) for path, message in problems]
             self.errors.extend(rest)
             raise last
-        timeout = raw.get("healthTimeout")  # orksync.apply.health; docs/operations.md
+        timeout = raw.get("healthTimeout")  # orksync.lifecycle.health; docs/operations.md
         if timeout is not None:
             try:
                 parse_duration(str(timeout))

@@ -321,7 +321,7 @@ class CrRenderer:
         """`autoscale:` with its templates rendered and each direction's `conditions`
         (`when` / `or` / `anyOf`) evaluated now, against the same data as the entry (live
         children included), into `active: true|false`. The builder validates the rest and
-        the applier (orksync.apply.autoscale) turns it into a replica count."""
+        the applier (orksync.lifecycle.autoscale) turns it into a replica count."""
         if not isinstance(raw, Mapping):
             return raw
         out: dict[str, Any] = {}

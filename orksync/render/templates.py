@@ -14,7 +14,7 @@ from orksync.katalog.model import Katalog
 from orksync.render.gotemplate import GoTemplateEngine
 from orksync.render.jinja_dialect import JinjaTemplateEngine, make_engine
 from orksync.render.notes import builtin_functions, user_notes
-from orksync.render.notes.random import PlaceholderRandom
+from orksync.secrets.random import PlaceholderRandom
 
 TemplateEngine = GoTemplateEngine | JinjaTemplateEngine
 

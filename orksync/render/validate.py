@@ -26,7 +26,8 @@ from orksync.render.notes import EXTENSIONS
 from orksync.render.prepare import rule_problems
 from orksync.render.resource import BLOCKS
 from orksync.render.templates import TemplateEngine
-from orksync.yamlio import dotted, locate, split_path
+from orksync.yamldoc import dotted
+from orksync.yamlio import locate, split_path
 
 CONDITION_KEYS = ("when", "or", "anyOf")
 

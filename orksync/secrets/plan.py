@@ -51,8 +51,8 @@ from typing import Any, Literal
 
 from orksync.durations import parse_duration
 from orksync.model import MANAGED_BY_LABEL, OWNER_ANNOTATION, WritePolicy, is_managed
-from orksync.render.notes.random import RandomSource, fill_generated
 from orksync.secrets.ca import CA_OF_ANNOTATION, MAX_NAME, ca_secret_name
+from orksync.secrets.random import RandomSource, fill_generated
 from orksync.secrets.tls import CA_KEYS, LEGACY_CA_KEY, TLS_KEYS, TlsSpec, plan_tls
 
 __all__ = ["GENERATED_AT", "GENERATORS", "MANAGED_BY_LABEL", "ROTATE_AFTER", "TLS_ANNOTATION",

@@ -55,7 +55,7 @@ def _katalog() -> tuple[Callable[[bytes], None], list[str]]:
     from orksync.errors import InputError
     from orksync.katalog.loader import load_repository
     from orksync.render.engine import render_catalog
-    from orksync.render.output import write_rendered
+    from orksync.rendered.directory import write_rendered
     from tests.corpus import CORPUS, python_internals
 
     work = Path(tempfile.mkdtemp(prefix="atheris-katalog-"))

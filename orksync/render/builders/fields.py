@@ -15,7 +15,7 @@ Accepted everywhere: the common keys name, labels, when, or, anyOf, reconcile, f
 sleep, forceConflict; `namespace` and `toNamespaces` only for namespaced kinds (they mean
 nothing on a cluster-scoped one; orksync copies every namespaced kind, Orkestra only
 Secrets, ConfigMaps, NetworkPolicies, ResourceQuotas and LimitRanges); `fromNamespace` and
-`from<Kind>` on the copyable kinds; `autoscale` on workloads (orksync.apply.autoscale).
+`from<Kind>` on the copyable kinds; `autoscale` on workloads (orksync.lifecycle.autoscale).
 `secrets` entries are validated by the Secret builder: no schema here.
 """
 

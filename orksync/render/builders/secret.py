@@ -36,7 +36,7 @@ from typing import Any
 from orksync.durations import parse_duration
 from orksync.render.builders import BuildContext, BuildError, Built, metadata
 from orksync.render.builders.common import as_text, items, node
-from orksync.render.notes.random import GENERATE_TOKEN_RE
+from orksync.secrets.random import GENERATE_TOKEN_RE
 
 __all__ = ["KNOWN_TYPES", "RESERVED_ANNOTATIONS", "TLS_DATA_KEYS", "TLS_TYPE", "build_secret"]
 

@@ -19,7 +19,7 @@ and coercion (semantics §2.4, §4.5). Pure. The pod shape is orksync.render.bui
 * Pod: restartPolicy Always; its port is read with Sscanf("%d") like Orkestra's.
 * `autoscale` (Deployment, StatefulSet, ReplicaSet; semantics §2.4): the engine has already
   evaluated each direction's conditions into `active`. The object is then built WITHOUT
-  `spec.replicas` — the replica count belongs to the autoscaler (orksync.apply.autoscale,
+  `spec.replicas` — the replica count belongs to the autoscaler (orksync.lifecycle.autoscale,
   its own field manager), so no apply of the workload ever resets it — and the settings go
   to the `autoscale` directive: `replicas` (the entry's count: the first count, and the
   floor when `min` is absent), `min`, `max` (required, at least 1), `cooldownSeconds`

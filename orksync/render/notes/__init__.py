@@ -31,7 +31,7 @@ from typing import Any
 from orksync.render.notes import extensions, orkestra, orkestra_kube, orkestra_time
 from orksync.render.notes._common import NoteError
 from orksync.render.notes.gosig import GoNote
-from orksync.render.notes.random import RandomSource
+from orksync.secrets.random import RandomSource
 
 __all__ = ["EXTENSIONS", "MODULES", "NoteError", "builtin_functions", "catalog",
            "orkestra_notes", "user_notes"]

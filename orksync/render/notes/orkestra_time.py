@@ -21,8 +21,8 @@ from orksync.render.notes.cron import parse_cron
 from orksync.render.notes.gocore import INT64_MAX, INT64_MIN, int64_of, parse_float, sprint_v
 from orksync.render.notes.gocore import trim_space as _trim_space
 from orksync.render.notes.gosig import GoNote, random_value, registrar
-from orksync.render.notes.random import MAX_RANDOM_N, RandomSource
 from orksync.render.notes.time import go_format
+from orksync.secrets.random import MAX_RANDOM_N, RandomSource
 
 NS = 1
 US = 1000

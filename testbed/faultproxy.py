@@ -47,10 +47,10 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from orksync.secrets import pki
-from orksync.testing.controlplane import kubeconfig_document, write_kubeconfig
+from testbed.controlplane import kubeconfig_document, write_kubeconfig
 
 if TYPE_CHECKING:
-    from orksync.testing.controlplane import ControlPlane
+    from testbed.controlplane import ControlPlane
 
 __all__ = ["Direction", "HttpFaultProxy", "Rule", "Seen", "TcpFaultProxy"]
 

@@ -1,7 +1,7 @@
 """`LiveIndex`: the cluster's live objects, one LIST per kind, looked up by identity. I/O.
 
 The render's view of the cluster (orksync.render.children.LiveView), the status writer's
-(orksync.apply.status) and the autoscaler's (orksync.apply.autoscale). Kept apart from the
+(orksync.lifecycle.status) and the autoscaler's (orksync.lifecycle.autoscale). Kept apart from the
 status module so that applying a rendered directory (which may autoscale but never
 renders) does not import the template engines the status fields need.
 """
@@ -13,7 +13,7 @@ import threading
 from datetime import UTC, datetime
 from typing import Any
 
-from orksync.apply.kube import Kube
+from orksync.cluster.kube import Kube
 from orksync.errors import ClusterError
 from orksync.model import ObjRef
 

@@ -5,7 +5,7 @@ Sources: the inventory ConfigMaps (`orksync-inventory-<name>`) of the inventory 
 (one LIST), which name every custom resource a sync root applied and its children, and
 each custom resource's status as the last sync wrote it (one LIST per custom resource
 kind): the `Ready` condition, `status.orksync.lastAppliedRevision` and
-`status.orksync.health` (orksync.apply.health). No repository is read and no child is
+`status.orksync.health` (orksync.lifecycle.health). No repository is read and no child is
 fetched: a child's health is the one the last sync recorded.
 """
 
@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from orksync.apply.inventory import CONFIGMAP_PREFIX, Inventory, InventoryEntry
-from orksync.apply.kube import Kube
+from orksync.cluster.kube import Kube
 from orksync.errors import ClusterError, OrksyncError, UsageError
 from orksync.model import ObjRef
 

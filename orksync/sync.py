@@ -1,6 +1,6 @@
 """One sync of one sync root: apply the render, tear down what left Git, prune from the
 inventory, store the new inventory. I/O (orchestration only; the rules live in
-orksync.apply.inventory, the deletes in orksync.apply.prune and orksync.apply.deletion).
+orksync.apply.inventory, the deletes in orksync.apply.prune and orksync.lifecycle.teardown).
 
 Order of one run:
 
@@ -13,7 +13,7 @@ Order of one run:
    prune checks) and every object with `orksync.io/inventory: <namespace>/<name>` (the
    sync root that wrote it last, re-checked before a delete), then apply
    (orksync.apply.engine); workloads with `autoscale` get their replica count from
-   orksync.apply.autoscale, before the apply for those that exist, after it for those it
+   orksync.lifecycle.autoscale, before the apply for those that exist, after it for those it
    created;
 3. plan the prune (nothing at all when the render had errors or an apply failed);
 4. finish the teardown of custom resources deleted out of band (deletionTimestamp and
@@ -31,7 +31,7 @@ A dry run applies with dryRun=All, deletes nothing, and writes no inventory.
 
 `render_live` is the render of a sync: the repository rendered against the cluster's live
 state (`.children`, the custom resources' own `.status`, `.cross.<as>.status`), one LIST
-per kind for all custom resources (orksync.apply.status.LiveIndex, strict: a failed read
+per kind for all custom resources (orksync.lifecycle.status.LiveIndex, strict: a failed read
 fails the custom resources that needed it, never hides a child).
 """
 
@@ -46,14 +46,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from orksync.apply.autoscale import Autoscaler, merge_changes
-from orksync.apply.deletion import (
-    FINALIZER,
-    DeletionOptions,
-    OnDeleteRenderer,
-    finalize_custom_resource,
-    find_hooks,
-)
+from orksync.apply.delete import DeletionOptions, OnDeleteRenderer, find_hooks
 from orksync.apply.engine import (
     FIELD_MANAGER,
     Applier,
@@ -72,10 +65,16 @@ from orksync.apply.inventory import (
     is_crd,
     plan_prune,
 )
-from orksync.apply.kube import Kube
-from orksync.apply.live import LiveIndex
 from orksync.apply.prune import cleanup_absent, prune
+from orksync.cluster.kube import Kube
+from orksync.cluster.live import LiveIndex
 from orksync.errors import ClusterError
+from orksync.lifecycle.autoscale import Autoscaler, merge_changes
+from orksync.lifecycle.teardown import (
+    FINALIZER,
+    delete_custom_resource,
+    finalize_custom_resource,
+)
 from orksync.model import (
     MANAGED_BY,
     MANAGED_BY_LABEL,
@@ -89,8 +88,8 @@ from orksync.model import (
 )
 
 if TYPE_CHECKING:
-    from orksync.apply.hooks import HookRenderer
     from orksync.katalog.model import Catalog
+    from orksync.lifecycle.hooks import HookRenderer
     from orksync.render.templates import Clock
 
 log = logging.getLogger(__name__)
@@ -122,9 +121,9 @@ class SyncResult:
 
 def hook_renderers(catalog: Catalog, *, clock: Clock | None = None
                    ) -> dict[tuple[str, str], HookRenderer]:
-    """One HookRenderer (orksync.apply.hooks) per CRD entry of the repository, keyed by
+    """One HookRenderer (orksync.lifecycle.hooks) per CRD entry of the repository, keyed by
     (apiVersion, kind)."""
-    from orksync.apply.hooks import HookRenderer
+    from orksync.lifecycle.hooks import HookRenderer
     from orksync.render.templates import templates_for, utc_now
 
     out: dict[tuple[str, str], HookRenderer] = {}
@@ -198,14 +197,18 @@ def sync_once(kube: Kube, rendered: RenderedSet, *, inventory_name: str,
     for reason in plan.refused:  # logged here only, for the CLI and the agent alike
         log.warning("prune refused: %s", reason)
     changes = ChangeSet(changes=list(applied.changes))
+    found = hooks or {}
     if not dry_run:
-        for change in finish_terminating(kube, prepared, old, plan, hooks or {}, deletion,
+        for change in finish_terminating(kube, prepared, old, plan, found, deletion,
                                          listed=applier.terminating):
             changes.changes.append(change)
             if on_change is not None:
                 on_change(change)
-    pruned, inventory = prune(kube, plan, field_manager=manager, dry_run=dry_run, hooks=hooks,
-                              deletion=deletion, on_change=on_change)
+    pruned, inventory = prune(
+        kube, plan, field_manager=manager, dry_run=dry_run, deletion=deletion,
+        on_change=on_change,
+        teardown=lambda entry, children, opts: delete_custom_resource(
+            kube, entry, children, find_hooks(found, entry.ref), opts))
     changes.extend(pruned.changes)
     deleted = pruned.counts()[Action.DELETED]
     if absent is None:

@@ -1,6 +1,7 @@
-"""Random notes and the sources of their values.
+"""The values of the random notes (`randomAlphanumeric`, `randomHex`, `randomBase64`,
+`uuidv4`): placeholders when rendering to disk, real values when applying.
 
-Pure. No I/O, clock and randomness injected: every random value comes from the
+No I/O; randomness only in `CryptoRandom`. Every random value a render produces comes from the
 `RandomSource` handed to `builtin_functions`.
 
 * `PlaceholderRandom` is used when rendering to disk: a random note renders a placeholder
@@ -31,12 +32,10 @@ import re
 import secrets
 import string
 import uuid
-from typing import Any, Protocol, runtime_checkable
-
-from orksync.render.notes._common import Note, NoteError, to_int
+from typing import Protocol, runtime_checkable
 
 __all__ = ["ALPHANUMERIC", "GENERATE_TOKEN_RE", "MAX_RANDOM_N", "RANDOM_FUNCS", "CryptoRandom",
-           "PlaceholderRandom", "RandomSource", "fill_generated", "notes", "placeholder"]
+           "PlaceholderRandom", "RandomSource", "fill_generated", "placeholder"]
 
 ALPHANUMERIC = string.ascii_letters + string.digits
 MAX_RANDOM_N = 4096
@@ -108,23 +107,3 @@ def fill_generated(text: str, random: RandomSource) -> str:
         return random.token(match.group("func"), int(match.group("n")))
 
     return GENERATE_TOKEN_RE.sub(replace, text)
-
-
-def notes(random: RandomSource) -> dict[str, Note]:
-    def sized(func: str) -> Note:
-        def call(n: Any) -> str:
-            count = to_int(n, func)
-            if not 1 <= count <= MAX_RANDOM_N:
-                raise NoteError(f"{func} {count}: the length must be between 1 and "
-                                f"{MAX_RANDOM_N}")
-            return random.token(func, count)
-
-        call.__name__ = func
-        return call
-
-    def uuidv4() -> str:
-        return random.token("uuidv4", None)
-
-    table: dict[str, Note] = {func: sized(func) for func in _SIZED}
-    table["uuidv4"] = uuidv4
-    return table

@@ -1,7 +1,7 @@
 """Where the API server is and how to authenticate to it, read without the `kubernetes`
 package (importing it costs about a third of a second: its client imports every generated
-model, and `requests`). orksync.apply.kube sends every request itself
-(orksync.apply.transport), so all it needs from a kubeconfig is a server URL, a TLS context
+model, and `requests`). orksync.cluster.kube sends every request itself
+(orksync.cluster.transport), so all it needs from a kubeconfig is a server URL, a TLS context
 and an Authorization header.
 
 Read natively, with kubectl's (client-go's) rules:
@@ -24,7 +24,7 @@ Python client; kubectl refuses such a file).
 Anything else that decides how orksync connects or authenticates (a user's `exec` or
 `auth-provider`, impersonation, a cluster's `proxy-url`, an unknown field of the chosen
 user or cluster, an HTTP(S) proxy in the environment) raises :class:`Unsupported`, and
-orksync.apply.kube falls back to the `kubernetes` client, which then reads the kubeconfig
+orksync.cluster.kube falls back to the `kubernetes` client, which then reads the kubeconfig
 as it always did.
 
 In a pod (:func:`in_cluster`): `KUBERNETES_SERVICE_HOST` / `_PORT`, the service-account
@@ -127,7 +127,7 @@ class Credentials:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Connection:
-    """Everything orksync.apply.kube needs to reach one API server."""
+    """Everything orksync.cluster.kube needs to reach one API server."""
 
     server: str  # scheme://host[:port][/prefix], no trailing slash
     tls: ssl.SSLContext

@@ -24,7 +24,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from orksync.apply.health import (
+from orksync.cluster.kube import Kube
+from orksync.errors import ClusterError
+from orksync.katalog.model import Catalog, CustomResource
+from orksync.lifecycle.health import (
     ChildHealth,
     Health,
     HealthReport,
@@ -33,8 +36,7 @@ from orksync.apply.health import (
     evaluate,
     health_timeout,
 )
-from orksync.apply.kube import Kube
-from orksync.apply.status import (
+from orksync.lifecycle.status import (
     LiveIndex,
     child_secret_values,
     desired_status,
@@ -45,8 +47,6 @@ from orksync.apply.status import (
     status_cross,
     write_status,
 )
-from orksync.errors import ClusterError
-from orksync.katalog.model import Catalog, CustomResource
 from orksync.model import (
     MANAGED_SELECTOR,
     Action,
@@ -123,7 +123,7 @@ def report_sync(kube: Kube, catalog: Catalog, rendered: RenderedSet, changes: Ch
                 revision: str, now: datetime | None = None,
                 clock: Callable[[], datetime] | None = None) -> list[ObjRef]:
     """After a sync: for every custom resource of the catalog that exists in the cluster,
-    read its children back, write its status (orksync.apply.status) and emit one Event
+    read its children back, write its status (orksync.lifecycle.status) and emit one Event
     when something changed or failed. Returns the custom resources whose status was
     written. Best effort: a failure is logged and the next custom resource is handled."""
     from orksync.render.engine import templates_for
@@ -264,7 +264,7 @@ _CHANGED = (Action.CREATED, Action.CONFIGURED, Action.DELETED)
 def health_report(cr: CustomResource, live: dict[str, Any], children: Sequence[RenderedObject],
                   mine: Sequence[Change], index: LiveIndex, *, now: datetime,
                   refused: Sequence[str] = (), secrets: Iterable[str] = ()) -> HealthReport:
-    """The custom resource's health (orksync.apply.health) from its rendered children as
+    """The custom resource's health (orksync.lifecycle.health) from its rendered children as
     `index` lists them (no request of its own: the status reads the same LISTs). What the
     guard or the cluster-scope policy refused is a failed child: it was not applied."""
     secrets = list(secrets)

@@ -1,9 +1,9 @@
-"""A narrow REST layer over orksync.apply.transport: JSON in, JSON out, discovery cached,
-failed requests retried where that is safe (orksync.apply.retry), every failure turned into
+"""A narrow REST layer over orksync.cluster.transport: JSON in, JSON out, discovery cached,
+failed requests retried where that is safe (orksync.cluster.retry), every failure turned into
 a ClusterError naming the object. The only module importing `kubernetes` (besides the test
 control plane), and only when it must.
 
-Connections: the kubeconfig and in-cluster settings are read by orksync.apply.kubeconfig
+Connections: the kubeconfig and in-cluster settings are read by orksync.cluster.kubeconfig
 (one TLS context, the Authorization header, token files re-read as they rotate) without
 importing `kubernetes`, which costs a third of a second of start-up. A kubeconfig that
 needs the `kubernetes` client (an `exec` plugin, an `auth-provider`, a proxy, ...) is
@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlencode
 
-from orksync.apply import kubeconfig
-from orksync.apply.retry import (
+from orksync.cluster import kubeconfig
+from orksync.cluster.retry import (
     APPLY_PATCH,
     MERGE_PATCH,
     RetryPolicy,
@@ -36,7 +36,7 @@ from orksync.apply.retry import (
     replay_safe,
     retryable_status,
 )
-from orksync.apply.transport import (
+from orksync.cluster.transport import (
     AnswerTimeout,
     ConnectFailed,
     ConnectionLost,
@@ -100,7 +100,7 @@ class Resource:
 
 class Kube:
     """One cluster connection. Thread-safe: requests go through a pool of connections
-    (orksync.apply.transport's, or the `kubernetes` ApiClient's). Neither retries nor
+    (orksync.cluster.transport's, or the `kubernetes` ApiClient's). Neither retries nor
     follows a redirect: the loop in `request_with_status` is the only one."""
 
     def __init__(self, api_client: ApiClient | None = None, *,
@@ -165,7 +165,7 @@ class Kube:
     def from_kubeconfig(cls, path: str | Path | None = None, context: str | None = None,
                         *, pool_size: int = 16) -> Kube:
         """The context's cluster (KUBECONFIG or ~/.kube/config when `path` is None),
-        through orksync.apply.kubeconfig; through the `kubernetes` client when that
+        through orksync.cluster.kubeconfig; through the `kubernetes` client when that
         module says the kubeconfig needs it."""
         try:
             return cls(connection=kubeconfig.load_kubeconfig(path, context),
@@ -224,7 +224,7 @@ class Kube:
                             content_type: str = "application/json",
                             subject: str = "", accept: str = "application/json"
                             ) -> tuple[int, Any]:
-        """Send one request, retried as orksync.apply.retry allows; (status, decoded body).
+        """Send one request, retried as orksync.cluster.retry allows; (status, decoded body).
         `query`: parameters, or a query string already encoded (`?...`). Every request
         passes here (tests observe and interrupt requests at this one point). Raises
         ClusterError with the last failure."""
@@ -368,7 +368,7 @@ class Kube:
         with self._lock:
             self._resources.pop(api_version, None)
 
-    # --- the retry path (policy: orksync.apply.retry) -------------------------------------
+    # --- the retry path (policy: orksync.cluster.retry) -------------------------------------
 
     def _attempt(self, method: str, url: str, payload: bytes | None,
                  content_type: str, accept: str = "application/json") -> _Outcome:
@@ -487,7 +487,7 @@ def _query_string(query: Mapping[str, Any]) -> str:
 def _refused_certificate(err: BaseException) -> ssl.SSLCertVerificationError | None:
     """The verification failure behind a transport error: the server's certificate is not
     signed by the CA this client trusts, or names another host (permanent, unlike a
-    handshake cut short). Found among the causes (orksync.apply.transport) and their
+    handshake cut short). Found among the causes (orksync.cluster.transport) and their
     arguments (urllib3, through the `kubernetes` client)."""
     todo: list[BaseException] = [err]
     seen: set[int] = set()
@@ -506,7 +506,7 @@ def _refused_certificate(err: BaseException) -> ssl.SSLCertVerificationError | N
 
 class _ClientPool:
     """The `kubernetes` ApiClient's urllib3 pool behind the interface of
-    orksync.apply.transport.Pool, its errors turned into TransportErrors."""
+    orksync.cluster.transport.Pool, its errors turned into TransportErrors."""
 
     prefix = ""  # requests carry the whole URL: the pool manager may be a proxy's
 

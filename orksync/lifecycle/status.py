@@ -15,7 +15,7 @@
   - `status.observedGeneration`;
   - `status.orksync`: `lastAppliedRevision` (the revision of the last fully successful
     sync), `lastAttemptedRevision`, `inventory` (the children, `str(ObjRef)`), `counts`
-    (changes of this sync by action), `health` (orksync.apply.health.HealthReport: the
+    (changes of this sync by action), `health` (orksync.lifecycle.health.HealthReport: the
     custom resource's and each child's health; kept as it was when the custom resource
     failed to render), and `refused` when the namespace guard or the
     cluster-scope policy refused something of this custom resource (`<object>: <reason>`,
@@ -52,11 +52,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from orksync.apply.health import HealthReport
-from orksync.apply.kube import Kube
-from orksync.apply.live import LiveIndex, rfc3339
+from orksync.cluster.kube import Kube
+from orksync.cluster.live import LiveIndex, rfc3339
 from orksync.errors import ClusterError
 from orksync.katalog.model import CrdEntry, CustomResource
+from orksync.lifecycle.health import HealthReport
 from orksync.model import MANAGED_SELECTOR, Action, Change, ObjRef, RenderedObject
 from orksync.render.children import children_map, kind_key_of
 from orksync.render.coercion import coerce_status
@@ -138,7 +138,7 @@ def desired_status(cr_live: Mapping[str, Any], entry: CrdEntry, templates: Any,
     `children` is `read_children`'s map; `cross` the `.cross` map (`status_cross`);
     `secrets` are values to scrub from messages; `refused`: what the guard or the
     cluster-scope policy refused for this custom resource (`status.orksync.refused`);
-    `health`: its children's health (orksync.apply.health.evaluate), which decides the
+    `health`: its children's health (orksync.lifecycle.health.evaluate), which decides the
     conditions of a sync without errors and is recorded in `status.orksync.health`."""
     meta = cr_live.get("metadata") or {}
     generation = meta.get("generation")

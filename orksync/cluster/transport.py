@@ -2,10 +2,10 @@
 answers parsed by llhttp (Node.js's HTTP parser, through `httptools`): framing, chunked
 bodies, keep-alive rules, interim answers.
 
-What orksync.apply.kube needs of HTTP: a request with a small set of headers and a JSON
+What orksync.cluster.kube needs of HTTP: a request with a small set of headers and a JSON
 body, an answer read whole, connections kept for the next request; and, for watches, an
 answer read as it arrives (`Pool.stream`). Neither proxies (a kubeconfig or environment
-that sets one goes to the `kubernetes` client, see orksync.apply.kubeconfig) nor
+that sets one goes to the `kubernetes` client, see orksync.cluster.kubeconfig) nor
 redirects (an answer like any other), compression or pipelining.
 
 Why not urllib3: importing it (with `http.client` and the `email` package under it) costs
@@ -16,7 +16,7 @@ for line breaks); only answers need a parser.
 
 Failures are TransportErrors, which say whether the request may have reached the server
 (`sent`): a connection that was never made, or whose TLS handshake failed, carried none
-of it, so any request may be sent again (orksync.apply.retry decides the others).
+of it, so any request may be sent again (orksync.cluster.retry decides the others).
 
 Every attempt of `request` has one deadline for all of it: connecting, the handshake,
 sending and the whole answer (not a timeout per read: a server that trickles bytes cannot

@@ -10,7 +10,7 @@ two fight). A count set by someone else (`kubectl scale`) takes the field from t
 autoscaler; the next sync takes it back over at that count (clamped to [min, max]) and
 scales on from there.
 
-One sync (`Autoscaler`, called by orksync.apply.sync):
+One sync (`Autoscaler`, called by orksync.sync):
 
 1. before the workloads are applied, one LIST per autoscaled kind (orksync's label); each
    existing workload gets its decision (below) at once. Taking the count over before the
@@ -50,8 +50,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from orksync.apply.kube import Kube
-from orksync.apply.live import LiveIndex, rfc3339
+from orksync.cluster.kube import Kube
+from orksync.cluster.live import LiveIndex, rfc3339
 from orksync.errors import ClusterError
 from orksync.model import MANAGED_SELECTOR, Action, Change, ChangeSet, ObjRef, RenderedObject
 

@@ -37,8 +37,8 @@ from orksync.render.engine import (
     crd_object,
     ref_key,
 )
-from orksync.render.output import ObjectWriter, finish_rendered, owned_files, start_rendered
 from orksync.render.templates import Clock, utc_now
+from orksync.rendered.directory import ObjectWriter, finish_rendered, owned_files, start_rendered
 
 __all__ = ["MIN_PER_JOB", "DirectoryRender", "render_to_directory"]
 
@@ -70,7 +70,7 @@ def render_to_directory(catalog: Catalog, out_dir: Path, *, revision: str = "",
                         progress: Callable[[int], None] | None = None
                         ) -> DirectoryRender:
     """Render `catalog` into `out_dir` (replaced atomically) in up to `jobs` processes;
-    `source` is recorded in the index (orksync.render.output). `progress`: called, in
+    `source` is recorded in the index (orksync.rendered.directory). `progress`: called, in
     this process, with the number of custom resources merged."""
     plan = RenderPlan(catalog, clock=clock, strict_cluster_scope=strict_cluster_scope)
     out_dir, tmp = start_rendered(out_dir)

@@ -200,7 +200,7 @@ class ObjectWriter:
         object, policy, stage, owner, directives, origin, sha256. Written directly rather
         than built as a mapping and emitted (the index has an entry per object), and
         encoded here: the index is written from its entries' bytes (`_write_parts`), and
-        in the parallel render (orksync.render.directory) each process encodes its own."""
+        in the parallel render (orksync.render.parallel) each process encodes its own."""
         ref = obj.ref
         key = (ref.api_version, ref.kind, ref.namespace, obj.policy, obj.stage)
         head = self.heads.get(key)

@@ -1,7 +1,7 @@
 """`HookRenderer`: a CRD entry's `onDelete` blocks rendered against a live custom resource,
-the orksync.apply.deletion.OnDeleteRenderer over the render engine. Pure.
+the orksync.lifecycle.teardown.OnDeleteRenderer over the render engine. Pure.
 
-Imported only where a repository was loaded (orksync.apply.sync.hook_renderers): applying
+Imported only where a repository was loaded (orksync.sync.hook_renderers): applying
 a rendered directory has no Katalogs and never loads the template engines.
 """
 

@@ -18,10 +18,10 @@ In Python::
 
 From a shell (``make run``)::
 
-    python -m orksync.testing.controlplane build
-    python -m orksync.testing.controlplane up --kubeconfig PATH [--state-dir DIR] \
+    python -m testbed.controlplane build
+    python -m testbed.controlplane up --kubeconfig PATH [--state-dir DIR] \
         [--controller-manager]
-    python -m orksync.testing.controlplane down [--state-dir DIR]
+    python -m testbed.controlplane down [--state-dir DIR]
 """
 
 from __future__ import annotations
@@ -1013,7 +1013,7 @@ def control_plane_up(kubeconfig: Path, state_dir: Path, controller_manager: bool
 
 def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="python -m orksync.testing.controlplane",
+        prog="python -m testbed.controlplane",
         description="Local etcd + kube-apiserver for tests and `make run` (not for the agent).",
     )
     sub = parser.add_subparsers(dest="command", required=True)

@@ -1,0 +1,2 @@
+"""The one client of the API server: connection settings, HTTP, retry, discovery, the
+live view and watch streams."""

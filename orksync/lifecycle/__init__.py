@@ -1,0 +1,2 @@
+"""What happens to a custom resource around the apply: status, Events, onDelete teardown,
+autoscale, health, and the `status` / `tree` views."""

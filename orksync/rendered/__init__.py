@@ -1,0 +1,1 @@
+"""The rendered directory: the reviewable contract between `orksync render` and `orksync apply`."""

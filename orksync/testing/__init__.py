@@ -1,1 +1,0 @@
-"""Test and development infrastructure. Never imported by the agent at run time."""
