@@ -97,8 +97,8 @@ class ProcessInfo:
 
 
 def repository_root() -> Path:
-    """The repository root: the parent of the ``orksync`` package directory."""
-    return Path(__file__).resolve().parent.parent.parent
+    """The repository root: the parent of this ``testbed`` directory."""
+    return Path(__file__).resolve().parent.parent
 
 
 def find_binaries(

@@ -13,7 +13,6 @@ created again by the first sync after it is gone.
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import functools
 import itertools
@@ -28,6 +27,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol, TypeVar
 
 from orksync.apply.compare import HASH_ANNOTATION, fingerprint, unchanged
+from orksync.apply.kinds import CRD_API, policy
 from orksync.apply.rollout import (
     ROLLOUT_FIELD_MANAGER,
     add_rollout_annotation,
@@ -60,7 +60,6 @@ from orksync.secrets.ca import ca_secret_ref, has_ca_secret
 log = logging.getLogger(__name__)
 
 FIELD_MANAGER = "orksync"
-CRD_API = "apiextensions.k8s.io/v1"
 
 
 def _utc_now() -> datetime:
@@ -189,7 +188,7 @@ def _first_cr_stage(stages: Mapping[int, Sequence[Staged]]) -> int | None:
     """The stage before which the namespaces of the custom resources are created: the
     first holding an object without owner that is not a CRD."""
     return next((stage for stage in sorted(stages) if any(
-        o.owner is None and o.ref.kind != "CustomResourceDefinition"
+        o.owner is None and not policy(o.ref).crd
         for o in stages[stage])), None)
 
 
@@ -334,7 +333,7 @@ class Applier:
                     if change.action not in (Action.UNCHANGED, Action.SKIPPED,
                                              Action.WAITING):
                         run.wrote((change.ref,))
-                        if change.ref.kind == "CustomResourceDefinition":
+                        if policy(change.ref).crd:
                             run.crd_groups.add(change.ref.name.partition(".")[2])
         finally:
             self.discard_prefetch()
@@ -370,8 +369,7 @@ class Applier:
         answers = iter(written)
         results = [c if c is not None else next(answers) for c in settled]
         crds = [o for o, c in zip(batch, results, strict=True)
-                if o.ref.kind == "CustomResourceDefinition" and o.ref.api_version == CRD_API
-                and c.action is not Action.FAILED]
+                if policy(o.ref).crd and c.action is not Action.FAILED]
         if crds:
             return self._wait_established(crds, results, live)
         return results
@@ -421,8 +419,8 @@ class Applier:
             waiting = being_deleted(current)
             if waiting:
                 return Change(ref=obj.ref, action=Action.WAITING, message=waiting)
-        if local and (obj.directives.get("copyFrom") or current is None or
-                      (obj.ref.kind == "Secret" and obj.ref.api_version == "v1") or
+        kind = policy(obj.ref)
+        if local and (obj.directives.get("copyFrom") or current is None or kind.secret or
                       (obj.owner is not None and not res.namespaced)):
             return None
         refused = self._tenancy_refusal(obj, res, live)
@@ -431,7 +429,7 @@ class Applier:
         body = self._desired(obj, res, run)
         if obj.directives.get("copyFrom"):
             body = self._copy_from(obj, res, body)
-        if obj.ref.kind == "Secret" and obj.ref.api_version == "v1":
+        if kind.secret:
             ca_live = live.get(ca_secret_ref(obj.ref)) if has_ca_secret(obj) else None
             return self._write_secret(obj, body, current, run, ca_live)
         if obj.policy in (WritePolicy.CREATE, WritePolicy.CREATE_ONLY):
@@ -536,15 +534,9 @@ class Applier:
         if source is None:
             raise ClusterError(f"source {spec['kind']}/{spec['namespace']}/{spec['name']} "
                                "not found", subject=str(obj.ref))
-        if obj.ref.kind == "ConfigMap":
-            body["data"] = {**(source.get("data") or {}), **(body.get("data") or {})}
-        elif obj.ref.kind == "NetworkPolicy":
-            body["spec"] = copy.deepcopy(source.get("spec") or {})
-        elif obj.ref.kind == "ResourceQuota":
-            body["spec"] = {"hard": dict((source.get("spec") or {}).get("hard") or {})}
-        elif obj.ref.kind == "LimitRange":
-            body["spec"] = {"limits": copy.deepcopy((source.get("spec") or {}).get("limits")
-                                                    or [])}
+        merge = policy(obj.ref).copy_source
+        if merge is not None:
+            merge(body, source)
         annotations = body["metadata"]["annotations"]
         annotations.pop(HASH_ANNOTATION, None)
         annotations[HASH_ANNOTATION] = fingerprint(body)
