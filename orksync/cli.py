@@ -394,26 +394,20 @@ def _sync(args: argparse.Namespace, rendered: RenderedSet, catalog: Catalog | No
     (with `source`), then write each custom resource's status and an Event for its
     changes. Closes `kube` (`applier.kube` when an applier with its prefetch under way is
     given). The prune's refusals are logged by `sync_once`, once."""
-    from orksync.sync import SyncOptions, hook_renderers, sync_once
+    from orksync.sync import SyncOptions, sync_rendered
 
     kube = applier.kube if applier is not None else kube or _kube(args)
     progress().phase("apply", len(rendered.objects) + len(rendered.skipped), "objects")
     try:
-        result = sync_once(
-            kube, rendered, inventory_name=args.name,
+        result = sync_rendered(
+            kube, rendered, catalog, inventory_name=args.name,
             inventory_namespace=args.inventory_namespace,
-            hooks=hook_renderers(catalog) if catalog is not None else None,
             options=SyncOptions(apply=applier.options if applier is not None else
                                 _apply_options(args),
                                 allow_empty=args.allow_empty, prune_crds=args.prune_crds,
                                 adopt_inventory=args.adopt_inventory),
-            on_change=_log_change, applier=applier, stored_inventory=inventory,
-            source=source)
-        if catalog is not None and not args.dry_run:
-            from orksync.lifecycle.events import report_sync  # the template engines: not for apply
-
-            progress().phase("status")
-            report_sync(kube, catalog, rendered, result.changes, revision=revision)
+            source=source, revision=revision, on_change=_log_change, applier=applier,
+            stored_inventory=inventory, on_phase=progress().phase)
     finally:
         kube.close()
         progress().finish()

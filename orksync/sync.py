@@ -228,6 +228,34 @@ def sync_once(kube: Kube, rendered: RenderedSet, *, inventory_name: str,
                       refused=list(plan.refused), refused_empty=plan.empty)
 
 
+def sync_rendered(kube: Kube, rendered: RenderedSet, catalog: Catalog | None, *,
+                  inventory_name: str, inventory_namespace: str = DEFAULT_NAMESPACE,
+                  options: SyncOptions | None = None, source: Source | None = None,
+                  revision: str = "", on_change: Callable[[Change], None] | None = None,
+                  applier: Applier | None = None,
+                  stored_inventory: Future[Inventory] | None = None,
+                  status_of: Catalog | None = None,
+                  on_phase: Callable[[str], None] | None = None) -> SyncResult:
+    """The sync recipe `orksync sync`, `orksync apply` and the agent share: `sync_once`
+    (apply, teardown, prune, inventory) with the repository's onDelete renderers, then,
+    with a repository and not in a dry run, each custom resource's status and an Event
+    for its changes (`status_of`: the custom resources whose status this replica writes,
+    a shard's; default all of `catalog`). `orksync apply DIR` has no catalog: no status."""
+    options = options or SyncOptions()
+    result = sync_once(kube, rendered, inventory_name=inventory_name,
+                       inventory_namespace=inventory_namespace,
+                       hooks=hook_renderers(catalog) if catalog is not None else None,
+                       options=options, on_change=on_change, applier=applier,
+                       stored_inventory=stored_inventory, source=source)
+    if catalog is not None and not options.apply.dry_run:
+        from orksync.lifecycle.events import report_sync  # the template engines: not for apply
+
+        if on_phase is not None:
+            on_phase("status")
+        report_sync(kube, status_of or catalog, rendered, result.changes, revision=revision)
+    return result
+
+
 def mark_for_cleanup(rendered: RenderedSet, inventory: str = "") -> RenderedSet:
     """CRDs and custom resources get orksync's managed-by label; custom resources also
     the finalizer that holds them until their teardown ran; with `inventory`

@@ -45,7 +45,6 @@ from orksync.cluster.transport import USER_AGENT
 from orksync.errors import ClusterError, LeadershipLost, OrksyncError, SourceError
 from orksync.katalog.loader import load_repository
 from orksync.katalog.model import Catalog
-from orksync.lifecycle.events import report_sync
 from orksync.logs import log_change, summary_line
 from orksync.model import Action, RenderedSet, Source
 from orksync.rendered.directory import write_rendered
@@ -54,9 +53,8 @@ from orksync.source.git import GitAuth, GitSource, GitSourceSpec, GitVerify, Rev
 from orksync.sync import (
     SyncOptions,
     ensure_namespace,
-    hook_renderers,
     render_live,
-    sync_once,
+    sync_rendered,
 )
 
 log = logging.getLogger("orksync.agent")
@@ -299,22 +297,20 @@ class Agent:
         rendered = shard_filter(rendered, self.config.shard, self.config.shards)
         self.state.rendered = rendered
         start = time.monotonic()
-        result = sync_once(
-            self.kube, rendered, inventory_name=self.config.name,
+        catalog = self.state.catalog
+        result = sync_rendered(
+            self.kube, rendered, catalog, inventory_name=self.config.name,
             inventory_namespace=self.config.inventory_namespace,
-            hooks=hook_renderers(self.state.catalog) if self.state.catalog else None,
             options=SyncOptions(apply=ApplyOptions(workers=self.config.workers),
                                 allow_empty=self.config.allow_empty,
                                 prune_crds=self.config.prune_crds),
+            source=Source.of(self.config.repo_url, self.config.path), revision=revision.sha,
             on_change=lambda change: log_change(change, log),
-            source=Source.of(self.config.repo_url, self.config.path))
-        if self.state.catalog is not None:
-            catalog = self.state.catalog
-            if self.config.shards > 1:  # status only for this shard's custom resources
-                catalog = dataclasses.replace(catalog, crs=tuple(
-                    cr for cr in catalog.crs
-                    if shard_of(cr.ref, self.config.shards) == self.config.shard))
-            report_sync(self.kube, catalog, rendered, result.changes, revision=revision.sha)
+            # status only for this shard's custom resources
+            status_of=dataclasses.replace(catalog, crs=tuple(
+                cr for cr in catalog.crs
+                if shard_of(cr.ref, self.config.shards) == self.config.shard))
+            if self.config.shards > 1 else None)
         for change in result.changes.changes:
             self.metrics.objects.labels(action=change.action.value).inc()
         log.info(summary_line("sync", result.changes, revision=revision.sha,
