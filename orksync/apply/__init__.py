@@ -1,2 +1,3 @@
-"""Applying rendered objects to a cluster. The only package that talks to the Kubernetes
-API (and the only one importing `kubernetes`, in orksync.cluster.kube)."""
+"""The apply engine: rendered objects written to the cluster (stages, server-side apply or
+create-if-absent, the per-kind table, Secret writes), the inventory, the prune and the diff.
+Every request goes through orksync.cluster."""

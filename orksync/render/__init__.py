@@ -1,1 +1,2 @@
-"""Rendering: templates, conditions, builders and the output directory. Pure: no cluster."""
+"""Rendering: templates, conditions, builders. Pure: no cluster (the live view is injected).
+The rendered directory it writes is orksync.rendered."""
