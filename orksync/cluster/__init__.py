@@ -1,0 +1,1 @@
+"""The one client of the API server: connection settings, credentials, HTTP, proxies."""
