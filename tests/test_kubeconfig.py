@@ -198,7 +198,7 @@ def test_proxy_url_and_the_proxy_environment_choose_the_proxy_as_kubectl_does(
 
     doc["clusters"][0]["cluster"]["proxy-url"] = "socks5://ann:s3cret@proxy:1080"
     text = failure(write(tmp_path / "socks", doc))
-    assert "clusters[0].cluster.proxy-url: a socks5:// proxy is not supported" in text
+    assert "clusters[0].cluster.proxy-url: socks5:// proxies are not supported" in text
     assert "s3cret" not in text
 
 

@@ -1,2 +1,3 @@
 """Applying rendered objects to a cluster. The only package that talks to the Kubernetes
-API (and the only one importing `kubernetes`, in orksync.apply.kube)."""
+API, always through orksync.apply.transport (`kubernetes` only produces auth-provider
+tokens, in orksync.cluster.credentials)."""

@@ -393,17 +393,19 @@ def _connection(cluster: _Entry, user: _Entry | None, env: Mapping[str, str]) ->
         else "the system's trusted CAs"
 
     def make_tls() -> ssl.SSLContext:
-        return _tls_context(verify=verify, ca_file=ca_file, ca_data=ca_data,
-                            problem=lambda reason: ClusterError(
-                                f"{cluster.where}.{ca_field}: not a usable CA certificate: "
-                                f"{reason}", subject=str(cluster.file)))
+        tls = _tls_context(verify=verify, ca_file=ca_file, ca_data=ca_data,
+                           problem=lambda reason: ClusterError(
+                               f"{cluster.where}.{ca_field}: not a usable CA certificate: "
+                               f"{reason}", subject=str(cluster.file)))
+        if user is not None:
+            _load_client_certificate(tls, user)
+        return tls
 
     tls = make_tls()
     credentials: Authentication = Credentials()
     headers: tuple[tuple[str, str], ...] = ()
     if user is not None:
-        _load_client_certificate(tls, user)
-        credentials = _credentials(user, cluster, server, ca_data or ca_file, make_tls)
+        credentials = _credentials(user, cluster, server, ca_data or ca_file, make_tls, tls)
         headers = _impersonation(user)
     return Connection(server=server, tls=tls, verify=verify,
                       tls_server_name=_string(cluster, "tls-server-name") or None,
@@ -476,7 +478,8 @@ def _ssl_reason(err: BaseException) -> str:
 
 
 def _credentials(user: _Entry, cluster: _Entry, server: str, ca: bytes | Path | None,
-                 make_tls: Callable[[], ssl.SSLContext]) -> Authentication:
+                 make_tls: Callable[[], ssl.SSLContext], tls: ssl.SSLContext
+                 ) -> Authentication:
     token_file = _path(user, "tokenFile")
     token = _string(user, "token") or None
     plugin, provider = user.body.get("exec"), user.body.get("auth-provider")
@@ -491,7 +494,7 @@ def _credentials(user: _Entry, cluster: _Entry, server: str, ca: bytes | Path | 
     if plugin is not None:
         return ExecCredentials(ExecPlugin.from_kubeconfig(
             plugin, where=f"{user.where}.exec", user=user.name, file=user.file,
-            cluster=_cluster_info(cluster, server, ca)), make_tls)
+            cluster=_cluster_info(cluster, server, ca)), make_tls, tls=tls)
     if provider is not None:
         name = check_auth_provider(provider, where=f"{user.where}.auth-provider",
                                    file=user.file)

@@ -289,15 +289,18 @@ def _stderr(data: bytes) -> str:
 
 class ExecCredentials:
     """The credential of an exec plugin, run when first needed, again shortly before the
-    credential expires, and again after the server refused it. `make_tls` builds a TLS
-    context for the cluster (its CA, no client certificate) for a plugin that answers with
-    a client certificate. Thread-safe: one thread runs the plugin, the others wait for its
-    answer."""
+    credential expires, and again after the server refused it. `make_tls` builds a new
+    TLS context for the cluster, as the connection's own `tls`: the plugin's client
+    certificate, when it answers with one, is loaded into a new one (replacing the
+    kubeconfig's, as in client-go); while it answers without, `tls` is used. Thread-safe:
+    one thread runs the plugin, the others wait for its answer."""
 
     def __init__(self, plugin: ExecPlugin, make_tls: Callable[[], ssl.SSLContext], *,
+                 tls: ssl.SSLContext | None = None,
                  clock: Callable[[], float] | None = None) -> None:
         self.plugin = plugin
         self._make_tls = make_tls
+        self._base_tls = tls
         self._clock = clock
         self._lock = threading.Lock()
         self._issued: Issued | None = None
@@ -339,7 +342,7 @@ class ExecCredentials:
         """Run the plugin (the lock held) and keep its answer."""
         self.runs += 1
         issued = self.plugin.run()
-        tls = None
+        tls = self._base_tls
         if issued.certificate is not None and issued.key is not None:
             tls = self._make_tls()
             try:

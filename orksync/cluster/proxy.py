@@ -57,7 +57,7 @@ def parse_proxy_url(url: str) -> Proxy:
         raise ProxyError("not a URL") from None
     scheme = parts.scheme.lower()
     if scheme in ("socks5", "socks5h", "https"):
-        raise ProxyError(f"a {scheme}:// proxy is not supported (only http:// proxies)")
+        raise ProxyError(f"{scheme}:// proxies are not supported (only http:// ones)")
     if scheme != "http":
         raise ProxyError(f"scheme {scheme!r} is not a proxy scheme (http://)")
     if not parts.hostname:
