@@ -201,6 +201,21 @@ def test_an_exec_plugins_client_certificate_authenticates_and_gives_way_to_its_t
         kube.close()
 
 
+def test_impersonation_headers_make_the_admin_act_as_another_user(
+        control_plane: ControlPlane, tmp_path: Path) -> None:
+    doc = document(control_plane)
+    doc["users"][0]["user"].update({"as": "jane", "as-groups": ["team-a", "system:authenticated"]})
+    kube = connect(write(tmp_path / "config", doc))
+    try:
+        review = kube.request("POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews",
+                              body={"apiVersion": "authentication.k8s.io/v1",
+                                    "kind": "SelfSubjectReview"})
+    finally:
+        kube.close()
+    info = review["status"]["userInfo"]
+    assert (info["username"], info["groups"]) == ("jane", ["team-a", "system:authenticated"])
+
+
 # --- auth-provider ------------------------------------------------------------------------------
 
 

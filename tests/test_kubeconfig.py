@@ -331,6 +331,26 @@ def test_requests_go_under_the_server_urls_path_encoded_and_never_redirected(
         ("GET", "/k8s/clusters/c-1/version", b"")]
 
 
+def test_an_http_server_behind_a_proxy_gets_requests_in_absolute_form(
+        tmp_path: Path) -> None:
+    """No tunnel to a plain-HTTP server: each request goes to the proxy naming the whole
+    URL, as Go's client sends it (the recording server stands in for the proxy)."""
+    proxy = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Paths)
+    thread = threading.Thread(target=proxy.serve_forever, daemon=True)
+    thread.start()
+    _Paths.seen.clear()
+    doc = simple("http://api.example:8080/prefix")
+    doc["clusters"][0]["cluster"]["proxy-url"] = f"http://127.0.0.1:{proxy.server_address[1]}"
+    try:
+        kube = Kube(connection=load(write(tmp_path / "config", doc)))
+        assert kube.request("GET", "/version") == {}
+        kube.close()
+    finally:
+        proxy.shutdown()
+        proxy.server_close()
+    assert _Paths.seen == [("GET", "http://api.example:8080/prefix/version", b"")]
+
+
 def test_an_apply_sends_its_field_manager_force_dry_run_and_validation(
         tmp_path: Path) -> None:
     """Every combination of the options of a server-side apply, as the query string says

@@ -97,10 +97,9 @@ class Kube:
         self.host = connection.server
         self._pool = Pool(connection.server, tls=connection.tls,
                           server_name=connection.tls_server_name, size=pool_size,
-                          proxy=connection.proxy)
+                          proxy=connection.proxy, headers=connection.headers)
         self._credentials = connection.credentials
         self._ca_origin = connection.ca_origin
-        self._headers = dict(connection.headers)
         self.timeout = timeout  # seconds an attempt may take in all (connect, send, answer)
         self._resources: dict[str, dict[str, Resource]] = {}
         self._discovering: dict[str, threading.Lock] = {}  # per API version
@@ -320,8 +319,6 @@ class Kube:
         headers = {"Accept": accept, "Content-Type": content_type}
         if self.user_agent:
             headers["User-Agent"] = self.user_agent
-        if self._headers:
-            headers.update(self._headers)
         authorization = self._credentials.authorization()
         if authorization:
             headers["Authorization"] = authorization

@@ -33,7 +33,7 @@ import ssl
 import threading
 import time
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from urllib.parse import urlsplit
 
 import httptools
@@ -101,12 +101,14 @@ class Pool:
     """Connections to the server of `url` (`http` or `https`, an optional path that
     prefixes every request: `prefix`). Thread-safe; keeps up to `size` idle connections
     (more are made when more requests are under way at once, and closed after). With
-    `proxy`, every connection goes through it. `tls` may be replaced (new credentials'
-    client certificate): connections made after that use the new one."""
+    `proxy`, every connection goes through it. `headers` are sent with every request (a
+    name may repeat: impersonated groups). `tls` may be replaced (new credentials' client
+    certificate): connections made after that use the new one."""
 
     def __init__(self, url: str, *, tls: ssl.SSLContext | None = None,
                  server_name: str | None = None, size: int = 16,
-                 proxy: Proxy | None = None) -> None:
+                 proxy: Proxy | None = None,
+                 headers: Sequence[tuple[str, str]] = ()) -> None:
         parts = urlsplit(url)
         scheme = parts.scheme.lower()
         if scheme not in ("http", "https") or not parts.hostname:
@@ -125,6 +127,9 @@ class Pool:
         self.proxy = proxy
         # an http server through a proxy: requests name the whole URL (absolute form)
         self._origin = f"http://{self.authority}" if proxy and scheme == "http" else ""
+        self._fixed = [_header_line(name, value) for name, value in headers]
+        if self._origin and proxy is not None and proxy.authorization:
+            self._fixed.append(_header_line("Proxy-Authorization", proxy.authorization))
         self._idle: list[_Connection] = []
         self._lock = threading.Lock()
 
@@ -169,9 +174,8 @@ class Pool:
 
     def _message(self, method: str, target: str, body: bytes | None,
                  headers: Mapping[str, str]) -> bytes:
-        lines = [f"{method} {self._origin}{target} HTTP/1.1", f"Host: {self.authority}"]
-        if self._origin and self.proxy is not None and self.proxy.authorization:
-            lines.append(f"Proxy-Authorization: {self.proxy.authorization}")
+        lines = [f"{method} {self._origin}{target} HTTP/1.1", f"Host: {self.authority}",
+                 *self._fixed]
         if "User-Agent" not in headers:
             lines.append(f"User-Agent: {USER_AGENT}")
         for name, value in headers.items():
@@ -420,6 +424,12 @@ class Stream:
 
     def __exit__(self, *_: object) -> None:
         self.close()
+
+
+def _header_line(name: str, value: str) -> str:
+    if "\r" in value or "\n" in value:
+        raise ValueError(f"header {name} holds a line break")
+    return f"{name}: {value}"
 
 
 def _remaining(deadline: float) -> float:
