@@ -7,6 +7,7 @@ environment. Every request goes through orksync's own transport."""
 from __future__ import annotations
 
 import base64
+import json
 import select
 import socket
 import socketserver
@@ -21,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from orksync import __version__
 from orksync.apply import kubeconfig
 from orksync.apply.kube import Kube
 from orksync.apply.retry import NO_RETRY
@@ -56,6 +58,15 @@ def account(namespace: str, name: str) -> str:
     return f"system:serviceaccount:{namespace}:{name}"
 
 
+def user_agents(cp: ControlPlane, username: str, *, containing: str = "") -> set[str]:
+    """The User-Agent of every write the audit log holds from `username` (whose line
+    contains `containing`)."""
+    assert cp.audit_log is not None
+    events = [json.loads(line) for line in cp.audit_log.read_text().splitlines()
+              if containing in line]
+    return {e["userAgent"] for e in events if e["user"]["username"] == username}
+
+
 def exec_kubeconfig(cp: ControlPlane, tmp_path: Path, plugin: Plugin) -> Path:
     return write(tmp_path / "config", document(cp, user={"exec": plugin.exec_section()}))
 
@@ -71,7 +82,8 @@ def test_a_sync_through_an_exec_plugins_token_works_and_runs_the_plugin_once(
         control_plane: ControlPlane, admin: Kube, accounts: str, tmp_path: Path) -> None:
     """`orksync sync --once` in its own process, authenticated by the plugin's token (a
     service account bound to cluster-admin): every request of the sync, from every thread,
-    carries the one credential the plugin gave."""
+    carries the one credential the plugin gave, sent by orksync's own transport (the
+    audit log's User-Agent of every write)."""
     binding = admin.resource("rbac.authorization.k8s.io/v1", "ClusterRoleBinding")
     admin.create(binding, {
         "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
@@ -95,6 +107,9 @@ def test_a_sync_through_an_exec_plugins_token_works_and_runs_the_plugin_once(
         assert "failed=0" in done.stderr.splitlines()[-1], done.stderr
         deployment = admin.get(admin.resource("apps/v1", "Deployment"), ns, "w")
         assert deployment["spec"]["replicas"] == 1
+        # every write of the sync went through orksync's own transport (its User-Agent)
+        assert user_agents(control_plane, account(accounts, "deployer"), containing=ns) == \
+            {f"orksync/{__version__}"}
         assert plugin.runs == 1
         assert plugin.seen()["env"]["KUBERNETES_EXEC_INFO"]
     finally:
@@ -222,7 +237,8 @@ def test_impersonation_headers_make_the_admin_act_as_another_user(
 def test_an_oidc_auth_providers_id_token_is_sent_by_the_own_transport(
         control_plane: ControlPlane, admin: Kube, accounts: str, tmp_path: Path) -> None:
     """A service-account token is a JWT that has not expired: the `kubernetes` package's
-    loader takes it for an oidc id-token, and the API server accepts it."""
+    loader takes it for an oidc id-token, and the API server accepts it from orksync's own
+    transport."""
     path = write(tmp_path / "config", document(control_plane, user={"auth-provider": {
         "name": "oidc", "config": {"id-token": sa_token(admin, accounts, "oidc"),
                                    "client-id": "orksync",
@@ -232,6 +248,7 @@ def test_an_oidc_auth_providers_id_token_is_sent_by_the_own_transport(
         assert whoami(kube) == account(accounts, "oidc")
     finally:
         kube.close()
+    assert user_agents(control_plane, account(accounts, "oidc")) == {f"orksync/{__version__}"}
 
 
 # --- proxies ------------------------------------------------------------------------------------
