@@ -30,7 +30,6 @@ import logging
 import os
 import shutil
 import ssl
-import subprocess
 import tempfile
 import threading
 import time
@@ -251,6 +250,8 @@ class ExecPlugin:
     def run(self) -> Issued:
         """Run the plugin once; its credential. Raises ClusterError (naming the user and
         the command, never the credential)."""
+        import subprocess  # here: a kubeconfig without a plugin never pays for its import
+
         shown = f"user {self.user!r}: exec credential plugin {self.command!r}"
         env = {**os.environ, **dict(self.env), "KUBERNETES_EXEC_INFO": self.exec_info()}
         try:
