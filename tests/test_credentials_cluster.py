@@ -64,7 +64,7 @@ def user_agents(cp: ControlPlane, username: str, *, containing: str = "") -> set
     assert cp.audit_log is not None
     events = [json.loads(line) for line in cp.audit_log.read_text().splitlines()
               if containing in line]
-    return {e["userAgent"] for e in events if e["user"]["username"] == username}
+    return {e["userAgent"] for e in events if e.get("user", {}).get("username") == username}
 
 
 def exec_kubeconfig(cp: ControlPlane, tmp_path: Path, plugin: Plugin) -> Path:
