@@ -319,10 +319,9 @@ class Kube:
         headers = {"Accept": accept, "Content-Type": content_type}
         if self.user_agent:
             headers["User-Agent"] = self.user_agent
-        authorization = self._credentials.authorization()
+        authorization, tls = self._credentials.current()
         if authorization:
             headers["Authorization"] = authorization
-        tls = self._credentials.tls()
         if tls is not None and tls is not self._pool.tls:
             # new credentials with a client certificate of their own: new connections
             self._pool.tls = tls

@@ -112,8 +112,8 @@ class Credentials:
                     self._reread(first=False)
         return self._header
 
-    def tls(self) -> ssl.SSLContext | None:
-        return None
+    def current(self) -> tuple[str | None, ssl.SSLContext | None]:
+        return self.authorization(), None
 
     def rejected(self, authorization: str | None, tls: ssl.SSLContext | None) -> bool:
         return False

@@ -6,8 +6,9 @@ produce the Authorization header and, for a plugin that answers with a client ce
 the TLS context holding it.
 
 What orksync.apply.kube asks of any credentials (:class:`Authentication`): the current
-Authorization header, the TLS context when the credentials carry a client certificate, and,
-after a 401 answer, whether fresh credentials are worth one more attempt (`rejected`).
+Authorization header and, when the credentials carry a client certificate, the TLS context
+holding it (one pair, `current`), and, after a 401 answer, whether fresh credentials are
+worth one more attempt (`rejected`).
 
 An exec plugin runs as client-go runs it: the command (a relative name with a `/` is
 resolved against the kubeconfig's directory) with its `args`, the process environment plus
@@ -71,9 +72,10 @@ class Authentication(Protocol):
     def authorization(self) -> str | None:
         """The value of the Authorization header (None: send none)."""
 
-    def tls(self) -> ssl.SSLContext | None:
-        """The TLS context with the credentials' client certificate; None: the
-        connection's own."""
+    def current(self) -> tuple[str | None, ssl.SSLContext | None]:
+        """The Authorization header and the TLS context with the credentials' client
+        certificate (None: the connection's own), taken together: never the header of one
+        credential with the certificate of another."""
 
     def rejected(self, authorization: str | None, tls: ssl.SSLContext | None) -> bool:
         """The API server answered 401 to a request sent with these: forget them; True
@@ -305,33 +307,32 @@ class ExecCredentials:
         self._clock = clock
         self._lock = threading.Lock()
         self._issued: Issued | None = None
-        self._authorization: str | None = None
-        self._tls: ssl.SSLContext | None = None
+        # the Authorization header and TLS context of `_issued`, replaced as one
+        self._pair: tuple[str | None, ssl.SSLContext | None] = (None, tls)
         self.runs = 0  # times the plugin ran
 
     def authorization(self) -> str | None:
-        return self._current()[0]
+        return self.current()[0]
 
     def tls(self) -> ssl.SSLContext | None:
-        return self._current()[1]
+        return self.current()[1]
 
     def rejected(self, authorization: str | None, tls: ssl.SSLContext | None) -> bool:
         with self._lock:
-            if self._issued is not None and (authorization, tls) == \
-                    (self._authorization, self._tls):
+            if self._issued is not None and (authorization, tls) == self._pair:
                 log.info("user %r: the API server refused the exec plugin's credential; "
                          "running the plugin again", self.plugin.user)
                 self._issued = None  # the next request runs the plugin
             return True  # either way the next attempt sends a credential not yet refused
 
-    def _current(self) -> tuple[str | None, ssl.SSLContext | None]:
-        issued = self._issued
+    def current(self) -> tuple[str | None, ssl.SSLContext | None]:
+        issued, pair = self._issued, self._pair
         if issued is None or self._expiring(issued):
             with self._lock:
-                issued = self._issued
-                if issued is None or self._expiring(issued):
+                if self._issued is None or self._expiring(self._issued):
                     self._renew()
-        return self._authorization, self._tls
+                pair = self._pair
+        return pair
 
     def _expiring(self, issued: Issued) -> bool:
         if issued.expires is None:
@@ -355,14 +356,18 @@ class ExecCredentials:
                                    f"{self.plugin.command!r}: its "
                                    f"client certificate and key cannot be used: {reason}",
                                    subject=self.plugin.file) from None
-        self._authorization = f"Bearer {issued.token}" if issued.token else None
-        self._tls = tls
+        self._pair = (f"Bearer {issued.token}" if issued.token else None, tls)
         self._issued = issued
 
 
 # --- auth-provider ------------------------------------------------------------------------------
 
 AUTH_PROVIDERS = ("oidc", "gcp")  # the ones the installed `kubernetes` package implements
+_PROVIDER_NEEDS = {
+    "oidc": "config.id-token, a JWT; once it has expired, config.refresh-token, client-id, "
+            "client-secret and idp-issuer-url to refresh it",
+    "gcp": "config.access-token with its expiry, or config.cmd-path, or the google-auth "
+           "package with application default credentials"}
 
 
 class AuthProviderCredentials:
@@ -382,6 +387,7 @@ class AuthProviderCredentials:
             "users": [{"name": "u", "user": {"auth-provider": body}}]}
         self._file = file
         self._what = f"user {user!r}: auth-provider {provider!r}"
+        self._needs = _PROVIDER_NEEDS[provider]
         self._lock = threading.Lock()
         self._configuration: Any = None
         self._load()
@@ -400,13 +406,11 @@ class AuthProviderCredentials:
         except Exception as err:  # the loader and the libraries it calls raise anything
             # the type only: a message of an OAuth or Google library may quote a token
             raise ClusterError(f"{self._what}: the kubernetes package could not "
-                               f"produce a token ({type(err).__name__})",
-                               subject=str(self._file)) from None
+                               f"produce a token ({type(err).__name__}; it needs "
+                               f"{self._needs})", subject=str(self._file)) from None
         if not configuration.api_key.get("BearerToken"):
             raise ClusterError(f"{self._what}: the kubernetes package produced "
-                               "no token (for oidc: an id-token that is a JWT; for "
-                               "gcp: google-auth and application default credentials)",
-                               subject=str(self._file))
+                               f"no token (it needs {self._needs})", subject=str(self._file))
         self._configuration = configuration
 
     def authorization(self) -> str | None:
@@ -419,8 +423,8 @@ class AuthProviderCredentials:
                     from None
         return str(value) if value else None
 
-    def tls(self) -> ssl.SSLContext | None:
-        return None
+    def current(self) -> tuple[str | None, ssl.SSLContext | None]:
+        return self.authorization(), None
 
     def rejected(self, authorization: str | None, tls: ssl.SSLContext | None) -> bool:
         """Load again: the loader refreshes an expired oidc id-token only when it loads."""
