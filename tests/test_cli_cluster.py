@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import subprocess
 import sys
 import uuid
@@ -12,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from orksync.cluster import kubeconfig
 from orksync.cluster.kube import Kube
 from orksync.lifecycle.teardown import remove_finalizer
 from testbed.controlplane import ControlPlane
@@ -225,12 +223,9 @@ def test_applying_a_rendered_directory_imports_neither_template_engines_nor_kube
     assert run("render", str(repo), "-o", str(out)).returncode == 0
     argv = ["apply", str(out), "--kubeconfig", str(control_plane.kubeconfig),
             "--name", f"imports-{ns}"]
-    # a proxy in the environment sends the connection through the kubernetes client
-    without_proxies = {k: v for k, v in os.environ.items() if k not in kubeconfig.PROXY_ENV}
     for expected in ("failed=0", "created=0 configured=0"):  # a fresh apply, a resync
         proc = subprocess.run([sys.executable, "-c", APPLY_AND_LIST_MODULES, *argv],
-                              capture_output=True, text=True, timeout=120,
-                              env=without_proxies)
+                              capture_output=True, text=True, timeout=120)
         assert proc.returncode == 0, proc.stderr
         assert expected in proc.stderr.splitlines()[-1], proc.stderr
         modules = set(json.loads(proc.stdout.splitlines()[-1]))

@@ -1,5 +1,5 @@
 """orksync.cluster.kubeconfig without a cluster: which files and entries are read (client-go's
-merge rules), what falls back to the `kubernetes` client, and the errors for a kubeconfig
+merge rules), the credential and proxy settings, and the errors for a kubeconfig
 that cannot be used (naming the file and field, never a key or token). Connecting with
 each kind of credential is tests/test_kubeconfig_cluster.py."""
 
@@ -16,9 +16,9 @@ from typing import Any, ClassVar
 
 import pytest
 
-from orksync.cluster import kubeconfig
+from orksync.cluster import credentials, kubeconfig
 from orksync.cluster.kube import Kube, Resource
-from orksync.cluster.kubeconfig import Credentials, Unsupported, load_kubeconfig
+from orksync.cluster.kubeconfig import Credentials, load_kubeconfig
 from orksync.errors import ClusterError
 from orksync.secrets import pki
 
@@ -107,38 +107,105 @@ current-context: main
     assert conn.credentials.authorization() is None
 
 
-# --- what falls back to the kubernetes client --------------------------------------------------
+# --- exec, auth-provider, impersonation, proxies, unknown fields --------------------------------
 
 
-@pytest.mark.parametrize(("user", "named"), [
-    ({"exec": {"command": "get-token", "apiVersion": "client.authentication.k8s.io/v1"}},
-     "exec"),
-    ({"auth-provider": {"name": "oidc", "config": {}}}, "auth-provider"),
-    ({"as": "someone-else", "token": "t"}, "as"),
-    ({"token": "t", "future-auth-field": "x"}, "future-auth-field"),
-])
-def test_a_user_needing_the_kubernetes_client_is_unsupported(
-        tmp_path: Path, user: dict[str, Any], named: str) -> None:
-    path = write(tmp_path / "config", simple(**user))
-    with pytest.raises(Unsupported, match=named):
-        load(path)
-
-
-def test_a_proxy_url_or_a_proxy_in_the_environment_is_unsupported(tmp_path: Path) -> None:
-    doc = simple()
-    doc["clusters"][0]["cluster"]["proxy-url"] = "http://proxy:3128"
-    with pytest.raises(Unsupported, match="proxy-url"):
-        load(write(tmp_path / "proxied", doc))
-    with pytest.raises(Unsupported, match="HTTPS_PROXY"):
-        load(write(tmp_path / "plain", simple()), HTTPS_PROXY="http://proxy:3128")
-
-
-def test_unsupported_fields_of_users_and_clusters_not_chosen_do_not_matter(
+def test_exec_auth_provider_and_impersonation_are_read_without_running_anything(
         tmp_path: Path) -> None:
+    """An exec plugin runs when a request needs its credential, not when the kubeconfig is
+    read; impersonation becomes headers; an auth-provider's token comes from the
+    `kubernetes` package's loader (an oidc id-token that is a JWT and has not expired)."""
+    plugin = {"exec": {"command": "./bin/get-token", "args": ["--a"],
+                       "apiVersion": "client.authentication.k8s.io/v1",
+                       "interactiveMode": "Never", "env": [{"name": "K", "value": "v"}]}}
+    conn = load(write(tmp_path / "cfg" / "config", simple(**plugin)))
+    assert isinstance(conn.credentials, credentials.ExecCredentials)
+    assert conn.credentials.runs == 0
+    assert conn.credentials.plugin.command == str(tmp_path / "cfg" / "bin" / "get-token")
+    assert conn.credentials.plugin.env == (("K", "v"),)
+
+    impersonating = simple(token="t", **{"as": "jane", "as-groups": ["a", "b"],
+                                         "as-user-extra": {"scope/x": ["1"]}})
+    assert load(write(tmp_path / "as", impersonating)).headers == (
+        ("Impersonate-User", "jane"), ("Impersonate-Group", "a"), ("Impersonate-Group", "b"),
+        ("Impersonate-Extra-scope%2Fx", "1"))
+
+    claims = base64.urlsafe_b64encode(json.dumps({
+        "exp": int(datetime.now(UTC).timestamp()) + 3600}).encode()).decode().rstrip("=")
+    id_token = f"eyJhbGciOiJub25lIn0.{claims}.c2ln"
+    oidc = simple(**{"auth-provider": {"name": "oidc", "config": {
+        "id-token": id_token, "client-id": "orksync", "idp-issuer-url": "https://idp"}}})
+    conn = load(write(tmp_path / "oidc", oidc))
+    assert conn.credentials.authorization() == f"Bearer {id_token}"
+
+
+@pytest.mark.parametrize(("user", "message"), [
+    ({"exec": {"command": "x", "apiVersion": "client.authentication.k8s.io/v1"}},
+     "users[0].user.exec.interactiveMode: missing (required by "
+     "client.authentication.k8s.io/v1"),
+    ({"exec": {"command": "x", "apiVersion": "client.authentication.k8s.io/v1beta1",
+               "interactiveMode": "Always"}},
+     "users[0].user.exec.interactiveMode: Always: the plugin needs a terminal"),
+    ({"exec": {"command": "x", "apiVersion": "client.authentication.k8s.io/v1alpha1"}},
+     "users[0].user.exec.apiVersion: must be one of"),
+    ({"exec": {"apiVersion": "client.authentication.k8s.io/v1beta1"}},
+     "users[0].user.exec.command: missing"),
+    ({"exec": {"command": "x", "apiVersion": "client.authentication.k8s.io/v1beta1"},
+      "token": "t"}, "users[0].user: sets both exec and token"),
+    ({"auth-provider": {"name": "azure", "config": {}}},
+     "users[0].user.auth-provider.name: the azure auth-provider is not supported"),
+    ({"auth-provider": {"name": "oidc", "config": {"id-token": "not-a-jwt"}}},
+     "user 'u': auth-provider 'oidc': the kubernetes package produced no token"),
+    ({"as-groups": ["g"]}, "users[0].user: as-uid, as-groups or as-user-extra without `as`"),
+])
+def test_a_credential_setting_that_cannot_be_used_names_file_and_field(
+        tmp_path: Path, user: dict[str, Any], message: str) -> None:
+    path = write(tmp_path / "config", simple(**user))
+    text = failure(path)
+    assert text.startswith(f"{path}: "), text
+    assert message in text, text
+
+
+def test_an_unknown_field_is_ignored_with_a_warning_as_kubectl_ignores_it(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    path = write(tmp_path / "config", simple(token="t", **{"future-auth-field": "x"}))
+    assert load(path).credentials.authorization() == "Bearer t"
+    assert f"{path}: user 'u' (users[0].user) sets future-auth-field, which orksync does " \
+        "not know; ignored" in caplog.text
+
+
+def test_proxy_url_and_the_proxy_environment_choose_the_proxy_as_kubectl_does(
+        tmp_path: Path) -> None:
+    doc = simple("https://api.example:6443")
+    doc["clusters"][0]["cluster"]["proxy-url"] = "http://ann:s3cret@proxy:3128"
+    proxied = load(write(tmp_path / "proxied", doc)).proxy
+    assert proxied is not None
+    assert (proxied.host, proxied.port, proxied.shown) == ("proxy", 3128, "http://proxy:3128")
+    assert proxied.authorization == "Basic " + base64.b64encode(b"ann:s3cret").decode()
+    assert "s3cret" not in repr(proxied)
+
+    plain = write(tmp_path / "plain", simple("https://api.example:6443"))
+    assert load(plain).proxy is None
+    from_env = load(plain, HTTPS_PROXY="proxy.corp:8080", HTTP_PROXY="http://other:1").proxy
+    assert from_env is not None and from_env.shown == "http://proxy.corp:8080"
+    assert load(plain, https_proxy="http://p:1", NO_PROXY=".corp,api.example").proxy is None
+    # the cluster's proxy-url wins over the environment
+    assert load(write(tmp_path / "both", doc), HTTPS_PROXY="http://p:1").proxy == proxied
+    # loopback is never sent to a proxy from the environment (in a pod either)
+    assert load(write(tmp_path / "local", simple("https://127.0.0.1:6443")),
+                HTTPS_PROXY="http://p:1").proxy is None
+
+    doc["clusters"][0]["cluster"]["proxy-url"] = "socks5://ann:s3cret@proxy:1080"
+    text = failure(write(tmp_path / "socks", doc))
+    assert "clusters[0].cluster.proxy-url: socks5:// proxies are not supported" in text
+    assert "s3cret" not in text
+
+
+def test_settings_of_users_and_clusters_not_chosen_do_not_matter(tmp_path: Path) -> None:
     doc = simple(token="t")
-    doc["users"].append({"name": "cloud", "user": {"exec": {"command": "x"}}})
+    doc["users"].append({"name": "cloud", "user": {"exec": {"command": "x"}}})  # no apiVersion
     doc["clusters"].append({"name": "far", "cluster": {"server": "https://x",
-                                                       "proxy-url": "http://p"}})
+                                                       "proxy-url": "socks5://p"}})
     conn = load(write(tmp_path / "config", doc))
     assert conn.credentials.authorization() == "Bearer t"
 
@@ -261,6 +328,26 @@ def test_requests_go_under_the_server_urls_path_encoded_and_never_redirected(
         ("PATCH", "/k8s/clusters/c-1/api/v1/x", b'{"k":"v \\u00e9"}'),
         ("GET", "/k8s/clusters/c-1/moved", b""),
         ("GET", "/k8s/clusters/c-1/version", b"")]
+
+
+def test_an_http_server_behind_a_proxy_gets_requests_in_absolute_form(
+        tmp_path: Path) -> None:
+    """No tunnel to a plain-HTTP server: each request goes to the proxy naming the whole
+    URL, as Go's client sends it (the recording server stands in for the proxy)."""
+    proxy = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Paths)
+    thread = threading.Thread(target=proxy.serve_forever, daemon=True)
+    thread.start()
+    _Paths.seen.clear()
+    doc = simple("http://api.example:8080/prefix")
+    doc["clusters"][0]["cluster"]["proxy-url"] = f"http://127.0.0.1:{proxy.server_address[1]}"
+    try:
+        kube = Kube(connection=load(write(tmp_path / "config", doc)))
+        assert kube.request("GET", "/version") == {}
+        kube.close()
+    finally:
+        proxy.shutdown()
+        proxy.server_close()
+    assert _Paths.seen == [("GET", "http://api.example:8080/prefix/version", b"")]
 
 
 def test_an_apply_sends_its_field_manager_force_dry_run_and_validation(

@@ -1,14 +1,13 @@
 """Connecting with each kind of kubeconfig credential to the real control plane, natively
-(orksync.cluster.kubeconfig, no `kubernetes` import) or through the `kubernetes` client
-where the kubeconfig needs it; and `orksync apply` without `kubernetes` or `requests` in
-the process. The merge rules and error texts without a cluster: tests/test_kubeconfig.py."""
+(orksync.cluster.kubeconfig, no `kubernetes` import). Exec plugins, auth-providers and
+proxies: tests/test_credentials_cluster.py. The merge rules and error texts without a
+cluster: tests/test_kubeconfig.py."""
 
 from __future__ import annotations
 
 import base64
 import json
 import os
-import sys
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -65,13 +64,6 @@ def document(cp: ControlPlane, *, cluster: dict[str, Any] | None = None,
     return doc
 
 
-@pytest.fixture(autouse=True)
-def no_proxy_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A proxy in the environment sends every connection through the kubernetes client."""
-    for name in kubeconfig.PROXY_ENV:
-        monkeypatch.delenv(name, raising=False)
-
-
 @pytest.fixture(scope="module")
 def admin(control_plane: ControlPlane) -> Iterator[Kube]:
     kube = Kube.from_kubeconfig(control_plane.kubeconfig)
@@ -109,9 +101,7 @@ def sa_token(admin: Kube, namespace: str, name: str) -> str:
 def test_the_control_planes_kubeconfig_connects_natively_as_the_admin(
         control_plane: ControlPlane) -> None:
     """-data fields: CA, client certificate and key embedded."""
-    user, kube = connected_as(control_plane.kubeconfig)
-    assert user == ADMIN
-    assert kube.api is None  # orksync's own connection, not the kubernetes client's
+    assert connected_as(control_plane.kubeconfig)[0] == ADMIN
 
 
 def test_requests_name_orksync_and_its_version_as_their_user_agent(
@@ -146,8 +136,7 @@ def test_file_fields_relative_to_the_kubeconfig_connect(
         user={"client-certificate": "pki/admin.crt",
               "client-key": str(pem / "admin.key")}))  # absolute works as well
     monkeypatch.chdir(tmp_path)  # not the kubeconfig's directory
-    user, kube = connected_as(path)
-    assert (user, kube.api) == (ADMIN, None)
+    assert connected_as(path)[0] == ADMIN
 
 
 def test_a_wrong_ca_is_refused_at_once_with_a_clear_error(
@@ -176,7 +165,7 @@ def test_no_ca_trusts_the_system_cas_and_insecure_skip_tls_verify_does_not_verif
         connected_as(system)
     insecure = write(tmp_path / "insecure", document(
         control_plane, cluster={"insecure-skip-tls-verify": True}, user=admin))
-    with pytest.warns(Warning, match="Unverified HTTPS request"):  # urllib3's, as before
+    with pytest.warns(Warning, match="Unverified HTTPS request"):  # as urllib3 words it
         assert connected_as(insecure)[0] == ADMIN
 
 
@@ -192,13 +181,6 @@ def test_tls_server_name_is_the_name_verified(control_plane: ControlPlane,
         connected_as(wrong)
 
 
-def test_a_kube_on_a_kubernetes_api_client_still_works(control_plane: ControlPlane) -> None:
-    with control_plane.api_client() as client:
-        kube = Kube(client)
-        assert whoami(kube) == ADMIN
-        assert kube.api is client
-
-
 # --- tokens ------------------------------------------------------------------------------------
 
 
@@ -206,8 +188,7 @@ def test_a_token_kubeconfig_connects_as_its_service_account(
         control_plane: ControlPlane, admin: Kube, sa_namespace: str, tmp_path: Path) -> None:
     token = sa_token(admin, sa_namespace, "reader")
     path = write(tmp_path / "config", document(control_plane, user={"token": token}))
-    user, kube = connected_as(path)
-    assert (user, kube.api) == (f"system:serviceaccount:{sa_namespace}:reader", None)
+    assert connected_as(path)[0] == f"system:serviceaccount:{sa_namespace}:reader"
 
 
 def test_a_token_file_is_read_again_when_it_rotates(
@@ -244,7 +225,6 @@ def test_in_cluster_reads_the_service_account_token_again_as_it_rotates(
     monkeypatch.setattr(kubeconfig, "CLOCK", lambda: now[0])
     kube = Kube.in_cluster()
     try:
-        assert kube.api is None
         assert whoami(kube) == f"system:serviceaccount:{sa_namespace}:agent"
         (mounted / "token").write_text(sa_token(admin, sa_namespace, "rotated"))
         assert whoami(kube) == f"system:serviceaccount:{sa_namespace}:agent"  # not yet
@@ -291,27 +271,3 @@ def test_several_kubeconfig_files_merge_first_file_wins(
     monkeypatch.setenv("KUBECONFIG", os.pathsep.join([str(second), str(first)]))
     with pytest.raises(ClusterError):  # now the other file's `main` and `admin` win
         Kube.from_kubeconfig(None, "work").request("GET", "/version")
-
-
-# --- falling back to the kubernetes client ------------------------------------------------------
-
-EXEC_PLUGIN = """
-import json, sys
-print(json.dumps({"apiVersion": "client.authentication.k8s.io/v1beta1",
-                  "kind": "ExecCredential", "status": {"token": sys.argv[1]}}))
-"""
-
-
-def test_an_exec_kubeconfig_falls_back_to_the_kubernetes_client(
-        control_plane: ControlPlane, admin: Kube, sa_namespace: str, tmp_path: Path) -> None:
-    plugin = tmp_path / "plugin.py"
-    plugin.write_text(EXEC_PLUGIN)
-    path = write(tmp_path / "config", document(control_plane, user={"exec": {
-        "apiVersion": "client.authentication.k8s.io/v1beta1", "command": sys.executable,
-        "args": [str(plugin), sa_token(admin, sa_namespace, "plugged")],
-        "interactiveMode": "Never"}}))
-    with pytest.raises(kubeconfig.Unsupported, match="exec"):
-        kubeconfig.load_kubeconfig(path, environ={})
-    user, kube = connected_as(path)
-    assert user == f"system:serviceaccount:{sa_namespace}:plugged"
-    assert kube.api is not None  # the kubernetes client's ApiClient

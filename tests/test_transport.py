@@ -310,9 +310,9 @@ def test_an_ipv6_server_url_and_the_default_ports() -> None:
 
 
 def test_a_certificate_refusal_is_found_behind_causes_and_arguments_and_loops_end() -> None:
-    """`Kube` gives up at once on a refused certificate, wherever the transport put it: as
-    the cause (orksync's transport) or an argument (urllib3, through the kubernetes
-    client); a chain that loops back ends."""
+    """`Kube` gives up at once on a refused certificate, wherever it is in the error: as
+    the cause (orksync's transport) or an argument of a cause; a chain that loops back
+    ends."""
     from orksync.cluster.kube import _refused_certificate
 
     refused = ssl.SSLCertVerificationError(1, "certificate verify failed")

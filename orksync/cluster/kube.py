@@ -1,16 +1,13 @@
 """A narrow REST layer over orksync.cluster.transport: JSON in, JSON out, discovery cached,
 failed requests retried where that is safe (orksync.cluster.retry), every failure turned into
-a ClusterError naming the object. The only module importing `kubernetes` (besides the test
-control plane), and only when it must.
+a ClusterError naming the object.
 
 Connections: the kubeconfig and in-cluster settings are read by orksync.cluster.kubeconfig
-(one TLS context, the Authorization header, token files re-read as they rotate) without
-importing `kubernetes`, which costs a third of a second of start-up. A kubeconfig that
-needs the `kubernetes` client (an `exec` plugin, an `auth-provider`, a proxy, ...) is
-handed to it as before: then its ApiClient supplies the connection pool (urllib3's), TLS
-and authentication (refresh included). A Kube can also be built on an ApiClient directly
-(the tests do). Either way the generated models are not used: plain dicts are faster and
-server-side apply wants plain dicts anyway.
+(one TLS context, the credentials, a proxy) without importing `kubernetes`, which costs a
+third of a second of start-up; every request goes through orksync.cluster.transport, whatever
+the kubeconfig's way of authenticating (exec plugins and auth-providers only produce the
+credentials: orksync.cluster.credentials). Plain dicts, not the `kubernetes` package's
+generated models: faster, and server-side apply wants plain dicts anyway.
 """
 
 from __future__ import annotations
@@ -22,9 +19,9 @@ import ssl
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import quote, urlencode
 
 from orksync.cluster import kubeconfig
@@ -36,18 +33,8 @@ from orksync.cluster.retry import (
     replay_safe,
     retryable_status,
 )
-from orksync.cluster.transport import (
-    AnswerTimeout,
-    ConnectFailed,
-    ConnectionLost,
-    Pool,
-    Response,
-    TransportError,
-)
+from orksync.cluster.transport import Pool, TransportError
 from orksync.errors import ClusterError
-
-if TYPE_CHECKING:
-    from kubernetes.client import ApiClient
 
 __all__ = ["APPLY_PATCH", "MERGE_PATCH", "METADATA_ONLY", "Kube", "Resource", "RetryPolicy"]
 
@@ -100,33 +87,19 @@ class Resource:
 
 class Kube:
     """One cluster connection. Thread-safe: requests go through a pool of connections
-    (orksync.cluster.transport's, or the `kubernetes` ApiClient's). Neither retries nor
-    follows a redirect: the loop in `request_with_status` is the only one."""
+    (orksync.cluster.transport's). Neither retries nor follows a redirect: the loop in
+    `request_with_status` is the only one."""
 
-    def __init__(self, api_client: ApiClient | None = None, *,
-                 connection: kubeconfig.Connection | None = None, pool_size: int = 16,
+    def __init__(self, *, connection: kubeconfig.Connection, pool_size: int = 16,
                  timeout: float = 30.0, retry: RetryPolicy | None = None) -> None:
-        """On `connection` (orksync's own set-up, a pool of `pool_size` connections) or on
-        a `kubernetes` ApiClient (its pool, TLS and authentication); exactly one."""
-        if (api_client is None) == (connection is None):
-            raise TypeError("Kube needs an ApiClient or a Connection (exactly one)")
-        self.api = api_client
+        """On `connection`, with a pool of `pool_size` connections."""
         self._connection = connection
-        self._ca_origin = ""
-        self._pool: Pool | _ClientPool
-        if connection is not None:
-            self.host = connection.server
-            self._pool = Pool(connection.server, tls=connection.tls,
-                              server_name=connection.tls_server_name, size=pool_size)
-            self._credentials: kubeconfig.Credentials | None = connection.credentials
-            self._ca_origin = connection.ca_origin
-        else:
-            assert api_client is not None
-            self.host = api_client.configuration.host.rstrip("/")
-            self._pool = _ClientPool(api_client, self.host)
-            self._credentials = None
-            ca = api_client.configuration.ssl_ca_cert
-            self._ca_origin = f"the CA file {ca}" if ca else "the system's trusted CAs"
+        self.host = connection.server
+        self._pool = Pool(connection.server, tls=connection.tls,
+                          server_name=connection.tls_server_name, size=pool_size,
+                          proxy=connection.proxy, headers=connection.headers)
+        self._credentials = connection.credentials
+        self._ca_origin = connection.ca_origin
         self.timeout = timeout  # seconds an attempt may take in all (connect, send, answer)
         self._resources: dict[str, dict[str, Resource]] = {}
         self._discovering: dict[str, threading.Lock] = {}  # per API version
@@ -147,12 +120,8 @@ class Kube:
         """Another Kube on the same cluster and credentials with a pool of its own, no
         gate and the given timeout and retries: the leader election's, so that its
         renewals never queue behind the sync's requests nor pass through its gate."""
-        if self._connection is not None:
-            other = Kube(connection=self._connection, pool_size=pool_size, timeout=timeout,
-                         retry=retry)
-        else:
-            assert self.api is not None
-            other = Kube(self.api, timeout=timeout, retry=retry)
+        other = Kube(connection=self._connection, pool_size=pool_size, timeout=timeout,
+                     retry=retry)
         other.user_agent = self.user_agent
         return other
 
@@ -165,49 +134,16 @@ class Kube:
     def from_kubeconfig(cls, path: str | Path | None = None, context: str | None = None,
                         *, pool_size: int = 16) -> Kube:
         """The context's cluster (KUBECONFIG or ~/.kube/config when `path` is None),
-        through orksync.cluster.kubeconfig; through the `kubernetes` client when that
-        module says the kubeconfig needs it."""
-        try:
-            return cls(connection=kubeconfig.load_kubeconfig(path, context),
-                       pool_size=pool_size)
-        except kubeconfig.Unsupported as why:
-            log.debug("kubeconfig: %s; connecting through the kubernetes client", why)
-        from kubernetes import client as k8s_client
-        from kubernetes import config as k8s_config
-
-        configuration = k8s_client.Configuration()
-        try:
-            k8s_config.load_kube_config(config_file=str(path) if path else None,
-                                        context=context, client_configuration=configuration,
-                                        persist_config=False)
-        except (k8s_config.ConfigException, OSError, TypeError) as err:
-            where = str(path) if path else "KUBECONFIG/~/.kube/config"
-            raise ClusterError(f"cannot load kubeconfig: {err}", subject=where) from err
-        configuration.connection_pool_maxsize = pool_size
-        return cls(k8s_client.ApiClient(configuration))
+        read by orksync.cluster.kubeconfig."""
+        return cls(connection=kubeconfig.load_kubeconfig(path, context), pool_size=pool_size)
 
     @classmethod
     def in_cluster(cls, *, pool_size: int = 16) -> Kube:
-        """The pod's service account (token re-read as it rotates), natively; through the
-        `kubernetes` client only when a proxy is configured in the environment."""
-        try:
-            return cls(connection=kubeconfig.in_cluster(), pool_size=pool_size)
-        except kubeconfig.Unsupported as why:
-            log.debug("in-cluster: %s; connecting through the kubernetes client", why)
-        from kubernetes import client as k8s_client
-        from kubernetes import config as k8s_config
-
-        configuration = k8s_client.Configuration()
-        try:
-            k8s_config.load_incluster_config(client_configuration=configuration)
-        except k8s_config.ConfigException as err:
-            raise ClusterError(f"not running in a cluster: {err}") from err
-        configuration.connection_pool_maxsize = pool_size
-        return cls(k8s_client.ApiClient(configuration))
+        """The pod's service account (token re-read as it rotates)."""
+        return cls(connection=kubeconfig.in_cluster(), pool_size=pool_size)
 
     def close(self) -> None:
-        """Close the idle connections; a request sent after this makes new ones (on
-        orksync's own connection; an ApiClient is closed for good)."""
+        """Close the idle connections; a request sent after this makes new ones."""
         self._pool.close()
 
     # --- requests -----------------------------------------------------------------------
@@ -236,12 +172,20 @@ class Kube:
         gate = self.gate
         first = time.monotonic()
         retry = 0
+        renewed = False  # the credentials were renewed after a 401 (once per request)
         while True:
             if gate is not None:
                 gate()
             outcome = self._attempt(method, url, payload, content_type, accept)
             if outcome.status and outcome.status < 300:
                 return outcome.status, (json.loads(outcome.data) if outcome.data else None)
+            if outcome.status == 401 and not renewed:
+                # refused before the server acted on it: any request may go again, once,
+                # with credentials the server has not refused yet (client-go renews an
+                # exec plugin's credential on a 401 the same way)
+                renewed = True
+                if self._credentials.rejected(outcome.authorization, outcome.tls):
+                    continue
             delay = self._retry_delay(outcome, retry + 1, first, replayable)
             if delay is None:
                 raise outcome.error(method, path, subject, retry + 1,
@@ -375,12 +319,13 @@ class Kube:
         headers = {"Accept": accept, "Content-Type": content_type}
         if self.user_agent:
             headers["User-Agent"] = self.user_agent
-        if self._credentials is not None:
-            authorization = self._credentials.authorization()
-            if authorization:
-                headers["Authorization"] = authorization
-        elif self.api is not None:
-            self.api.update_params_for_auth(headers, [], ["BearerToken"])
+        authorization, tls = self._credentials.current()
+        if authorization:
+            headers["Authorization"] = authorization
+        if tls is not None and tls is not self._pool.tls:
+            # new credentials with a client certificate of their own: new connections
+            self._pool.tls = tls
+            self._pool.close()
         with self._lock:  # threads send at once (the prefetch, the stage's writes)
             self.requests += 1
         started = time.monotonic()
@@ -394,7 +339,8 @@ class Kube:
         if status < 300:  # Retry-After is read only where a retry may follow
             return _Outcome(status=status, data=resp.data)
         return _Outcome(status=status, data=resp.data,
-                        retry_after=parse_retry_after(resp.headers.get("retry-after")))
+                        retry_after=parse_retry_after(resp.headers.get("retry-after")),
+                        authorization=authorization, tls=tls)
 
     def _note_health(self, started: float, *, failed: bool) -> None:
         """Track since when every request failed (benign races: a flag, not a count)."""
@@ -442,6 +388,9 @@ class _Outcome:
     data: bytes = b""
     transport: TransportError | None = None
     retry_after: float | None = None
+    # the credentials an answer refused was sent with (compared, never shown)
+    authorization: str | None = field(default=None, repr=False)
+    tls: ssl.SSLContext | None = field(default=None, repr=False)
 
     def summary(self) -> str:
         """For the retry log line: no message text (it could echo a request body)."""
@@ -487,8 +436,7 @@ def _query_string(query: Mapping[str, Any]) -> str:
 def _refused_certificate(err: BaseException) -> ssl.SSLCertVerificationError | None:
     """The verification failure behind a transport error: the server's certificate is not
     signed by the CA this client trusts, or names another host (permanent, unlike a
-    handshake cut short). Found among the causes (orksync.cluster.transport) and their
-    arguments (urllib3, through the `kubernetes` client)."""
+    handshake cut short). Found among the causes and their arguments."""
     todo: list[BaseException] = [err]
     seen: set[int] = set()
     while todo and len(seen) < 16:  # a chain that loops back is walked once
@@ -502,42 +450,6 @@ def _refused_certificate(err: BaseException) -> ssl.SSLCertVerificationError | N
         if cause.__cause__ is not None:
             todo.append(cause.__cause__)
     return None
-
-
-class _ClientPool:
-    """The `kubernetes` ApiClient's urllib3 pool behind the interface of
-    orksync.cluster.transport.Pool, its errors turned into TransportErrors."""
-
-    prefix = ""  # requests carry the whole URL: the pool manager may be a proxy's
-
-    def __init__(self, api_client: ApiClient, host: str) -> None:
-        import urllib3
-
-        self._urllib3 = urllib3
-        self._api = api_client
-        self._manager = api_client.rest_client.pool_manager
-        self._host = host
-        self._no_retries = urllib3.Retry(total=False, redirect=False)
-
-    def request(self, method: str, target: str, body: bytes | None,
-                headers: Mapping[str, str], timeout: float) -> Response:
-        errors = self._urllib3.exceptions
-        try:
-            resp = self._manager.request(
-                method, self._host + target, body=body, headers=dict(headers),
-                preload_content=True, timeout=self._urllib3.Timeout(total=timeout),
-                retries=self._no_retries, redirect=False)
-        except errors.ConnectTimeoutError as err:  # NewConnectionError among them
-            raise ConnectFailed(str(err)) from err
-        except errors.ReadTimeoutError as err:
-            raise AnswerTimeout(str(err)) from err
-        except errors.HTTPError as err:
-            raise ConnectionLost(f"{type(err).__name__}: {err}") from err
-        return Response(resp.status, {"retry-after": resp.headers.get(
-            "Retry-After") or ""}, resp.data)
-
-    def close(self) -> None:
-        self._api.close()  # its pool manager, and its thread pool if it made one
 
 
 def _error(status: int, data: bytes, method: str, path: str, subject: str, *,

@@ -1,8 +1,8 @@
 """Where the API server is and how to authenticate to it, read without the `kubernetes`
 package (importing it costs about a third of a second: its client imports every generated
 model, and `requests`). orksync.cluster.kube sends every request itself
-(orksync.cluster.transport), so all it needs from a kubeconfig is a server URL, a TLS context
-and an Authorization header.
+(orksync.cluster.transport), so all it needs from a kubeconfig is a server URL, a TLS context,
+a proxy if any and the credentials (orksync.cluster.credentials.Authentication).
 
 Read natively, with kubectl's (client-go's) rules:
 
@@ -12,23 +12,25 @@ Read natively, with kubectl's (client-go's) rules:
   given name wins, and so does the first file that sets `current-context`;
 * the context: `--context`, else `current-context`;
 * the cluster: `server`, `certificate-authority` / `certificate-authority-data`,
-  `insecure-skip-tls-verify`, `tls-server-name`;
+  `insecure-skip-tls-verify`, `tls-server-name`, `proxy-url` (else the proxy environment,
+  orksync.cluster.proxy);
 * the user: `client-certificate` / `client-certificate-data`, `client-key` /
   `client-key-data`, `token`, `tokenFile` (re-read at most every minute, and it wins over
-  `token`, as in client-go), `username` / `password` (basic authentication).
+  `token`, as in client-go), `username` / `password` (basic authentication), `exec` (a
+  credential plugin) and `auth-provider` (`oidc`, `gcp`; orksync.cluster.credentials),
+  `as` / `as-uid` / `as-groups` / `as-user-extra` (impersonation headers).
 
 A relative file name is resolved against the directory of the kubeconfig file that
 defined it. Where both a `-data` field and its file are set, the data wins (as in the
 Python client; kubectl refuses such a file).
 
-Anything else that decides how orksync connects or authenticates (a user's `exec` or
-`auth-provider`, impersonation, a cluster's `proxy-url`, an unknown field of the chosen
-user or cluster, an HTTP(S) proxy in the environment) raises :class:`Unsupported`, and
-orksync.cluster.kube falls back to the `kubernetes` client, which then reads the kubeconfig
-as it always did.
+A field of the chosen user or cluster that none of these is ignored with a warning naming
+the file and the field, as kubectl ignores it. A value that cannot be used is a ClusterError
+naming the file and the field.
 
 In a pod (:func:`in_cluster`): `KUBERNETES_SERVICE_HOST` / `_PORT`, the service-account
-token (re-read at most every minute: bound tokens rotate) and CA.
+token (re-read at most every minute: bound tokens rotate) and CA; the proxy environment
+as for a kubeconfig.
 
 No key, token or password ever reaches an error message or a log line.
 """
@@ -42,19 +44,27 @@ import json
 import logging
 import os
 import re
-import shutil
 import ssl
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
+from orksync.cluster import proxy as proxies
+from orksync.cluster.credentials import (
+    Authentication,
+    AuthProviderCredentials,
+    ExecCredentials,
+    ExecPlugin,
+    check_auth_provider,
+    load_cert_chain_data,
+)
 from orksync.errors import ClusterError
 
-__all__ = ["Connection", "Credentials", "Unsupported", "in_cluster", "load_kubeconfig"]
+__all__ = ["Connection", "Credentials", "in_cluster", "load_kubeconfig"]
 
 log = logging.getLogger(__name__)
 
@@ -62,26 +72,23 @@ DEFAULT_KUBECONFIG = "~/.kube/config"
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 TOKEN_REFRESH = 60.0  # seconds a token read from a file is used before reading it again
 CLOCK: Callable[[], float] = time.monotonic  # what that age is measured with (tests set it)
-PROXY_ENV = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy")
 
 _CLUSTER_FIELDS = frozenset({"server", "certificate-authority", "certificate-authority-data",
-                             "insecure-skip-tls-verify", "tls-server-name",
+                             "insecure-skip-tls-verify", "tls-server-name", "proxy-url",
                              # no effect on how orksync connects:
                              "extensions", "disable-compression"})
 _USER_FIELDS = frozenset({"client-certificate", "client-certificate-data", "client-key",
                           "client-key-data", "token", "tokenFile", "username", "password",
-                          "extensions"})
+                          "exec", "auth-provider", "as", "as-uid", "as-groups",
+                          "as-user-extra", "extensions"})
 _SECTIONS = (("clusters", "cluster"), ("users", "user"), ("contexts", "context"))
-
-
-class Unsupported(Exception):
-    """The kubeconfig (or environment) needs what only the `kubernetes` client does."""
 
 
 class Credentials:
     """The Authorization header of a connection: fixed (a token, basic authentication),
     or a token read from a file and read again once it is `refresh` seconds old, so that
-    a rotated service-account token is picked up. Thread-safe."""
+    a rotated service-account token is picked up. Thread-safe. (An Authentication: no
+    client certificate of its own; a 401 is final, as in client-go.)"""
 
     def __init__(self, *, token: str | None = None, token_file: Path | None = None,
                  basic: str | None = None, refresh: float | None = None,
@@ -104,6 +111,12 @@ class Credentials:
                 if self._clock() - self._read_at >= self._refresh:
                     self._reread(first=False)
         return self._header
+
+    def current(self) -> tuple[str | None, ssl.SSLContext | None]:
+        return self.authorization(), None
+
+    def rejected(self, authorization: str | None, tls: ssl.SSLContext | None) -> bool:
+        return False
 
     def _reread(self, *, first: bool) -> None:
         assert self._file is not None
@@ -133,7 +146,10 @@ class Connection:
     tls: ssl.SSLContext
     verify: bool = True
     tls_server_name: str | None = None
-    credentials: Credentials = field(default_factory=Credentials)
+    credentials: Authentication = field(default_factory=Credentials)
+    proxy: proxies.Proxy | None = None
+    # sent with every request: the user's impersonation (`as`, ...)
+    headers: tuple[tuple[str, str], ...] = ()
     # for error messages: where the CA came from ("certificate-authority-data of cluster
     # 'x' in /path/kubeconfig"); never the certificate itself
     ca_origin: str = "the system's trusted CAs"
@@ -158,10 +174,8 @@ class _Entry:
 def load_kubeconfig(path: str | Path | None = None, context: str | None = None, *,
                     environ: Mapping[str, str] | None = None) -> Connection:
     """The connection of a kubeconfig's context. Raises ClusterError for a kubeconfig that
-    cannot be used (naming the file and field), Unsupported for one that needs the
-    `kubernetes` client."""
+    cannot be used (naming the file and field)."""
     env = os.environ if environ is None else environ
-    _refuse_proxy_environment(env)
     files = _files(path, env)
     entries: dict[str, dict[str, _Entry]] = {section: {} for section, _ in _SECTIONS}
     current, current_file = "", None
@@ -198,18 +212,30 @@ def load_kubeconfig(path: str | Path | None = None, context: str | None = None, 
     if user_name and user is None:
         raise ClusterError(f"{ctx.where}.user: user {user_name!r} is not defined in {shown}",
                            subject=str(ctx.file))
-    _refuse_unsupported(cluster, _CLUSTER_FIELDS, "cluster")
+    _warn_unknown(cluster, _CLUSTER_FIELDS, "cluster")
     if user is not None:
-        _refuse_unsupported(user, _USER_FIELDS, "user")
-    return _connection(cluster, user)
+        _warn_unknown(user, _USER_FIELDS, "user")
+    return _connection(cluster, user, env)
 
 
-def _refuse_proxy_environment(env: Mapping[str, str]) -> None:
-    """The kubernetes client sends through an HTTP(S) proxy named in the environment
-    (with NO_PROXY exceptions); orksync leaves proxies to it."""
-    for name in PROXY_ENV:
-        if env.get(name):
-            raise Unsupported(f"{name} is set (a proxy)")
+def _proxy(server: str, env: Mapping[str, str], cluster: _Entry | None) -> proxies.Proxy | None:
+    """The cluster's `proxy-url`, else the proxy the environment names for `server`."""
+    url = _string(cluster, "proxy-url") if cluster is not None else ""
+    if url:
+        try:
+            return proxies.parse_proxy_url(url)
+        except proxies.ProxyError as err:  # the value is not shown: it may hold a password
+            assert cluster is not None
+            raise ClusterError(f"{cluster.where}.proxy-url: {err}",
+                               subject=str(cluster.file)) from None
+    try:
+        found = proxies.from_environment(server, env)
+    except proxies.ProxyError as err:
+        raise ClusterError(f"the proxy environment: {err}") from None
+    if found is None:
+        return None
+    log.debug("connecting to %s through the proxy %s (%s)", server, found[1].shown, found[0])
+    return found[1]
 
 
 def _files(path: str | Path | None, env: Mapping[str, str]) -> list[Path]:
@@ -297,11 +323,13 @@ def _named(doc: Mapping[str, Any], section: str, key: str, file: Path) -> list[_
     return found
 
 
-def _refuse_unsupported(entry: _Entry, known: frozenset[str], kind: str) -> None:
+def _warn_unknown(entry: _Entry, known: frozenset[str], kind: str) -> None:
+    """kubectl ignores a field it does not know; so does orksync, saying so."""
     unknown = sorted(k for k, v in entry.body.items() if k not in known and v not in
                      (None, "", [], {}, False))
     if unknown:
-        raise Unsupported(f"{entry.describe(kind)} in {entry.file} sets {', '.join(unknown)}")
+        log.warning("%s: %s sets %s, which orksync does not know; ignored", entry.file,
+                    entry.describe(kind), ", ".join(unknown))
 
 
 def _string(entry: _Entry, key: str) -> str:
@@ -348,7 +376,7 @@ def _data(entry: _Entry, key: str) -> bytes | None:
                            subject=str(entry.file)) from err
 
 
-def _connection(cluster: _Entry, user: _Entry | None) -> Connection:
+def _connection(cluster: _Entry, user: _Entry | None, env: Mapping[str, str]) -> Connection:
     server = _string(cluster, "server").rstrip("/")
     if not server:
         raise ClusterError(f"{cluster.where}.server: missing", subject=str(cluster.file))
@@ -363,17 +391,26 @@ def _connection(cluster: _Entry, user: _Entry | None) -> Connection:
         "certificate-authority" if ca_file else ""
     ca_origin = f"{ca_field} of cluster {cluster.name!r} in {cluster.file}" if ca_field \
         else "the system's trusted CAs"
-    tls = _tls_context(verify=verify, ca_file=ca_file, ca_data=ca_data,
-                       problem=lambda reason: ClusterError(
-                           f"{cluster.where}.{ca_field}: not a usable CA certificate: "
-                           f"{reason}", subject=str(cluster.file)))
-    credentials = Credentials()
+
+    def make_tls() -> ssl.SSLContext:
+        tls = _tls_context(verify=verify, ca_file=ca_file, ca_data=ca_data,
+                           problem=lambda reason: ClusterError(
+                               f"{cluster.where}.{ca_field}: not a usable CA certificate: "
+                               f"{reason}", subject=str(cluster.file)))
+        if user is not None:
+            _load_client_certificate(tls, user)
+        return tls
+
+    tls = make_tls()
+    credentials: Authentication = Credentials()
+    headers: tuple[tuple[str, str], ...] = ()
     if user is not None:
-        _load_client_certificate(tls, user)
-        credentials = _credentials(user)
+        credentials = _credentials(user, cluster, server, ca_data or ca_file, make_tls, tls)
+        headers = _impersonation(user)
     return Connection(server=server, tls=tls, verify=verify,
                       tls_server_name=_string(cluster, "tls-server-name") or None,
-                      credentials=credentials, ca_origin=ca_origin)
+                      credentials=credentials, ca_origin=ca_origin,
+                      proxy=_proxy(server, env, cluster), headers=headers)
 
 
 def _tls_context(*, verify: bool, ca_file: Path | None, ca_data: bytes | None,
@@ -404,8 +441,7 @@ def _tls_context(*, verify: bool, ca_file: Path | None, ca_data: bytes | None,
 
 def _load_client_certificate(tls: ssl.SSLContext, user: _Entry) -> None:
     """The user's client certificate and key into `tls`. ssl loads them only from files:
-    `-data` values are written to a private directory (0700, files 0600) and removed as
-    soon as they are loaded."""
+    `-data` values go through a private directory (load_cert_chain_data)."""
     cert_data = _data(user, "client-certificate-data")
     key_data = _data(user, "client-key-data")
     cert_file = None if cert_data else _path(user, "client-certificate")
@@ -417,26 +453,17 @@ def _load_client_certificate(tls: ssl.SSLContext, user: _Entry) -> None:
         missing = "client-key" if has_cert else "client-certificate"
         raise ClusterError(f"{user.where}.{missing}: missing (a client certificate needs "
                            "both the certificate and its key)", subject=str(user.file))
-    private = Path(tempfile.mkdtemp(prefix="orksync-kubeconfig-"))
     try:
-        if cert_data is not None:
-            cert_file = _private_file(private / "client.crt", cert_data)
-        if key_data is not None:
-            key_file = _private_file(private / "client.key", key_data)
-        assert cert_file is not None and key_file is not None
-        tls.load_cert_chain(str(cert_file), str(key_file))
+        if cert_file is not None and key_file is not None:
+            tls.load_cert_chain(str(cert_file), str(key_file))
+        else:  # ssl loads only files: one of them is data
+            cert = cert_data if cert_file is None else cert_file.read_bytes()
+            key = key_data if key_file is None else key_file.read_bytes()
+            assert cert is not None and key is not None
+            load_cert_chain_data(tls, cert, key)
     except (ssl.SSLError, OSError) as err:
         raise ClusterError(f"{user.where}: cannot use the client certificate and key: "
                            f"{_ssl_reason(err)}", subject=str(user.file)) from err
-    finally:
-        shutil.rmtree(private, ignore_errors=True)
-
-
-def _private_file(path: Path, data: bytes) -> Path:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "wb") as out:
-        out.write(data)
-    return path
 
 
 def _ssl_reason(err: BaseException) -> str:
@@ -450,15 +477,81 @@ def _ssl_reason(err: BaseException) -> str:
     return type(err).__name__
 
 
-def _credentials(user: _Entry) -> Credentials:
+def _credentials(user: _Entry, cluster: _Entry, server: str, ca: bytes | Path | None,
+                 make_tls: Callable[[], ssl.SSLContext], tls: ssl.SSLContext
+                 ) -> Authentication:
     token_file = _path(user, "tokenFile")
     token = _string(user, "token") or None
+    plugin, provider = user.body.get("exec"), user.body.get("auth-provider")
+    if plugin is not None or provider is not None:
+        static = [k for k in ("token", "tokenFile", "username") if user.body.get(k)]
+        if plugin is not None and provider is not None:
+            static.insert(0, "auth-provider")
+        if static:
+            chosen = "exec" if plugin is not None else "auth-provider"
+            raise ClusterError(f"{user.where}: sets both {chosen} and {static[0]}: choose "
+                               "one way to authenticate", subject=str(user.file))
+    if plugin is not None:
+        return ExecCredentials(ExecPlugin.from_kubeconfig(
+            plugin, where=f"{user.where}.exec", user=user.name, file=user.file,
+            cluster=_cluster_info(cluster, server, ca)), make_tls, tls=tls)
+    if provider is not None:
+        name = check_auth_provider(provider, where=f"{user.where}.auth-provider",
+                                   file=user.file)
+        return AuthProviderCredentials(provider, server=server, user=user.name,
+                                       file=user.file, provider=name)
     if token_file is not None or token:
         return Credentials(token=token, token_file=token_file)
     username = _string(user, "username")
     if username:
         return Credentials(basic=f"{username}:{_string(user, 'password')}")
     return Credentials()
+
+
+def _cluster_info(cluster: _Entry, server: str, ca: bytes | Path | None) -> dict[str, Any]:
+    """`spec.cluster` of an exec plugin's KUBERNETES_EXEC_INFO, as client-go fills it."""
+    info: dict[str, Any] = {"server": server}
+    for key, name in (("tls-server-name", "tls-server-name"), ("proxy-url", "proxy-url")):
+        if cluster.body.get(key):
+            info[name] = cluster.body[key]
+    if cluster.body.get("insecure-skip-tls-verify"):
+        info["insecure-skip-tls-verify"] = True
+    if isinstance(ca, Path):
+        ca = ca.read_bytes()  # checked readable by the TLS context already
+    if ca:
+        info["certificate-authority-data"] = base64.b64encode(ca).decode()
+    extensions = cluster.body.get("extensions")
+    for item in extensions if isinstance(extensions, list) else []:
+        if isinstance(item, Mapping) and item.get("name") == "client.authentication.k8s.io/exec":
+            info["config"] = item.get("extension")
+    return info
+
+
+def _impersonation(user: _Entry) -> tuple[tuple[str, str], ...]:
+    """The Impersonate-* headers of a user's `as`, `as-uid`, `as-groups`, `as-user-extra`."""
+    headers: list[tuple[str, str]] = []
+    name = _string(user, "as")
+    if name:
+        headers.append(("Impersonate-User", name))
+    uid = _string(user, "as-uid")
+    if uid:
+        headers.append(("Impersonate-Uid", uid))
+    groups = user.body.get("as-groups") or []
+    if not isinstance(groups, list) or not all(isinstance(g, str) for g in groups):
+        raise ClusterError(f"{user.where}.as-groups: not a list of strings",
+                           subject=str(user.file))
+    headers.extend(("Impersonate-Group", g) for g in groups)
+    extra = user.body.get("as-user-extra") or {}
+    if not isinstance(extra, Mapping) or not all(
+            isinstance(v, list) and all(isinstance(x, str) for x in v) for v in extra.values()):
+        raise ClusterError(f"{user.where}.as-user-extra: not a map of lists of strings",
+                           subject=str(user.file))
+    for key, values in extra.items():
+        headers.extend((f"Impersonate-Extra-{quote(str(key), safe='')}", v) for v in values)
+    if headers and not name:
+        raise ClusterError(f"{user.where}: as-uid, as-groups or as-user-extra without `as` "
+                           "(the user to impersonate)", subject=str(user.file))
+    return tuple(headers)
 
 
 # --- in a pod -------------------------------------------------------------------------------
@@ -469,7 +562,6 @@ def in_cluster(*, environ: Mapping[str, str] | None = None,
     """The connection of a pod: the service's address from the environment, the mounted
     service-account token and CA. Raises ClusterError when not in a cluster."""
     env = os.environ if environ is None else environ
-    _refuse_proxy_environment(env)
     host, port = env.get("KUBERNETES_SERVICE_HOST"), env.get("KUBERNETES_SERVICE_PORT")
     if not host or not port:
         raise ClusterError("not running in a cluster: KUBERNETES_SERVICE_HOST and "
@@ -484,6 +576,7 @@ def in_cluster(*, environ: Mapping[str, str] | None = None,
     tls = _tls_context(verify=True, ca_file=ca, ca_data=None,
                        problem=lambda reason: ClusterError(
                            f"not a usable CA certificate: {reason}", subject=str(ca)))
-    return Connection(server=f"https://{host}:{port}", tls=tls,
-                      credentials=Credentials(token_file=token),
-                      ca_origin=f"the service-account CA {ca}")
+    server = f"https://{host}:{port}"
+    return Connection(server=server, tls=tls, credentials=Credentials(token_file=token),
+                      ca_origin=f"the service-account CA {ca}",
+                      proxy=_proxy(server, env, None))

@@ -4,9 +4,9 @@ bodies, keep-alive rules, interim answers.
 
 What orksync.cluster.kube needs of HTTP: a request with a small set of headers and a JSON
 body, an answer read whole, connections kept for the next request; and, for watches, an
-answer read as it arrives (`Pool.stream`). Neither proxies (a kubeconfig or environment
-that sets one goes to the `kubernetes` client, see orksync.cluster.kubeconfig) nor
-redirects (an answer like any other), compression or pipelining.
+answer read as it arrives (`Pool.stream`); through an HTTP proxy when the kubeconfig or
+the environment names one (orksync.cluster.proxy: a CONNECT tunnel to an https server).
+Neither redirects (an answer like any other), compression nor pipelining.
 
 Why not urllib3: importing it (with `http.client` and the `email` package under it) costs
 a no-change `orksync apply`, a new process for a few requests, more than its requests.
@@ -33,12 +33,13 @@ import ssl
 import threading
 import time
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from urllib.parse import urlsplit
 
 import httptools
 
 from orksync import __version__
+from orksync.cluster.proxy import Proxy, TunnelRefused, open_tunnel
 
 __all__ = ["AnswerTimeout", "BadAnswer", "ConnectFailed", "ConnectionLost",
            "InsecureRequestWarning", "Pool", "Response", "Stream", "TransportError"]
@@ -99,10 +100,15 @@ class Response:
 class Pool:
     """Connections to the server of `url` (`http` or `https`, an optional path that
     prefixes every request: `prefix`). Thread-safe; keeps up to `size` idle connections
-    (more are made when more requests are under way at once, and closed after)."""
+    (more are made when more requests are under way at once, and closed after). With
+    `proxy`, every connection goes through it. `headers` are sent with every request (a
+    name may repeat: impersonated groups). `tls` may be replaced (new credentials' client
+    certificate): connections made after that use the new one."""
 
     def __init__(self, url: str, *, tls: ssl.SSLContext | None = None,
-                 server_name: str | None = None, size: int = 16) -> None:
+                 server_name: str | None = None, size: int = 16,
+                 proxy: Proxy | None = None,
+                 headers: Sequence[tuple[str, str]] = ()) -> None:
         parts = urlsplit(url)
         scheme = parts.scheme.lower()
         if scheme not in ("http", "https") or not parts.hostname:
@@ -118,6 +124,12 @@ class Pool:
         shown = f"[{self.host}]" if ":" in self.host else self.host
         self.authority = shown if self.port == default else f"{shown}:{self.port}"
         self.size = size
+        self.proxy = proxy
+        # an http server through a proxy: requests name the whole URL (absolute form)
+        self._origin = f"http://{self.authority}" if proxy and scheme == "http" else ""
+        self._fixed = [_header_line(name, value) for name, value in headers]
+        if self._origin and proxy is not None and proxy.authorization:
+            self._fixed.append(_header_line("Proxy-Authorization", proxy.authorization))
         self._idle: list[_Connection] = []
         self._lock = threading.Lock()
 
@@ -162,7 +174,8 @@ class Pool:
 
     def _message(self, method: str, target: str, body: bytes | None,
                  headers: Mapping[str, str]) -> bytes:
-        lines = [f"{method} {target} HTTP/1.1", f"Host: {self.authority}"]
+        lines = [f"{method} {self._origin}{target} HTTP/1.1", f"Host: {self.authority}",
+                 *self._fixed]
         if "User-Agent" not in headers:
             lines.append(f"User-Agent: {USER_AGENT}")
         for name, value in headers.items():
@@ -201,23 +214,32 @@ class Pool:
         conn.close()
 
     def _connect(self, deadline: float, timeout: float) -> _Connection:
-        where = self.authority
+        where, proxy, tls = self.authority, self.proxy, self.tls
+        address = (self.host, self.port) if proxy is None else (proxy.host, proxy.port)
+        if proxy is not None:
+            where = f"{where} through the proxy {proxy.shown}"
         try:
-            sock = socket.create_connection((self.host, self.port),
-                                            timeout=_remaining(deadline))
+            sock = socket.create_connection(address, timeout=_remaining(deadline))
         except TimeoutError as err:
             raise ConnectFailed(f"cannot connect to {where} within {timeout}s") from err
         except OSError as err:
             raise ConnectFailed(f"cannot connect to {where}: {_reason(err)}") from err
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            if self.tls is not None:
-                if self.tls.verify_mode == ssl.CERT_NONE:
+            if proxy is not None and tls is not None:
+                sock.settimeout(_remaining(deadline))
+                shown = f"[{self.host}]" if ":" in self.host else self.host
+                open_tunnel(sock, proxy, f"{shown}:{self.port}")
+            if tls is not None:
+                if tls.verify_mode == ssl.CERT_NONE:
                     warnings.warn(f"Unverified HTTPS request to {where}: its certificate is "
                                   "not checked (insecure-skip-tls-verify)",
                                   InsecureRequestWarning, stacklevel=4)
                 sock.settimeout(_remaining(deadline))
-                sock = self.tls.wrap_socket(sock, server_hostname=self.server_name)
+                sock = tls.wrap_socket(sock, server_hostname=self.server_name)
+        except TunnelRefused as err:
+            sock.close()
+            raise ConnectFailed(f"no tunnel to {where}: {err}") from err
         except TimeoutError as err:
             sock.close()
             raise ConnectFailed(f"TLS handshake with {where} not done within "
@@ -402,6 +424,12 @@ class Stream:
 
     def __exit__(self, *_: object) -> None:
         self.close()
+
+
+def _header_line(name: str, value: str) -> str:
+    if "\r" in value or "\n" in value:
+        raise ValueError(f"header {name} holds a line break")
+    return f"{name}: {value}"
 
 
 def _remaining(deadline: float) -> float:

@@ -1,0 +1,92 @@
+"""orksync.cluster.proxy without a cluster: which proxy the environment names for a server
+(Go's net/http rules, as kubectl applies them) and the CONNECT handshake's failures. A
+tunnel to the real control plane: tests/test_credentials_cluster.py."""
+
+from __future__ import annotations
+
+import socket
+import threading
+
+import pytest
+
+from orksync.cluster.proxy import (
+    Proxy,
+    ProxyError,
+    TunnelRefused,
+    from_environment,
+    open_tunnel,
+    parse_proxy_url,
+)
+
+
+@pytest.mark.parametrize(("server", "env", "expected"), [
+    ("https://api.example", {"HTTPS_PROXY": "http://p:1"}, "HTTPS_PROXY"),
+    ("https://api.example", {"https_proxy": "http://p:1"}, "https_proxy"),
+    ("https://api.example", {"HTTPS_PROXY": "http://p:1", "https_proxy": "http://q:1"},
+     "HTTPS_PROXY"),
+    ("https://api.example", {"HTTP_PROXY": "http://p:1"}, None),  # not for https
+    ("http://api.example", {"HTTP_PROXY": "http://p:1"}, "HTTP_PROXY"),
+    ("https://localhost:6443", {"HTTPS_PROXY": "http://p:1"}, None),
+    ("https://127.0.0.2:6443", {"HTTPS_PROXY": "http://p:1"}, None),
+    ("https://[::1]:6443", {"HTTPS_PROXY": "http://p:1"}, None),
+    ("https://api.example", {"HTTPS_PROXY": "http://p:1", "NO_PROXY": "*"}, None),
+    ("https://api.example", {"HTTPS_PROXY": "http://p:1", "no_proxy": "api.example"}, None),
+    ("https://x.api.example", {"HTTPS_PROXY": "http://p:1", "NO_PROXY": "api.example"}, None),
+    ("https://api.example", {"HTTPS_PROXY": "http://p:1", "NO_PROXY": ".api.example"},
+     "HTTPS_PROXY"),  # subdomains only
+    ("https://x.api.example", {"HTTPS_PROXY": "http://p:1", "NO_PROXY": "*.api.example"},
+     None),
+    ("https://notapi.example", {"HTTPS_PROXY": "http://p:1", "NO_PROXY": "api.example"},
+     "HTTPS_PROXY"),
+    ("https://api.example:6443", {"HTTPS_PROXY": "http://p:1",
+                                  "NO_PROXY": "api.example:443"}, "HTTPS_PROXY"),
+    ("https://api.example:6443", {"HTTPS_PROXY": "http://p:1",
+                                  "NO_PROXY": "other, api.example:6443"}, None),
+    ("https://10.1.2.3", {"HTTPS_PROXY": "http://p:1", "NO_PROXY": "10.0.0.0/8"}, None),
+    ("https://10.1.2.3", {"HTTPS_PROXY": "http://p:1", "NO_PROXY": "10.1.2.4"},
+     "HTTPS_PROXY"),
+    ("https://api.example", {"HTTPS_PROXY": "http://p:1", "NO_PROXY": "10.0.0.0/8"},
+     "HTTPS_PROXY"),
+])
+def test_the_environment_names_a_proxy_as_go_reads_it(
+        server: str, env: dict[str, str], expected: str | None) -> None:
+    found = from_environment(server, env)
+    assert (found[0] if found else None) == expected
+
+
+def test_proxy_urls_as_go_reads_them_and_the_ones_refused() -> None:
+    assert parse_proxy_url("proxy:3128") == Proxy(host="proxy", port=3128,
+                                                  shown="http://proxy:3128")
+    assert parse_proxy_url("http://[fd00::1]").shown == "http://[fd00::1]:80"
+    with pytest.raises(ProxyError, match="https:// proxies are not supported"):
+        parse_proxy_url("https://proxy:443")
+    with pytest.raises(ProxyError, match="HTTPS_PROXY: socks5:// proxies are not supported"):
+        from_environment("https://api.example", {"HTTPS_PROXY": "socks5://p:1080"})
+
+
+@pytest.mark.parametrize(("answer", "message"), [
+    (b"HTTP/1.1 407 Proxy Authentication Required\r\nContent-Length: 0\r\n\r\n",
+     "the proxy refused the tunnel: 407 Proxy Authentication Required"),
+    (b"SSH-2.0-OpenSSH\r\n\r\n", "not HTTP/1.x"),
+    (b"HTTP/1.1 200 OK\r\n\r\nunexpected", "the proxy sent data after its answer"),
+    (b"HTTP/1.1 200 OK\r\n", "the proxy closed the connection before answering CONNECT"),
+])
+def test_a_tunnel_the_proxy_does_not_open_is_refused_with_its_reason(
+        answer: bytes, message: str) -> None:
+    ours, theirs = socket.socketpair()
+    asked: list[bytes] = []
+
+    def proxy() -> None:
+        asked.append(theirs.recv(4096))
+        theirs.sendall(answer)
+        theirs.close()
+
+    thread = threading.Thread(target=proxy)
+    thread.start()
+    ours.settimeout(30)
+    with pytest.raises(TunnelRefused, match=message):
+        open_tunnel(ours, parse_proxy_url("http://ann:pw@p:1"), "api.example:6443")
+    thread.join()
+    ours.close()
+    assert asked == [b"CONNECT api.example:6443 HTTP/1.1\r\nHost: api.example:6443\r\n"
+                     b"Proxy-Authorization: Basic YW5uOnB3\r\n\r\n"]
