@@ -86,6 +86,7 @@ from orksync.model import (
     RenderedObject,
     RenderedSet,
     Source,
+    is_plain,
 )
 
 if TYPE_CHECKING:
@@ -226,8 +227,8 @@ def sync_once(kube: Kube, rendered: RenderedSet, *, inventory_name: str,
 
 
 def mark_for_cleanup(rendered: RenderedSet, inventory: str = "") -> RenderedSet:
-    """CRDs and custom resources get orksync's managed-by label; custom resources also
-    the finalizer that holds them until their teardown ran; with `inventory`
+    """CRDs, plain manifests and custom resources get orksync's managed-by label; custom
+    resources also the finalizer that holds them until their teardown ran; with `inventory`
     (`inventory_identity`), every object the annotation `orksync.io/inventory` naming it.
     The new bodies share all but their `metadata`, labels, annotations and finalizers
     with the rendered ones (no deep copy at every sync): nothing downstream writes into a
@@ -243,7 +244,7 @@ def mark_for_cleanup(rendered: RenderedSet, inventory: str = "") -> RenderedSet:
         if obj.owner is not None:
             return dataclasses.replace(obj, body=body)
         meta["labels"] = {**(meta.get("labels") or {}), MANAGED_BY_LABEL: MANAGED_BY}
-        if not is_crd(obj.ref):
+        if not is_crd(obj.ref) and not is_plain(obj):
             finalizers = list(meta.get("finalizers") or [])
             meta["finalizers"] = finalizers if FINALIZER in finalizers else \
                 [*finalizers, FINALIZER]
@@ -260,7 +261,8 @@ def finish_terminating(kube: Kube, rendered: RenderedSet, old: Inventory, plan: 
     per custom resource kind, except for the kinds in `listed` (the Applier's
     `terminating`: the objects with a deletionTimestamp of the kinds it has just listed
     whole, so a sync does not list every custom resource kind twice)."""
-    known = {o.ref for o in rendered.objects if o.owner is None and not is_crd(o.ref)}
+    known = {o.ref for o in rendered.objects
+             if o.owner is None and not is_crd(o.ref) and not is_plain(o)}
     known |= {e.ref for e in old if e.is_custom_resource}
     known -= plan.custom_resources  # the prune tears those down
     changes: list[Change] = []

@@ -9,8 +9,13 @@ Decisions (the Orkestra spec is silent on them):
 
 * A document whose apiVersion group is one the repository defines (a Katalog entry, a
   CRD, or Orkestra's own group) but that no Katalog entry handles is an error: a typo in
-  kind or version must not go unnoticed. Documents of any other group, and YAML without
-  apiVersion/kind, are not orksync's and are ignored.
+  kind or version must not go unnoticed. A document of any other group with apiVersion
+  and kind is a plain manifest (`Catalog.plain`: a Namespace, RBAC, a source Secret),
+  applied as it is; YAML without apiVersion and kind is not a manifest and is ignored
+  (`.orksyncignore` keeps other tools' manifests out). A plain manifest needs a valid
+  metadata.name; its metadata.namespace is taken as written (a built-in kind whose scope
+  is known is refused without one, or with one it cannot have: orksync does not guess a
+  namespace); `status` and the fields the API server sets are dropped.
 * Types are checked where a wrong one would be misread: apiVersion, kind, metadata.name
   and namespace are strings (namespaces DNS-1123 labels); `namespaced` a boolean;
   `crFiles`, `allowedNamespaces` and `restrictedNamespaces` lists of strings (a lone
@@ -57,6 +62,7 @@ from orksync.katalog.model import (
     CrdManifest,
     CustomResource,
     Katalog,
+    PlainManifest,
     Selection,
     Source,
 )
@@ -162,6 +168,7 @@ class _Loader:
         self.disabled: dict[tuple[str, str], str] = {}
         self.left_out: list[tuple[ObjRef, str]] = []
         self.rels: dict[Path, str] = {}
+        self.plain: dict[ObjRef, PlainManifest] = {}
         self.prefix = os.path.join(str(root), "")  # the root with its trailing separator
 
     def rel(self, path: Path) -> str:
@@ -259,7 +266,8 @@ class _Loader:
                 else m for m in crds]
         return Catalog(root=self.root, katalogs=tuple(katalogs), crds=tuple(crds),
                        crs=tuple(crs), errors=tuple(self.errors),
-                       warnings=tuple(self.warnings), left_out=tuple(self.left_out))
+                       warnings=tuple(self.warnings), left_out=tuple(self.left_out),
+                       plain=tuple(self.plain[ref] for ref in sorted(self.plain)))
 
     # --- CRDs ---------------------------------------------------------------------------
 
@@ -674,7 +682,8 @@ class _Loader:
                 if key is not None and key in self.disabled:
                     self.leave_out(doc, _loose_ref(c), self.disabled[key])
                     continue
-                self.unhandled(doc, groups, by_type)
+                if self.unhandled(doc, groups, by_type):
+                    self.plain_manifest(doc, crds)
                 continue
             cr = self.custom_resource(doc, entry)
             if cr is None:
@@ -704,13 +713,15 @@ class _Loader:
         self.warnings.append(f"{where}: {ref}: left out (not rendered, not pruned): {reason}")
 
     def unhandled(self, doc: Document, groups: set[str],
-                  by_type: dict[tuple[str, str], CrdEntry]) -> None:
+                  by_type: dict[tuple[str, str], CrdEntry]) -> bool:
         """A document no Katalog entry handles: an error when its group is one the
-        repository defines, else ignored (any other manifest or YAML file)."""
+        repository defines; True when it is a plain manifest (apiVersion and kind of
+        another group); else ignored (YAML that is not a manifest)."""
         api, kind = doc.content.get("apiVersion"), doc.content.get("kind")
-        if not isinstance(api, str) or not isinstance(kind, str) \
-                or api.partition("/")[0] not in groups or "/" not in api:
-            return
+        if not isinstance(api, str) or not isinstance(kind, str):
+            return False
+        if api.partition("/")[0] not in groups or "/" not in api:
+            return True
         known = sorted(f"{k} ({a})" for a, k in by_type if a.partition("/")[0]
                        == api.partition("/")[0])
         if api.partition("/")[0] in ORKESTRA_GROUPS:
@@ -721,13 +732,77 @@ class _Loader:
                 f"{self.rel(doc.file)}: {document_identity(doc.content)}: not loaded: no "
                 f"Katalog entry handles {kind} ({api}), and {self.failed} Katalog(s) or "
                 "entries failed to load, reported above")
-            return
+            return False
         else:
             message = (f"no Katalog entry handles {kind} ({api})" +
                        (f"; entries of that group: {', '.join(known)}" if known
                         else "; a CustomResourceDefinition defines the group, no Katalog "
                         "entry uses it"))
         self.errors.append(self.error(doc, message, ["kind"], obj=document_identity(doc.content)))
+        return False
+
+    def plain_manifest(self, doc: Document, crds: list[CrdManifest]) -> None:
+        """A plain manifest, checked: an error names its file, line and field, and the
+        document is not applied (the render then has an error: nothing is pruned)."""
+        body = doc.content
+        api, kind = str(body["apiVersion"]), str(body["kind"])
+        obj = document_identity(body)
+        group, _, version = api.rpartition("/")
+        for field, problem in (
+                ("apiVersion", (group and subdomain_problem(group))
+                 or label_problem(version)),
+                ("kind", kind_problem(kind))):
+            if problem:
+                self.errors.append(self.error(doc, f"not a Kubernetes {field}: {problem}",
+                                              [field], obj))
+                return
+        meta = body.get("metadata")
+        if not isinstance(meta, dict):
+            self.errors.append(self.error(doc, f"metadata must be a map, not {_type(meta)}",
+                                          ["metadata"] if "metadata" in body else [], obj))
+            return
+        name, namespace = meta.get("name"), meta.get("namespace")
+        problem = _text_problem(name, subdomain_problem) if name is not None else \
+            "name is missing (orksync applies a manifest under its name; generateName " \
+            "is not supported)"
+        if problem:
+            self.errors.append(self.error(doc, problem, ["metadata", "name"], obj))
+            return
+        if namespace is not None:
+            problem = _text_problem(namespace, label_problem)
+            if problem:
+                self.errors.append(self.error(doc, problem, ["metadata", "namespace"], obj))
+                return
+        scope = _BUILTIN_SCOPE.get((api, kind))
+        if scope is None:
+            scope = next((m.namespaced for m in crds if m.kind == kind
+                          and api.startswith(f"{m.group}/")), None)
+        if scope is True and not namespace:
+            self.errors.append(self.error(
+                doc, f"namespace is not set and a {kind} is namespaced: write its "
+                "namespace (orksync applies a manifest as it is and does not guess one)",
+                ["metadata"], obj))
+            return
+        if scope is False and namespace:
+            self.errors.append(self.error(
+                doc, f"a {kind} is cluster-scoped: it has no namespace",
+                ["metadata", "namespace"], obj))
+            return
+        for key in ("labels", "annotations"):
+            if meta.get(key) is not None and not isinstance(meta[key], dict):
+                self.errors.append(self.error(doc, f"must be a map, not {_type(meta[key])}",
+                                              ["metadata", key], obj))
+                return
+        clean = {k: v for k, v in body.items() if k != "status"}
+        clean["metadata"] = {k: v for k, v in meta.items() if k not in _SERVER_META}
+        ref = ObjRef(api_version=api, kind=kind, namespace=str(namespace or ""),
+                     name=str(name))
+        prior = self.plain.get(ref)
+        if prior is not None:
+            self.errors.append(self.error(
+                doc, f"duplicate of {prior.source} (the first one is used)", obj=str(ref)))
+            return
+        self.plain[ref] = PlainManifest(ref=ref, body=clean, source=self.source(doc))
 
     def custom_resource(self, doc: Document, entry: CrdEntry) -> CustomResource | None:
         body = doc.content
@@ -777,6 +852,36 @@ class _Loader:
 
 
 _CR_META_KEPT = ("name", "namespace", "labels", "annotations")
+# metadata a plain manifest copied from a live object carries: the API server's to set
+_SERVER_META = frozenset({"uid", "resourceVersion", "generation", "creationTimestamp",
+                          "deletionTimestamp", "deletionGracePeriodSeconds", "managedFields",
+                          "selfLink"})
+# The scope of the built-in kinds a plain manifest most often holds, by (apiVersion,
+# kind): True namespaced, False cluster-scoped. Other kinds: their CRD's in the
+# repository, else the API server's, checked when applied (orksync.apply.engine).
+_BUILTIN_SCOPE: dict[tuple[str, str], bool] = {
+    **dict.fromkeys([("v1", "Namespace"), ("v1", "PersistentVolume"), ("v1", "Node"),
+                     ("rbac.authorization.k8s.io/v1", "ClusterRole"),
+                     ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"),
+                     ("storage.k8s.io/v1", "StorageClass"),
+                     ("scheduling.k8s.io/v1", "PriorityClass"),
+                     ("networking.k8s.io/v1", "IngressClass"),
+                     ("admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration"),
+                     ("admissionregistration.k8s.io/v1", "MutatingWebhookConfiguration")],
+                    False),
+    **dict.fromkeys([("v1", "ConfigMap"), ("v1", "Secret"), ("v1", "Service"),
+                     ("v1", "ServiceAccount"), ("v1", "PersistentVolumeClaim"),
+                     ("v1", "Pod"), ("v1", "ResourceQuota"), ("v1", "LimitRange"),
+                     ("apps/v1", "Deployment"), ("apps/v1", "StatefulSet"),
+                     ("apps/v1", "DaemonSet"), ("apps/v1", "ReplicaSet"),
+                     ("batch/v1", "Job"), ("batch/v1", "CronJob"),
+                     ("rbac.authorization.k8s.io/v1", "Role"),
+                     ("rbac.authorization.k8s.io/v1", "RoleBinding"),
+                     ("networking.k8s.io/v1", "NetworkPolicy"),
+                     ("networking.k8s.io/v1", "Ingress"),
+                     ("policy/v1", "PodDisruptionBudget"),
+                     ("autoscaling/v2", "HorizontalPodAutoscaler")], True),
+}
 
 
 def _type(value: Any) -> str:

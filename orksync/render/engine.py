@@ -23,18 +23,30 @@ from orksync.katalog.model import (
     Catalog,
     CrdManifest,
     CustomResource,
+    PlainManifest,
 )
-from orksync.model import ObjRef, Origin, RenderedObject, RenderedSet, WritePolicy, copy_tree
+from orksync.model import (
+    STAGE_PLAIN,
+    STAGE_PLAIN_NAMESPACES,
+    STAGE_PLAIN_SETUP,
+    ObjRef,
+    Origin,
+    RenderedObject,
+    RenderedSet,
+    WritePolicy,
+    copy_tree,
+)
 from orksync.render.children import LiveView
 from orksync.render.conditions import evaluate_conditions
 from orksync.render.gotemplate import GoTemplateError
 from orksync.render.guard import ClusterScope, NamespaceGuard
+from orksync.render.kinds import KINDS, ORDER
 from orksync.render.resource import BLOCKS, STAGE_CR, STAGE_CRD, CrRenderer, cr_data
 from orksync.render.templates import Clock, Templates, templates_for, utc_now
 from orksync.render.validate import katalog_problems, portability_warnings
 
 __all__ = ["CrResult", "CrSummary", "Extras", "Merger", "Outcome", "RefKey", "RenderPlan",
-           "Templates", "crd_object", "ref_key", "render_catalog", "render_custom_resource",
+           "Templates", "crd_object", "plain_object", "ref_key", "render_catalog", "render_custom_resource",
            "templates_for"]
 
 log = logging.getLogger(__name__)
@@ -52,6 +64,7 @@ def render_catalog(catalog: Catalog, *, clock: Clock = utc_now,
     plan = RenderPlan(catalog, clock=clock, strict_cluster_scope=strict_cluster_scope)
     merged = plan.merger()
     objects: list[RenderedObject] = [crd_object(m) for m in catalog.crds]
+    objects.extend(plain_object(m) for m in catalog.plain)
     for cr in catalog.crs:
         result = plan.outcome(cr, live)
         if merged.accept(cr, result):
@@ -121,9 +134,11 @@ class RenderPlan:
             return err
 
     def merger(self) -> Merger:
-        # custom resources Orkestra would not reconcile: neither rendered nor pruned
+        # custom resources Orkestra would not reconcile: neither rendered nor pruned;
+        # the plain manifests claim their objects before any custom resource renders
         return Merger(errors=list(self.errors), warnings=list(self.warnings),
-                      broken=self.broken, skipped=list(self.catalog.left_out))
+                      broken=self.broken, skipped=list(self.catalog.left_out),
+                      claimed={ref_key(m.ref): m.source.file for m in self.catalog.plain})
 
 
 @dataclass(slots=True)
@@ -142,7 +157,8 @@ class Merger:
     absent: list[tuple[ObjRef, ObjRef]] = field(default_factory=list)
     retained: list[tuple[ObjRef, ObjRef]] = field(default_factory=list)
     declared: list[tuple[ObjRef, ObjRef, str]] = field(default_factory=list)
-    claimed: dict[RefKey, ObjRef] = field(default_factory=dict)  # child -> its CR
+    # child -> its CR; a plain manifest's object -> its file
+    claimed: dict[RefKey, ObjRef | str] = field(default_factory=dict)
     # a Katalog error -> the first custom resource it hit
     reported: dict[tuple[object, ...], ObjRef] = field(default_factory=dict)
 
@@ -167,9 +183,12 @@ class Merger:
             conflict = next(key for key in keys if key in self.claimed)
             api_version, kind, namespace, name = conflict
             ref = ObjRef(api_version=api_version, kind=kind, namespace=namespace, name=name)
+            other = self.claimed[conflict]
+            who = f"the manifest {other} declares" if isinstance(other, str) else \
+                f"{other} renders too"
             self.errors.append(RenderError(
-                f"renders {ref}, which {self.claimed[conflict]} renders too; "
-                "an object has one owner", file=cr.source.file, obj=str(cr.ref)))
+                f"renders {ref}, which {who}; an object has one owner",
+                file=cr.source.file, obj=str(cr.ref)))
             return False
         self.claimed.update(dict.fromkeys(keys, cr.ref))
         extras = _extras(outcome)
@@ -214,6 +233,22 @@ def crd_object(m: CrdManifest) -> RenderedObject:
                                       DELETION_PROTECTION_LABEL: "true"}
     return RenderedObject(ref=ObjRef.of(body), body=body, policy=WritePolicy.APPLY,
                           origin=Origin(file=m.source.file), stage=STAGE_CRD)
+
+
+# The plain stage of the kinds a Katalog may also render: Namespaces first, then what
+# comes before the custom kinds in Orkestra's group order (Secrets, ConfigMaps, quotas,
+# RBAC, ServiceAccounts); every other kind after them.
+_PLAIN_STAGES = {(k.api_version, k.kind): STAGE_PLAIN_NAMESPACES if k.key == "namespaces"
+                 else STAGE_PLAIN_SETUP for k in KINDS if k.kind
+                 and ORDER[k.key] < ORDER["custom"]}
+
+
+def plain_object(m: PlainManifest) -> RenderedObject:
+    """A plain manifest as it is applied: server-side apply every sync, in its kind's
+    plain stage (orksync.model.PLAIN_STAGES)."""
+    stage = _PLAIN_STAGES.get((m.ref.api_version, m.ref.kind), STAGE_PLAIN)
+    return RenderedObject(ref=m.ref, body=m.body, policy=WritePolicy.APPLY,
+                          origin=Origin(file=m.source.file), stage=stage)
 
 
 @dataclass(slots=True)
