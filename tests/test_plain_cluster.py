@@ -6,6 +6,9 @@ orksync.apply.inventory, orksync.apply.overview."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -219,3 +222,46 @@ def test_a_manifest_does_not_take_over_a_custom_resources_child(
     live = get(kube, ref("Service", "shop-svc", ns))
     assert live is not None and live["spec"]["ports"][0]["port"] == 80
     assert ref("Service", "shop-svc", ns) not in result.inventory  # not recorded as its own
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "orksync", *args], capture_output=True,
+                          text=True, timeout=120)
+
+
+def test_render_apply_diff_status_and_tree_show_plain_manifests(
+        control_plane: ControlPlane, tmp_path: Path, ns: str) -> None:
+    """The command line: `render` writes manifests/, `apply DIR` applies them, `diff
+    REPO` shows a changed manifest and the deletion of one that left Git, `status` and
+    `tree` list them."""
+    base = (f"apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {ns}\n---\n"
+            f"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n  namespace: {ns}\n"
+            "data: {level: info}\n")
+    root = write_repo(tmp_path / "repo", {
+        "base.yaml": base,
+        "b.yaml": f"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: b\n  namespace: {ns}\n"})
+    kc, name, out = str(control_plane.kubeconfig), f"cli-{uuid.uuid4().hex[:8]}", tmp_path / "out"
+    rendered = run("render", str(root), "-o", str(out))
+    assert rendered.returncode == 0, rendered.stderr
+    assert sorted(p.name for p in (out / "manifests").iterdir()) == [
+        f"ConfigMap.{ns}.a.yaml", f"ConfigMap.{ns}.b.yaml", f"Namespace.{ns}.yaml"]
+    applied = run("apply", str(out), "--kubeconfig", kc, "--name", name)
+    assert applied.returncode == 0, applied.stderr
+    assert f"created ConfigMap/{ns}/a" in applied.stderr
+
+    (root / "b.yaml").unlink()
+    (root / "base.yaml").write_text(base.replace("level: info", "level: debug"))
+    diff = run("diff", str(root), "--kubeconfig", kc, "--name", name)
+    assert diff.returncode == 1, diff.stderr
+    assert "-  level: info\n+  level: debug" in diff.stdout
+    assert f"ConfigMap/{ns}/b" in diff.stdout
+    assert "deleted: the manifest left the repository (pruned)" in diff.stdout
+
+    status = run("status", "--kubeconfig", kc, "--name", name, "-o", "json")
+    assert status.returncode == 0, status.stderr
+    rows = {f"{r['kind']}/{r['namespace']}/{r['name']}": r for r in json.loads(status.stdout)["items"]}
+    assert rows[f"ConfigMap/{ns}/a"]["plain"] and rows[f"ConfigMap/{ns}/a"]["ready"] == "True"
+    assert rows[f"Namespace//{ns}"]["health"] == "Current"
+    tree = run("tree", f"ConfigMap/{ns}/a", "--kubeconfig", kc)
+    assert tree.returncode == 0, tree.stderr
+    assert f"ConfigMap/{ns}/a" in tree.stdout and "Current" in tree.stdout
