@@ -265,3 +265,37 @@ def test_render_apply_diff_status_and_tree_show_plain_manifests(
     tree = run("tree", f"ConfigMap/{ns}/a", "--kubeconfig", kc)
     assert tree.returncode == 0, tree.stderr
     assert f"ConfigMap/{ns}/a" in tree.stdout and "Current" in tree.stdout
+
+
+def test_setup_apply_gives_a_copy_its_source_in_the_first_sync(
+        kube: Kube, tmp_path: Path, ns: str) -> None:
+    """The namespace-provisioner case: the Secret a Katalog copies lives in a setup.apply
+    file; one sync from Git alone applies it before the custom resource's copy reads it.
+    The file is in `.orksyncignore` (kept out of the walk, as a development-only file
+    would be): named by setup.apply, it is applied all the same."""
+    source_ns = f"{ns}-platform"
+    katalog = KATALOG.replace(
+        "      crdFile: ./crd.yaml\n",
+        "      crdFile: ./crd.yaml\n      setup:\n        apply: [./setup.yaml]\n").replace(
+        "        onCreate:\n",
+        "        onCreate:\n          secrets:\n"
+        "            - name: \"{{ .metadata.name }}-registry\"\n"
+        "              fromSecret: registry-credentials\n"
+        f"              fromNamespace: {source_ns}\n")
+    root = write_repo(tmp_path / "repo", {
+        "crd.yaml": CRD, "katalog.yaml": katalog,
+        "setup.yaml": platform(source_ns, f"{ns}-reader").split("---\napiVersion: v1\n"
+                                                                 "kind: ConfigMap")[0],
+        "ns.yaml": f"apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {ns}\n",
+        ".orksyncignore": "setup.yaml\n",
+        "apps/shop.yaml": widget("shop", ns, image="nginx", replicas=1, port=80)})
+    try:
+        result = sync(kube, root, f"setup-{uuid.uuid4().hex[:8]}")
+        assert not result.changes.failed, result.changes.failed
+        copy = get(kube, ref("Secret", "shop-registry", ns))
+        assert copy is not None and copy["data"] == {"user": "cm9ib3Q="}
+    finally:
+        try:
+            kube.delete(kube.resource("v1", "Namespace"), "", source_ns)
+        except ClusterError:
+            pass

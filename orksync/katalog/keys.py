@@ -249,8 +249,14 @@ CRD_ENTRY = acts("one custom resource kind and what its instances render", {
     }),
     "crdFile": acts("the CustomResourceDefinition loaded from this file"),
     "crFiles": acts("custom resources loaded from these files"),
-    "setup": warns("prerequisites applied by `ork run` in development; keep them in the "
-                   "repository as plain manifests"),
+    "setup": acts("prerequisites of the entry's custom resources", {
+        "apply": acts("these files (relative to the Katalog, inside the repository) are "
+                      "applied as plain manifests, before the custom resources, even when "
+                      "`.orksyncignore` lists them"),
+        "wait": warns("objects `ork run` waits for in development; a sync applies every "
+                      "stage in order and the health of the custom resources tells the "
+                      "rest"),
+    }),
     "namespaced": acts("whether the custom resources are namespaced"),
     "namespace": acts("only custom resources of this namespace are rendered; "
                       + _SELECTOR),

@@ -169,6 +169,7 @@ class _Loader:
         self.left_out: list[tuple[ObjRef, str]] = []
         self.rels: dict[Path, str] = {}
         self.plain: dict[ObjRef, PlainManifest] = {}
+        self.setup_files: set[Path | None] = set()  # named by an entry's setup.apply
         self.prefix = os.path.join(str(root), "")  # the root with its trailing separator
 
     def rel(self, path: Path) -> str:
@@ -560,6 +561,15 @@ class _Loader:
             crds.setdefault(manifest.name, manifest)
         for i, cr_file in enumerate(raw.get("crFiles") or []):
             self.linked_file(doc, cr_file, [*fpath, "crFiles", i], obj, required=False)
+        setup = raw.get("setup")
+        for i, setup_file in enumerate(setup.get("apply") or []
+                                       if isinstance(setup, dict) else []):
+            where = [*fpath, *flat.written_at(["setup", "apply", i])]
+            if not isinstance(setup_file, str) or not setup_file:
+                raise self.error(doc, f"must be a file path (a string), not "
+                                 f"{_type(setup_file)}", where, obj)
+            target = self.linked_file(doc, setup_file, where, obj, required=True)
+            self.setup_files.add(target)  # loaded even when the walk left it out
         api = raw.get("apiTypes") or {}
         if manifest is None:
             manifest = next((m for m in crds.values() if m.group == api.get("group")
@@ -673,7 +683,7 @@ class _Loader:
         seen = {id(d) for d in docs}
         extra = [d for d in self.documents if id(d) not in seen
                  and isinstance(d.content, dict)
-                 and _type_key(d.content) in by_type]
+                 and (_type_key(d.content) in by_type or d.file in self.setup_files)]
         for doc in [*docs, *extra]:
             c = doc.content
             key = _type_key(c)
@@ -915,6 +925,12 @@ def _entry_type_problem(raw: dict[str, Any]) -> tuple[list[str | int], str] | No
         for i, item in enumerate(value):
             if not isinstance(item, str):
                 return [key, i], f"must be text, not {_type(item)}"
+    setup = raw.get("setup")
+    if setup is not None and not isinstance(setup, dict):
+        return ["setup"], f"must be a map (apply, wait), not {_type(setup)}"
+    files = (setup or {}).get("apply")
+    if files is not None and not isinstance(files, list):
+        return ["setup", "apply"], f"must be a list of file paths, not {_type(files)}"
     api = raw.get("apiTypes")
     if api is not None and not isinstance(api, dict):
         return ["apiTypes"], f"must be a map, not {_type(api)}"
