@@ -202,3 +202,51 @@ def test_setup_apply_files_are_plain_manifests_even_when_ignored(tmp_path: Path)
     assert [str(e) for e in load_repository(tmp_path).errors] == [
         "op/katalog.yaml:9 Katalog/widgets spec.crds.widget.setup.apply: must be a list of "
         "file paths, not a string"]
+
+
+# --- dependsOn -------------------------------------------------------------------------------
+
+GADGET_CRD = CRD.replace("widgets", "gadgets").replace("Widget", "Gadget").replace(
+    "widget", "gadget")
+
+
+def two_entries(depends_on: str, more: str = "") -> str:
+    """A Katalog of a `widget` and a `gadget` entry, the gadget's dependsOn as given."""
+    return KATALOG + f"""\
+    gadget:
+      crdFile: ./gadget-crd.yaml
+      dependsOn: {depends_on}
+      operatorBox:
+        onCreate:
+          configMaps: [{{name: "{{{{ .metadata.name }}}}-g"}}]
+{more}"""
+
+
+def test_depends_on_names_entries_of_the_katalog_with_a_supported_state(
+        tmp_path: Path) -> None:
+    write_repo(tmp_path, {"crd.yaml": CRD, "gadget-crd.yaml": GADGET_CRD,
+                          "katalog.yaml": two_entries("{widget: healthy}")})
+    catalog = load_repository(tmp_path)
+    assert not catalog.errors
+    gadget = next(e for e in catalog.entries() if e.key == "gadget")
+    assert gadget.depends_on == (("widget", "healthy"),)
+    cases = {
+        "[widgte]": "katalog.yaml:22 Katalog/widgets spec.crds.gadget.dependsOn[0]: names "
+                    "'widgte', which is not a CRD entry of this Katalog that loaded (did you "
+                    "mean 'widget'?)",
+        "{widget: degraded}": "katalog.yaml:22 Katalog/widgets spec.crds.gadget.dependsOn"
+                              ".widget: state 'degraded' is not supported: a sync waits for "
+                              "a dependency's custom resources to be healthy (healthy, "
+                              "ready) or for nothing (started); it has no controller whose "
+                              "life cycle could be pending, degraded or deleted",
+        "{widget: soon}": "katalog.yaml:22 Katalog/widgets spec.crds.gadget.dependsOn.widget: "
+                          "must be one of started, healthy, ready (or Orkestra's pending, "
+                          "degraded, deleted), not 'soon'",
+        "[gadget]": "katalog.yaml:22 Katalog/widgets spec.crds.gadget.dependsOn: dependsOn "
+                    "makes a cycle: gadget -> gadget",
+    }
+    for depends_on, error in cases.items():
+        write_repo(tmp_path, {"katalog.yaml": two_entries(depends_on)})
+        catalog = load_repository(tmp_path)
+        assert [str(e) for e in catalog.errors] == [error], depends_on
+        assert [e.key for e in catalog.entries()] == ["widget"]  # the gadget is not loaded

@@ -299,3 +299,50 @@ def test_setup_apply_gives_a_copy_its_source_in_the_first_sync(
             kube.delete(kube.resource("v1", "Namespace"), "", source_ns)
         except ClusterError:
             pass
+
+
+def test_depends_on_healthy_holds_the_dependent_until_its_dependency_is_ready(
+        control_plane: ControlPlane, kube: Kube, tmp_path: Path, ns: str) -> None:
+    """A gadget whose entry says dependsOn {widget: healthy} is neither applied nor pruned
+    while the widget is not Ready (the first sync applies the widget, whose status says
+    Ready only afterwards); the next sync applies it."""
+    katalog = KATALOG.split("        onCreate:")[0] + f"""\
+        onCreate:
+          configMaps: [{{name: "{{{{ .metadata.name }}}}-w"}}]
+    gadget:
+      crdFile: ./gadget-crd.yaml
+      dependsOn: {{widget: healthy}}
+      operatorBox:
+        onCreate:
+          configMaps: [{{name: "{{{{ .metadata.name }}}}-g"}}]
+"""
+    gadget_crd = CRD.replace("widgets", "gadgets").replace("Widget", "Gadget").replace(
+        "widget", "gadget")
+    root = write_repo(tmp_path / "repo", {
+        "crd.yaml": CRD, "gadget-crd.yaml": gadget_crd, "katalog.yaml": katalog,
+        "ns.yaml": f"apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {ns}\n",
+        "w.yaml": widget("w", ns),
+        "g.yaml": widget("g", ns).replace("Widget", "Gadget")})
+    kc, name = str(control_plane.kubeconfig), f"dep-{uuid.uuid4().hex[:8]}"
+    gadget = ObjRef(api_version="test.orksync.io/v1", kind="Gadget", namespace=ns, name="g")
+    try:
+        first = run("sync", str(root), "--once", "--kubeconfig", kc, "--name", name)
+        assert first.returncode == 0, first.stderr
+        assert (f"skipped Gadget.test.orksync.io/{ns}/g: waiting: dependsOn widget: "
+                f"Widget.test.orksync.io/{ns}/w is not healthy yet (not applied yet); "
+                "rendered by a sync after it is") in first.stderr, first.stderr
+        assert get(kube, gadget) is None and get(kube, ref("ConfigMap", "g-g", ns)) is None
+        widget_live = get(kube, ref("Widget", "w", ns))
+        assert widget_live is not None
+        assert {c["type"]: c["status"] for c in widget_live["status"]["conditions"]}[
+            "Ready"] == "True"
+        second = run("sync", str(root), "--once", "--kubeconfig", kc, "--name", name)
+        assert second.returncode == 0, second.stderr
+        assert get(kube, gadget) is not None and get(kube, ref("ConfigMap", "g-g", ns))
+    finally:
+        try:
+            res = kube.resource("test.orksync.io/v1", "Gadget")
+            for item in kube.list(res, namespace=ns):
+                remove_finalizer(kube, res, item)
+        except ClusterError:
+            pass

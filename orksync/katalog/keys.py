@@ -264,8 +264,10 @@ CRD_ENTRY = acts("one custom resource kind and what its instances render", {
     "workers": warns(_RUNTIME_ONLY + " (CRD-level spelling of early Orkestra)"),
     "resync": warns(_RUNTIME_ONLY + " (CRD-level spelling of early Orkestra)"),
     "queue": warns(_RUNTIME_ONLY + " (CRD-level spelling of early Orkestra)"),
-    "dependsOn": warns("start order of Orkestra's controllers; orksync applies every kind "
-                       "in one sync"),
+    "dependsOn": acts("the entry's custom resources wait (neither applied nor pruned) "
+                      "until every custom resource of each entry it names with `healthy` "
+                      "or `ready` is Ready, in a live sync; `started` (and the list form) "
+                      "waits for nothing; `pending`, `degraded` and `deleted` are refused"),
     "enrichAll": warns("enriched children (pods, events) are not read by orksync's render"),
     "enrich": warns("enriched children (pods, events) are not read by orksync's render"),
     "crossAccess": warns("orksync does not restrict cross reads between Katalogs"),

@@ -389,6 +389,7 @@ class _Loader:
             except InputError as err:
                 self.errors.append(err)
                 self.failed += 1
+        entries = self.check_depends_on(doc, obj, entries)
         errors = len(self.errors)
         notes = self.notes(doc, obj)
         if len(self.errors) > errors:
@@ -411,6 +412,41 @@ class _Loader:
             return None
         return Katalog(name=name, api_version=str(c["apiVersion"]), source=self.source(doc),
                        crds=tuple(entries), notes=notes, dialect=str(dialect))
+
+    def check_depends_on(self, doc: Document, obj: str,
+                         entries: list[CrdEntry]) -> list[CrdEntry]:
+        """The entries whose dependsOn names entries of this Katalog that loaded, without
+        a cycle; each other one is an error naming its field, and is not loaded (its
+        custom resources would otherwise be applied without the wait it asks for)."""
+        by_key = {e.key: e for e in entries}
+        ok = []
+        for entry in entries:
+            cycle = _cycle(entry.key, by_key)
+            if cycle:
+                self.errors.append(self.error(
+                    doc, f"dependsOn makes a cycle: {' -> '.join(cycle)}",
+                    [*entry.path.split("."), *entry.written_at(["dependsOn"])], obj))
+            else:
+                ok.append(entry)
+        while True:  # an entry naming one that did not load does not load either
+            keys = {e.key for e in ok}
+            missing = [(e, name) for e in ok for name, _ in e.depends_on if name not in keys]
+            if not missing:
+                break
+            first = {e.key: (e, name) for e, name in reversed(missing)}  # of each entry
+            for entry, name in first.values():
+                near = difflib.get_close_matches(name, sorted(keys), n=1)
+                hint = f" (did you mean {near[0]!r}?)" if near else ""
+                written = entry.raw.get("dependsOn")
+                at: str | int = written.index(name) if isinstance(written, list) else name
+                self.errors.append(self.error(
+                    doc, f"names {name!r}, which is not a CRD entry of this Katalog that "
+                    f"loaded{hint}",
+                    [*entry.path.split("."), *entry.written_at(["dependsOn", at])], obj))
+            dropped = set(first)
+            ok = [e for e in ok if e.key not in dropped]
+        self.failed += len(entries) - len(ok)
+        return ok
 
     def warn(self, doc: Document, obj: str, path: Sequence[str | int], message: str) -> None:
         """A warning about a Katalog field: `file:line: Katalog/x: field.path: message`."""
@@ -619,12 +655,17 @@ class _Loader:
             except ValueError as err:
                 raise self.error(doc, f"not a duration: {err}", [*fpath, "healthTimeout"],
                                  obj) from err
+        depends_on, problem = _depends_on(raw.get("dependsOn"))
+        if problem is not None:
+            raise self.error(doc, problem[1],
+                             [*fpath, *flat.written_at(["dependsOn", *problem[0]])], obj)
         return CrdEntry(key=key, katalog=katalog, source=self.source(doc), group=group,
                         version=version, kind=kind, plural=plural, namespaced=namespaced,
                         operator_box=box, raw=raw,
                         crd_name=manifest.name if manifest else f"{plural}.{group}",
                         tenancy=tenancy, selection=selection,
                         protect_crd=_protects_crd(doc.content, raw),
+                        depends_on=depends_on,
                         moved=tuple(flat.moved.items()))
 
     def linked_file(self, doc: Document, rel: str, fpath: list[str | int], obj: str, *,
@@ -941,6 +982,56 @@ def _entry_type_problem(raw: dict[str, Any]) -> tuple[list[str | int], str] | No
 
 
 _NOTE_FUNCTION_KEYS = ("name", "expression", "description", "shadow")
+
+
+# dependsOn states: what orksync waits for (Orkestra's `ready` is read as `healthy`); the
+# others gate on a controller's life cycle, which a sync does not have
+DEPENDS_ON_STATES = {"started": "started", "healthy": "healthy", "ready": "healthy"}
+DEPENDS_ON_REFUSED = ("pending", "degraded", "deleted")
+
+
+def _depends_on(value: Any) -> tuple[tuple[tuple[str, str], ...],
+                                     tuple[list[str | int], str] | None]:
+    """An entry's dependsOn as (entry key, state) pairs: a list of names (each
+    `started`) or a map of name to state; or the problem (path under dependsOn,
+    message)."""
+    if value is None:
+        return (), None
+    if isinstance(value, list):
+        for i, item in enumerate(value):
+            if not isinstance(item, str) or not item:
+                return (), ([i], f"must be a CRD entry name, not {_type(item)}")
+        return tuple((item, "started") for item in value), None
+    if not isinstance(value, dict):
+        return (), ([], f"must be a list of CRD entry names or a map of name to state, "
+                        f"not {_type(value)}")
+    pairs = []
+    for name, state in value.items():
+        if state in DEPENDS_ON_REFUSED:
+            return (), ([str(name)], f"state {state!r} is not supported: a sync waits for "
+                        "a dependency's custom resources to be healthy (healthy, ready) "
+                        "or for nothing (started); it has no controller whose life cycle "
+                        "could be pending, degraded or deleted")
+        if not isinstance(state, str) or state not in DEPENDS_ON_STATES:
+            return (), ([str(name)], f"must be one of started, healthy, ready (or "
+                        f"Orkestra's {', '.join(DEPENDS_ON_REFUSED)}), not {state!r}")
+        pairs.append((str(name), DEPENDS_ON_STATES[state]))
+    return tuple(pairs), None
+
+
+def _cycle(start: str, entries: dict[str, CrdEntry]) -> list[str]:
+    """The dependsOn path from `start` back to itself (empty when there is none)."""
+    def walk(key: str, path: list[str]) -> list[str]:
+        entry = entries.get(key)
+        for name, _ in entry.depends_on if entry else ():
+            if name == start:
+                return [*path, name]
+            if name not in path:
+                found = walk(name, [*path, name])
+                if found:
+                    return found
+        return []
+    return walk(start, [start])
 
 
 def _protects_crd(katalog: dict[str, Any], entry: dict[str, Any]) -> bool:

@@ -59,6 +59,9 @@ class CrdEntry:
     tenancy: Tenancy = field(default_factory=Tenancy)
     selection: Selection = field(default_factory=Selection)
     protect_crd: bool = False  # deletionProtection: its CRD is never pruned
+    # dependsOn: (entry key of the same Katalog, state), the state `started` or `healthy`
+    # (`ready` is read as `healthy`); orksync.render.engine.dependency_refusal
+    depends_on: tuple[tuple[str, str], ...] = ()
     # settings moved from Orkestra's grouped layout: (flat path, path as written), both
     # relative to the entry (orksync.katalog.layout)
     moved: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = ()

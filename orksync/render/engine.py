@@ -103,6 +103,15 @@ class RenderPlan:
                 self.errors.extend(problems)
                 self.broken[(katalog.name, key)] = tuple(problems)
         self.scope = ClusterScope.of(catalog.crds, strict=strict_cluster_scope)
+        # the custom resources of each entry some entry's dependsOn names, by (Katalog,
+        # entry key)
+        named = {(e.katalog, name) for e in catalog.entries() for name, _ in e.depends_on}
+        self.dependencies: dict[tuple[str, str], list[CustomResource]] = {
+            key: [] for key in named}
+        for cr in catalog.crs:
+            found = self.dependencies.get((cr.entry.katalog, cr.entry.key))
+            if found is not None:
+                found.append(cr)
         # the catalog's warnings, and one per template calling an orksync-only note
         self.warnings: list[str] = list(catalog.warnings) + [
             warning for katalog in catalog.katalogs
@@ -127,6 +136,14 @@ class RenderPlan:
                                obj=str(cr.ref))
         if closed:
             return ("refused", closed)
+        if cr.entry.depends_on and live is not None:
+            try:
+                waiting = dependency_refusal(cr, self.dependencies, live)
+            except ClusterError as err:
+                return RenderError(f"cannot read the live cluster: {err}",
+                                   file=cr.source.file, obj=str(cr.ref))
+            if waiting:
+                return ("refused", waiting)
         try:
             return render_custom_resource(cr, self.templates[cr.entry.katalog],
                                           self.catalog.crs, scope=self.scope, live=live)
@@ -343,6 +360,31 @@ def gate_refusal(cr: CustomResource, templates: Templates,
         if not evaluate_conditions(data, when, or_, templates.render, clock=templates.clock):
             return (f"left out: preReconcile.{name} does not pass (Orkestra does not "
                     "reconcile it)")
+    return ""
+
+
+def dependency_refusal(cr: CustomResource,
+                       dependencies: Mapping[tuple[str, str], Sequence[CustomResource]],
+                       live: LiveView) -> str:
+    """Why the entry's dependsOn holds `cr` back ("" when it does not): a custom resource
+    of an entry it names with `healthy` (or `ready`) whose live Ready condition is not
+    True (absent, not applied yet, or not healthy: orksync.apply.health). A custom
+    resource held back is neither rendered nor pruned; a later sync renders it once the
+    dependency is healthy. `started` waits for nothing: a sync applies the dependency's
+    kind with this one's."""
+    for name, state in cr.entry.depends_on:
+        if state != "healthy":
+            continue
+        for other in dependencies.get((cr.entry.katalog, name), ()):
+            found = live.get(other.ref)
+            conditions = ((found or {}).get("status") or {}).get("conditions") or []
+            ready = next((c for c in conditions if isinstance(c, Mapping)
+                          and c.get("type") == "Ready"), None)
+            if ready is None or ready.get("status") != "True":
+                why = "not applied yet" if found is None else \
+                    f"Ready is {(ready or {}).get('status') or 'not reported yet'}"
+                return (f"waiting: dependsOn {name}: {other.ref} is not healthy yet "
+                        f"({why}); rendered by a sync after it is")
     return ""
 
 
