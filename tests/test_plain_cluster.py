@@ -6,6 +6,7 @@ orksync.apply.inventory, orksync.apply.overview."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
@@ -159,10 +160,8 @@ def test_plain_manifests_are_applied_first_recorded_pruned_and_shown(
         assert get(kube, ref("Widget", "shop", ns)) is not None
         assert ref("ConfigMap", "settings", ns) not in read_inventory(kube, name)
     finally:
-        try:
+        with contextlib.suppress(ClusterError):
             kube.delete(kube.resource("rbac.authorization.k8s.io/v1", "ClusterRole"), "", role)
-        except ClusterError:
-            pass
 
 
 def test_a_broken_manifest_is_an_error_naming_it_and_nothing_is_pruned(
@@ -240,7 +239,8 @@ def test_render_apply_diff_status_and_tree_show_plain_manifests(
     root = write_repo(tmp_path / "repo", {
         "base.yaml": base,
         "b.yaml": f"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: b\n  namespace: {ns}\n"})
-    kc, name, out = str(control_plane.kubeconfig), f"cli-{uuid.uuid4().hex[:8]}", tmp_path / "out"
+    kc, out = str(control_plane.kubeconfig), tmp_path / "out"
+    name = f"cli-{uuid.uuid4().hex[:8]}"
     rendered = run("render", str(root), "-o", str(out))
     assert rendered.returncode == 0, rendered.stderr
     assert sorted(p.name for p in (out / "manifests").iterdir()) == [
@@ -259,7 +259,8 @@ def test_render_apply_diff_status_and_tree_show_plain_manifests(
 
     status = run("status", "--kubeconfig", kc, "--name", name, "-o", "json")
     assert status.returncode == 0, status.stderr
-    rows = {f"{r['kind']}/{r['namespace']}/{r['name']}": r for r in json.loads(status.stdout)["items"]}
+    rows = {f"{r['kind']}/{r['namespace']}/{r['name']}": r
+            for r in json.loads(status.stdout)["items"]}
     assert rows[f"ConfigMap/{ns}/a"]["plain"] and rows[f"ConfigMap/{ns}/a"]["ready"] == "True"
     assert rows[f"Namespace//{ns}"]["health"] == "Current"
     tree = run("tree", f"ConfigMap/{ns}/a", "--kubeconfig", kc)
@@ -295,10 +296,8 @@ def test_setup_apply_gives_a_copy_its_source_in_the_first_sync(
         copy = get(kube, ref("Secret", "shop-registry", ns))
         assert copy is not None and copy["data"] == {"user": "cm9ib3Q="}
     finally:
-        try:
+        with contextlib.suppress(ClusterError):
             kube.delete(kube.resource("v1", "Namespace"), "", source_ns)
-        except ClusterError:
-            pass
 
 
 def test_depends_on_healthy_holds_the_dependent_until_its_dependency_is_ready(
@@ -306,15 +305,15 @@ def test_depends_on_healthy_holds_the_dependent_until_its_dependency_is_ready(
     """A gadget whose entry says dependsOn {widget: healthy} is neither applied nor pruned
     while the widget is not Ready (the first sync applies the widget, whose status says
     Ready only afterwards); the next sync applies it."""
-    katalog = KATALOG.split("        onCreate:")[0] + f"""\
+    katalog = KATALOG.split("        onCreate:")[0] + """\
         onCreate:
-          configMaps: [{{name: "{{{{ .metadata.name }}}}-w"}}]
+          configMaps: [{name: "{{ .metadata.name }}-w"}]
     gadget:
       crdFile: ./gadget-crd.yaml
-      dependsOn: {{widget: healthy}}
+      dependsOn: {widget: healthy}
       operatorBox:
         onCreate:
-          configMaps: [{{name: "{{{{ .metadata.name }}}}-g"}}]
+          configMaps: [{name: "{{ .metadata.name }}-g"}]
 """
     gadget_crd = CRD.replace("widgets", "gadgets").replace("Widget", "Gadget").replace(
         "widget", "gadget")

@@ -32,7 +32,7 @@ def test_rendering_the_example_twice_gives_identical_bytes(tmp_path: Path) -> No
     first = write_rendered(render(REPO_EXAMPLE), tmp_path / "a")
     second = write_rendered(render(REPO_EXAMPLE), tmp_path / "b")
     files = sorted(p.relative_to(first) for p in first.rglob("*") if p.is_file())
-    assert len(files) == 9  # 8 objects + index
+    assert len(files) == 17  # 16 objects + index
     for rel in files:
         assert (first / rel).read_bytes() == (second / rel).read_bytes(), rel
 

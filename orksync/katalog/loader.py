@@ -655,10 +655,10 @@ class _Loader:
             except ValueError as err:
                 raise self.error(doc, f"not a duration: {err}", [*fpath, "healthTimeout"],
                                  obj) from err
-        depends_on, problem = _depends_on(raw.get("dependsOn"))
-        if problem is not None:
-            raise self.error(doc, problem[1],
-                             [*fpath, *flat.written_at(["dependsOn", *problem[0]])], obj)
+        depends_on, refusal = _depends_on(raw.get("dependsOn"))
+        if refusal is not None:
+            raise self.error(doc, refusal[1],
+                             [*fpath, *flat.written_at(["dependsOn", *refusal[0]])], obj)
         return CrdEntry(key=key, katalog=katalog, source=self.source(doc), group=group,
                         version=version, kind=kind, plural=plural, namespaced=namespaced,
                         operator_box=box, raw=raw,

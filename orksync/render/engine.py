@@ -46,8 +46,8 @@ from orksync.render.templates import Clock, Templates, templates_for, utc_now
 from orksync.render.validate import katalog_problems, portability_warnings
 
 __all__ = ["CrResult", "CrSummary", "Extras", "Merger", "Outcome", "RefKey", "RenderPlan",
-           "Templates", "crd_object", "plain_object", "ref_key", "render_catalog", "render_custom_resource",
-           "templates_for"]
+           "Templates", "crd_object", "dependency_refusal", "plain_object", "ref_key",
+           "render_catalog", "render_custom_resource", "templates_for"]
 
 log = logging.getLogger(__name__)
 
