@@ -142,12 +142,15 @@ def hook_renderers(catalog: Catalog, *, clock: Clock | None = None
 def render_live(kube: Kube, catalog: Catalog, *, clock: Clock | None = None,
                 strict_cluster_scope: bool = False,
                 progress: Callable[[int], None] | None = None) -> RenderedSet:
-    """The render of a sync: `catalog` against the live cluster (see the module doc)."""
+    """The render of a sync: `catalog` against the live cluster (see the module doc),
+    its `external:` calls made (orksync.egress)."""
+    from orksync.egress import HttpEgress
     from orksync.render.engine import render_catalog
     from orksync.render.templates import utc_now
 
     return render_catalog(catalog, clock=clock or utc_now, live=LiveIndex(kube, strict=True),
-                          strict_cluster_scope=strict_cluster_scope, progress=progress)
+                          egress=HttpEgress(), strict_cluster_scope=strict_cluster_scope,
+                          progress=progress)
 
 
 def sync_once(kube: Kube, rendered: RenderedSet, *, inventory_name: str,

@@ -284,6 +284,8 @@ CRD_ENTRY = acts("one custom resource kind and what its instances render", {
     "allowedNamespaces": _NS, "restrictedNamespaces": _NS,
     "allowedClusterScopedKinds": own("cluster-scoped kinds the custom resources may "
                                      "create (docs/multi-tenancy.md)", portable=False),
+    "allowedExternalHosts": own("hosts an `external:` URL chosen by a template may call "
+                                "(docs/multi-tenancy.md)", portable=False),
     "healthTimeout": own("how long the children may take to become Current before the custom "
                          "resource is Stalled (docs/operations.md#custom-resource-health)",
                          portable=False),

@@ -74,6 +74,7 @@ from orksync.names import (
     label_problem,
     subdomain_problem,
 )
+from orksync.render.external import ALLOWED_HOSTS_FIELD, allowed_hosts_problem
 from orksync.yamlio import (
     Document,
     document_identity,
@@ -655,6 +656,11 @@ class _Loader:
             except ValueError as err:
                 raise self.error(doc, f"not a duration: {err}", [*fpath, "healthTimeout"],
                                  obj) from err
+        hosts = raw.get(ALLOWED_HOSTS_FIELD)
+        problem = allowed_hosts_problem(hosts)
+        if problem:
+            raise self.error(doc, problem, [*fpath, *flat.written_at([ALLOWED_HOSTS_FIELD])],
+                             obj)
         depends_on, refusal = _depends_on(raw.get("dependsOn"))
         if refusal is not None:
             raise self.error(doc, refusal[1],
@@ -665,7 +671,7 @@ class _Loader:
                         crd_name=manifest.name if manifest else f"{plural}.{group}",
                         tenancy=tenancy, selection=selection,
                         protect_crd=_protects_crd(doc.content, raw),
-                        depends_on=depends_on,
+                        depends_on=depends_on, external_hosts=tuple(hosts or ()),
                         moved=tuple(flat.moved.items()))
 
     def linked_file(self, doc: Document, rel: str, fpath: list[str | int], obj: str, *,

@@ -62,6 +62,9 @@ class CrdEntry:
     # dependsOn: (entry key of the same Katalog, state), the state `started` or `healthy`
     # (`ready` is read as `healthy`); orksync.render.engine.dependency_refusal
     depends_on: tuple[tuple[str, str], ...] = ()
+    # allowedExternalHosts: hosts an `external:` URL chosen by a template may name
+    # (orksync.render.external)
+    external_hosts: tuple[str, ...] = ()
     # settings moved from Orkestra's grouped layout: (flat path, path as written), both
     # relative to the entry (orksync.katalog.layout)
     moved: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = ()

@@ -38,6 +38,7 @@ from orksync.model import (
 )
 from orksync.render.children import LiveView
 from orksync.render.conditions import evaluate_conditions
+from orksync.render.external import Egress
 from orksync.render.gotemplate import GoTemplateError
 from orksync.render.guard import ClusterScope, NamespaceGuard
 from orksync.render.kinds import KINDS, ORDER
@@ -55,18 +56,19 @@ log = logging.getLogger(__name__)
 @gc_paused
 def render_catalog(catalog: Catalog, *, clock: Clock = utc_now,
                    strict_cluster_scope: bool = False,
-                   live: LiveView | None = None,
+                   live: LiveView | None = None, egress: Egress | None = None,
                    progress: Callable[[int], None] | None = None) -> RenderedSet:
     """`strict_cluster_scope`: a CRD entry without `allowedClusterScopedKinds` may create
     no cluster-scoped object (docs/multi-tenancy.md); `live`: the cluster, for `.children`,
-    `.status` and `.cross.<as>.status` (None: offline); `progress`: called with 1 after
+    `.status` and `.cross.<as>.status` (None: offline); `egress`: makes the `external:`
+    calls (orksync.render.external; None: none is made); `progress`: called with 1 after
     each custom resource (orksync.progress)."""
     plan = RenderPlan(catalog, clock=clock, strict_cluster_scope=strict_cluster_scope)
     merged = plan.merger()
     objects: list[RenderedObject] = [crd_object(m) for m in catalog.crds]
     objects.extend(plain_object(m) for m in catalog.plain)
     for cr in catalog.crs:
-        result = plan.outcome(cr, live)
+        result = plan.outcome(cr, live, egress)
         if merged.accept(cr, result):
             assert isinstance(result, CrResult)
             objects.append(result.resource)
@@ -117,7 +119,8 @@ class RenderPlan:
             warning for katalog in catalog.katalogs
             for warning in portability_warnings(katalog, self.templates[katalog.name].engine)]
 
-    def outcome(self, cr: CustomResource, live: LiveView | None = None) -> Outcome:
+    def outcome(self, cr: CustomResource, live: LiveView | None = None,
+                egress: Egress | None = None) -> Outcome:
         guard = NamespaceGuard.for_entry(cr.entry)
         refusal = guard.refusal(cr.ref.namespace) if cr.ref.namespace else None
         if refusal:
@@ -146,7 +149,8 @@ class RenderPlan:
                 return ("refused", waiting)
         try:
             return render_custom_resource(cr, self.templates[cr.entry.katalog],
-                                          self.catalog.crs, scope=self.scope, live=live)
+                                          self.catalog.crs, scope=self.scope, live=live,
+                                          egress=egress)
         except InputError as err:
             return err
 
@@ -391,17 +395,18 @@ def dependency_refusal(cr: CustomResource,
 def render_custom_resource(cr: CustomResource, templates: Templates,
                            others: Sequence[CustomResource] = (), *,
                            scope: ClusterScope | None = None,
-                           live: LiveView | None = None) -> CrResult:
+                           live: LiveView | None = None,
+                           egress: Egress | None = None) -> CrResult:
     """`others`: the repository's custom resources, for `cross` reads; `scope`: what is
     known about the scope of kinds, and the strict switch (default: built-ins only);
     `live`: the cluster, for `.children`, `.status` and `.cross.<as>.status` (None:
-    offline)."""
+    offline); `egress`: makes the `external:` calls (None: none is made)."""
     origin = Origin(file=cr.source.file, katalog=cr.entry.katalog, crd=cr.entry.key,
                     cr=str(cr.ref))
     result = CrResult(resource=RenderedObject(ref=cr.ref, body=cr.body,
                                               policy=WritePolicy.APPLY, origin=origin,
                                               stage=STAGE_CR))
-    renderer = CrRenderer(cr, templates, origin, others, scope, live)
+    renderer = CrRenderer(cr, templates, origin, others, scope, live, egress)
     by_ref: dict[ObjRef, RenderedObject] = {}
     for block_name in BLOCKS:
         for obj in renderer.block(block_name):
