@@ -4,6 +4,7 @@ its bound, no redirect followed, a refused connection an error and not an except
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 from collections.abc import Callable, Iterator
@@ -29,10 +30,8 @@ def serve(handle: Callable[[socket.socket], None]) -> Iterator[tuple[int, list[b
                 return
             with conn:
                 seen.append(conn.recv(65536).split(b"\r\n", 1)[0])
-                try:
+                with contextlib.suppress(OSError):  # the client went away
                     handle(conn)
-                except OSError:
-                    pass
 
     threading.Thread(target=accept, daemon=True).start()
     yield listener.getsockname()[1], seen

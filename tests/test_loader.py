@@ -250,3 +250,26 @@ def test_depends_on_names_entries_of_the_katalog_with_a_supported_state(
         catalog = load_repository(tmp_path)
         assert [str(e) for e in catalog.errors] == [error], depends_on
         assert [e.key for e in catalog.entries()] == ["widget"]  # the gadget is not loaded
+
+
+def test_a_setup_file_in_the_walk_is_read_once_and_outside_it_holds_plain_manifests_only(
+        tmp_path: Path) -> None:
+    with_setup = KATALOG.replace("      crdFile: ./crd.yaml\n",
+                                 "      crdFile: ./crd.yaml\n"
+                                 "      setup:\n        apply: [../setup/base.yaml]\n")
+    crd_and_namespace = CRD.replace("widgets", "gadgets").replace("Widget", "Gadget").replace(
+        "widget", "gadget") + "---\n" + PLAIN.split("---\n")[0]
+    write_repo(tmp_path, {"op/katalog.yaml": with_setup, "op/crd.yaml": CRD,
+                          "setup/base.yaml": crd_and_namespace})
+    catalog = load_repository(tmp_path)
+    assert not catalog.errors
+    assert sorted(m.name for m in catalog.crds) == ["gadgets.test.orksync.io",
+                                                    "widgets.test.orksync.io"]
+    assert [str(m.ref) for m in catalog.plain] == ["Namespace/platform"]
+    write_repo(tmp_path, {".orksyncignore": "setup/\n"})
+    catalog = load_repository(tmp_path)
+    assert [str(e) for e in catalog.errors] == [
+        "setup/base.yaml:2 CustomResourceDefinition/gadgets.test.orksync.io kind: a "
+        "CustomResourceDefinition in a setup.apply file outside the repository's walk "
+        "(.orksyncignore lists it) is not read: setup.apply loads plain manifests only"]
+    assert [str(m.ref) for m in catalog.plain] == ["Namespace/platform"]

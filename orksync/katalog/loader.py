@@ -171,6 +171,7 @@ class _Loader:
         self.rels: dict[Path, str] = {}
         self.plain: dict[ObjRef, PlainManifest] = {}
         self.setup_files: set[Path | None] = set()  # named by an entry's setup.apply
+        self.classified: set[int] = set()  # id() of the documents the walk loaded
         self.prefix = os.path.join(str(root), "")  # the root with its trailing separator
 
     def rel(self, path: Path) -> str:
@@ -230,6 +231,7 @@ class _Loader:
 
     def finish(self) -> Catalog:
         katalog_docs, crd_docs, other = [], [], []
+        self.classified = {id(d) for d in self.documents}  # the rest is loaded late
         for doc in self.documents:
             c = doc.content
             if not isinstance(c, dict):
@@ -726,14 +728,21 @@ class _Loader:
         # manifest of some other tool.
         groups = {e.group for e in by_type.values()} | {m.group for m in crds} | ORKESTRA_GROUPS
         crs: dict[ObjRef, CustomResource] = {}
-        # documents loaded late (crFiles outside the walk) are in self.documents too
-        seen = {id(d) for d in docs}
-        extra = [d for d in self.documents if id(d) not in seen
+        # documents loaded late (crFiles and setup.apply files outside the walk) are in
+        # self.documents too
+        extra = [d for d in self.documents if id(d) not in self.classified
                  and isinstance(d.content, dict)
                  and (_type_key(d.content) in by_type or d.file in self.setup_files)]
         for doc in [*docs, *extra]:
             c = doc.content
             key = _type_key(c)
+            if id(doc) not in self.classified and key is not None and key not in by_type \
+                    and (key[0] in KATALOG_API_VERSIONS or key[1] == "CustomResourceDefinition"):
+                self.errors.append(self.error(
+                    doc, f"a {key[1]} in a setup.apply file outside the repository's walk "
+                    "(.orksyncignore lists it) is not read: setup.apply loads plain "
+                    "manifests only", ["kind"], obj=document_identity(c)))
+                continue
             entry = by_type.get(key) if key is not None else None
             if entry is None:
                 if key is not None and key in self.disabled:
