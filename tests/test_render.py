@@ -522,6 +522,20 @@ def test_cross_reads_another_custom_resource_of_the_repository(tmp_path: Path) -
     assert objs["ConfigMap/default/lost-link"]["data"] == {"found": "false", "engine": ""}
 
 
+def test_a_cross_crd_that_names_no_entry_warns_with_file_line_and_field(
+        tmp_path: Path) -> None:
+    katalog = KATALOG.replace("      operatorBox:\n", "      operatorBox:\n"
+                              "        cross:\n          - {crd: widgte, as: peer}\n")
+    write_repo(tmp_path, {"katalog.yaml": katalog, "crd.yaml": CRD,
+                          "app.yaml": widget("app", image="nginx")})
+    rendered = render(tmp_path)
+    assert rendered.ok, rendered.errors
+    assert [w for w in rendered.warnings if "cross" in w] == [
+        "katalog.yaml:10 Katalog/widgets spec.crds.widget.operatorBox.cross[0].crd: names "
+        "'widgte', which is not a CRD entry of this Katalog (did you mean 'widget'?): "
+        ".cross.peer never finds a custom resource"]
+
+
 @pytest.mark.parametrize("box_cross", [False, True], ids=["no-cross", "cross"])
 def test_the_guard_work_of_a_render_grows_linearly_with_the_custom_resources(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, box_cross: bool) -> None:

@@ -44,7 +44,7 @@ from orksync.render.guard import ClusterScope, NamespaceGuard
 from orksync.render.kinds import KINDS, ORDER
 from orksync.render.resource import BLOCKS, STAGE_CR, STAGE_CRD, CrRenderer, cr_data
 from orksync.render.templates import Clock, Templates, templates_for, utc_now
-from orksync.render.validate import katalog_problems, portability_warnings
+from orksync.render.validate import cross_warnings, katalog_problems, portability_warnings
 
 __all__ = ["CrResult", "CrSummary", "Extras", "Merger", "Outcome", "RefKey", "RenderPlan",
            "Templates", "crd_object", "dependency_refusal", "plain_object", "ref_key",
@@ -118,6 +118,7 @@ class RenderPlan:
         self.warnings: list[str] = list(catalog.warnings) + [
             warning for katalog in catalog.katalogs
             for warning in portability_warnings(katalog, self.templates[katalog.name].engine)]
+        self.warnings.extend(w for katalog in catalog.katalogs for w in cross_warnings(katalog))
 
     def outcome(self, cr: CustomResource, live: LiveView | None = None,
                 egress: Egress | None = None) -> Outcome:
