@@ -21,12 +21,11 @@ down:  ## stop the local control plane
 run: up  ## render and sync examples/repo into the local control plane, show what it made
 	$(PYTHON) -m orksync render examples/repo -o $(LOCAL)/rendered
 	$(PYTHON) -m orksync sync examples/repo --once --kubeconfig $(KUBECONFIG_LOCAL)
-	@echo "--- objects in the local control plane"
-	@k="$$(bash hack/build-control-plane.sh 2>/dev/null | tail -n 1)/kubectl --kubeconfig $(KUBECONFIG_LOCAL)"; \
-		$$k get crd webapps.platform.example.com; echo; $$k get webapps -A; echo; \
-		$$k get deployments,services -A -l app.kubernetes.io/managed-by=orksync \
-			-o custom-columns='KIND:.kind,NAMESPACE:.metadata.namespace,NAME:.metadata.name,OWNER:.metadata.ownerReferences[0].kind,OWNER-NAME:.metadata.ownerReferences[0].name'
 	@echo "(the control plane keeps running: 'make down' stops it)"
+	@echo "--- orksync status"
+	@$(PYTHON) -m orksync status --kubeconfig $(KUBECONFIG_LOCAL)
+	@echo "--- orksync tree WebApp/team-a/shop"
+	@$(PYTHON) -m orksync tree WebApp/team-a/shop --kubeconfig $(KUBECONFIG_LOCAL)
 
 test: setup control-plane  ## the whole suite: unit, Go differential and cluster tests
 	$(PYTHON) -m pytest -q

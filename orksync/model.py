@@ -195,6 +195,23 @@ class RenderedObject:
     directives: Mapping[str, Any] = field(default_factory=dict)
 
 
+# The stages of the repository's plain manifests (objects no Katalog handles, applied as
+# they are): after the CRDs (stage 0), before the custom resources (5) that may need them;
+# Namespaces first, then what workloads read (Secrets, ConfigMaps, RBAC), then the rest
+# (orksync.render.engine.plain_object). Here, not in the render, so that the applier, the
+# prune and the rendered directory's reader tell a plain object from a custom resource
+# (neither has an owner) without importing the render package.
+STAGE_PLAIN_NAMESPACES = 1
+STAGE_PLAIN_SETUP = 2
+STAGE_PLAIN = 3
+PLAIN_STAGES = range(STAGE_PLAIN_NAMESPACES, STAGE_PLAIN + 1)
+
+
+def is_plain(obj: RenderedObject) -> bool:
+    """Whether a rendered object is one of the repository's plain manifests."""
+    return obj.owner is None and obj.stage in PLAIN_STAGES
+
+
 # The directive on a child whose kind's scope was unknown at render time
 # (orksync.render.guard): the reason to refuse it if the API server says the kind is
 # cluster-scoped (orksync.apply.engine). Here, not in the guard, so the applier does not

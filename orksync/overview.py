@@ -47,8 +47,9 @@ def add_overview_parsers(sub: Any, *, seconds: Callable[[str], float]) -> None:
                        "health",
                        description="Every custom resource the inventories list: kind, "
                        "namespace, name, Ready, health, last applied revision, age and "
-                       "message, as the last sync recorded them in its status. Reads the "
-                       "cluster only.")
+                       "message, as the last sync recorded them in its status; and every "
+                       "plain manifest they list, with the health of its live object. "
+                       "Reads the cluster only.")
     p.add_argument("--name", action="append", default=[],
                    help="only this sync root (repeatable; default: every root)")
     _add_common(p, seconds)

@@ -85,6 +85,7 @@ from orksync.model import (
     RenderedObject,
     RenderedSet,
     Source,
+    is_plain,
 )
 
 if TYPE_CHECKING:
@@ -140,12 +141,15 @@ def hook_renderers(catalog: Catalog, *, clock: Clock | None = None
 def render_live(kube: Kube, catalog: Catalog, *, clock: Clock | None = None,
                 strict_cluster_scope: bool = False,
                 progress: Callable[[int], None] | None = None) -> RenderedSet:
-    """The render of a sync: `catalog` against the live cluster (see the module doc)."""
+    """The render of a sync: `catalog` against the live cluster (see the module doc),
+    its `external:` calls made (orksync.egress)."""
+    from orksync.egress import HttpEgress
     from orksync.render.engine import render_catalog
     from orksync.render.templates import utc_now
 
     return render_catalog(catalog, clock=clock or utc_now, live=LiveIndex(kube, strict=True),
-                          strict_cluster_scope=strict_cluster_scope, progress=progress)
+                          egress=HttpEgress(), strict_cluster_scope=strict_cluster_scope,
+                          progress=progress)
 
 
 def sync_once(kube: Kube, rendered: RenderedSet, *, inventory_name: str,
@@ -257,8 +261,8 @@ def sync_rendered(kube: Kube, rendered: RenderedSet, catalog: Catalog | None, *,
 
 
 def mark_for_cleanup(rendered: RenderedSet, inventory: str = "") -> RenderedSet:
-    """CRDs and custom resources get orksync's managed-by label; custom resources also
-    the finalizer that holds them until their teardown ran; with `inventory`
+    """CRDs, plain manifests and custom resources get orksync's managed-by label; custom
+    resources also the finalizer that holds them until their teardown ran; with `inventory`
     (`inventory_identity`), every object the annotation `orksync.io/inventory` naming it.
     The new bodies share all but their `metadata`, labels, annotations and finalizers
     with the rendered ones (no deep copy at every sync): nothing downstream writes into a
@@ -274,7 +278,7 @@ def mark_for_cleanup(rendered: RenderedSet, inventory: str = "") -> RenderedSet:
         if obj.owner is not None:
             return dataclasses.replace(obj, body=body)
         meta["labels"] = {**(meta.get("labels") or {}), MANAGED_BY_LABEL: MANAGED_BY}
-        if not is_crd(obj.ref):
+        if not is_crd(obj.ref) and not is_plain(obj):
             finalizers = list(meta.get("finalizers") or [])
             meta["finalizers"] = finalizers if FINALIZER in finalizers else \
                 [*finalizers, FINALIZER]
@@ -291,7 +295,8 @@ def finish_terminating(kube: Kube, rendered: RenderedSet, old: Inventory, plan: 
     per custom resource kind, except for the kinds in `listed` (the Applier's
     `terminating`: the objects with a deletionTimestamp of the kinds it has just listed
     whole, so a sync does not list every custom resource kind twice)."""
-    known = {o.ref for o in rendered.objects if o.owner is None and not is_crd(o.ref)}
+    known = {o.ref for o in rendered.objects
+             if o.owner is None and not is_crd(o.ref) and not is_plain(o)}
     known |= {e.ref for e in old if e.is_custom_resource}
     known -= plan.custom_resources  # the prune tears those down
     changes: list[Change] = []

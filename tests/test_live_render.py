@@ -215,8 +215,10 @@ def test_an_offline_render_gives_each_custom_resource_placeholder_maps_of_its_ow
         second.data["children"]["job"]["status"]
 
 
-def test_external_calls_are_not_made_a_warning_says_so_and_external_is_empty(
+def test_an_offline_render_makes_no_external_call_says_so_and_each_reads_as_not_called(
         tmp_path: Path) -> None:
+    """The calls are made by a live render (tests/test_external_cluster.py); offline each
+    one's result is that of a call not made (Orkestra's shape of a skipped call)."""
     katalog = """
         apiVersion: orkestra.orkspace.io/v1
         kind: Katalog
@@ -243,16 +245,16 @@ def test_external_calls_are_not_made_a_warning_says_so_and_external_is_empty(
                     - name: "{{ .metadata.name }}-fallback"
                       port: "80"
                       when:
-                        - field: external.health.status
-                          operator: notExists
+                        - field: external.health.called
+                          equals: "false"
         """
     write_repo(tmp_path, {"katalog.yaml": katalog, "crd.yaml": CRD,
                           "app.yaml": widget("app")})
     rendered = render(tmp_path, None)
     assert rendered.ok, rendered.errors
     (warning,) = [w for w in rendered.warnings if "external" in w]
-    assert "HTTP calls are not made by orksync" in warning and "Widget" in warning
-    assert data_of(rendered, "app-ext") == {"keys": "0"}
-    # conditions on it see nothing: no call was made
+    assert "HTTP calls are made in a live render only" in warning and "Widget" in warning
+    assert data_of(rendered, "app-ext") == {"keys": "1"}
+    # conditions on it see a call not made
     assert "Service/default/app-gated" not in names(rendered)
     assert "Service/default/app-fallback" in names(rendered)

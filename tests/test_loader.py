@@ -132,3 +132,144 @@ def test_binary_and_oversized_files_are_refused_by_name(tmp_path: Path) -> None:
     errors = sorted(str(e) for e in load_repository(tmp_path).errors)
     assert errors[0].startswith("blob.yaml") and "binary" in errors[0]
     assert errors[1].startswith("huge.yaml") and "limit" in errors[1]
+
+
+# --- plain manifests -------------------------------------------------------------------------
+
+PLAIN = """\
+apiVersion: v1
+kind: Namespace
+metadata:
+  name: platform
+  uid: 0b5a  # copied from a live object: dropped
+status: {phase: Active}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: reader}
+rules: []
+"""
+
+
+def test_documents_no_katalog_handles_are_plain_manifests_checked_by_file_line_and_field(
+        tmp_path: Path) -> None:
+    write_repo(tmp_path, {"op/katalog.yaml": KATALOG, "op/crd.yaml": CRD,
+                          "platform/base.yaml": PLAIN,
+                          "values.yaml": "replicas: 3\nimage: nginx\n",  # not a manifest
+                          "bad/no-ns.yaml": "apiVersion: v1\nkind: ConfigMap\n"
+                                            "metadata: {name: x}\n",
+                          "bad/ns-on-cluster.yaml": "apiVersion: v1\nkind: Namespace\n"
+                                                    "metadata: {name: y, namespace: z}\n",
+                          "bad/kind.yaml": "apiVersion: v1\nkind: config-map\n"
+                                           "metadata: {name: x, namespace: a}\n",
+                          "bad/twice.yaml": "apiVersion: v1\nkind: Namespace\n"
+                                            "metadata: {name: platform}\n"})
+    catalog = load_repository(tmp_path)
+    assert [str(m.ref) for m in catalog.plain] == ["ClusterRole/reader", "Namespace/platform"]
+    assert catalog.plain[1].body == {"apiVersion": "v1", "kind": "Namespace",
+                                     "metadata": {"name": "platform"}}
+    assert catalog.plain[1].source.file == "bad/twice.yaml"  # the walk's first
+    assert sorted(str(e) for e in catalog.errors) == [
+        "bad/kind.yaml:2 config-map/a/x kind: not a Kubernetes kind: kind 'config-map' is "
+        "not valid (a letter, then at most 62 letters and digits)",
+        "bad/no-ns.yaml:3 ConfigMap/x metadata: namespace is not set and a ConfigMap is "
+        "namespaced: write its namespace (orksync applies a manifest as it is and does not "
+        "guess one)",
+        "bad/ns-on-cluster.yaml:3 Namespace/z/y metadata.namespace: a Namespace is "
+        "cluster-scoped: it has no namespace",
+        "platform/base.yaml:1 Namespace/platform: duplicate of bad/twice.yaml (the first "
+        "one is used)"]
+
+
+def test_setup_apply_files_are_plain_manifests_even_when_ignored(tmp_path: Path) -> None:
+    with_setup = KATALOG.replace("      crdFile: ./crd.yaml\n",
+                                 "      crdFile: ./crd.yaml\n"
+                                 "      setup:\n        apply: [../setup/base.yaml]\n"
+                                 "        wait: [{kind: Namespace, name: platform}]\n")
+    write_repo(tmp_path, {"op/katalog.yaml": with_setup, "op/crd.yaml": CRD,
+                          "setup/base.yaml": PLAIN, ".orksyncignore": "setup/\n"})
+    catalog = load_repository(tmp_path)
+    assert not catalog.errors
+    assert [str(m.ref) for m in catalog.plain] == ["ClusterRole/reader", "Namespace/platform"]
+    assert [w for w in catalog.warnings if "setup.wait" in w]
+    missing = with_setup.replace("../setup/base.yaml", "../setup/gone.yaml")
+    write_repo(tmp_path, {"op/katalog.yaml": missing})
+    assert [str(e) for e in load_repository(tmp_path).errors] == [
+        "op/katalog.yaml:9 Katalog/widgets spec.crds.widget.setup.apply[0]: file "
+        "'../setup/gone.yaml' does not exist"]
+    write_repo(tmp_path, {"op/katalog.yaml": with_setup.replace(
+        "apply: [../setup/base.yaml]", "apply: ../setup/base.yaml")})
+    assert [str(e) for e in load_repository(tmp_path).errors] == [
+        "op/katalog.yaml:9 Katalog/widgets spec.crds.widget.setup.apply: must be a list of "
+        "file paths, not a string"]
+
+
+# --- dependsOn -------------------------------------------------------------------------------
+
+GADGET_CRD = CRD.replace("widgets", "gadgets").replace("Widget", "Gadget").replace(
+    "widget", "gadget")
+
+
+def two_entries(depends_on: str, more: str = "") -> str:
+    """A Katalog of a `widget` and a `gadget` entry, the gadget's dependsOn as given."""
+    return KATALOG + f"""\
+    gadget:
+      crdFile: ./gadget-crd.yaml
+      dependsOn: {depends_on}
+      operatorBox:
+        onCreate:
+          configMaps: [{{name: "{{{{ .metadata.name }}}}-g"}}]
+{more}"""
+
+
+def test_depends_on_names_entries_of_the_katalog_with_a_supported_state(
+        tmp_path: Path) -> None:
+    write_repo(tmp_path, {"crd.yaml": CRD, "gadget-crd.yaml": GADGET_CRD,
+                          "katalog.yaml": two_entries("{widget: healthy}")})
+    catalog = load_repository(tmp_path)
+    assert not catalog.errors
+    gadget = next(e for e in catalog.entries() if e.key == "gadget")
+    assert gadget.depends_on == (("widget", "healthy"),)
+    cases = {
+        "[widgte]": "katalog.yaml:22 Katalog/widgets spec.crds.gadget.dependsOn[0]: names "
+                    "'widgte', which is not a CRD entry of this Katalog that loaded (did you "
+                    "mean 'widget'?)",
+        "{widget: degraded}": "katalog.yaml:22 Katalog/widgets spec.crds.gadget.dependsOn"
+                              ".widget: state 'degraded' is not supported: a sync waits for "
+                              "a dependency's custom resources to be healthy (healthy, "
+                              "ready) or for nothing (started); it has no controller whose "
+                              "life cycle could be pending, degraded or deleted",
+        "{widget: soon}": "katalog.yaml:22 Katalog/widgets spec.crds.gadget.dependsOn.widget: "
+                          "must be one of started, healthy, ready (or Orkestra's pending, "
+                          "degraded, deleted), not 'soon'",
+        "[gadget]": "katalog.yaml:22 Katalog/widgets spec.crds.gadget.dependsOn: dependsOn "
+                    "makes a cycle: gadget -> gadget",
+    }
+    for depends_on, error in cases.items():
+        write_repo(tmp_path, {"katalog.yaml": two_entries(depends_on)})
+        catalog = load_repository(tmp_path)
+        assert [str(e) for e in catalog.errors] == [error], depends_on
+        assert [e.key for e in catalog.entries()] == ["widget"]  # the gadget is not loaded
+
+
+def test_a_setup_file_in_the_walk_is_read_once_and_outside_it_holds_plain_manifests_only(
+        tmp_path: Path) -> None:
+    with_setup = KATALOG.replace("      crdFile: ./crd.yaml\n",
+                                 "      crdFile: ./crd.yaml\n"
+                                 "      setup:\n        apply: [../setup/base.yaml]\n")
+    crd_and_namespace = CRD.replace("widgets", "gadgets").replace("Widget", "Gadget").replace(
+        "widget", "gadget") + "---\n" + PLAIN.split("---\n")[0]
+    write_repo(tmp_path, {"op/katalog.yaml": with_setup, "op/crd.yaml": CRD,
+                          "setup/base.yaml": crd_and_namespace})
+    catalog = load_repository(tmp_path)
+    assert not catalog.errors
+    assert sorted(m.name for m in catalog.crds) == ["gadgets.test.orksync.io",
+                                                    "widgets.test.orksync.io"]
+    assert [str(m.ref) for m in catalog.plain] == ["Namespace/platform"]
+    write_repo(tmp_path, {".orksyncignore": "setup/\n"})
+    catalog = load_repository(tmp_path)
+    assert [str(e) for e in catalog.errors] == [
+        "setup/base.yaml:2 CustomResourceDefinition/gadgets.test.orksync.io kind: a "
+        "CustomResourceDefinition in a setup.apply file outside the repository's walk "
+        "(.orksyncignore lists it) is not read: setup.apply loads plain manifests only"]
+    assert [str(m.ref) for m in catalog.plain] == ["Namespace/platform"]

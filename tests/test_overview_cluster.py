@@ -122,7 +122,7 @@ def test_tree_shows_a_custom_resource_and_its_children_with_their_health(
         (f"Deployment/{s.ns}/web", "Failed"), (f"Service/{s.ns}/web-svc", "Current")]
     missing = run("tree", f"Widget/{s.ns}/nope", *s.flags())
     assert missing.returncode == 1
-    assert f"Widget/{s.ns}/nope: no custom resource of that kind" in missing.stderr
+    assert f"Widget/{s.ns}/nope: no custom resource or manifest of that kind" in missing.stderr
     s.kube.close()
 
 

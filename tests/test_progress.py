@@ -80,7 +80,7 @@ def test_render_on_a_terminal_shows_its_progress_and_plain_output_elsewhere(
     assert f"{ERASE}render 2/2 custom resources (100%)" in terminal
     # the summary line erased the progress line and ends the output: nothing is left over
     summary = terminal.rsplit(ERASE, 1)[1]
-    assert summary.startswith("render ") and "objects=8 errors=0" in summary
+    assert summary.startswith("render ") and "objects=16 errors=0" in summary
     assert summary.endswith("s\n") and summary.count("\n") == 1
 
     piped = subprocess.run([sys.executable, "-m", "orksync", "render", str(REPO_EXAMPLE),

@@ -32,7 +32,7 @@ def test_rendering_the_example_twice_gives_identical_bytes(tmp_path: Path) -> No
     first = write_rendered(render(REPO_EXAMPLE), tmp_path / "a")
     second = write_rendered(render(REPO_EXAMPLE), tmp_path / "b")
     files = sorted(p.relative_to(first) for p in first.rglob("*") if p.is_file())
-    assert len(files) == 9  # 8 objects + index
+    assert len(files) == 17  # 16 objects + index
     for rel in files:
         assert (first / rel).read_bytes() == (second / rel).read_bytes(), rel
 
@@ -520,6 +520,20 @@ def test_cross_reads_another_custom_resource_of_the_repository(tmp_path: Path) -
     objs = by_name(render(tmp_path))
     assert objs["ConfigMap/default/app-link"]["data"] == {"found": "true", "engine": "postgres"}
     assert objs["ConfigMap/default/lost-link"]["data"] == {"found": "false", "engine": ""}
+
+
+def test_a_cross_crd_that_names_no_entry_warns_with_file_line_and_field(
+        tmp_path: Path) -> None:
+    katalog = KATALOG.replace("      operatorBox:\n", "      operatorBox:\n"
+                              "        cross:\n          - {crd: widgte, as: peer}\n")
+    write_repo(tmp_path, {"katalog.yaml": katalog, "crd.yaml": CRD,
+                          "app.yaml": widget("app", image="nginx")})
+    rendered = render(tmp_path)
+    assert rendered.ok, rendered.errors
+    assert [w for w in rendered.warnings if "cross" in w] == [
+        "katalog.yaml:10 Katalog/widgets spec.crds.widget.operatorBox.cross[0].crd: names "
+        "'widgte', which is not a CRD entry of this Katalog (did you mean 'widget'?): "
+        ".cross.peer never finds a custom resource"]
 
 
 @pytest.mark.parametrize("box_cross", [False, True], ids=["no-cross", "cross"])

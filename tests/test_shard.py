@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from orksync.agent.shard import shard_filter
 from orksync.katalog.loader import load_repository
+from orksync.model import is_plain
 from orksync.render.engine import render_catalog
 from tests.helpers import REPO_EXAMPLE
 
@@ -19,6 +20,9 @@ def test_every_object_lands_in_exactly_one_shard_with_its_owner() -> None:
     crd_shards = [i for i, p in enumerate(parts)
                   if any(o.ref.kind == "CustomResourceDefinition" for o in p.objects)]
     assert crd_shards == [0]
+    plain = [(i, str(o.ref)) for i, p in enumerate(parts) for o in p.objects if is_plain(o)]
+    assert plain == [(0, "Namespace/team-a"), (0, "Namespace/team-b"),
+                     (0, "ClusterRole/webapp-viewer"), (0, "RoleBinding/team-a/webapp-viewers")]
 
 
 def test_one_shard_is_the_whole_render() -> None:

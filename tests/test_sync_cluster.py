@@ -40,8 +40,11 @@ def test_syncing_the_example_twice_creates_everything_then_changes_nothing(
     created = {str(c.ref) for c in first.changes if c.action is Action.CREATED}
     assert created == {
         "CustomResourceDefinition/webapps.platform.example.com",
-        "Namespace/team-a", "Namespace/team-b",
+        "Namespace/team-a", "Namespace/team-b",  # plain manifests, as the two below
+        "ClusterRole/webapp-viewer", "RoleBinding/team-a/webapp-viewers",
         "WebApp.platform.example.com/team-a/shop", "WebApp.platform.example.com/team-b/blog",
+        "Secret/team-a/shop-db", "Secret/team-a/shop-tls",
+        "Secret/team-b/blog-db", "Secret/team-b/blog-tls",
         "Deployment/team-a/shop", "Deployment/team-b/blog",
         "Service/team-a/shop", "Service/team-a/shop-public", "Service/team-b/blog",
     }
@@ -70,9 +73,7 @@ def test_syncing_the_example_twice_creates_everything_then_changes_nothing(
     kube.requests = 0
     second = sync(kube, REPO_EXAMPLE)
     assert {c.action for c in second.changes} == {Action.UNCHANGED}
-    assert {c.ref for c in second.changes} == set(versions) - {
-        ObjRef(api_version="v1", kind="Namespace", name="team-a"),
-        ObjRef(api_version="v1", kind="Namespace", name="team-b")}
+    assert {c.ref for c in second.changes} == set(versions)
     after = {ref: live(kube, ref)["metadata"]["resourceVersion"] for ref in versions}
     assert after == versions
     kube.close()

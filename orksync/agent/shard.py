@@ -1,12 +1,13 @@
 """Sharding one sync root across agent replicas: each shard owns the custom resources whose
-stable hash falls in it (with their children); shard 0 also owns the CRDs. Pure."""
+stable hash falls in it (with their children); shard 0 also owns the CRDs and the plain
+manifests (a Namespace or Secret a custom resource of any shard may need). Pure."""
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
 
-from orksync.model import ObjRef, RenderedSet
+from orksync.model import ObjRef, RenderedSet, is_plain
 
 
 def shard_of(ref: ObjRef, shards: int) -> int:
@@ -21,16 +22,16 @@ def shard_filter(rendered: RenderedSet, shard: int, shards: int) -> RenderedSet:
     if shards <= 1:
         return rendered
 
-    def mine(ref: ObjRef, owner: ObjRef | None) -> bool:
+    def mine(ref: ObjRef, owner: ObjRef | None, plain: bool = False) -> bool:
         if owner is not None:
             return shard_of(owner, shards) == shard
-        if ref.kind == "CustomResourceDefinition":
+        if ref.kind == "CustomResourceDefinition" or plain:
             return shard == 0
         return shard_of(ref, shards) == shard
 
     return dataclasses.replace(
         rendered,
-        objects=tuple(o for o in rendered.objects if mine(o.ref, o.owner)),
+        objects=tuple(o for o in rendered.objects if mine(o.ref, o.owner, is_plain(o))),
         skipped=tuple(s for s in rendered.skipped if mine(s[0], None)),
         absent=tuple(a for a in rendered.absent if mine(a[0], a[1])),
         retained=tuple(r for r in rendered.retained if mine(r[0], r[1])))

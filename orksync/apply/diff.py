@@ -197,6 +197,8 @@ def _diff_deletions(kube: Kube, rendered: RenderedSet, prune: PruneInputs,
                        check=not _collected(entry.ref, child))
         elif entry.is_crd:
             delete(entry.ref, None, "deleted: the CRD left the repository (--prune-crds)")
+        elif entry.plain:
+            delete(entry.ref, None, "deleted: the manifest left the repository (pruned)")
         else:
             delete(entry.ref, entry.owner, "deleted: no longer rendered (pruned)")
     if plan.halted:

@@ -1,7 +1,8 @@
 """The apply engine: a RenderedSet in, a ChangeSet out.
 
-Stages run in order (CRDs, then custom resources, then children in Orkestra's group
-order); objects inside one stage are written concurrently. The live objects of every
+Stages run in order (CRDs, then the repository's plain manifests, then custom resources,
+then children in Orkestra's group order); objects inside one stage are written
+concurrently. The live objects of every
 stage's kinds are listed once (children by orksync's label), so an unchanged object costs
 no request at all; those LISTs are all sent at the start of the apply, concurrently, and
 a stage whose view may be outdated by this apply's own writes lists again (`_Prefetch`).
@@ -44,6 +45,7 @@ from orksync.model import (
     MANAGED_BY_LABEL,
     MANAGED_SELECTOR,
     OWNER_ANNOTATION,
+    PLAIN_STAGES,
     SCOPE_DIRECTIVE,
     Action,
     Change,
@@ -184,12 +186,11 @@ def _stage_kinds(batch: Iterable[Staged]) -> dict[Kind, bool]:
     return kinds
 
 
-def _first_cr_stage(stages: Mapping[int, Sequence[Staged]]) -> int | None:
-    """The stage before which the namespaces of the custom resources are created: the
-    first holding an object without owner that is not a CRD."""
-    return next((stage for stage in sorted(stages) if any(
-        o.owner is None and not policy(o.ref).crd
-        for o in stages[stage])), None)
+def _namespace_stages(stages: Mapping[int, Sequence[Staged]]) -> set[int]:
+    """The stages before which the namespaces of their objects without owner (plain
+    manifests, custom resources) are created when missing."""
+    return {stage for stage, batch in stages.items()
+            if any(o.owner is None and o.ref.namespace for o in batch)}
 
 
 class _Prefetch:
@@ -219,8 +220,7 @@ class _Prefetch:
         for stage in sorted(stages):
             for key, children_only in _stage_kinds(stages[stage]).items():
                 whole[key] = whole.get(key, False) or not children_only
-        first = _first_cr_stage(stages)
-        if first is not None and any(o.ref.namespace for o in stages[first]):
+        if _namespace_stages(stages):
             whole[("v1", "Namespace")] = True  # `_ensure_namespaces`
         self.whole = whole
         self.listed: dict[Kind, Future[list[dict[str, Any]] | None]] = {
@@ -317,12 +317,13 @@ class Applier:
         prefetched = self._prefetched
         if prefetched is None:
             prefetched = self._prefetched = _Prefetch(self.kube, stages, self.options.workers)
-        first_cr_stage = _first_cr_stage(stages)
+        namespace_stages = _namespace_stages(stages)
+        ensured: set[str] = set()
         try:
             for stage in sorted(stages):
                 batch = stages[stage]
-                if stage == first_cr_stage:
-                    created = self._ensure_namespaces(batch, prefetched, run)
+                if stage in namespace_stages:
+                    created = self._ensure_namespaces(batch, prefetched, run, ensured)
                     for change in created:
                         self._record(changes, change)
                     run.wrote(c.ref for c in created)
@@ -415,7 +416,12 @@ class Applier:
                           message=f"not applied: its owner {obj.owner} failed")
         res = self.kube.resource(obj.ref.api_version, obj.ref.kind)
         current = live.get(obj.ref)
-        if current is not None and obj.owner is not None:
+        plain = obj.owner is None and obj.stage in PLAIN_STAGES
+        if plain:
+            problem = plain_problem(obj.ref, res.namespaced, current)
+            if problem:
+                return Change(ref=obj.ref, action=Action.FAILED, message=problem)
+        if current is not None and (obj.owner is not None or plain):
             waiting = being_deleted(current)
             if waiting:
                 return Change(ref=obj.ref, action=Action.WAITING, message=waiting)
@@ -643,9 +649,12 @@ class Applier:
     # --- namespaces and CRDs -------------------------------------------------------------
 
     def _ensure_namespaces(self, batch: list[RenderedObject], prefetched: _Prefetch,
-                           run: _Run) -> list[Change]:
-        """The namespaces of the custom resources are created when missing."""
-        names = sorted({o.ref.namespace for o in batch if o.ref.namespace})
+                           run: _Run, ensured: set[str]) -> list[Change]:
+        """The namespaces of the plain manifests and custom resources are created when
+        missing (each once per apply: `ensured`)."""
+        names = sorted({o.ref.namespace for o in batch
+                        if o.owner is None and o.ref.namespace} - ensured)
+        ensured.update(names)
         if not names:
             return []
         key = ("v1", "Namespace")
@@ -738,6 +747,24 @@ def being_deleted(live: Mapping[str, Any]) -> str:
     finalizers = [str(f) for f in meta.get("finalizers") or []]
     held = f" (finalizers: {', '.join(finalizers)})" if finalizers else ""
     return f"being deleted{held}; created again by the first sync after it is gone"
+
+
+def plain_problem(ref: ObjRef, namespaced: bool, live: Mapping[str, Any] | None) -> str:
+    """Why a plain manifest is not written ("" when it may be): a namespace its kind
+    cannot have, or none where it needs one (the loader checks the kinds whose scope it
+    knows; discovery tells the others); a live object that is a custom resource's child
+    (a manifest that took it over would be pruned with it, or prune it)."""
+    if namespaced and not ref.namespace:
+        return (f"metadata.namespace is not set and a {ref.kind} is namespaced: write its "
+                "namespace (orksync applies a manifest as it is and does not guess one)")
+    if not namespaced and ref.namespace:
+        return f"a {ref.kind} is cluster-scoped: metadata.namespace must not be set"
+    owner = (((live or {}).get("metadata") or {}).get("annotations") or {}).get(
+        OWNER_ANNOTATION)
+    if owner:
+        return (f"exists as a child of {owner} (annotation {OWNER_ANNOTATION}): a "
+                "manifest does not take over an object a custom resource renders")
+    return ""
 
 
 def _established(crd: Mapping[str, Any] | None) -> bool:

@@ -19,6 +19,9 @@ Storage format (`v1`): `binaryData.entries` holds zlib-compressed JSON
     {"owners": [[apiVersion, kind, namespace, name], ...],
      "entries": [[apiVersion, kind, namespace, name, ownerIndex | null, uid | null], ...]}
 
+(an entry of a plain manifest has a seventh item, 1; an inventory without it reads as
+before)
+
 with entries sorted by identity and owners de-duplicated into a table (an entry names its
 owner by index), so the bytes are a function of the content alone. `data` carries the
 format and the count for humans. A ConfigMap holds at most 1 MiB: 10,000 entries are about
@@ -33,6 +36,9 @@ Plan rules (`plan_prune`), each a lesson from prior art:
 * an empty render against a non-empty inventory is refused unless `allow_empty` (lesson 3);
 * a custom resource that still renders but renders no children, where it had some, keeps
   them unless `allow_orphaning_children` (a partial render is not an instruction);
+* a plain manifest (`InventoryEntry.plain`: an object of the repository no Katalog
+  handles) that left Git is deleted as a child is, after the custom resources and their
+  children and before the CRDs: no teardown, no finalizer;
 * CustomResourceDefinitions are never pruned unless `prune_crds`: deleting a CRD deletes
   every custom resource of that kind in the cluster, including ones orksync never wrote.
   A CRD that left the repository stays in the inventory (and is reported every sync) so
@@ -67,8 +73,10 @@ from orksync.model import (
     OWNER_LABEL,
     ChangeSet,
     ObjRef,
+    RenderedObject,
     RenderedSet,
     Source,
+    is_plain,
 )
 from orksync.secrets.ca import with_ca_secrets
 
@@ -105,6 +113,7 @@ class InventoryEntry:
     ref: ObjRef
     owner: ObjRef | None = None  # the custom resource that rendered it; None: CRD or CR
     uid: str | None = None  # informational: deletes use the UID read with the ownership check
+    plain: bool = False  # a plain manifest of the repository (orksync.model.is_plain)
 
     @property
     def is_crd(self) -> bool:
@@ -112,7 +121,7 @@ class InventoryEntry:
 
     @property
     def is_custom_resource(self) -> bool:
-        return self.owner is None and not self.is_crd
+        return self.owner is None and not self.plain and not self.is_crd
 
 
 def _order(entry: InventoryEntry) -> tuple[str, str, str, str]:
@@ -175,7 +184,7 @@ class Inventory:
         index = {o: i for i, o in enumerate(owners)}
         doc = {"owners": [_ref_row(o) for o in owners],
                "entries": [[*_ref_row(e.ref), None if e.owner is None else index[e.owner],
-                            e.uid] for e in self.entries]}
+                            e.uid, *((1,) if e.plain else ())] for e in self.entries]}
         raw = json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
         return zlib.compress(raw, 9)
 
@@ -186,7 +195,7 @@ class Inventory:
             owners = [_row_ref(r) for r in doc["owners"]]
             entries = [InventoryEntry(ref=_row_ref(r[:4]),
                                       owner=None if r[4] is None else owners[r[4]],
-                                      uid=r[5]) for r in doc["entries"]]
+                                      uid=r[5], plain=r[6:7] == [1]) for r in doc["entries"]]
         except (zlib.error, ValueError, KeyError, IndexError, TypeError) as err:
             raise InventoryError(f"unreadable inventory: {err}") from err
         return cls.of(entries)
@@ -330,12 +339,13 @@ class PrunePlan:
 
 def delete_order(entry: InventoryEntry) -> tuple[int, int, ObjRef]:
     """Reverse apply order: children (reverse of Orkestra's group order), then custom
-    resources, then CRDs."""
-    if entry.owner is not None:
+    resources, then plain manifests (the same reverse order: a Namespace last), then
+    CRDs."""
+    if entry.owner is not None or entry.plain:
         order, custom = _kind_order()
         index = order.get((entry.ref.api_version, entry.ref.kind), custom)
-        return (0, -index, entry.ref)
-    return (2 if entry.is_crd else 1, 0, entry.ref)
+        return (2 if entry.plain else 0, -index, entry.ref)
+    return (3 if entry.is_crd else 1, 0, entry.ref)
 
 
 def plan_prune(old: Inventory, rendered: RenderedSet, changes: ChangeSet, *,
@@ -347,12 +357,12 @@ def plan_prune(old: Inventory, rendered: RenderedSet, changes: ChangeSet, *,
     old_by_ref = old.by_ref()
     failed = {c.ref for c in changes.failed}
 
-    def entry_of(obj_ref: ObjRef, owner: ObjRef | None) -> InventoryEntry:
-        prior = old_by_ref.get(obj_ref)
-        uid = prior.uid if prior is not None and prior.owner == owner else None
-        return InventoryEntry(ref=obj_ref, owner=owner, uid=uid)
+    def entry_of(obj: RenderedObject) -> InventoryEntry:
+        prior = old_by_ref.get(obj.ref)
+        uid = prior.uid if prior is not None and prior.owner == obj.owner else None
+        return InventoryEntry(ref=obj.ref, owner=obj.owner, uid=uid, plain=is_plain(obj))
 
-    applied = [entry_of(o.ref, o.owner) for o in rendered.objects if o.ref not in failed]
+    applied = [entry_of(o) for o in rendered.objects if o.ref not in failed]
     halt = []
     if rendered.errors:
         halt.append(f"the render had {len(rendered.errors)} error(s): nothing is pruned")
@@ -402,7 +412,8 @@ def plan_prune(old: Inventory, rendered: RenderedSet, changes: ChangeSet, *,
 
 def _orphaning(old: Inventory, rendered: RenderedSet) -> set[ObjRef]:
     """Custom resources still rendered, with children in the inventory and none now."""
-    rendered_crs = {o.ref for o in rendered.objects if o.owner is None and not is_crd(o.ref)}
+    rendered_crs = {o.ref for o in rendered.objects
+                    if o.owner is None and not is_crd(o.ref) and not is_plain(o)}
     now = Counter(o.owner for o in rendered.objects if o.owner is not None)
     now.update(owner for _, owner in rendered.retained)  # still wanted, only not written
     before = {e.owner for e in old if e.owner is not None}

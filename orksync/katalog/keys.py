@@ -249,8 +249,14 @@ CRD_ENTRY = acts("one custom resource kind and what its instances render", {
     }),
     "crdFile": acts("the CustomResourceDefinition loaded from this file"),
     "crFiles": acts("custom resources loaded from these files"),
-    "setup": warns("prerequisites applied by `ork run` in development; keep them in the "
-                   "repository as plain manifests"),
+    "setup": acts("prerequisites of the entry's custom resources", {
+        "apply": acts("these files (relative to the Katalog, inside the repository) are "
+                      "applied as plain manifests, before the custom resources, even when "
+                      "`.orksyncignore` lists them"),
+        "wait": warns("objects `ork run` waits for in development; a sync applies every "
+                      "stage in order and the health of the custom resources tells the "
+                      "rest"),
+    }),
     "namespaced": acts("whether the custom resources are namespaced"),
     "namespace": acts("only custom resources of this namespace are rendered; "
                       + _SELECTOR),
@@ -258,8 +264,10 @@ CRD_ENTRY = acts("one custom resource kind and what its instances render", {
     "workers": warns(_RUNTIME_ONLY + " (CRD-level spelling of early Orkestra)"),
     "resync": warns(_RUNTIME_ONLY + " (CRD-level spelling of early Orkestra)"),
     "queue": warns(_RUNTIME_ONLY + " (CRD-level spelling of early Orkestra)"),
-    "dependsOn": warns("start order of Orkestra's controllers; orksync applies every kind "
-                       "in one sync"),
+    "dependsOn": acts("the entry's custom resources wait (neither applied nor pruned) "
+                      "until every custom resource of each entry it names with `healthy` "
+                      "or `ready` is Ready, in a live sync; `started` (and the list form) "
+                      "waits for nothing; `pending`, `degraded` and `deleted` are refused"),
     "enrichAll": warns("enriched children (pods, events) are not read by orksync's render"),
     "enrich": warns("enriched children (pods, events) are not read by orksync's render"),
     "crossAccess": warns("orksync does not restrict cross reads between Katalogs"),
@@ -276,6 +284,8 @@ CRD_ENTRY = acts("one custom resource kind and what its instances render", {
     "allowedNamespaces": _NS, "restrictedNamespaces": _NS,
     "allowedClusterScopedKinds": own("cluster-scoped kinds the custom resources may "
                                      "create (docs/multi-tenancy.md)", portable=False),
+    "allowedExternalHosts": own("hosts an `external:` URL chosen by a template may call "
+                                "(docs/multi-tenancy.md)", portable=False),
     "healthTimeout": own("how long the children may take to become Current before the custom "
                          "resource is Stalled (docs/operations.md#custom-resource-health)",
                          portable=False),

@@ -9,8 +9,13 @@ Decisions (the Orkestra spec is silent on them):
 
 * A document whose apiVersion group is one the repository defines (a Katalog entry, a
   CRD, or Orkestra's own group) but that no Katalog entry handles is an error: a typo in
-  kind or version must not go unnoticed. Documents of any other group, and YAML without
-  apiVersion/kind, are not orksync's and are ignored.
+  kind or version must not go unnoticed. A document of any other group with apiVersion
+  and kind is a plain manifest (`Catalog.plain`: a Namespace, RBAC, a source Secret),
+  applied as it is; YAML without apiVersion and kind is not a manifest and is ignored
+  (`.orksyncignore` keeps other tools' manifests out). A plain manifest needs a valid
+  metadata.name; its metadata.namespace is taken as written (a built-in kind whose scope
+  is known is refused without one, or with one it cannot have: orksync does not guess a
+  namespace); `status` and the fields the API server sets are dropped.
 * Types are checked where a wrong one would be misread: apiVersion, kind, metadata.name
   and namespace are strings (namespaces DNS-1123 labels); `namespaced` a boolean;
   `crFiles`, `allowedNamespaces` and `restrictedNamespaces` lists of strings (a lone
@@ -57,11 +62,12 @@ from orksync.katalog.model import (
     CrdManifest,
     CustomResource,
     Katalog,
+    PlainManifest,
     Selection,
     Source,
 )
 from orksync.katalog.motifs import expand_entry, katalog_notes
-from orksync.katalog.tenancy import tenancy_of
+from orksync.katalog.tenancy import ALLOWED_HOSTS_FIELD, allowed_hosts_problem, tenancy_of
 from orksync.model import ObjRef
 from orksync.names import (
     kind_problem,
@@ -156,6 +162,9 @@ class _Loader:
         self.disabled: dict[tuple[str, str], str] = {}
         self.left_out: list[tuple[ObjRef, str]] = []
         self.rels: dict[Path, str] = {}
+        self.plain: dict[ObjRef, PlainManifest] = {}
+        self.setup_files: set[Path | None] = set()  # named by an entry's setup.apply
+        self.classified: set[int] = set()  # id() of the documents the walk loaded
         self.prefix = os.path.join(str(root), "")  # the root with its trailing separator
 
     def rel(self, path: Path) -> str:
@@ -215,6 +224,7 @@ class _Loader:
 
     def finish(self) -> Catalog:
         katalog_docs, crd_docs, other = [], [], []
+        self.classified = {id(d) for d in self.documents}  # the rest is loaded late
         for doc in self.documents:
             c = doc.content
             if not isinstance(c, dict):
@@ -253,7 +263,8 @@ class _Loader:
                 else m for m in crds]
         return Catalog(root=self.root, katalogs=tuple(katalogs), crds=tuple(crds),
                        crs=tuple(crs), errors=tuple(self.errors),
-                       warnings=tuple(self.warnings), left_out=tuple(self.left_out))
+                       warnings=tuple(self.warnings), left_out=tuple(self.left_out),
+                       plain=tuple(self.plain[ref] for ref in sorted(self.plain)))
 
     # --- CRDs ---------------------------------------------------------------------------
 
@@ -374,6 +385,7 @@ class _Loader:
             except InputError as err:
                 self.errors.append(err)
                 self.failed += 1
+        entries = self.check_depends_on(doc, obj, entries)
         errors = len(self.errors)
         notes = self.notes(doc, obj)
         if len(self.errors) > errors:
@@ -396,6 +408,41 @@ class _Loader:
             return None
         return Katalog(name=name, api_version=str(c["apiVersion"]), source=self.source(doc),
                        crds=tuple(entries), notes=notes, dialect=str(dialect))
+
+    def check_depends_on(self, doc: Document, obj: str,
+                         entries: list[CrdEntry]) -> list[CrdEntry]:
+        """The entries whose dependsOn names entries of this Katalog that loaded, without
+        a cycle; each other one is an error naming its field, and is not loaded (its
+        custom resources would otherwise be applied without the wait it asks for)."""
+        by_key = {e.key: e for e in entries}
+        ok = []
+        for entry in entries:
+            cycle = _cycle(entry.key, by_key)
+            if cycle:
+                self.errors.append(self.error(
+                    doc, f"dependsOn makes a cycle: {' -> '.join(cycle)}",
+                    [*entry.path.split("."), *entry.written_at(["dependsOn"])], obj))
+            else:
+                ok.append(entry)
+        while True:  # an entry naming one that did not load does not load either
+            keys = {e.key for e in ok}
+            missing = [(e, name) for e in ok for name, _ in e.depends_on if name not in keys]
+            if not missing:
+                break
+            first = {e.key: (e, name) for e, name in reversed(missing)}  # of each entry
+            for entry, name in first.values():
+                near = difflib.get_close_matches(name, sorted(keys), n=1)
+                hint = f" (did you mean {near[0]!r}?)" if near else ""
+                written = entry.raw.get("dependsOn")
+                at: str | int = written.index(name) if isinstance(written, list) else name
+                self.errors.append(self.error(
+                    doc, f"names {name!r}, which is not a CRD entry of this Katalog that "
+                    f"loaded{hint}",
+                    [*entry.path.split("."), *entry.written_at(["dependsOn", at])], obj))
+            dropped = set(first)
+            ok = [e for e in ok if e.key not in dropped]
+        self.failed += len(entries) - len(ok)
+        return ok
 
     def warn(self, doc: Document, obj: str, path: Sequence[str | int], message: str) -> None:
         """A warning about a Katalog field: `file:line: Katalog/x: field.path: message`."""
@@ -546,6 +593,15 @@ class _Loader:
             crds.setdefault(manifest.name, manifest)
         for i, cr_file in enumerate(raw.get("crFiles") or []):
             self.linked_file(doc, cr_file, [*fpath, "crFiles", i], obj, required=False)
+        setup = raw.get("setup")
+        for i, setup_file in enumerate(setup.get("apply") or []
+                                       if isinstance(setup, dict) else []):
+            where = [*fpath, *flat.written_at(["setup", "apply", i])]
+            if not isinstance(setup_file, str) or not setup_file:
+                raise self.error(doc, f"must be a file path (a string), not "
+                                 f"{_type(setup_file)}", where, obj)
+            target = self.linked_file(doc, setup_file, where, obj, required=True)
+            self.setup_files.add(target)  # loaded even when the walk left it out
         api = raw.get("apiTypes") or {}
         if manifest is None:
             manifest = next((m for m in crds.values() if m.group == api.get("group")
@@ -595,12 +651,22 @@ class _Loader:
             except ValueError as err:
                 raise self.error(doc, f"not a duration: {err}", [*fpath, "healthTimeout"],
                                  obj) from err
+        hosts = raw.get(ALLOWED_HOSTS_FIELD)
+        problem = allowed_hosts_problem(hosts)
+        if problem:
+            raise self.error(doc, problem, [*fpath, *flat.written_at([ALLOWED_HOSTS_FIELD])],
+                             obj)
+        depends_on, refusal = _depends_on(raw.get("dependsOn"))
+        if refusal is not None:
+            raise self.error(doc, refusal[1],
+                             [*fpath, *flat.written_at(["dependsOn", *refusal[0]])], obj)
         return CrdEntry(key=key, katalog=katalog, source=self.source(doc), group=group,
                         version=version, kind=kind, plural=plural, namespaced=namespaced,
                         operator_box=box, raw=raw,
                         crd_name=manifest.name if manifest else f"{plural}.{group}",
                         tenancy=tenancy, selection=selection,
                         protect_crd=_protects_crd(doc.content, raw),
+                        depends_on=depends_on, external_hosts=tuple(hosts or ()),
                         moved=tuple(flat.moved.items()))
 
     def linked_file(self, doc: Document, rel: str, fpath: list[str | int], obj: str, *,
@@ -655,20 +721,28 @@ class _Loader:
         # manifest of some other tool.
         groups = {e.group for e in by_type.values()} | {m.group for m in crds} | ORKESTRA_GROUPS
         crs: dict[ObjRef, CustomResource] = {}
-        # documents loaded late (crFiles outside the walk) are in self.documents too
-        seen = {id(d) for d in docs}
-        extra = [d for d in self.documents if id(d) not in seen
+        # documents loaded late (crFiles and setup.apply files outside the walk) are in
+        # self.documents too
+        extra = [d for d in self.documents if id(d) not in self.classified
                  and isinstance(d.content, dict)
-                 and _type_key(d.content) in by_type]
+                 and (_type_key(d.content) in by_type or d.file in self.setup_files)]
         for doc in [*docs, *extra]:
             c = doc.content
             key = _type_key(c)
+            if id(doc) not in self.classified and key is not None and key not in by_type \
+                    and (key[0] in KATALOG_API_VERSIONS or key[1] == "CustomResourceDefinition"):
+                self.errors.append(self.error(
+                    doc, f"a {key[1]} in a setup.apply file outside the repository's walk "
+                    "(.orksyncignore lists it) is not read: setup.apply loads plain "
+                    "manifests only", ["kind"], obj=document_identity(c)))
+                continue
             entry = by_type.get(key) if key is not None else None
             if entry is None:
                 if key is not None and key in self.disabled:
                     self.leave_out(doc, _loose_ref(c), self.disabled[key])
                     continue
-                self.unhandled(doc, groups, by_type)
+                if self.unhandled(doc, groups, by_type):
+                    self.plain_manifest(doc, crds)
                 continue
             cr = self.custom_resource(doc, entry)
             if cr is None:
@@ -698,13 +772,15 @@ class _Loader:
         self.warnings.append(f"{where}: {ref}: left out (not rendered, not pruned): {reason}")
 
     def unhandled(self, doc: Document, groups: set[str],
-                  by_type: dict[tuple[str, str], CrdEntry]) -> None:
+                  by_type: dict[tuple[str, str], CrdEntry]) -> bool:
         """A document no Katalog entry handles: an error when its group is one the
-        repository defines, else ignored (any other manifest or YAML file)."""
+        repository defines; True when it is a plain manifest (apiVersion and kind of
+        another group); else ignored (YAML that is not a manifest)."""
         api, kind = doc.content.get("apiVersion"), doc.content.get("kind")
-        if not isinstance(api, str) or not isinstance(kind, str) \
-                or api.partition("/")[0] not in groups or "/" not in api:
-            return
+        if not isinstance(api, str) or not isinstance(kind, str):
+            return False
+        if api.partition("/")[0] not in groups or "/" not in api:
+            return True
         known = sorted(f"{k} ({a})" for a, k in by_type if a.partition("/")[0]
                        == api.partition("/")[0])
         if api.partition("/")[0] in ORKESTRA_GROUPS:
@@ -715,13 +791,77 @@ class _Loader:
                 f"{self.rel(doc.file)}: {document_identity(doc.content)}: not loaded: no "
                 f"Katalog entry handles {kind} ({api}), and {self.failed} Katalog(s) or "
                 "entries failed to load, reported above")
-            return
+            return False
         else:
             message = (f"no Katalog entry handles {kind} ({api})" +
                        (f"; entries of that group: {', '.join(known)}" if known
                         else "; a CustomResourceDefinition defines the group, no Katalog "
                         "entry uses it"))
         self.errors.append(self.error(doc, message, ["kind"], obj=document_identity(doc.content)))
+        return False
+
+    def plain_manifest(self, doc: Document, crds: list[CrdManifest]) -> None:
+        """A plain manifest, checked: an error names its file, line and field, and the
+        document is not applied (the render then has an error: nothing is pruned)."""
+        body = doc.content
+        api, kind = str(body["apiVersion"]), str(body["kind"])
+        obj = document_identity(body)
+        group, _, version = api.rpartition("/")
+        for field, problem in (
+                ("apiVersion", (group and subdomain_problem(group))
+                 or label_problem(version)),
+                ("kind", kind_problem(kind))):
+            if problem:
+                self.errors.append(self.error(doc, f"not a Kubernetes {field}: {problem}",
+                                              [field], obj))
+                return
+        meta = body.get("metadata")
+        if not isinstance(meta, dict):
+            self.errors.append(self.error(doc, f"metadata must be a map, not {_type(meta)}",
+                                          ["metadata"] if "metadata" in body else [], obj))
+            return
+        name, namespace = meta.get("name"), meta.get("namespace")
+        problem = _text_problem(name, subdomain_problem) if name is not None else \
+            "name is missing (orksync applies a manifest under its name; generateName " \
+            "is not supported)"
+        if problem:
+            self.errors.append(self.error(doc, problem, ["metadata", "name"], obj))
+            return
+        if namespace is not None:
+            problem = _text_problem(namespace, label_problem)
+            if problem:
+                self.errors.append(self.error(doc, problem, ["metadata", "namespace"], obj))
+                return
+        scope = _BUILTIN_SCOPE.get((api, kind))
+        if scope is None:
+            scope = next((m.namespaced for m in crds if m.kind == kind
+                          and api.startswith(f"{m.group}/")), None)
+        if scope is True and not namespace:
+            self.errors.append(self.error(
+                doc, f"namespace is not set and a {kind} is namespaced: write its "
+                "namespace (orksync applies a manifest as it is and does not guess one)",
+                ["metadata"], obj))
+            return
+        if scope is False and namespace:
+            self.errors.append(self.error(
+                doc, f"a {kind} is cluster-scoped: it has no namespace",
+                ["metadata", "namespace"], obj))
+            return
+        for key in ("labels", "annotations"):
+            if meta.get(key) is not None and not isinstance(meta[key], dict):
+                self.errors.append(self.error(doc, f"must be a map, not {_type(meta[key])}",
+                                              ["metadata", key], obj))
+                return
+        clean = {k: v for k, v in body.items() if k != "status"}
+        clean["metadata"] = {k: v for k, v in meta.items() if k not in _SERVER_META}
+        ref = ObjRef(api_version=api, kind=kind, namespace=str(namespace or ""),
+                     name=str(name))
+        prior = self.plain.get(ref)
+        if prior is not None:
+            self.errors.append(self.error(
+                doc, f"duplicate of {prior.source} (the first one is used)", obj=str(ref)))
+            return
+        self.plain[ref] = PlainManifest(ref=ref, body=clean, source=self.source(doc))
 
     def custom_resource(self, doc: Document, entry: CrdEntry) -> CustomResource | None:
         body = doc.content
@@ -771,6 +911,36 @@ class _Loader:
 
 
 _CR_META_KEPT = ("name", "namespace", "labels", "annotations")
+# metadata a plain manifest copied from a live object carries: the API server's to set
+_SERVER_META = frozenset({"uid", "resourceVersion", "generation", "creationTimestamp",
+                          "deletionTimestamp", "deletionGracePeriodSeconds", "managedFields",
+                          "selfLink"})
+# The scope of the built-in kinds a plain manifest most often holds, by (apiVersion,
+# kind): True namespaced, False cluster-scoped. Other kinds: their CRD's in the
+# repository, else the API server's, checked when applied (orksync.apply.engine).
+_BUILTIN_SCOPE: dict[tuple[str, str], bool] = {
+    **dict.fromkeys([("v1", "Namespace"), ("v1", "PersistentVolume"), ("v1", "Node"),
+                     ("rbac.authorization.k8s.io/v1", "ClusterRole"),
+                     ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"),
+                     ("storage.k8s.io/v1", "StorageClass"),
+                     ("scheduling.k8s.io/v1", "PriorityClass"),
+                     ("networking.k8s.io/v1", "IngressClass"),
+                     ("admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration"),
+                     ("admissionregistration.k8s.io/v1", "MutatingWebhookConfiguration")],
+                    False),
+    **dict.fromkeys([("v1", "ConfigMap"), ("v1", "Secret"), ("v1", "Service"),
+                     ("v1", "ServiceAccount"), ("v1", "PersistentVolumeClaim"),
+                     ("v1", "Pod"), ("v1", "ResourceQuota"), ("v1", "LimitRange"),
+                     ("apps/v1", "Deployment"), ("apps/v1", "StatefulSet"),
+                     ("apps/v1", "DaemonSet"), ("apps/v1", "ReplicaSet"),
+                     ("batch/v1", "Job"), ("batch/v1", "CronJob"),
+                     ("rbac.authorization.k8s.io/v1", "Role"),
+                     ("rbac.authorization.k8s.io/v1", "RoleBinding"),
+                     ("networking.k8s.io/v1", "NetworkPolicy"),
+                     ("networking.k8s.io/v1", "Ingress"),
+                     ("policy/v1", "PodDisruptionBudget"),
+                     ("autoscaling/v2", "HorizontalPodAutoscaler")], True),
+}
 
 
 def _type(value: Any) -> str:
@@ -804,6 +974,12 @@ def _entry_type_problem(raw: dict[str, Any]) -> tuple[list[str | int], str] | No
         for i, item in enumerate(value):
             if not isinstance(item, str):
                 return [key, i], f"must be text, not {_type(item)}"
+    setup = raw.get("setup")
+    if setup is not None and not isinstance(setup, dict):
+        return ["setup"], f"must be a map (apply, wait), not {_type(setup)}"
+    files = (setup or {}).get("apply")
+    if files is not None and not isinstance(files, list):
+        return ["setup", "apply"], f"must be a list of file paths, not {_type(files)}"
     api = raw.get("apiTypes")
     if api is not None and not isinstance(api, dict):
         return ["apiTypes"], f"must be a map, not {_type(api)}"
@@ -814,6 +990,56 @@ def _entry_type_problem(raw: dict[str, Any]) -> tuple[list[str | int], str] | No
 
 
 _NOTE_FUNCTION_KEYS = ("name", "expression", "description", "shadow")
+
+
+# dependsOn states: what orksync waits for (Orkestra's `ready` is read as `healthy`); the
+# others gate on a controller's life cycle, which a sync does not have
+DEPENDS_ON_STATES = {"started": "started", "healthy": "healthy", "ready": "healthy"}
+DEPENDS_ON_REFUSED = ("pending", "degraded", "deleted")
+
+
+def _depends_on(value: Any) -> tuple[tuple[tuple[str, str], ...],
+                                     tuple[list[str | int], str] | None]:
+    """An entry's dependsOn as (entry key, state) pairs: a list of names (each
+    `started`) or a map of name to state; or the problem (path under dependsOn,
+    message)."""
+    if value is None:
+        return (), None
+    if isinstance(value, list):
+        for i, item in enumerate(value):
+            if not isinstance(item, str) or not item:
+                return (), ([i], f"must be a CRD entry name, not {_type(item)}")
+        return tuple((item, "started") for item in value), None
+    if not isinstance(value, dict):
+        return (), ([], f"must be a list of CRD entry names or a map of name to state, "
+                        f"not {_type(value)}")
+    pairs = []
+    for name, state in value.items():
+        if state in DEPENDS_ON_REFUSED:
+            return (), ([str(name)], f"state {state!r} is not supported: a sync waits for "
+                        "a dependency's custom resources to be healthy (healthy, ready) "
+                        "or for nothing (started); it has no controller whose life cycle "
+                        "could be pending, degraded or deleted")
+        if not isinstance(state, str) or state not in DEPENDS_ON_STATES:
+            return (), ([str(name)], f"must be one of started, healthy, ready (or "
+                        f"Orkestra's {', '.join(DEPENDS_ON_REFUSED)}), not {state!r}")
+        pairs.append((str(name), DEPENDS_ON_STATES[state]))
+    return tuple(pairs), None
+
+
+def _cycle(start: str, entries: dict[str, CrdEntry]) -> list[str]:
+    """The dependsOn path from `start` back to itself (empty when there is none)."""
+    def walk(key: str, path: list[str]) -> list[str]:
+        entry = entries.get(key)
+        for name, _ in entry.depends_on if entry else ():
+            if name == start:
+                return [*path, name]
+            if name not in path:
+                found = walk(name, [*path, name])
+                if found:
+                    return found
+        return []
+    return walk(start, [start])
 
 
 def _protects_crd(katalog: dict[str, Any], entry: dict[str, Any]) -> bool:

@@ -59,6 +59,12 @@ class CrdEntry:
     tenancy: Tenancy = field(default_factory=Tenancy)
     selection: Selection = field(default_factory=Selection)
     protect_crd: bool = False  # deletionProtection: its CRD is never pruned
+    # dependsOn: (entry key of the same Katalog, state), the state `started` or `healthy`
+    # (`ready` is read as `healthy`); orksync.render.engine.dependency_refusal
+    depends_on: tuple[tuple[str, str], ...] = ()
+    # allowedExternalHosts: hosts an `external:` URL chosen by a template may name
+    # (orksync.render.external)
+    external_hosts: tuple[str, ...] = ()
     # settings moved from Orkestra's grouped layout: (flat path, path as written), both
     # relative to the entry (orksync.katalog.layout)
     moved: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = ()
@@ -112,6 +118,17 @@ class CrdManifest:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class PlainManifest:
+    """A document of the repository that no Katalog handles and that is not a CRD (a
+    Namespace, RBAC, a source Secret): applied as it is, before the custom resources.
+    `body` is the document without `status` and the fields the API server sets."""
+
+    ref: ObjRef
+    body: dict[str, Any]
+    source: Source
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Catalog:
     """A loaded repository. `errors` are inputs refused while loading: each names its file."""
 
@@ -124,6 +141,7 @@ class Catalog:
     # custom resources in the repository that Orkestra would not reconcile (a disabled
     # entry, a selector that does not match): (identity, why); not rendered, not pruned
     left_out: tuple[tuple[ObjRef, str], ...] = ()
+    plain: tuple[PlainManifest, ...] = ()  # in identity order
 
     def entries(self) -> list[CrdEntry]:
         return [e for k in self.katalogs for e in k.crds]

@@ -109,3 +109,19 @@ def _kind_problem(text: str) -> str | None:
         return (f"{text!r} is not a kind: use `Kind` (any API group) or `Kind.group`, such "
                 "as Namespace or Tenant.example.io")
     return None
+
+
+ALLOWED_HOSTS_FIELD = "allowedExternalHosts"  # an entry's egress allow-list (external:)
+
+
+def allowed_hosts_problem(value: Any) -> str | None:
+    """Why an entry's allowedExternalHosts is not a list of host patterns (None: it is)."""
+    if value is None:
+        return None
+    if not isinstance(value, list):
+        return "must be a list of host names (host, host:port or *.domain)"
+    for item in value:
+        if not isinstance(item, str) or not re.fullmatch(
+                r"(\*\.)?[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?(:[0-9]{1,5})?", item):
+            return f"{item!r} is not a host name (host, host:port or *.domain)"
+    return None

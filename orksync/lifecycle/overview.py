@@ -6,7 +6,10 @@ Sources: the inventory ConfigMaps (`orksync-inventory-<name>`) of the inventory 
 each custom resource's status as the last sync wrote it (one LIST per custom resource
 kind): the `Ready` condition, `status.orksync.lastAppliedRevision` and
 `status.orksync.health` (orksync.lifecycle.health). No repository is read and no child is
-fetched: a child's health is the one the last sync recorded.
+fetched: a child's health is the one the last sync recorded. The repository's plain
+manifests the inventories list are rows too (`plain`), each with the health of its live
+object assessed now by the same rules (they carry no status of orksync's), read with one
+LIST per kind; a plain manifest has no revision and no children.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from typing import Any
 from orksync.apply.inventory import CONFIGMAP_PREFIX, Inventory, InventoryEntry
 from orksync.cluster.kube import Kube
 from orksync.errors import ClusterError, OrksyncError, UsageError
+from orksync.lifecycle.health import assess
 from orksync.model import ObjRef
 
 __all__ = ["ChildRow", "ResourceRow", "Tree", "age", "find_tree", "read_rows",
@@ -54,13 +58,14 @@ class ResourceRow:
     created: str  # metadata.creationTimestamp
     message: str
     children: tuple[ChildRow, ...] = field(default=())
+    plain: bool = False  # a plain manifest of the repository, not a custom resource
 
     def to_dict(self, now: datetime) -> dict[str, Any]:
         return {"kind": self.ref.kind, "apiVersion": self.ref.api_version,
                 "namespace": self.ref.namespace, "name": self.ref.name,
                 "syncRoot": self.root, "ready": self.ready, "health": self.health,
                 "lastAppliedRevision": self.revision, "age": age(self.created, now),
-                "created": self.created, "message": self.message}
+                "created": self.created, "message": self.message, "plain": self.plain}
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,9 +135,23 @@ def _row(entry: InventoryEntry, root: str, live: dict[str, Any] | None, problem:
         children=tuple(rows))
 
 
+def _plain_row(entry: InventoryEntry, root: str, live: dict[str, Any] | None,
+               problem: str) -> ResourceRow:
+    if live is None:
+        return ResourceRow(ref=entry.ref, root=root, ready="-", health="NotFound",
+                           revision="", created="", message=problem or "not found",
+                           plain=True)
+    health = assess(live)
+    return ResourceRow(
+        ref=entry.ref, root=root, ready="True" if health.current else "False",
+        health=health.status.value, revision="",
+        created=str((live.get("metadata") or {}).get("creationTimestamp") or ""),
+        message=health.message, plain=True)
+
+
 def read_rows(kube: Kube, namespace: str, roots: Iterable[str] = ()) -> list[ResourceRow]:
-    """Every custom resource the inventories of `namespace` list (only those of `roots`
-    when given), with its status; sorted by kind, namespace, name."""
+    """Every custom resource and plain manifest the inventories of `namespace` list (only
+    those of `roots` when given), with its status; sorted by kind, namespace, name."""
     wanted = set(roots)
     inventories = {name: inv for name, inv in read_inventories(kube, namespace).items()
                    if not wanted or name in wanted}
@@ -143,7 +162,7 @@ def read_rows(kube: Kube, namespace: str, roots: Iterable[str] = ()) -> list[Res
             if entry.owner is not None:
                 owned.setdefault(entry.owner, []).append(entry)
         crs.extend((entry, name, owned.get(entry.ref, []))
-                   for entry in inventory if entry.is_custom_resource)
+                   for entry in inventory if entry.is_custom_resource or entry.plain)
     lists: dict[tuple[str, str], dict[ObjRef, dict[str, Any]] | str] = {}
     rows = []
     for entry, root, children in crs:
@@ -151,10 +170,10 @@ def read_rows(kube: Kube, namespace: str, roots: Iterable[str] = ()) -> list[Res
         if key not in lists:
             lists[key] = _list_kind(kube, *key)
         listed = lists[key]
-        if isinstance(listed, str):
-            rows.append(_row(entry, root, None, listed, children))
-        else:
-            rows.append(_row(entry, root, listed.get(entry.ref), "", children))
+        live, problem = (None, listed) if isinstance(listed, str) else \
+            (listed.get(entry.ref), "")
+        rows.append(_plain_row(entry, root, live, problem) if entry.plain
+                    else _row(entry, root, live, problem, children))
     return sorted(rows, key=lambda r: (r.ref.kind, r.ref.group, r.ref.namespace, r.ref.name,
                                        r.root))
 
@@ -182,9 +201,9 @@ def find_tree(kube: Kube, namespace: str, target: str) -> Tree:
     rows = [r for r in read_rows(kube, namespace)
             if r.ref.namespace == ns and r.ref.name == name and _kind_matches(r.ref, kind)]
     if not rows:
-        raise OrksyncError(f"{target}: no custom resource of that kind, namespace and name "
-                           f"is managed by orksync (no inventory in namespace {namespace} "
-                           "lists it)")
+        raise OrksyncError(f"{target}: no custom resource or manifest of that kind, "
+                           f"namespace and name is managed by orksync (no inventory in "
+                           f"namespace {namespace} lists it)")
     if len({r.ref for r in rows}) > 1:
         kinds = ", ".join(sorted({f"{r.ref.kind}.{r.ref.group}" for r in rows}))
         raise OrksyncError(f"{target}: the kind is ambiguous ({kinds}); name it with its group")

@@ -23,19 +23,32 @@ from orksync.katalog.model import (
     Catalog,
     CrdManifest,
     CustomResource,
+    PlainManifest,
 )
-from orksync.model import ObjRef, Origin, RenderedObject, RenderedSet, WritePolicy, copy_tree
+from orksync.model import (
+    STAGE_PLAIN,
+    STAGE_PLAIN_NAMESPACES,
+    STAGE_PLAIN_SETUP,
+    ObjRef,
+    Origin,
+    RenderedObject,
+    RenderedSet,
+    WritePolicy,
+    copy_tree,
+)
 from orksync.render.children import LiveView
 from orksync.render.conditions import evaluate_conditions
+from orksync.render.external import Egress
 from orksync.render.gotemplate import GoTemplateError
 from orksync.render.guard import ClusterScope, NamespaceGuard
+from orksync.render.kinds import KINDS, ORDER
 from orksync.render.resource import BLOCKS, STAGE_CR, STAGE_CRD, CrRenderer, cr_data
 from orksync.render.templates import Clock, Templates, templates_for, utc_now
-from orksync.render.validate import katalog_problems, portability_warnings
+from orksync.render.validate import cross_warnings, katalog_problems, portability_warnings
 
 __all__ = ["CrResult", "CrSummary", "Extras", "Merger", "Outcome", "RefKey", "RenderPlan",
-           "Templates", "crd_object", "ref_key", "render_catalog", "render_custom_resource",
-           "templates_for"]
+           "Templates", "crd_object", "dependency_refusal", "plain_object", "ref_key",
+           "render_catalog", "render_custom_resource", "templates_for"]
 
 log = logging.getLogger(__name__)
 
@@ -43,17 +56,19 @@ log = logging.getLogger(__name__)
 @gc_paused
 def render_catalog(catalog: Catalog, *, clock: Clock = utc_now,
                    strict_cluster_scope: bool = False,
-                   live: LiveView | None = None,
+                   live: LiveView | None = None, egress: Egress | None = None,
                    progress: Callable[[int], None] | None = None) -> RenderedSet:
     """`strict_cluster_scope`: a CRD entry without `allowedClusterScopedKinds` may create
     no cluster-scoped object (docs/multi-tenancy.md); `live`: the cluster, for `.children`,
-    `.status` and `.cross.<as>.status` (None: offline); `progress`: called with 1 after
+    `.status` and `.cross.<as>.status` (None: offline); `egress`: makes the `external:`
+    calls (orksync.render.external; None: none is made); `progress`: called with 1 after
     each custom resource (orksync.progress)."""
     plan = RenderPlan(catalog, clock=clock, strict_cluster_scope=strict_cluster_scope)
     merged = plan.merger()
     objects: list[RenderedObject] = [crd_object(m) for m in catalog.crds]
+    objects.extend(plain_object(m) for m in catalog.plain)
     for cr in catalog.crs:
-        result = plan.outcome(cr, live)
+        result = plan.outcome(cr, live, egress)
         if merged.accept(cr, result):
             assert isinstance(result, CrResult)
             objects.append(result.resource)
@@ -90,12 +105,23 @@ class RenderPlan:
                 self.errors.extend(problems)
                 self.broken[(katalog.name, key)] = tuple(problems)
         self.scope = ClusterScope.of(catalog.crds, strict=strict_cluster_scope)
+        # the custom resources of each entry some entry's dependsOn names, by (Katalog,
+        # entry key)
+        named = {(e.katalog, name) for e in catalog.entries() for name, _ in e.depends_on}
+        self.dependencies: dict[tuple[str, str], list[CustomResource]] = {
+            key: [] for key in named}
+        for cr in catalog.crs:
+            found = self.dependencies.get((cr.entry.katalog, cr.entry.key))
+            if found is not None:
+                found.append(cr)
         # the catalog's warnings, and one per template calling an orksync-only note
         self.warnings: list[str] = list(catalog.warnings) + [
             warning for katalog in catalog.katalogs
             for warning in portability_warnings(katalog, self.templates[katalog.name].engine)]
+        self.warnings.extend(w for katalog in catalog.katalogs for w in cross_warnings(katalog))
 
-    def outcome(self, cr: CustomResource, live: LiveView | None = None) -> Outcome:
+    def outcome(self, cr: CustomResource, live: LiveView | None = None,
+                egress: Egress | None = None) -> Outcome:
         guard = NamespaceGuard.for_entry(cr.entry)
         refusal = guard.refusal(cr.ref.namespace) if cr.ref.namespace else None
         if refusal:
@@ -114,16 +140,27 @@ class RenderPlan:
                                obj=str(cr.ref))
         if closed:
             return ("refused", closed)
+        if cr.entry.depends_on and live is not None:
+            try:
+                waiting = dependency_refusal(cr, self.dependencies, live)
+            except ClusterError as err:
+                return RenderError(f"cannot read the live cluster: {err}",
+                                   file=cr.source.file, obj=str(cr.ref))
+            if waiting:
+                return ("refused", waiting)
         try:
             return render_custom_resource(cr, self.templates[cr.entry.katalog],
-                                          self.catalog.crs, scope=self.scope, live=live)
+                                          self.catalog.crs, scope=self.scope, live=live,
+                                          egress=egress)
         except InputError as err:
             return err
 
     def merger(self) -> Merger:
-        # custom resources Orkestra would not reconcile: neither rendered nor pruned
+        # custom resources Orkestra would not reconcile: neither rendered nor pruned;
+        # the plain manifests claim their objects before any custom resource renders
         return Merger(errors=list(self.errors), warnings=list(self.warnings),
-                      broken=self.broken, skipped=list(self.catalog.left_out))
+                      broken=self.broken, skipped=list(self.catalog.left_out),
+                      claimed={ref_key(m.ref): m.source.file for m in self.catalog.plain})
 
 
 @dataclass(slots=True)
@@ -142,7 +179,8 @@ class Merger:
     absent: list[tuple[ObjRef, ObjRef]] = field(default_factory=list)
     retained: list[tuple[ObjRef, ObjRef]] = field(default_factory=list)
     declared: list[tuple[ObjRef, ObjRef, str]] = field(default_factory=list)
-    claimed: dict[RefKey, ObjRef] = field(default_factory=dict)  # child -> its CR
+    # child -> its CR; a plain manifest's object -> its file
+    claimed: dict[RefKey, ObjRef | str] = field(default_factory=dict)
     # a Katalog error -> the first custom resource it hit
     reported: dict[tuple[object, ...], ObjRef] = field(default_factory=dict)
 
@@ -167,9 +205,12 @@ class Merger:
             conflict = next(key for key in keys if key in self.claimed)
             api_version, kind, namespace, name = conflict
             ref = ObjRef(api_version=api_version, kind=kind, namespace=namespace, name=name)
+            other = self.claimed[conflict]
+            who = f"the manifest {other} declares" if isinstance(other, str) else \
+                f"{other} renders too"
             self.errors.append(RenderError(
-                f"renders {ref}, which {self.claimed[conflict]} renders too; "
-                "an object has one owner", file=cr.source.file, obj=str(cr.ref)))
+                f"renders {ref}, which {who}; an object has one owner",
+                file=cr.source.file, obj=str(cr.ref)))
             return False
         self.claimed.update(dict.fromkeys(keys, cr.ref))
         extras = _extras(outcome)
@@ -214,6 +255,22 @@ def crd_object(m: CrdManifest) -> RenderedObject:
                                       DELETION_PROTECTION_LABEL: "true"}
     return RenderedObject(ref=ObjRef.of(body), body=body, policy=WritePolicy.APPLY,
                           origin=Origin(file=m.source.file), stage=STAGE_CRD)
+
+
+# The plain stage of the kinds a Katalog may also render: Namespaces first, then what
+# comes before the custom kinds in Orkestra's group order (Secrets, ConfigMaps, quotas,
+# RBAC, ServiceAccounts); every other kind after them.
+_PLAIN_STAGES = {(k.api_version, k.kind): STAGE_PLAIN_NAMESPACES if k.key == "namespaces"
+                 else STAGE_PLAIN_SETUP for k in KINDS if k.kind
+                 and ORDER[k.key] < ORDER["custom"]}
+
+
+def plain_object(m: PlainManifest) -> RenderedObject:
+    """A plain manifest as it is applied: server-side apply every sync, in its kind's
+    plain stage (orksync.model.PLAIN_STAGES)."""
+    stage = _PLAIN_STAGES.get((m.ref.api_version, m.ref.kind), STAGE_PLAIN)
+    return RenderedObject(ref=m.ref, body=m.body, policy=WritePolicy.APPLY,
+                          origin=Origin(file=m.source.file), stage=stage)
 
 
 @dataclass(slots=True)
@@ -311,20 +368,46 @@ def gate_refusal(cr: CustomResource, templates: Templates,
     return ""
 
 
+def dependency_refusal(cr: CustomResource,
+                       dependencies: Mapping[tuple[str, str], Sequence[CustomResource]],
+                       live: LiveView) -> str:
+    """Why the entry's dependsOn holds `cr` back ("" when it does not): a custom resource
+    of an entry it names with `healthy` (or `ready`) whose live Ready condition is not
+    True (absent, not applied yet, or not healthy: orksync.lifecycle.health). A custom
+    resource held back is neither rendered nor pruned; a later sync renders it once the
+    dependency is healthy. `started` waits for nothing: a sync applies the dependency's
+    kind with this one's."""
+    for name, state in cr.entry.depends_on:
+        if state != "healthy":
+            continue
+        for other in dependencies.get((cr.entry.katalog, name), ()):
+            found = live.get(other.ref)
+            conditions = ((found or {}).get("status") or {}).get("conditions") or []
+            ready = next((c for c in conditions if isinstance(c, Mapping)
+                          and c.get("type") == "Ready"), None)
+            if ready is None or ready.get("status") != "True":
+                why = "not applied yet" if found is None else \
+                    f"Ready is {(ready or {}).get('status') or 'not reported yet'}"
+                return (f"waiting: dependsOn {name}: {other.ref} is not healthy yet "
+                        f"({why}); rendered by a sync after it is")
+    return ""
+
+
 def render_custom_resource(cr: CustomResource, templates: Templates,
                            others: Sequence[CustomResource] = (), *,
                            scope: ClusterScope | None = None,
-                           live: LiveView | None = None) -> CrResult:
+                           live: LiveView | None = None,
+                           egress: Egress | None = None) -> CrResult:
     """`others`: the repository's custom resources, for `cross` reads; `scope`: what is
     known about the scope of kinds, and the strict switch (default: built-ins only);
     `live`: the cluster, for `.children`, `.status` and `.cross.<as>.status` (None:
-    offline)."""
+    offline); `egress`: makes the `external:` calls (None: none is made)."""
     origin = Origin(file=cr.source.file, katalog=cr.entry.katalog, crd=cr.entry.key,
                     cr=str(cr.ref))
     result = CrResult(resource=RenderedObject(ref=cr.ref, body=cr.body,
                                               policy=WritePolicy.APPLY, origin=origin,
                                               stage=STAGE_CR))
-    renderer = CrRenderer(cr, templates, origin, others, scope, live)
+    renderer = CrRenderer(cr, templates, origin, others, scope, live, egress)
     by_ref: dict[ObjRef, RenderedObject] = {}
     for block_name in BLOCKS:
         for obj in renderer.block(block_name):

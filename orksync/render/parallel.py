@@ -35,6 +35,7 @@ from orksync.render.engine import (
     Outcome,
     RenderPlan,
     crd_object,
+    plain_object,
     ref_key,
 )
 from orksync.render.templates import Clock, utc_now
@@ -85,7 +86,8 @@ def render_to_directory(catalog: Catalog, out_dir: Path, *, revision: str = "",
             return _render_slice(plan, writer, crs)
 
         merged = plan.merger()
-        entries = _write(ObjectWriter(tmp), [crd_object(m) for m in catalog.crds])
+        entries = _write(ObjectWriter(tmp), [*(crd_object(m) for m in catalog.crds),
+                                             *(plain_object(m) for m in catalog.plain)])
         crs = iter(catalog.crs)
         rejected: list[CustomResource] = []
 

@@ -4,7 +4,8 @@ clock reaches conditions only through the Katalog's Templates, the cluster only 
 an optional LiveView (orksync.render.children).
 
 The data templates see: the custom resource from the repository, plus `.cross`, `.ork`,
-`.inputs`, `.external` (always empty) and `.children` (orksync.render.children). With a
+`.inputs`, `.external` (the results of the blocks' calls in a live render with an
+egress, orksync.render.external; empty otherwise) and `.children` (orksync.render.children). With a
 LiveView (`orksync sync`, the agent, `orksync render --live`), `.status` is the custom
 resource's live status, `.cross.<as>.status` the live status of the other custom resource
 and `.children` holds the live objects; without one (an offline render) all three are
@@ -40,6 +41,14 @@ from orksync.render.children import PLACEHOLDER_KEY, LiveView, children_map
 from orksync.render.coercion import lookup, to_namespaces
 from orksync.render.conditions import Render, evaluate_conditions
 from orksync.render.cross import cross_data
+from orksync.render.external import (
+    Egress,
+    Request,
+    call_result,
+    host_refusal,
+    read_calls,
+    skipped_result,
+)
 from orksync.render.gotemplate import GoTemplateError
 from orksync.render.guard import (
     SCOPE_DIRECTIVE,
@@ -98,7 +107,8 @@ def cr_data(cr: CustomResource, *, deep: bool = True) -> dict[str, Any]:
 class CrRenderer:
     def __init__(self, cr: CustomResource, templates: Templates, origin: Origin,
                  others: Sequence[CustomResource] = (),
-                 scope: ClusterScope | None = None, live: LiveView | None = None) -> None:
+                 scope: ClusterScope | None = None, live: LiveView | None = None,
+                 egress: Egress | None = None) -> None:
         self.cr = cr
         self.cr_text = str(cr.ref)
         self.templates = templates
@@ -146,6 +156,48 @@ class CrRenderer:
         self.cr_name = str(meta["name"])
         self.cr_namespace = str(meta.get("namespace") or "")
         self.data["children"] = self.children(live)
+        self.calls_made = egress is not None
+        if any(isinstance(block, Mapping) and block.get("external")
+               for block in (self.box.get(name) for name in BLOCKS)):
+            self.data["external"] = self.external(egress)
+
+    def external(self, egress: Egress | None) -> dict[str, Any]:
+        """`.external`: the blocks' calls made in order (onReconcile's first), each
+        seeing the results before it (orksync.render.external). A call that failed
+        without `continueOnError`, a URL the egress allow-list refuses, a template error:
+        this custom resource's render error. Without `egress` (an offline render) no
+        call is made: each one's result is that of a call not made (`called: "false"`)."""
+        results: dict[str, Any] = {}
+        self.data["external"] = results
+        for block_name in ("onReconcile", "onCreate"):
+            block = self.box.get(block_name)
+            if not isinstance(block, Mapping) or not block.get("external"):
+                continue
+            calls = read_calls(block, block_name)
+            if isinstance(calls, tuple):
+                raise self.fail(*calls)
+            for call in calls:
+                if egress is None or ((call.when or call.or_) and not evaluate_conditions(
+                        self.data, call.when, call.or_, self.templates.render,
+                        clock=self.templates.clock)):
+                    results[call.name] = skipped_result()
+                    continue
+                try:
+                    url = self.templates.text(call.url, self.data).strip()
+                    body = self.templates.text(call.body, self.data)
+                except GoTemplateError as err:
+                    raise self.fail(call.path, f"template error: {err}") from err
+                refusal = host_refusal(call.url, url, self.cr.entry.external_hosts)
+                if refusal:
+                    raise self.fail(f"{call.path}.url", refusal)
+                result = call_result(call, egress.call(Request(
+                    method=call.method, url=url, headers=call.headers,
+                    body=body.encode("utf-8"), timeout=call.timeout)))
+                results[call.name] = result
+                if result["error"] and not call.continue_on_error:
+                    raise self.fail(call.path, f"external call {call.name!r} failed: "
+                                    f"{result['error']} (continueOnError is false)")
+        return results
 
     def children(self, live: LiveView | None) -> dict[str, Any]:
         """`.children`: the declared objects found live (offline: none, placeholders
@@ -258,9 +310,10 @@ class CrRenderer:
             if role == "placeholder":
                 self.warn(f"{name}.{key}", "is declared by Orkestra but not implemented "
                           "there or here; ignored")
-            elif role == "external":
-                self.warn(f"{name}.external", "HTTP calls are not made by orksync (a render "
-                          "is offline); .external.<name> is empty")
+            elif role == "external" and not self.calls_made:
+                self.warn(f"{name}.external", "HTTP calls are made in a live render only "
+                          "(sync, diff REPO, render --live, the agent); .external.<name> "
+                          "is empty in this one")
             elif role == "unknown":
                 raise self.fail(f"{name}.{key}", "unknown resource key")
 

@@ -74,6 +74,31 @@ def entry_problems(katalog: Katalog, entry: CrdEntry,
                     yield fail([*path, i], problem)
 
 
+def cross_warnings(katalog: Katalog) -> list[str]:
+    """One warning per `cross` item whose `crd` names no CRD entry of its Katalog: it never
+    finds anything (`.cross.<as>` is always not found), as in Orkestra, which says nothing.
+    Names the file, the line and the field."""
+    keys = {entry.key for entry in katalog.crds}
+    out: list[str] = []
+    for entry in katalog.crds:
+        items = entry.operator_box.get("cross")
+        for i, item in enumerate(items if isinstance(items, list) else []):
+            crd = item.get("crd") if isinstance(item, Mapping) else None
+            if not isinstance(crd, str) or not crd or crd in keys:
+                continue
+            path = entry.written_at(["operatorBox", "cross", i, "crd"])
+            line = locate(entry.source.path, entry.source.index,
+                          ["spec", "crds", entry.key, *path])
+            where = f"{entry.source.file}:{line}" if line else str(entry.source.file)
+            near = difflib.get_close_matches(crd, sorted(keys), n=1)
+            hint = f" (did you mean {near[0]!r}?)" if near else ""
+            out.append(f"{where} Katalog/{katalog.name} "
+                       f"{dotted([*entry.path.split('.'), *path])}: names {crd!r}, which is "
+                       f"not a CRD entry of this Katalog{hint}: .cross.{item.get('as')} "
+                       "never finds a custom resource")
+    return out
+
+
 def portability_warnings(katalog: Katalog, engine: TemplateEngine) -> list[str]:
     """One warning per template that calls one of orksync's own notes (`EXTENSIONS`):
     the Katalog renders here but does not load in Orkestra. Names the file, the line, the

@@ -25,7 +25,15 @@ from typing import Any, Concatenate, ParamSpec
 
 from orksync.errors import InputError, LoadError, RenderError
 from orksync.gcpause import gc_paused
-from orksync.model import ObjRef, Origin, RenderedObject, RenderedSet, Source, WritePolicy
+from orksync.model import (
+    ObjRef,
+    Origin,
+    RenderedObject,
+    RenderedSet,
+    Source,
+    WritePolicy,
+    is_plain,
+)
 from orksync.yamlio import dump_scalar, dump_yaml, load_document, read_file
 
 INDEX = "index.yaml"
@@ -41,6 +49,8 @@ def object_path(obj: RenderedObject) -> str:
     Every piece of the path comes from the object's identity, which the loader and the
     renderer validate; this is the last line of defence: a piece that could leave its
     directory (`..`, `/`, NUL, a leading dot) is refused, never written."""
+    if is_plain(obj):
+        return f"manifests/{_leaf(obj.ref)}"
     if obj.owner is None:
         return _own_path(obj.ref)
     return f"{_owner_dir(obj.owner)}/{_leaf(obj.ref)}"
