@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from orksync.apply.inventory import Inventory
     from orksync.apply.kube import Kube
     from orksync.apply.sync import SyncResult
+    from orksync.cluster.impersonation import Impersonation
     from orksync.katalog.model import Catalog
     from orksync.render.directory import DirectoryRender
 from orksync.logs import log_change, setup_logging, summary_line
@@ -61,6 +62,30 @@ def _add_sync_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--prune-crds", action="store_true",
                    help="also delete CRDs that left Git (deletes every custom resource of "
                         "them); off by default")
+    _add_service_account_flag(p)
+
+
+def _add_service_account_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--default-service-account", metavar="NAME",
+                   default=os.environ.get("ORKSYNC_DEFAULT_SERVICE_ACCOUNT", ""),
+                   help="write the children of every custom resource whose Katalog entry "
+                        "names no serviceAccountName as the ServiceAccount NAME of the custom "
+                        "resource's namespace (impersonation; docs/multi-tenancy.md) "
+                        "[ORKSYNC_DEFAULT_SERVICE_ACCOUNT]")
+
+
+def _impersonation(args: argparse.Namespace, catalog: Catalog | None) -> Impersonation:
+    """The --default-service-account and the repository's entries' serviceAccountName."""
+    from orksync.cluster.impersonation import Impersonation
+    from orksync.names import subdomain_problem
+
+    default = getattr(args, "default_service_account", "") or ""
+    problem = subdomain_problem(default) if default else None
+    if problem:
+        raise UsageError(f"--default-service-account: {problem}")
+    entries = [((e.api_version, e.kind), e.tenancy.service_account)
+               for k in (catalog.katalogs if catalog is not None else ()) for e in k.crds]
+    return Impersonation.of_entries(entries, default)
 
 
 def _add_adopt_flag(p: argparse.ArgumentParser) -> None:
@@ -406,7 +431,8 @@ def _sync(args: argparse.Namespace, rendered: RenderedSet, catalog: Catalog | No
             options=SyncOptions(apply=applier.options if applier is not None else
                                 _apply_options(args),
                                 allow_empty=args.allow_empty, prune_crds=args.prune_crds,
-                                adopt_inventory=args.adopt_inventory),
+                                adopt_inventory=args.adopt_inventory,
+                                impersonation=_impersonation(args, catalog)),
             on_change=_log_change, applier=applier, stored_inventory=inventory,
             source=source)
         if catalog is not None and not args.dry_run:
@@ -453,7 +479,8 @@ def _apply_directory(args: argparse.Namespace) -> int:
             kube = _kube(args)
         except Exception:  # made again, and reported, by _sync
             return
-        started.append(Applier(kube, _apply_options(args), on_change=_log_change))
+        started.append(Applier(kube, _apply_options(args), on_change=_log_change,
+                               impersonation=_impersonation(args, None)))
         started[0].prefetch(entries)
         inventory.append(prefetch_inventory(kube, args.name, args.inventory_namespace))
 
@@ -530,6 +557,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
         kube = _kube(args)
         try:
             hooks = None
+            catalog = None
             if (args.source / "index.yaml").is_file():
                 head: dict[str, object] = {}
                 rendered = read_rendered(args.source, head=head)
@@ -543,7 +571,8 @@ def cmd_diff(args: argparse.Namespace) -> int:
                 check_source(stored, source, name=args.name, namespace=args.inventory_namespace)
             result = diff_objects(kube, mark_for_cleanup(rendered, identity), PruneInputs(
                 stored=stored, inventory=identity, allow_empty=args.allow_empty,
-                prune_crds=args.prune_crds, hooks=hooks))
+                prune_crds=args.prune_crds, hooks=hooks),
+                impersonation=_impersonation(args, catalog))
         finally:
             kube.close()
     except OrksyncError as err:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from orksync.errors import UsageError
+from orksync.names import subdomain_problem
 
 if TYPE_CHECKING:
     from orksync.agent.runner import AgentConfig
@@ -119,6 +120,9 @@ def agent_config(args: argparse.Namespace) -> AgentConfig:
         verify = GitVerify(mode=VerifyMode(args.verify_signatures),
                            allowed_signers_file=args.allowed_signers_file,
                            keyring=args.gpg_keyring)
+    if args.default_service_account and subdomain_problem(args.default_service_account):
+        raise UsageError(f"--default-service-account: "
+                         f"{subdomain_problem(args.default_service_account)}")
     if not 0 <= args.shard < args.shards:
         raise UsageError(f"--shard {args.shard} is not in 0..{args.shards - 1}")
     suffix = f"-shard-{args.shard}-of-{args.shards}" if args.shards > 1 else ""
@@ -136,4 +140,5 @@ def agent_config(args: argparse.Namespace) -> AgentConfig:
                        strict_cluster_scope=args.strict_cluster_scope,
                        webhook_secret_file=args.webhook_secret_file,
                        allow_empty=args.allow_empty, prune_crds=args.prune_crds,
+                       default_service_account=args.default_service_account,
                        **identity)

@@ -50,6 +50,7 @@ from orksync.apply.sync import (
     sync_once,
 )
 from orksync.apply.transport import USER_AGENT
+from orksync.cluster.impersonation import Impersonation
 from orksync.errors import ClusterError, LeadershipLost, OrksyncError, SourceError
 from orksync.katalog.loader import load_repository
 from orksync.katalog.model import Catalog
@@ -93,6 +94,9 @@ class AgentConfig:
     webhook_secret_file: Path | None = None  # POST /hooks/git is served only with one
     allow_empty: bool = False  # an empty render may prune everything (as `sync`'s flag)
     prune_crds: bool = False  # CRDs that left Git are deleted (as `sync`'s flag)
+    # the ServiceAccount (in each custom resource's namespace) the children of entries
+    # without serviceAccountName are written as; "": the agent (orksync.cluster.impersonation)
+    default_service_account: str = ""
 
 
 @dataclass(slots=True)
@@ -305,7 +309,11 @@ class Agent:
             hooks=hook_renderers(self.state.catalog) if self.state.catalog else None,
             options=SyncOptions(apply=ApplyOptions(workers=self.config.workers),
                                 allow_empty=self.config.allow_empty,
-                                prune_crds=self.config.prune_crds),
+                                prune_crds=self.config.prune_crds,
+                                impersonation=Impersonation.of_entries(
+                                    (((e.api_version, e.kind), e.tenancy.service_account)
+                                     for k in self.state.catalog.katalogs for e in k.crds),
+                                    self.config.default_service_account)),
             on_change=lambda change: log_change(change, log),
             source=Source.of(self.config.repo_url, self.config.path))
         if self.state.catalog is not None:

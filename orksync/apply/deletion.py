@@ -49,6 +49,7 @@ from orksync.errors import ClusterError, InputError
 from orksync.model import Action, Change, ObjRef, RenderedObject
 
 if TYPE_CHECKING:
+    from orksync.cluster.impersonation import Identities
     from orksync.katalog.model import CrdEntry
 
 FINALIZER = "orksync.io/cleanup"
@@ -72,6 +73,9 @@ class DeletionOptions:
     field_manager: str = FIELD_MANAGER
     dry_run: bool = False
     inventory: str = ""  # the deleting sync root's identity (inventory_identity); see below
+    # as whom a custom resource's children are deleted and its onDelete written
+    # (orksync.cluster.impersonation); None: as the agent
+    identities: Identities | None = None
     clock: Callable[[], float] = time.monotonic
     sleep: Callable[[float], None] = time.sleep
 
@@ -115,19 +119,30 @@ def find_hooks(hooks: Mapping[tuple[str, str], OnDeleteRenderer], ref: ObjRef
 
 def delete_if_owned(kube: Kube, ref: ObjRef, owner: ObjRef | None, *,
                     propagation: str = "Background", dry_run: bool = False,
-                    inventory: str = "") -> Change:
+                    inventory: str = "", identities: Identities | None = None) -> Change:
     """GET, check ownership (skip with the reason; with `inventory`, an object another
     sync root wrote last is skipped too), DELETE with the UID just read as a precondition.
-    A missing object (or kind) is `deleted`: already gone."""
+    A missing object (or kind) is `deleted`: already gone. With `identities`, the GET and
+    the DELETE are sent as `owner`'s ServiceAccount."""
     return attempt_delete(kube, ref, owner, propagation=propagation, dry_run=dry_run,
-                          inventory=inventory)[0]
+                          inventory=inventory, identities=identities)[0]
+
+
+def children_kube(kube: Kube, owner: ObjRef | None, identities: Identities | None) -> Kube:
+    """The connection for the children of `owner` (orksync.cluster.impersonation); raises
+    ClusterError when their identity cannot be decided."""
+    if identities is None or owner is None:
+        return kube
+    return identities.kube_for(owner)
 
 
 def attempt_delete(kube: Kube, ref: ObjRef, owner: ObjRef | None, *,
                    propagation: str = "Background", dry_run: bool = False,
-                   inventory: str = "") -> tuple[Change, bool]:
+                   inventory: str = "", identities: Identities | None = None
+                   ) -> tuple[Change, bool]:
     """delete_if_owned, plus whether the object existed when read."""
     try:
+        kube = children_kube(kube, owner, identities)
         res = kube.resource(ref.api_version, ref.kind)
         live = kube.get_or_none(res, ref.namespace, ref.name)
     except ClusterError as err:
@@ -214,7 +229,8 @@ def finalize_custom_resource(kube: Kube, live: Mapping[str, Any],
         done = True
     else:
         try:
-            changes, done = run_on_delete(kube, live, hooks, options=options)
+            changes, done = run_on_delete(children_kube(kube, ref, options.identities), live,
+                                          hooks, options=options)
         except ClusterError as err:
             changes, done = [Change(ref=ref, action=Action.FAILED, message=err.detail)], False
     if done:
@@ -242,7 +258,7 @@ def cleanup_children(kube: Kube, owner: ObjRef, children: Sequence[InventoryEntr
     """Delete the owned children no owner reference covers (cluster-scoped ones and other
     namespaces, for a namespaced owner); the garbage collector takes the rest."""
     changes = [delete_if_owned(kube, child.ref, owner, dry_run=options.dry_run,
-                               inventory=options.inventory)
+                               inventory=options.inventory, identities=options.identities)
                for child in children
                if not owner_reference_allowed(owner, child.ref, bool(child.ref.namespace))]
     return changes, not any(c.action is Action.FAILED for c in changes)

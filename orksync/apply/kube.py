@@ -15,6 +15,7 @@ server-side apply wants plain dicts anyway.
 
 from __future__ import annotations
 
+import copy
 import functools
 import json
 import logging
@@ -141,6 +142,11 @@ class Kube:
         # is abandoned at its next request, read or write; orksync.agent.lease)
         self.gate: Callable[[], None] | None = None
         self.user_agent = ""  # sent instead of the transport's default when set
+        # `impersonating`: the user every request is sent as (Impersonate-User), and the
+        # Kube whose pool, discovery, counters and gate this one shares (itself if none)
+        self.as_user = ""
+        self._root = self
+        self._views: dict[str, Kube] = {}
 
     def sibling(self, *, timeout: float, retry: RetryPolicy | None = None,
                 pool_size: int = 2) -> Kube:
@@ -156,10 +162,30 @@ class Kube:
         other.user_agent = self.user_agent
         return other
 
+    def impersonating(self, user: str) -> Kube:
+        """This connection sending every request as `user` (the header Impersonate-User;
+        the API server then authorizes each request as that user, after checking that
+        this client may impersonate it). It shares this Kube's pool, discovery cache,
+        counters and gate: one more identity costs no connection. For a ServiceAccount
+        (`system:serviceaccount:<namespace>:<name>`) the API server adds its groups
+        itself (`system:serviceaccounts`, `system:serviceaccounts:<namespace>`) when no
+        Impersonate-Group is sent, so none is: sending them would need the right to
+        impersonate groups too. One view per user, made once."""
+        root = self._root
+        with root._lock:
+            view = root._views.get(user)
+            if view is None:
+                view = copy.copy(root)
+                view.as_user = user
+                view._views = {}
+                root._views[user] = view
+        return view
+
     def check_gate(self) -> None:
         """Raise what the gate raises (a long wait between requests asks this)."""
-        if self.gate is not None:
-            self.gate()
+        gate = self._root.gate
+        if gate is not None:
+            gate()
 
     @classmethod
     def from_kubeconfig(cls, path: str | Path | None = None, context: str | None = None,
@@ -233,7 +259,8 @@ class Kube:
         url = self._pool.prefix + path + query
         payload = None if body is None else _encode_json(body).encode()
         replayable = replay_safe(method, content_type, body)
-        gate = self.gate
+        root = self._root
+        gate = root.gate
         first = time.monotonic()
         retry = 0
         while True:
@@ -244,14 +271,19 @@ class Kube:
                 return outcome.status, (json.loads(outcome.data) if outcome.data else None)
             delay = self._retry_delay(outcome, retry + 1, first, replayable)
             if delay is None:
-                raise outcome.error(method, path, subject, retry + 1,
+                err = outcome.error(method, path, subject, retry + 1,
                                     ca_origin=self._ca_origin, outage=self._outage())
+                if self.as_user and outcome.status == 403:  # the identity, always named
+                    err = ClusterError(f"{err.detail} (sent as {self.as_user})",
+                                       subject=err.subject, status=err.status,
+                                       reason=err.reason)
+                raise err
             log.info("%s %s: %s; retry %d/%d in %.2fs", method, path, outcome.summary(),
                      retry + 1, self.retry.attempts - 1, delay)
             time.sleep(delay)
             retry += 1
-            with self._lock:
-                self.retries += 1
+            with root._lock:
+                root.retries += 1
 
     def get(self, res: Resource, namespace: str, name: str, *, subject: str = "") -> Any:
         return self.request("GET", res.path(namespace, name), subject=subject)
@@ -375,14 +407,17 @@ class Kube:
         headers = {"Accept": accept, "Content-Type": content_type}
         if self.user_agent:
             headers["User-Agent"] = self.user_agent
+        if self.as_user:
+            headers["Impersonate-User"] = self.as_user
         if self._credentials is not None:
             authorization = self._credentials.authorization()
             if authorization:
                 headers["Authorization"] = authorization
         elif self.api is not None:
             self.api.update_params_for_auth(headers, [], ["BearerToken"])
-        with self._lock:  # threads send at once (the prefetch, the stage's writes)
-            self.requests += 1
+        root = self._root
+        with root._lock:  # threads send at once (the prefetch, the stage's writes)
+            root.requests += 1
         started = time.monotonic()
         try:
             resp = self._pool.request(method, url, payload, headers, self.timeout)

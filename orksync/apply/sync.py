@@ -75,6 +75,7 @@ from orksync.apply.inventory import (
 from orksync.apply.kube import Kube
 from orksync.apply.live import LiveIndex
 from orksync.apply.prune import cleanup_absent, prune
+from orksync.cluster.impersonation import Identities, Impersonation
 from orksync.errors import ClusterError
 from orksync.model import (
     MANAGED_BY,
@@ -104,6 +105,9 @@ class SyncOptions:
     allow_orphaning_children: bool = False
     prune_crds: bool = False
     adopt_inventory: bool = False  # take over an inventory another source recorded
+    # as whom the children are written beyond the rendered custom resources' own
+    # serviceAccount directives (orksync.cluster.impersonation); None: nobody else
+    impersonation: Impersonation | None = None
 
 
 @dataclass(slots=True, kw_only=True)
@@ -173,9 +177,11 @@ def sync_once(kube: Kube, rendered: RenderedSet, *, inventory_name: str,
     dry_run = options.apply.dry_run
     manager = options.apply.field_manager
     identity = inventory_identity(inventory_name, inventory_namespace)
+    identities = Identities(kube, options.impersonation, rendered.objects)
     deletion = dataclasses.replace(options.deletion, field_manager=manager, dry_run=dry_run,
-                                   inventory=identity)
-    applier = applier or Applier(kube, options.apply, on_change=on_change)
+                                   inventory=identity, identities=identities)
+    applier = applier or Applier(kube, options.apply, on_change=on_change,
+                                 impersonation=options.impersonation)
     if not applier.prefetching:  # the apply's LISTs go out now, while the inventory is read
         applier.prefetch(rendered)
     try:
@@ -185,7 +191,7 @@ def sync_once(kube: Kube, rendered: RenderedSet, *, inventory_name: str,
             check_source(old, source, name=inventory_name, namespace=inventory_namespace)
         prepared = mark_for_cleanup(rendered, identity)
         scaler = Autoscaler(kube, prepared.objects, now=options.apply.clock,
-                            dry_run=dry_run, on_change=on_change)
+                            dry_run=dry_run, on_change=on_change, identities=identities)
         scaled = scaler.before_apply()
     except BaseException:
         applier.discard_prefetch()
@@ -213,7 +219,8 @@ def sync_once(kube: Kube, rendered: RenderedSet, *, inventory_name: str,
     if not plan.halted and absent:
         claimed = {o.ref for o in rendered.objects} | old.refs()
         cleaned = cleanup_absent(kube, absent, claimed=claimed, dry_run=dry_run,
-                                 on_change=on_change, inventory=identity)
+                                 on_change=on_change, inventory=identity,
+                                 identities=identities)
         changes.extend(cleaned.changes)
         deleted += cleaned.counts()[Action.DELETED]
     inventory = inventory.with_source(source or old.source)

@@ -24,7 +24,15 @@ from orksync.katalog.model import (
     CrdManifest,
     CustomResource,
 )
-from orksync.model import ObjRef, Origin, RenderedObject, RenderedSet, WritePolicy, copy_tree
+from orksync.model import (
+    SERVICE_ACCOUNT_DIRECTIVE,
+    ObjRef,
+    Origin,
+    RenderedObject,
+    RenderedSet,
+    WritePolicy,
+    copy_tree,
+)
 from orksync.render.children import LiveView
 from orksync.render.conditions import evaluate_conditions
 from orksync.render.gotemplate import GoTemplateError
@@ -321,9 +329,12 @@ def render_custom_resource(cr: CustomResource, templates: Templates,
     offline)."""
     origin = Origin(file=cr.source.file, katalog=cr.entry.katalog, crd=cr.entry.key,
                     cr=str(cr.ref))
-    result = CrResult(resource=RenderedObject(ref=cr.ref, body=cr.body,
-                                              policy=WritePolicy.APPLY, origin=origin,
-                                              stage=STAGE_CR))
+    account = cr.entry.tenancy.service_account
+    if account and "/" not in account:  # the loader refused it for a cluster-scoped kind
+        account = f"{cr.ref.namespace}/{account}"
+    result = CrResult(resource=RenderedObject(
+        ref=cr.ref, body=cr.body, policy=WritePolicy.APPLY, origin=origin, stage=STAGE_CR,
+        directives={SERVICE_ACCOUNT_DIRECTIVE: account} if account else {}))
     renderer = CrRenderer(cr, templates, origin, others, scope, live)
     by_ref: dict[ObjRef, RenderedObject] = {}
     for block_name in BLOCKS:

@@ -1,0 +1,1 @@
+"""The connection to the cluster and the identities requests are sent as."""

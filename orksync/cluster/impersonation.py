@@ -1,0 +1,98 @@
+"""Who the requests about a custom resource's children are sent as (docs/multi-tenancy.md,
+the second wall). I/O free: it hands out `Kube` views, it sends nothing itself.
+
+A Katalog entry's `serviceAccountName` (orksync.katalog.tenancy) reaches the apply as the
+directive `serviceAccount: <namespace>/<name>` on each of its rendered custom resources
+(the rendered directory's index carries it, so `orksync apply DIR` honours it too). The
+agent's `--default-service-account NAME` names the ServiceAccount NAME in the custom
+resource's own namespace for every custom resource whose entry names none, as Flux's
+lockdown does. Everything written, deleted or read for one custom resource's children
+(apply, create, delete, recreate, rollout, autoscale, Secrets and what they copy, onDelete,
+prune, the absent cleanup, the diff's dry runs) then goes out with
+`Impersonate-User: system:serviceaccount:<namespace>:<name>`, so the cluster's RBAC
+decides it as it would for that ServiceAccount. CRDs, the custom resources themselves
+(their finalizer and status), the inventory and Events stay the agent's.
+
+A custom resource that left the render (its teardown, its children's prune) is written as
+its entry's ServiceAccount when the repository still has the entry, else as the default;
+a cluster-scoped custom resource has no namespace for the default's name: its children
+then fail with an error saying so rather than being written as the agent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from orksync.apply.kube import Kube
+from orksync.errors import ClusterError
+from orksync.model import SERVICE_ACCOUNT_DIRECTIVE, ObjRef, RenderedObject
+
+__all__ = ["Identities", "Impersonation", "service_account_user"]
+
+Kind = tuple[str, str]  # (apiVersion, kind)
+
+
+def service_account_user(account: str) -> str:
+    """The user name of a ServiceAccount `namespace/name`, as the API server knows it."""
+    namespace, _, name = account.partition("/")
+    return f"system:serviceaccount:{namespace}:{name}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Impersonation:
+    """The settings: `default`, the ServiceAccount name of --default-service-account
+    ("": the agent's own identity); `by_kind`, each custom resource kind's entry
+    serviceAccountName as written (`name` or `namespace/name`), for custom resources no
+    longer rendered."""
+
+    default: str = ""
+    by_kind: Mapping[Kind, str] = field(default_factory=dict)
+
+    @classmethod
+    def of_entries(cls, entries: Iterable[tuple[Kind, str]], default: str = ""
+                   ) -> Impersonation:
+        return cls(default=default, by_kind={kind: name for kind, name in entries if name})
+
+
+class Identities:
+    """One run's answer to "as whom are this custom resource's children written": from
+    the rendered custom resources' directives, then `Impersonation`."""
+
+    def __init__(self, kube: Kube, impersonation: Impersonation | None = None,
+                 rendered: Iterable[RenderedObject] = ()) -> None:
+        self.kube = kube
+        self.settings = impersonation or Impersonation()
+        self.accounts: dict[ObjRef, str] = {
+            o.ref: str(o.directives[SERVICE_ACCOUNT_DIRECTIVE]) for o in rendered
+            if o.owner is None and o.directives.get(SERVICE_ACCOUNT_DIRECTIVE)}
+
+    def account(self, owner: ObjRef) -> str:
+        """`namespace/name` of the ServiceAccount `owner`'s children are written as; ""
+        for the agent's own identity. Raises ClusterError when the default applies to a
+        cluster-scoped custom resource (no namespace to find it in)."""
+        account = self.accounts.get(owner)
+        if account:
+            return account
+        named = self.settings.by_kind.get((owner.api_version, owner.kind), "")
+        if "/" in named:
+            return named
+        name = named or self.settings.default
+        if not name:
+            return ""
+        if not owner.namespace:
+            raise ClusterError(
+                f"the ServiceAccount {name!r} is looked up in the custom resource's "
+                "namespace, and this custom resource is cluster-scoped: give its Katalog "
+                "entry serviceAccountName: <namespace>/<name>; nothing of it is written "
+                "as the agent", subject=str(owner), status=403, reason="Forbidden")
+        return f"{owner.namespace}/{name}"
+
+    def kube_for(self, owner: ObjRef | None) -> Kube:
+        """The connection for an object owned by `owner` (None: a CRD or a custom
+        resource, the agent's own)."""
+        if owner is None:
+            return self.kube
+        account = self.account(owner)
+        return self.kube.impersonating(service_account_user(account)) if account else \
+            self.kube
