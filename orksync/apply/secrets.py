@@ -215,7 +215,7 @@ def roll_readers(kube: Kube, secrets: list[dict[str, Any]],
                                            label_selector=MANAGED_SELECTOR))
             except ClusterError as err:
                 if err.status in (403, 404):
-                    # not served, or not ours to read (deploy/clusterrole.yaml grants no
+                    # not served, or not ours to read (deploy/base/clusterrole.yaml grants no
                     # DaemonSets: no Katalog key makes one): orksync wrote none of them
                     log.debug("%s %s not listed to roll: %s", api_version, kind, err)
                     continue
