@@ -83,9 +83,7 @@ def _impersonation(args: argparse.Namespace, catalog: Catalog | None) -> Imperso
     problem = subdomain_problem(default) if default else None
     if problem:
         raise UsageError(f"--default-service-account: {problem}")
-    entries = [((e.api_version, e.kind), e.tenancy.service_account)
-               for k in (catalog.katalogs if catalog is not None else ()) for e in k.crds]
-    return Impersonation.of_entries(entries, default)
+    return Impersonation.of_catalog(catalog, default)
 
 
 def _add_adopt_flag(p: argparse.ArgumentParser) -> None:
@@ -165,6 +163,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="kubeconfig file for --live (default: $KUBECONFIG, then "
                         "~/.kube/config)")
     p.add_argument("--context", default=None, help="kubeconfig context for --live")
+    _add_service_account_flag(p)
     p.add_argument("-j", "--jobs", type=_positive, default=None,
                    help="processes that load and render (default: the CPUs available "
                         "within the cgroup's CPU quota, at most 8; a render with --live uses "
@@ -296,9 +295,11 @@ def _directory_source(out_dir: Path, head: dict[str, object]) -> Source | None:
     return None
 
 
-def _render(repo: Path, args: argparse.Namespace,
-            kube: Kube | None = None) -> tuple[RenderedSet, str, Catalog]:
-    """Load and render REPO; with `kube`, against the live cluster (orksync.render.children)."""
+def _render(repo: Path, args: argparse.Namespace, kube: Kube | None = None, *,
+            read_as: bool = False) -> tuple[RenderedSet, str, Catalog]:
+    """Load and render REPO; with `kube`, against the live cluster (orksync.render.children);
+    `read_as`: each custom resource's children read as its ServiceAccount, as the sync
+    writes them (`diff`, `render --live`; orksync.cluster.impersonation)."""
     from orksync.apply.sync import render_live
     from orksync.render.engine import render_catalog
     from orksync.source import local_revision
@@ -309,7 +310,8 @@ def _render(repo: Path, args: argparse.Namespace,
     progress().phase("render", len(catalog.crs), "custom resources")
     rendered = render_catalog(catalog, strict_cluster_scope=strict,
                               progress=progress().advance) if kube is None else \
-        render_live(kube, catalog, strict_cluster_scope=strict, progress=progress().advance)
+        render_live(kube, catalog, strict_cluster_scope=strict, progress=progress().advance,
+                    read_as=_impersonation(args, catalog) if read_as else None)
     progress().finish()
     _log_problems(rendered)
     return rendered, local_revision(repo), catalog
@@ -338,7 +340,7 @@ def cmd_render(args: argparse.Namespace) -> int:
 
         kube = _kube(args)
         try:
-            rendered, revision, _ = _render(args.repo, args, kube)
+            rendered, revision, _ = _render(args.repo, args, kube, read_as=True)
         finally:
             kube.close()
         out = write_rendered(rendered, args.output, revision=revision,
@@ -439,7 +441,8 @@ def _sync(args: argparse.Namespace, rendered: RenderedSet, catalog: Catalog | No
             from orksync.apply.events import report_sync  # the template engines: not for apply
 
             progress().phase("status")
-            report_sync(kube, catalog, rendered, result.changes, revision=revision)
+            report_sync(kube, catalog, rendered, result.changes, revision=revision,
+                        impersonation=_impersonation(args, catalog))
     finally:
         kube.close()
         progress().finish()
@@ -563,7 +566,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
                 rendered = read_rendered(args.source, head=head)
                 source = _directory_source(args.source, head)
             else:
-                rendered, _, catalog = _render(args.source, args, kube)
+                rendered, _, catalog = _render(args.source, args, kube, read_as=True)
                 source = _local_source(args.source)
                 hooks = hook_renderers(catalog)
             stored = read_inventory(kube, args.name, args.inventory_namespace)

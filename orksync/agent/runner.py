@@ -303,6 +303,8 @@ class Agent:
         rendered = shard_filter(rendered, self.config.shard, self.config.shards)
         self.state.rendered = rendered
         start = time.monotonic()
+        impersonation = Impersonation.of_catalog(self.state.catalog,
+                                                 self.config.default_service_account)
         result = sync_once(
             self.kube, rendered, inventory_name=self.config.name,
             inventory_namespace=self.config.inventory_namespace,
@@ -310,10 +312,7 @@ class Agent:
             options=SyncOptions(apply=ApplyOptions(workers=self.config.workers),
                                 allow_empty=self.config.allow_empty,
                                 prune_crds=self.config.prune_crds,
-                                impersonation=Impersonation.of_entries(
-                                    (((e.api_version, e.kind), e.tenancy.service_account)
-                                     for k in self.state.catalog.katalogs for e in k.crds),
-                                    self.config.default_service_account)),
+                                impersonation=impersonation),
             on_change=lambda change: log_change(change, log),
             source=Source.of(self.config.repo_url, self.config.path))
         if self.state.catalog is not None:
@@ -322,7 +321,8 @@ class Agent:
                 catalog = dataclasses.replace(catalog, crs=tuple(
                     cr for cr in catalog.crs
                     if shard_of(cr.ref, self.config.shards) == self.config.shard))
-            report_sync(self.kube, catalog, rendered, result.changes, revision=revision.sha)
+            report_sync(self.kube, catalog, rendered, result.changes, revision=revision.sha,
+                        impersonation=impersonation)
         for change in result.changes.changes:
             self.metrics.objects.labels(action=change.action.value).inc()
         log.info(summary_line("sync", result.changes, revision=revision.sha,

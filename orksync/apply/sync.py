@@ -75,7 +75,7 @@ from orksync.apply.inventory import (
 from orksync.apply.kube import Kube
 from orksync.apply.live import LiveIndex
 from orksync.apply.prune import cleanup_absent, prune
-from orksync.cluster.impersonation import Identities, Impersonation
+from orksync.cluster.impersonation import Identities, Impersonation, ReadAs
 from orksync.errors import ClusterError
 from orksync.model import (
     MANAGED_BY,
@@ -92,6 +92,7 @@ from orksync.model import (
 if TYPE_CHECKING:
     from orksync.apply.hooks import HookRenderer
     from orksync.katalog.model import Catalog
+    from orksync.render.children import LiveView
     from orksync.render.templates import Clock
 
 log = logging.getLogger(__name__)
@@ -144,12 +145,18 @@ def hook_renderers(catalog: Catalog, *, clock: Clock | None = None
 
 def render_live(kube: Kube, catalog: Catalog, *, clock: Clock | None = None,
                 strict_cluster_scope: bool = False,
-                progress: Callable[[int], None] | None = None) -> RenderedSet:
-    """The render of a sync: `catalog` against the live cluster (see the module doc)."""
+                progress: Callable[[int], None] | None = None,
+                read_as: Impersonation | None = None) -> RenderedSet:
+    """The render of a sync: `catalog` against the live cluster (see the module doc), read
+    as the agent. `read_as`: each custom resource's `.children` read as the ServiceAccount
+    its children are written as (orksync.cluster.impersonation.ReadAs), for `orksync diff`
+    and `render --live`, which show what that identity sees."""
     from orksync.render.engine import render_catalog
     from orksync.render.templates import utc_now
 
-    return render_catalog(catalog, clock=clock or utc_now, live=LiveIndex(kube, strict=True),
+    live: LiveView = LiveIndex(kube, strict=True) if read_as is None else \
+        ReadAs(Identities(kube, read_as))
+    return render_catalog(catalog, clock=clock or utc_now, live=live,
                           strict_cluster_scope=strict_cluster_scope, progress=progress)
 
 

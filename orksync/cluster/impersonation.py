@@ -21,14 +21,20 @@ then fail with an error saying so rather than being written as the agent.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from orksync.apply.kube import Kube
+from orksync.apply.live import LiveIndex
 from orksync.errors import ClusterError
 from orksync.model import SERVICE_ACCOUNT_DIRECTIVE, ObjRef, RenderedObject
 
-__all__ = ["Identities", "Impersonation", "service_account_user"]
+if TYPE_CHECKING:
+    from orksync.katalog.model import Catalog
+
+__all__ = ["Identities", "Impersonation", "ReadAs", "service_account_user"]
 
 Kind = tuple[str, str]  # (apiVersion, kind)
 
@@ -50,9 +56,11 @@ class Impersonation:
     by_kind: Mapping[Kind, str] = field(default_factory=dict)
 
     @classmethod
-    def of_entries(cls, entries: Iterable[tuple[Kind, str]], default: str = ""
-                   ) -> Impersonation:
-        return cls(default=default, by_kind={kind: name for kind, name in entries if name})
+    def of_catalog(cls, catalog: Catalog | None, default: str = "") -> Impersonation:
+        """`default` and the serviceAccountName of every CRD entry of `catalog`."""
+        entries = [e for k in (catalog.katalogs if catalog is not None else ()) for e in k.crds]
+        return cls(default=default, by_kind={(e.api_version, e.kind): e.tenancy.service_account
+                                             for e in entries if e.tenancy.service_account})
 
 
 class Identities:
@@ -66,12 +74,15 @@ class Identities:
         self.accounts: dict[ObjRef, str] = {
             o.ref: str(o.directives[SERVICE_ACCOUNT_DIRECTIVE]) for o in rendered
             if o.owner is None and o.directives.get(SERVICE_ACCOUNT_DIRECTIVE)}
+        self._indexes: dict[tuple[str, bool], LiveIndex] = {}
+        self._lock = threading.Lock()
 
-    def account(self, owner: ObjRef) -> str:
+    def account(self, owner: ObjRef, directive: str = "") -> str:
         """`namespace/name` of the ServiceAccount `owner`'s children are written as; ""
-        for the agent's own identity. Raises ClusterError when the default applies to a
-        cluster-scoped custom resource (no namespace to find it in)."""
-        account = self.accounts.get(owner)
+        for the agent's own identity. `directive`: the custom resource's own (a render in
+        progress has no rendered set yet). Raises ClusterError when the default applies
+        to a cluster-scoped custom resource (no namespace to find it in)."""
+        account = directive or self.accounts.get(owner)
         if account:
             return account
         named = self.settings.by_kind.get((owner.api_version, owner.kind), "")
@@ -88,11 +99,47 @@ class Identities:
                 "as the agent", subject=str(owner), status=403, reason="Forbidden")
         return f"{owner.namespace}/{name}"
 
-    def kube_for(self, owner: ObjRef | None) -> Kube:
+    def kube_for(self, owner: ObjRef | None, directive: str = "") -> Kube:
         """The connection for an object owned by `owner` (None: a CRD or a custom
         resource, the agent's own)."""
         if owner is None:
             return self.kube
-        account = self.account(owner)
+        account = self.account(owner, directive)
         return self.kube.impersonating(service_account_user(account)) if account else \
             self.kube
+
+    def index_for(self, owner: ObjRef, *, strict: bool = False, directive: str = ""
+                  ) -> LiveIndex | None:
+        """The children of `owner` as its ServiceAccount sees them: one LiveIndex per
+        ServiceAccount, listing per namespace (a tenant's RBAC is usually granted per
+        namespace); None for the agent's own identity (the caller's cluster-wide index)."""
+        account = self.account(owner, directive)
+        if not account:
+            return None
+        with self._lock:
+            index = self._indexes.get((account, strict))
+            if index is None:
+                index = self._indexes[(account, strict)] = LiveIndex(
+                    self.kube.impersonating(service_account_user(account)), strict=strict,
+                    by_namespace=True)
+        return index
+
+
+class ReadAs:
+    """The LiveView of a render that reads as the sync writes (`orksync diff`, `orksync
+    render --live`): the custom resources themselves and `cross` through the agent's
+    index, each custom resource's `.children` (`for_children`) as its ServiceAccount, so
+    that a render shows nothing of a child its ServiceAccount may not read (a LIST it is
+    refused fails that custom resource's render, strict, as any failed read does)."""
+
+    def __init__(self, identities: Identities) -> None:
+        self.identities = identities
+        self.agent = LiveIndex(identities.kube, strict=True)
+
+    def get(self, ref: ObjRef, selector: str = "") -> dict[str, Any] | None:
+        return self.agent.get(ref, selector)
+
+    def for_children(self, owner: ObjRef, directive: str) -> LiveIndex:
+        """Raises ClusterError when `owner`'s identity cannot be decided."""
+        return self.identities.index_for(owner, strict=True, directive=directive) or \
+            self.agent

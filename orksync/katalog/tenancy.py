@@ -33,7 +33,7 @@ from typing import Any
 from orksync.names import label_problem, subdomain_problem
 
 __all__ = ["CLUSTER_KINDS_FIELD", "GUARD_FIELDS", "SERVICE_ACCOUNT_FIELD", "Tenancy",
-           "tenancy_of"]
+           "service_account_of", "tenancy_of"]
 
 GUARD_FIELDS = ("allowedNamespaces", "restrictedNamespaces")
 CLUSTER_KINDS_FIELD = "allowedClusterScopedKinds"
@@ -94,6 +94,15 @@ def tenancy_of(katalog: Mapping[str, Any], entry: Mapping[str, Any],
     return (Tenancy(allowed_namespaces=tuple(merged["allowedNamespaces"]),
                     restricted_namespaces=tuple(merged["restrictedNamespaces"]),
                     cluster_scoped_kinds=kinds, service_account=account or ""), problems)
+
+
+def service_account_of(tenancy: Tenancy, namespace: str) -> str:
+    """`namespace/name` of the entry's ServiceAccount for a custom resource of
+    `namespace`; "" when the entry names none."""
+    account = tenancy.service_account
+    if account and "/" not in account:  # refused at load for a cluster-scoped kind
+        account = f"{namespace}/{account}"
+    return account
 
 
 def _account_problem(value: Any, namespaced: bool) -> str | None:

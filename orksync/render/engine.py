@@ -24,6 +24,7 @@ from orksync.katalog.model import (
     CrdManifest,
     CustomResource,
 )
+from orksync.katalog.tenancy import service_account_of
 from orksync.model import (
     SERVICE_ACCOUNT_DIRECTIVE,
     ObjRef,
@@ -329,9 +330,7 @@ def render_custom_resource(cr: CustomResource, templates: Templates,
     offline)."""
     origin = Origin(file=cr.source.file, katalog=cr.entry.katalog, crd=cr.entry.key,
                     cr=str(cr.ref))
-    account = cr.entry.tenancy.service_account
-    if account and "/" not in account:  # the loader refused it for a cluster-scoped kind
-        account = f"{cr.ref.namespace}/{account}"
+    account = service_account_of(cr.entry.tenancy, cr.ref.namespace)
     result = CrResult(resource=RenderedObject(
         ref=cr.ref, body=cr.body, policy=WritePolicy.APPLY, origin=origin, stage=STAGE_CR,
         directives={SERVICE_ACCOUNT_DIRECTIVE: account} if account else {}))
