@@ -66,7 +66,7 @@ def _add_sync_flags(p: argparse.ArgumentParser) -> None:
 
 
 def _add_service_account_flag(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--default-service-account", metavar="NAME",
+    p.add_argument("--default-service-account", metavar="NAME", type=_account_name,
                    default=os.environ.get("ORKSYNC_DEFAULT_SERVICE_ACCOUNT", ""),
                    help="write the children of every custom resource whose Katalog entry "
                         "names no serviceAccountName as the ServiceAccount NAME of the custom "
@@ -74,16 +74,21 @@ def _add_service_account_flag(p: argparse.ArgumentParser) -> None:
                         "[ORKSYNC_DEFAULT_SERVICE_ACCOUNT]")
 
 
+def _account_name(text: str) -> str:
+    """A ServiceAccount name (or "": none) for argparse."""
+    from orksync.names import subdomain_problem
+
+    problem = subdomain_problem(text) if text else None
+    if problem:
+        raise argparse.ArgumentTypeError(problem)
+    return text
+
+
 def _impersonation(args: argparse.Namespace, catalog: Catalog | None) -> Impersonation:
     """The --default-service-account and the repository's entries' serviceAccountName."""
     from orksync.cluster.impersonation import Impersonation
-    from orksync.names import subdomain_problem
 
-    default = getattr(args, "default_service_account", "") or ""
-    problem = subdomain_problem(default) if default else None
-    if problem:
-        raise UsageError(f"--default-service-account: {problem}")
-    return Impersonation.of_catalog(catalog, default)
+    return Impersonation.of_catalog(catalog, getattr(args, "default_service_account", ""))
 
 
 def _add_adopt_flag(p: argparse.ArgumentParser) -> None:

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from orksync.errors import UsageError
-from orksync.names import subdomain_problem
 
 if TYPE_CHECKING:
     from orksync.agent.runner import AgentConfig
@@ -120,9 +119,6 @@ def agent_config(args: argparse.Namespace) -> AgentConfig:
         verify = GitVerify(mode=VerifyMode(args.verify_signatures),
                            allowed_signers_file=args.allowed_signers_file,
                            keyring=args.gpg_keyring)
-    if args.default_service_account and subdomain_problem(args.default_service_account):
-        raise UsageError(f"--default-service-account: "
-                         f"{subdomain_problem(args.default_service_account)}")
     if not 0 <= args.shard < args.shards:
         raise UsageError(f"--shard {args.shard} is not in 0..{args.shards - 1}")
     suffix = f"-shard-{args.shard}-of-{args.shards}" if args.shards > 1 else ""

@@ -439,7 +439,7 @@ class Applier:
                       (obj.ref.kind == "Secret" and obj.ref.api_version == "v1") or
                       (obj.owner is not None and not res.namespaced)):
             return None
-        refused = self._tenancy_refusal(kube, obj, res, live)
+        refused = self._tenancy_refusal(obj, res, live)
         if refused:
             return Change(ref=obj.ref, action=Action.SKIPPED, message=refused)
         body = self._desired(obj, res, run)
@@ -496,7 +496,7 @@ class Applier:
             action = Action.CONFIGURED
         return Change(ref=obj.ref, action=action)
 
-    def _tenancy_refusal(self, kube: Kube, obj: RenderedObject, res: Resource,
+    def _tenancy_refusal(self, obj: RenderedObject, res: Resource,
                          live: Mapping[ObjRef, dict[str, Any]]) -> str | None:
         """The tenancy rules only the cluster can decide (docs/multi-tenancy.md), for a
         child that discovery says is cluster-scoped: the render's refusal for a kind whose
@@ -509,7 +509,9 @@ class Applier:
         if obj.policy is not WritePolicy.APPLY:
             return None  # written only when missing
         ref = dataclasses.replace(obj.ref, namespace="")
-        current = live.get(ref) or kube.get_or_none(res, "", ref.name)
+        # read as the agent, like the stage's LISTs: this is orksync's own check (the first
+        # wall), made before the write goes out as the child's identity (the second)
+        current = live.get(ref) or self.kube.get_or_none(res, "", ref.name)
         annotations = ((current or {}).get("metadata") or {}).get("annotations") or {}
         owner = annotations.get(OWNER_ANNOTATION)
         if current is None or owner == str(obj.owner):

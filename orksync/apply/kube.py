@@ -584,8 +584,11 @@ def _error(status: int, data: bytes, method: str, path: str, subject: str, *,
         message = str(doc.get("message") or "")
     except (ValueError, AttributeError):
         message = data[:MAX_MESSAGE].decode("utf-8", "replace")
-    if len(message) > MAX_MESSAGE:
-        message = message[:MAX_MESSAGE] + "..."
+    # a refusal is the API server's own sentence naming the user, the verb, the resource
+    # and the object (no request body in it): cut, it would lose what it is for
+    limit = MAX_MESSAGE * 3 if status == 403 else MAX_MESSAGE
+    if len(message) > limit:
+        message = message[:limit] + "..."
     text = f"{method} failed: {status} {reason}: {message}".replace(": :", ":") + suffix
     return ClusterError(text, subject=subject or path, status=status, reason=reason)
 

@@ -38,13 +38,16 @@ class LiveIndex:
 
     `by_namespace`: one LIST per kind and namespace instead (cluster-scoped kinds still
     cluster-wide): the view of an impersonated tenant (orksync.cluster.impersonation),
-    whose RBAC is usually granted per namespace."""
+    whose RBAC is usually granted per namespace. `hide_forbidden`: a LIST the API server
+    refuses (403) is a kind of which this identity sees nothing, even when `strict`: for
+    views that only show (`orksync diff`, `render --live`), never for one a sync acts on."""
 
-    def __init__(self, kube: Kube, *, strict: bool = False, by_namespace: bool = False
-                 ) -> None:
+    def __init__(self, kube: Kube, *, strict: bool = False, by_namespace: bool = False,
+                 hide_forbidden: bool = False) -> None:
         self.kube = kube
         self.strict = strict
         self.by_namespace = by_namespace
+        self.hide_forbidden = hide_forbidden
         self._lists: dict[tuple[str, str, str, str], dict[ObjRef, dict[str, Any]]] = {}
         self._errors: dict[tuple[str, str, str, str], ClusterError] = {}
         self._lock = threading.Lock()
@@ -68,7 +71,8 @@ class LiveIndex:
                                        label_selector=selector or None):
                 items[ObjRef.of(item)] = item
         except ClusterError as err:
-            if self.strict and err.status != 404:
+            if self.strict and err.status != 404 and not (
+                    self.hide_forbidden and err.status == 403):
                 self._errors[key] = err
             log.debug("cannot list %s %s: %s", ref.api_version, ref.kind, err)
             return {}

@@ -112,7 +112,9 @@ class Identities:
                   ) -> LiveIndex | None:
         """The children of `owner` as its ServiceAccount sees them: one LiveIndex per
         ServiceAccount, listing per namespace (a tenant's RBAC is usually granted per
-        namespace); None for the agent's own identity (the caller's cluster-wide index)."""
+        namespace), a kind it may not list being one of which it sees nothing; None for
+        the agent's own identity (the caller's cluster-wide index). For views that show
+        (status, diff, render --live): a sync's decisions never rest on it."""
         account = self.account(owner, directive)
         if not account:
             return None
@@ -121,7 +123,7 @@ class Identities:
             if index is None:
                 index = self._indexes[(account, strict)] = LiveIndex(
                     self.kube.impersonating(service_account_user(account)), strict=strict,
-                    by_namespace=True)
+                    by_namespace=True, hide_forbidden=True)
         return index
 
 
@@ -129,8 +131,9 @@ class ReadAs:
     """The LiveView of a render that reads as the sync writes (`orksync diff`, `orksync
     render --live`): the custom resources themselves and `cross` through the agent's
     index, each custom resource's `.children` (`for_children`) as its ServiceAccount, so
-    that a render shows nothing of a child its ServiceAccount may not read (a LIST it is
-    refused fails that custom resource's render, strict, as any failed read does)."""
+    that a render shows nothing of a child its ServiceAccount may not read: a kind it may
+    not list is one of which it sees nothing (any other failed read fails the render of
+    that custom resource, strict, as in a sync)."""
 
     def __init__(self, identities: Identities) -> None:
         self.identities = identities
