@@ -24,7 +24,7 @@ from orksync.apply.sync import hook_renderers, mark_for_cleanup, render_live, sy
 from orksync.cluster.impersonation import Identities, Impersonation
 from orksync.errors import ClusterError
 from orksync.katalog.loader import load_repository
-from orksync.model import Action, ObjRef
+from orksync.model import Action
 from orksync.render.engine import render_catalog
 from orksync.testing.controlplane import ControlPlane
 from tests.helpers import CRD, REPO_EXAMPLE, widget, write_repo
