@@ -235,6 +235,58 @@ def test_a_prune_deletes_as_the_service_account_and_fails_where_it_may_not(
     assert changes_of(third, ref("v1", "ConfigMap", "b-extra", b))[0].action is Action.FAILED
 
 
+def test_a_custom_resource_leaving_git_is_torn_down_as_the_service_account_that_wrote_it(
+        kube: Kube, control_plane: ControlPlane, cluster: Cluster, tmp_path: Path) -> None:
+    """Its cluster-scoped child (which no owner reference covers: the teardown deletes it)
+    goes as the ServiceAccount recorded in the inventory, though the custom resource and
+    its Katalog entry's serviceAccountName left Git together."""
+    a = cluster.namespace("ta")
+    allow(kube, a, CONFIGMAPS_ONLY)
+    reader = ref(RBAC, "ClusterRole", f"{a}-reader")
+    cluster.cluster_scoped += [reader, ref(RBAC, "ClusterRole", f"{a}-tenant"),
+                               ref(RBAC, "ClusterRoleBinding", f"{a}-tenant")]
+    kube.apply(kube.resource(RBAC, "ClusterRole"), {  # tenant a may manage that one
+        "apiVersion": RBAC, "kind": "ClusterRole", "metadata": {"name": f"{a}-tenant"},
+        "rules": [{"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["clusterroles"],
+                   "resourceNames": [f"{a}-reader"],
+                   "verbs": ["get", "create", "update", "patch", "delete"]},
+                  {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["clusterroles"],
+                   "verbs": ["create"]}]}, field_manager="orksync-tests", force=True)
+    kube.apply(kube.resource(RBAC, "ClusterRoleBinding"), {
+        "apiVersion": RBAC, "kind": "ClusterRoleBinding", "metadata": {"name": f"{a}-tenant"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                    "name": f"{a}-tenant"},
+        "subjects": [{"kind": "ServiceAccount", "name": TENANT, "namespace": a}]},
+        field_manager="orksync-tests", force=True)
+    # a rule tenant a holds itself (the API server refuses to let anyone grant more)
+    box = {"onReconcile": {"clusterRoles": [{"name": f"{a}-reader", "rules": [{
+        "apiGroups": ["rbac.authorization.k8s.io"], "resources": ["clusterroles"],
+        "resourceNames": [f"{a}-reader"], "verbs": ["get"]}]}]}}
+    inv = inventory_name()
+
+    def sync(files: dict[str, str]) -> Any:
+        catalog = load_repository(write_repo(tmp_path / str(len(list(tmp_path.iterdir()))),
+                                             {"crd.yaml": CRD, **files}))
+        rendered = render_catalog(catalog)
+        assert rendered.ok, rendered.errors
+        return sync_once(kube, rendered, inventory_name=inv, hooks=hook_renderers(catalog))
+
+    first = sync({"katalog.yaml": katalog(box, serviceAccountName=TENANT),
+                  "a.yaml": widget("a", a)})
+    assert action(first, reader) is Action.CREATED
+    (created,) = audit_events(control_plane.audit_log, resource="clusterroles",
+                              name=f"{a}-reader")
+    assert as_whom(created) == user(a)
+
+    gone = sync({"katalog.yaml": katalog(box)})  # no Widget, no serviceAccountName
+    widget_ref = ref(WIDGET_API, "Widget", "a", a)
+    assert [c.action for c in changes_of(gone, widget_ref)] == [Action.DELETED], gone.changes
+    assert get(kube, reader) is None
+    (deleted,) = [e for e in audit_events(control_plane.audit_log, resource="clusterroles",
+                                          name=f"{a}-reader") if e["verb"] == "delete"]
+    assert as_whom(deleted) == user(a)
+
+
 def test_diff_reads_and_dry_runs_as_the_service_account(
         kube: Kube, tenants: tuple[str, str], tmp_path: Path) -> None:
     """An object the tenant may not read is never shown: its ClusterRoleBinding exists

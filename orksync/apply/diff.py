@@ -138,7 +138,10 @@ def diff_objects(kube: Kube, rendered: RenderedSet, prune: PruneInputs | None = 
     ServiceAccount, as the sync writes it (`impersonation`, and the rendered custom
     resources' directives; orksync.cluster.impersonation): the diff shows nothing that
     identity may not read, and a write it may not make is an error here too."""
-    identities = Identities(kube, impersonation, rendered.objects)
+    settings = (impersonation or Impersonation()).with_entries(
+        h.entry for h in ((prune.hooks or {}) if prune is not None else {}).values())
+    identities = Identities(kube, settings, rendered.objects,
+                            recorded=prune.stored if prune is not None else ())
     # Every value a rendered Secret carries is scrubbed from ALL output: the same value
     # often sits in the custom resource's spec or in an env var of a workload.
     values = [v for o in rendered.objects if o.ref.kind == "Secret"

@@ -17,10 +17,15 @@ inventory was last written by another sync root and is not deleted.
 Storage format (`v1`): `binaryData.entries` holds zlib-compressed JSON
 
     {"owners": [[apiVersion, kind, namespace, name], ...],
-     "entries": [[apiVersion, kind, namespace, name, ownerIndex | null, uid | null], ...]}
+     "entries": [[apiVersion, kind, namespace, name, ownerIndex | null, uid | null
+                  (, account)], ...]}
 
 with entries sorted by identity and owners de-duplicated into a table (an entry names its
-owner by index), so the bytes are a function of the content alone. `data` carries the
+owner by index), so the bytes are a function of the content alone. `account`, present only
+on a custom resource whose children were written as a ServiceAccount, is that
+ServiceAccount (`namespace/name`; orksync.cluster.impersonation): the prune and the
+teardown of a custom resource that left Git delete its children as the identity that wrote
+them, even when its Katalog entry left with it. `data` carries the
 format and the count for humans. A ConfigMap holds at most 1 MiB: 10,000 entries are about
 1 MB of JSON but compress to a small fraction of it (identities repeat), so one key is
 enough for the inventories orksync is built for; an inventory whose compressed form would
@@ -65,6 +70,7 @@ from orksync.model import (
     MANAGED_BY_LABEL,
     OWNER_ANNOTATION,
     OWNER_LABEL,
+    SERVICE_ACCOUNT_DIRECTIVE,
     ChangeSet,
     ObjRef,
     RenderedSet,
@@ -105,6 +111,8 @@ class InventoryEntry:
     ref: ObjRef
     owner: ObjRef | None = None  # the custom resource that rendered it; None: CRD or CR
     uid: str | None = None  # informational: deletes use the UID read with the ownership check
+    # a custom resource's: the ServiceAccount its children were written as ("": the agent)
+    account: str = ""
 
     @property
     def is_crd(self) -> bool:
@@ -175,7 +183,8 @@ class Inventory:
         index = {o: i for i, o in enumerate(owners)}
         doc = {"owners": [_ref_row(o) for o in owners],
                "entries": [[*_ref_row(e.ref), None if e.owner is None else index[e.owner],
-                            e.uid] for e in self.entries]}
+                            e.uid, *((e.account,) if e.account else ())]
+                           for e in self.entries]}
         raw = json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
         return zlib.compress(raw, 9)
 
@@ -186,7 +195,8 @@ class Inventory:
             owners = [_row_ref(r) for r in doc["owners"]]
             entries = [InventoryEntry(ref=_row_ref(r[:4]),
                                       owner=None if r[4] is None else owners[r[4]],
-                                      uid=r[5]) for r in doc["entries"]]
+                                      uid=r[5], account=str(r[6]) if len(r) > 6 else "")
+                       for r in doc["entries"]]
         except (zlib.error, ValueError, KeyError, IndexError, TypeError) as err:
             raise InventoryError(f"unreadable inventory: {err}") from err
         return cls.of(entries)
@@ -347,12 +357,13 @@ def plan_prune(old: Inventory, rendered: RenderedSet, changes: ChangeSet, *,
     old_by_ref = old.by_ref()
     failed = {c.ref for c in changes.failed}
 
-    def entry_of(obj_ref: ObjRef, owner: ObjRef | None) -> InventoryEntry:
+    def entry_of(obj_ref: ObjRef, owner: ObjRef | None, account: str = "") -> InventoryEntry:
         prior = old_by_ref.get(obj_ref)
         uid = prior.uid if prior is not None and prior.owner == owner else None
-        return InventoryEntry(ref=obj_ref, owner=owner, uid=uid)
+        return InventoryEntry(ref=obj_ref, owner=owner, uid=uid, account=account)
 
-    applied = [entry_of(o.ref, o.owner) for o in rendered.objects if o.ref not in failed]
+    applied = [entry_of(o.ref, o.owner, str(o.directives.get(SERVICE_ACCOUNT_DIRECTIVE) or ""))
+               for o in rendered.objects if o.ref not in failed]
     halt = []
     if rendered.errors:
         halt.append(f"the render had {len(rendered.errors)} error(s): nothing is pruned")

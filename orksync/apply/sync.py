@@ -184,11 +184,10 @@ def sync_once(kube: Kube, rendered: RenderedSet, *, inventory_name: str,
     dry_run = options.apply.dry_run
     manager = options.apply.field_manager
     identity = inventory_identity(inventory_name, inventory_namespace)
-    identities = Identities(kube, options.impersonation, rendered.objects)
-    deletion = dataclasses.replace(options.deletion, field_manager=manager, dry_run=dry_run,
-                                   inventory=identity, identities=identities)
+    impersonation = (options.impersonation or Impersonation()).with_entries(
+        h.entry for h in (hooks or {}).values())
     applier = applier or Applier(kube, options.apply, on_change=on_change,
-                                 impersonation=options.impersonation)
+                                 impersonation=impersonation)
     if not applier.prefetching:  # the apply's LISTs go out now, while the inventory is read
         applier.prefetch(rendered)
     try:
@@ -196,7 +195,13 @@ def sync_once(kube: Kube, rendered: RenderedSet, *, inventory_name: str,
             read_inventory(kube, inventory_name, inventory_namespace)
         if not options.adopt_inventory:
             check_source(old, source, name=inventory_name, namespace=inventory_namespace)
-        prepared = mark_for_cleanup(rendered, identity)
+        # who each custom resource's children are written as: decided once, recorded in
+        # the inventory with it (for its teardown after it, and its entry, left Git)
+        identities = Identities(kube, impersonation, rendered.objects, recorded=old)
+        prepared = identities.resolved(mark_for_cleanup(rendered, identity))
+        deletion = dataclasses.replace(options.deletion, field_manager=manager,
+                                       dry_run=dry_run, inventory=identity,
+                                       identities=identities)
         scaler = Autoscaler(kube, prepared.objects, now=options.apply.clock,
                             dry_run=dry_run, on_change=on_change, identities=identities)
         scaled = scaler.before_apply()

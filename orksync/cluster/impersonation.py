@@ -13,26 +13,31 @@ prune, the absent cleanup, the diff's dry runs) then goes out with
 decides it as it would for that ServiceAccount. CRDs, the custom resources themselves
 (their finalizer and status), the inventory and Events stay the agent's.
 
-A custom resource that left the render (its teardown, its children's prune) is written as
-its entry's ServiceAccount when the repository still has the entry, else as the default;
-a cluster-scoped custom resource has no namespace for the default's name: its children
-then fail with an error saying so rather than being written as the agent.
+A sync decides each rendered custom resource's ServiceAccount once (`Identities.resolved`)
+and records it in the inventory beside the custom resource (orksync.apply.inventory): a
+custom resource that left the render (its teardown, its children's prune) is handled as
+the ServiceAccount recorded for it, even when its Katalog entry left too; one recorded
+before impersonation existed, as its entry's (when the repository still has it), else as
+the default. A cluster-scoped custom resource has no namespace for the default's name: its
+children then fail with an error saying so rather than being written as the agent.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from orksync.apply.inventory import InventoryEntry, is_crd
 from orksync.apply.kube import Kube
 from orksync.apply.live import LiveIndex
 from orksync.errors import ClusterError
-from orksync.model import SERVICE_ACCOUNT_DIRECTIVE, ObjRef, RenderedObject
+from orksync.model import SERVICE_ACCOUNT_DIRECTIVE, ObjRef, RenderedObject, RenderedSet
 
 if TYPE_CHECKING:
-    from orksync.katalog.model import Catalog
+    from orksync.katalog.model import Catalog, CrdEntry
 
 __all__ = ["Identities", "Impersonation", "ReadAs", "service_account_user"]
 
@@ -58,9 +63,17 @@ class Impersonation:
     @classmethod
     def of_catalog(cls, catalog: Catalog | None, default: str = "") -> Impersonation:
         """`default` and the serviceAccountName of every CRD entry of `catalog`."""
-        entries = [e for k in (catalog.katalogs if catalog is not None else ()) for e in k.crds]
-        return cls(default=default, by_kind={(e.api_version, e.kind): e.tenancy.service_account
-                                             for e in entries if e.tenancy.service_account})
+        return cls(default=default).with_entries(
+            e for k in (catalog.katalogs if catalog is not None else ()) for e in k.crds)
+
+    def with_entries(self, entries: Iterable[CrdEntry]) -> Impersonation:
+        """These settings knowing the serviceAccountName of `entries` too (the ones they
+        know already win)."""
+        named = {(e.api_version, e.kind): e.tenancy.service_account for e in entries
+                 if e.tenancy.service_account}
+        if not named:
+            return self
+        return dataclasses.replace(self, by_kind={**named, **self.by_kind})
 
 
 class Identities:
@@ -68,12 +81,21 @@ class Identities:
     the rendered custom resources' directives, then `Impersonation`."""
 
     def __init__(self, kube: Kube, impersonation: Impersonation | None = None,
-                 rendered: Iterable[RenderedObject] = ()) -> None:
+                 rendered: Iterable[RenderedObject] = (),
+                 recorded: Iterable[InventoryEntry] = ()) -> None:
+        """`recorded`: the stored inventory's entries, whose custom resources carry the
+        ServiceAccount their children were written as (for those no longer rendered)."""
         self.kube = kube
         self.settings = impersonation or Impersonation()
+        rendered = tuple(rendered)
         self.accounts: dict[ObjRef, str] = {
             o.ref: str(o.directives[SERVICE_ACCOUNT_DIRECTIVE]) for o in rendered
             if o.owner is None and o.directives.get(SERVICE_ACCOUNT_DIRECTIVE)}
+        self.rendered = {o.ref for o in rendered if o.owner is None and not is_crd(o.ref)}
+        # for custom resources no longer rendered only: a rendered one follows its
+        # Katalog entry and the default as they are now
+        self.recorded = {e.ref: e.account for e in recorded
+                         if e.account and e.ref not in self.rendered}
         self._indexes: dict[tuple[str, bool], LiveIndex] = {}
         self._lock = threading.Lock()
 
@@ -82,7 +104,7 @@ class Identities:
         for the agent's own identity. `directive`: the custom resource's own (a render in
         progress has no rendered set yet). Raises ClusterError when the default applies
         to a cluster-scoped custom resource (no namespace to find it in)."""
-        account = directive or self.accounts.get(owner)
+        account = directive or self.accounts.get(owner) or self.recorded.get(owner)
         if account:
             return account
         named = self.settings.by_kind.get((owner.api_version, owner.kind), "")
@@ -98,6 +120,25 @@ class Identities:
                 "entry serviceAccountName: <namespace>/<name>; nothing of it is written "
                 "as the agent", subject=str(owner), status=403, reason="Forbidden")
         return f"{owner.namespace}/{name}"
+
+    def resolved(self, rendered: RenderedSet) -> RenderedSet:
+        """`rendered` with every custom resource's directive set to the ServiceAccount its
+        children are written as, the default included (recorded in the inventory from
+        there); one whose identity cannot be decided is left as it is (its children fail
+        when they are written)."""
+        def resolve(obj: RenderedObject) -> RenderedObject:
+            if obj.owner is not None or is_crd(obj.ref):
+                return obj
+            try:
+                account = self.account(obj.ref)
+            except ClusterError:
+                return obj
+            if not account or obj.directives.get(SERVICE_ACCOUNT_DIRECTIVE) == account:
+                return obj
+            self.accounts[obj.ref] = account
+            return dataclasses.replace(obj, directives={
+                **obj.directives, SERVICE_ACCOUNT_DIRECTIVE: account})
+        return dataclasses.replace(rendered, objects=tuple(resolve(o) for o in rendered.objects))
 
     def kube_for(self, owner: ObjRef | None, directive: str = "") -> Kube:
         """The connection for an object owned by `owner` (None: a CRD or a custom
