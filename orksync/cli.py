@@ -224,6 +224,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--force", action="append", default=[], metavar="NAMESPACE/NAME",
                    help="rotate this Secret now, due or not (repeatable)")
     p.add_argument("--namespace", default="", help="only Secrets in this namespace")
+    p.add_argument("--inventory-namespace",
+                   default=os.environ.get("ORKSYNC_INVENTORY_NAMESPACE", "orksync-system"),
+                   help="where the inventories are (default: orksync-system): each records "
+                        "the ServiceAccount a custom resource's Secrets are written as")
+    _add_service_account_flag(p)
     _add_cluster_flags(p)
 
     add_agent_parser(sub, common_flags=(_add_cluster_flags, _add_sync_flags, _add_render_flags),
@@ -533,6 +538,8 @@ def cmd_rotate(args: argparse.Namespace) -> int:
     from datetime import UTC, datetime
 
     from orksync.apply.secrets import rotate_due
+    from orksync.apply.sync import recorded_accounts
+    from orksync.cluster.impersonation import Identities
     from orksync.render.notes.random import CryptoRandom
 
     for name in args.force:
@@ -541,9 +548,11 @@ def cmd_rotate(args: argparse.Namespace) -> int:
     start = time.monotonic()
     kube = _kube(args)
     try:
+        identities = Identities(kube, _impersonation(args, None),
+                                recorded=recorded_accounts(kube, args.inventory_namespace))
         changes = rotate_due(kube, now=datetime.now(UTC), random=CryptoRandom(),
                              dry_run=args.dry_run, force=set(args.force),
-                             namespace=args.namespace)
+                             namespace=args.namespace, writer=identities.kube_for_owner)
     finally:
         kube.close()
     for change in changes.changes:

@@ -8,10 +8,12 @@ for the bundled example under --default-service-account."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -20,12 +22,20 @@ import pytest
 from orksync.apply.diff import diff_objects
 from orksync.apply.events import report_sync
 from orksync.apply.kube import Kube
-from orksync.apply.sync import hook_renderers, mark_for_cleanup, render_live, sync_once
+from orksync.apply.secrets import rotate_due
+from orksync.apply.sync import (
+    hook_renderers,
+    mark_for_cleanup,
+    recorded_accounts,
+    render_live,
+    sync_once,
+)
 from orksync.cluster.impersonation import Identities, Impersonation
 from orksync.errors import ClusterError
 from orksync.katalog.loader import load_repository
 from orksync.model import Action
 from orksync.render.engine import render_catalog
+from orksync.render.notes.random import CryptoRandom
 from orksync.testing.controlplane import ControlPlane
 from tests.helpers import CRD, REPO_EXAMPLE, widget, write_repo
 from tests.kind_cases import (
@@ -287,6 +297,34 @@ def test_a_custom_resource_leaving_git_is_torn_down_as_the_service_account_that_
     assert as_whom(deleted) == user(a)
 
 
+def test_rotation_writes_each_secret_as_the_service_account_recorded_for_it(
+        kube: Kube, control_plane: ControlPlane, cluster: Cluster, tmp_path: Path) -> None:
+    """`orksync rotate` reads no repository: the ServiceAccount comes from the inventory
+    that recorded it, found by the Secret's owner annotation."""
+    a = cluster.namespace("ta")
+    allow(kube, a, [{**CONFIGMAPS_ONLY[0], "resources": ["secrets"]}])
+    box = {"onReconcile": {"secrets": [{"name": "{{ .metadata.name }}-token",
+                                        "rotateAfter": "1h",
+                                        "data": {"token": "{{ randomHex 16 }}"}}]}}
+    catalog = load_repository(write_repo(tmp_path, {
+        "katalog.yaml": katalog(box, serviceAccountName=TENANT), "crd.yaml": CRD,
+        "a.yaml": widget("a", a)}))
+    rendered = render_catalog(catalog)
+    synced = sync_once(kube, rendered, inventory_name=inventory_name(),
+                       hooks=hook_renderers(catalog))
+    token = ref("v1", "Secret", "a-token", a)
+    assert action(synced, token) is Action.CREATED
+
+    identities = Identities(kube, recorded=recorded_accounts(kube))
+    later = datetime.now(UTC) + timedelta(hours=2)
+    rotated = rotate_due(kube, now=later, random=CryptoRandom(), namespace=a,
+                         writer=identities.kube_for_owner)
+    assert [(c.ref, c.action) for c in rotated.changes] == [(token, Action.CONFIGURED)]
+    writes = [e for e in audit_events(control_plane.audit_log, resource="secrets",
+                                      name="a-token") if e["verb"] in ("create", "patch")]
+    assert [as_whom(e) for e in writes] == [user(a), user(a)]
+
+
 def test_diff_reads_and_dry_runs_as_the_service_account(
         kube: Kube, tenants: tuple[str, str], tmp_path: Path) -> None:
     """An object the tenant may not read is never shown: its ClusterRoleBinding exists
@@ -358,10 +396,11 @@ def test_the_overlay_grants_no_writes_of_children_no_escalation_and_no_wildcard(
     (impersonate,) = [r for r in role["rules"] if "impersonate" in r["verbs"]]
     assert impersonate["resourceNames"] == ["orksync-tenant"]
     (deployment,) = [d for d in docs if d["kind"] == "Deployment"]
-    env = {e["name"]: e.get("value") for e in
-           deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
-    assert env["ORKSYNC_DEFAULT_SERVICE_ACCOUNT"] == "orksync-tenant"
-    assert "CronJob" not in {d["kind"] for d in docs}
+    (cronjob,) = [d for d in docs if d["kind"] == "CronJob"]
+    for pod in (deployment["spec"]["template"],
+                cronjob["spec"]["jobTemplate"]["spec"]["template"]):
+        env = {e["name"]: e.get("value") for e in pod["spec"]["containers"][0]["env"]}
+        assert env["ORKSYNC_DEFAULT_SERVICE_ACCOUNT"] == "orksync-tenant"
 
 
 def test_the_overlay_s_rbac_suffices_for_the_example_under_default_service_account(
@@ -415,3 +454,28 @@ def test_the_overlay_s_rbac_suffices_for_the_example_under_default_service_accou
 
     diff = orksync("diff")  # reads and dry-runs as the tenants too: nothing left to change
     assert diff.returncode == 0, diff.stdout + diff.stderr
+
+    # the rotate CronJob's command, with the overlay's RBAC: the Secret of a WebApp (the
+    # example makes none; a tenant whose Katalog does is granted Secrets) is rewritten as
+    # the tenant the inventory recorded
+    kubectl(cp, "-n", "team-a", "create", "role", "secrets", "--verb=get,patch,update",
+            "--resource=secrets")
+    kubectl(cp, "-n", "team-a", "create", "rolebinding", "secrets", "--role=secrets",
+            "--serviceaccount=team-a:orksync-tenant")
+    token = {"apiVersion": "v1", "kind": "Secret", "metadata": {
+        "name": "shop-token", "namespace": "team-a",
+        "labels": {"app.kubernetes.io/managed-by": "orksync", "orkestra-owner": "shop"},
+        "annotations": {"orksync.io/generators": '{"token":"<generate:randomHex:16>"}',
+                        "orksync.io/owner": "WebApp.platform.example.com/team-a/shop"}},
+        "stringData": {"token": os.urandom(16).hex()}}
+    kubectl(cp, "apply", "--server-side", "--field-manager=orksync", "-f", "-",
+            stdin=dump([token]))
+    rotated = subprocess.run(
+        [sys.executable, "-m", "orksync", "rotate", "--force", "team-a/shop-token",
+         "--kubeconfig", str(config)], cwd=ROOT, capture_output=True, text=True, timeout=300,
+        check=False, env=_env_without_kubeconfig())  # no default: the inventory says who
+    assert rotated.returncode == 0, rotated.stderr
+    assert "configured Secret/team-a/shop-token" in rotated.stderr, rotated.stderr
+    (patched,) = [e for e in audit_events(cp.audit_log, resource="secrets", name="shop-token")
+                  if e["user"]["username"].endswith(":orksync")]
+    assert as_whom(patched) == "system:serviceaccount:team-a:orksync-tenant"

@@ -46,11 +46,12 @@ from orksync.apply.sync import (
     SyncOptions,
     ensure_namespace,
     hook_renderers,
+    read_inventory,
     render_live,
     sync_once,
 )
 from orksync.apply.transport import USER_AGENT
-from orksync.cluster.impersonation import Impersonation
+from orksync.cluster.impersonation import Identities, Impersonation
 from orksync.errors import ClusterError, LeadershipLost, OrksyncError, SourceError
 from orksync.katalog.loader import load_repository
 from orksync.katalog.model import Catalog
@@ -354,7 +355,14 @@ class Agent:
             if not self.is_leader():
                 return
             try:
-                changes = rotate_due(self.kube, now=datetime.now(UTC), random=CryptoRandom())
+                identities = Identities(
+                    self.kube, Impersonation.of_catalog(self.state.catalog,
+                                                        self.config.default_service_account),
+                    self.state.rendered.objects if self.state.rendered else (),
+                    recorded=read_inventory(self.kube, self.config.name,
+                                            self.config.inventory_namespace))
+                changes = rotate_due(self.kube, now=datetime.now(UTC), random=CryptoRandom(),
+                                     writer=identities.kube_for_owner)
             except LeadershipLost as err:
                 self.metrics.errors.labels(reason="leadership_lost").inc()
                 log.error("rotation abandoned: %s", err)

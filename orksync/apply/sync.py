@@ -65,6 +65,7 @@ from orksync.apply.inventory import (
     DEFAULT_NAMESPACE,
     INVENTORY_ANNOTATION,
     Inventory,
+    InventoryEntry,
     PrunePlan,
     check_source,
     configmap_name,
@@ -312,6 +313,24 @@ def read_inventory(kube: Kube, name: str, namespace: str = DEFAULT_NAMESPACE) ->
     inventory."""
     res = kube.resource("v1", "ConfigMap")
     return Inventory.from_configmap(kube.get_or_none(res, namespace, configmap_name(name)))
+
+
+def recorded_accounts(kube: Kube, namespace: str = DEFAULT_NAMESPACE) -> list[InventoryEntry]:
+    """The custom resources of every inventory in `namespace` that record the
+    ServiceAccount their children were written as (orksync.cluster.impersonation), for
+    `orksync rotate`, which reads no repository. Raises InventoryError for an inventory
+    that cannot be read; a LIST this identity may not send gives none (logged)."""
+    res = kube.resource("v1", "ConfigMap")
+    try:
+        items = list(kube.list(res, namespace=namespace,
+                               label_selector="app.kubernetes.io/component=inventory"))
+    except ClusterError as err:
+        if err.status not in (403, 404):
+            raise
+        log.warning("the inventories in %s cannot be read (%s): Secrets are rotated as the "
+                    "default ServiceAccount, or as this identity", namespace, err)
+        return []
+    return [e for item in items for e in Inventory.from_configmap(item) if e.account]
 
 
 def prefetch_inventory(kube: Kube, name: str, namespace: str = DEFAULT_NAMESPACE

@@ -140,6 +140,23 @@ class Identities:
                 **obj.directives, SERVICE_ACCOUNT_DIRECTIVE: account})
         return dataclasses.replace(rendered, objects=tuple(resolve(o) for o in rendered.objects))
 
+    def kube_for_owner(self, text: str) -> Kube:
+        """The connection for a live child whose `orksync.io/owner` annotation is `text`
+        (`Kind.group/namespace/name`; `orksync rotate` and the agent's rotation read no
+        rendered set): the custom resource of that name among the rendered and recorded
+        ones, else the entry of that kind and group, else the default. Raises ClusterError
+        when no identity can be decided."""
+        for ref in (*self.accounts, *self.recorded):
+            if str(ref) == text:
+                return self.kube_for(ref)
+        head, _, rest = text.partition("/")
+        namespace, _, name = rest.rpartition("/")
+        kind, _, group = head.partition(".")
+        api_version = next((av for av, k in self.settings.by_kind
+                            if k == kind and av.rpartition("/")[0] == group), "")
+        return self.kube_for(ObjRef(api_version=api_version or f"{group}/v1", kind=kind,
+                                    namespace=namespace, name=name))
+
     def kube_for(self, owner: ObjRef | None, directive: str = "") -> Kube:
         """The connection for an object owned by `owner` (None: a CRD or a custom
         resource, the agent's own)."""
