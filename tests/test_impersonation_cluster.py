@@ -31,7 +31,7 @@ from orksync.apply.sync import (
     sync_once,
 )
 from orksync.cluster.impersonation import Identities, Impersonation
-from orksync.errors import ClusterError
+from orksync.errors import ClusterError, LeadershipLost
 from orksync.katalog.loader import load_repository
 from orksync.model import Action
 from orksync.render.engine import render_catalog
@@ -204,6 +204,29 @@ def test_a_tenant_writes_as_its_service_account_and_its_rbac_refuses_the_rest(
     with pytest.raises(ClusterError, match="cluster-scoped"):
         identities.kube_for(ref("example.io/v1", "Tenant", "t"))
     assert identities.account(ref(WIDGET_API, "Widget", "w", b)) == f"{b}/deployer"
+
+
+def test_an_impersonating_view_shares_the_connection_s_counters_and_gate(
+        kube: Kube, tenants: tuple[str, str]) -> None:
+    a, _ = tenants
+    view = kube.impersonating(user(a))
+    assert kube.impersonating(user(a)) is view and view.impersonating(user(a)) is view
+    before = kube.requests
+    list(view.list(kube.resource("v1", "ConfigMap"), namespace=a))
+    assert kube.requests == before + 1  # counted on the connection it shares
+    with pytest.raises(ClusterError) as refused:
+        list(view.list(kube.resource("v1", "Secret"), namespace=a))
+    assert refused.value.status == 403
+    assert str(refused.value).endswith(f"(sent as {user(a)})")
+
+    def stop() -> None:
+        raise LeadershipLost("not the leader")
+    kube.gate = stop
+    try:
+        with pytest.raises(LeadershipLost):  # the agent's write gate holds for every view
+            view.get_or_none(kube.resource("v1", "ConfigMap"), a, "x")
+    finally:
+        kube.gate = None
 
 
 def test_a_prune_deletes_as_the_service_account_and_fails_where_it_may_not(

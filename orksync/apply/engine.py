@@ -469,11 +469,11 @@ class Applier:
         before = (current or {}).get("metadata", {}).get("resourceVersion")
         try:
             created, result = kube.apply(res, body,
-                                              field_manager=self.options.field_manager,
-                                              force=obj.directives.get("forceConflict", True),
-                                              subject=str(obj.ref),
-                                              dry_run=self.options.dry_run,
-                                              metadata_only=True)
+                                         field_manager=self.options.field_manager,
+                                         force=obj.directives.get("forceConflict", True),
+                                         subject=str(obj.ref),
+                                         dry_run=self.options.dry_run,
+                                         metadata_only=True)
         except ClusterError as err:
             if err.status != 422 or current is None:
                 raise
@@ -527,7 +527,7 @@ class Applier:
         uid = (current.get("metadata") or {}).get("uid")
         try:
             kube.delete(res, obj.ref.namespace, obj.ref.name, propagation="Foreground",
-                             subject=str(obj.ref), precondition_uid=uid)
+                        subject=str(obj.ref), precondition_uid=uid)
         except ClusterError as err:
             if err.status != 404:
                 raise
@@ -610,8 +610,8 @@ class Applier:
         digest = live_digest(body)
         assert digest is not None
         kube.apply(res, rollout_body(obj.ref, digest), field_manager=ROLLOUT_FIELD_MANAGER,
-                        force=True, subject=str(obj.ref), dry_run=self.options.dry_run,
-                        metadata_only=True)
+                   force=True, subject=str(obj.ref), dry_run=self.options.dry_run,
+                   metadata_only=True)
         suffix = " (dry run)" if self.options.dry_run else ""
         return Change(ref=obj.ref, action=Action.CONFIGURED,
                       message="rolled: a Secret it reads changed" + suffix)

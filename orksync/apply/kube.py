@@ -432,16 +432,18 @@ class Kube:
                         retry_after=parse_retry_after(resp.headers.get("retry-after")))
 
     def _note_health(self, started: float, *, failed: bool) -> None:
-        """Track since when every request failed (benign races: a flag, not a count)."""
+        """Track since when every request failed (benign races: a flag, not a count), on
+        the root Kube: its views (`impersonating`) talk to the same server."""
+        root = self._root
         if not failed:
-            self._failing_since = None
-        elif self._failing_since is None:
-            self._failing_since = started
+            root._failing_since = None
+        elif root._failing_since is None:
+            root._failing_since = started
 
     def _outage(self) -> float:
         """Seconds for which every request has failed, when that is past the deadline (a
         request then gets no retry); 0.0 otherwise."""
-        failing = self._failing_since
+        failing = self._root._failing_since
         if failing is None:
             return 0.0
         lasted = time.monotonic() - failing
@@ -462,7 +464,7 @@ class Kube:
             return None
         delay = self.retry.delay(retry, outcome.retry_after)
         now = time.monotonic()
-        failing = self._failing_since
+        failing = self._root._failing_since
         if now + delay - first > self.retry.deadline or \
                 (failing is not None and now - failing > self.retry.deadline):
             return None
