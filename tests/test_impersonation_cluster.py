@@ -218,6 +218,11 @@ def test_an_impersonating_view_shares_the_connection_s_counters_and_gate(
         list(view.list(kube.resource("v1", "Secret"), namespace=a))
     assert refused.value.status == 403
     assert str(refused.value).endswith(f"(sent as {user(a)})")
+    long = "x" * 250  # the API server's sentence names the object before the verb: kept whole
+    with pytest.raises(ClusterError) as named:
+        view.get(kube.resource("v1", "Secret"), a, long)
+    assert f'secrets "{long}" is forbidden: User "{user(a)}" cannot get resource "secrets"' \
+        in str(named.value)
 
     def stop() -> None:
         raise LeadershipLost("not the leader")
@@ -227,6 +232,42 @@ def test_an_impersonating_view_shares_the_connection_s_counters_and_gate(
             view.get_or_none(kube.resource("v1", "ConfigMap"), a, "x")
     finally:
         kube.gate = None
+
+
+def test_the_status_and_render_live_read_the_children_as_the_service_account(
+        kube: Kube, tenants: tuple[str, str], tmp_path: Path) -> None:
+    """Tenant a may write its ConfigMaps but not list them: its custom resource's status
+    and `.children` in `render --live` show the child as its ServiceAccount sees it (not
+    at all), not as the agent does."""
+    a, b = tenants
+    allow(kube, a, [{**CONFIGMAPS_ONLY[0], "verbs": ["get", "create", "update", "patch"]}])
+    seen = "{{ if .children.configmap._placeholder }}hidden{{ else }}seen{{ end }}"
+    catalog = load_repository(write_repo(tmp_path, {
+        "katalog.yaml": katalog({"onReconcile": {"configMaps": [
+            {"name": "{{ .metadata.name }}-cm", "data": {"ok": "yes", "seen": seen}}]}},
+            serviceAccountName=TENANT),
+        "crd.yaml": CRD, "a.yaml": widget("a", a), "b.yaml": widget("b", b)}))
+    rendered = render_catalog(catalog)
+    result = sync_once(kube, rendered, inventory_name=inventory_name(),
+                       hooks=hook_renderers(catalog))
+    assert not result.changes.failed, result.changes.failed
+    report_sync(kube, catalog, rendered, result.changes, revision="r1")
+
+    def child_health(ns: str, name: str) -> str:
+        live = must(kube, ref(WIDGET_API, "Widget", name, ns))
+        (child,) = live["status"]["orksync"]["health"]["children"]
+        return str(child["status"])
+
+    assert child_health(a, "a") == "NotFound"  # a cannot list ConfigMaps
+    assert child_health(b, "b") == "Current"
+
+    def rendered_seen(read_as: Impersonation | None) -> dict[str, str]:
+        objects = render_live(kube, catalog, read_as=read_as).objects
+        return {o.ref.namespace: o.body["data"]["seen"] for o in objects
+                if o.ref.kind == "ConfigMap"}
+
+    assert rendered_seen(Impersonation()) == {a: "hidden", b: "seen"}  # render --live, diff
+    assert rendered_seen(None) == {a: "seen", b: "seen"}  # the sync's own render: the agent
 
 
 def test_a_prune_deletes_as_the_service_account_and_fails_where_it_may_not(
