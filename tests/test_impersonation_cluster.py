@@ -389,6 +389,36 @@ def test_rotation_writes_each_secret_as_the_service_account_recorded_for_it(
     assert [as_whom(e) for e in writes] == [user(a), user(a)]
 
 
+def test_the_autoscaler_scales_as_the_service_account(
+        kube: Kube, control_plane: ControlPlane, cluster: Cluster, tmp_path: Path) -> None:
+    a = cluster.namespace("ta")
+    allow(kube, a, [{**CONFIGMAPS_ONLY[0], "apiGroups": ["apps"],
+                     "resources": ["deployments"]}])
+    box = {"onReconcile": {"deployments": [{
+        "name": "{{ .metadata.name }}", "image": "nginx", "replicas": "2",
+        "autoscale": {"min": 1, "max": 4, "scaleUp": {
+            "conditions": {"when": [{"field": "spec.load", "equals": "high"}]},
+            "increment": 2}}}]}}
+    inv = inventory_name()
+
+    def sync(load: str) -> Any:
+        catalog = load_repository(write_repo(tmp_path / load, {
+            "katalog.yaml": katalog(box, serviceAccountName=TENANT), "crd.yaml": CRD,
+            "a.yaml": widget("a", a, load=load)}))
+        return sync_once(kube, render_live(kube, catalog), inventory_name=inv,
+                         hooks=hook_renderers(catalog))
+
+    sync("low")
+    scaled = sync("high")
+    deployment = ref("apps/v1", "Deployment", "a", a)
+    assert [c.message for c in changes_of(scaled, deployment)] == [
+        "autoscale: replicas 2 -> 4 (scale up)"], scaled.changes
+    writes = [e for e in audit_events(control_plane.audit_log, resource="deployments",
+                                      name="a") if e["verb"] in ("create", "patch")]
+    assert any("fieldManager=orksync-autoscale" in e["requestURI"] for e in writes), writes
+    assert {as_whom(e) for e in writes} == {user(a)}
+
+
 def test_diff_reads_and_dry_runs_as_the_service_account(
         kube: Kube, tenants: tuple[str, str], tmp_path: Path) -> None:
     """An object the tenant may not read is never shown: its ClusterRoleBinding exists
