@@ -27,10 +27,10 @@ if TYPE_CHECKING:
     from concurrent.futures import Future
 
     from orksync.apply.engine import Applier, ApplyOptions
+    from orksync.apply.impersonation import Impersonation
     from orksync.apply.inventory import Inventory
     from orksync.apply.kube import Kube
     from orksync.apply.sync import SyncResult
-    from orksync.cluster.impersonation import Impersonation
     from orksync.katalog.model import Catalog
     from orksync.render.directory import DirectoryRender
 from orksync.logs import log_change, setup_logging, summary_line
@@ -86,7 +86,7 @@ def _account_name(text: str) -> str:
 
 def _impersonation(args: argparse.Namespace, catalog: Catalog | None) -> Impersonation:
     """The --default-service-account and the repository's entries' serviceAccountName."""
-    from orksync.cluster.impersonation import Impersonation
+    from orksync.apply.impersonation import Impersonation
 
     return Impersonation.of_catalog(catalog, getattr(args, "default_service_account", ""))
 
@@ -309,7 +309,7 @@ def _render(repo: Path, args: argparse.Namespace, kube: Kube | None = None, *,
             read_as: bool = False) -> tuple[RenderedSet, str, Catalog]:
     """Load and render REPO; with `kube`, against the live cluster (orksync.render.children);
     `read_as`: each custom resource's children read as its ServiceAccount, as the sync
-    writes them (`diff`, `render --live`; orksync.cluster.impersonation)."""
+    writes them (`diff`, `render --live`; orksync.apply.impersonation)."""
     from orksync.apply.sync import render_live
     from orksync.render.engine import render_catalog
     from orksync.source import local_revision
@@ -537,9 +537,9 @@ def cmd_sync(args: argparse.Namespace) -> int:
 def cmd_rotate(args: argparse.Namespace) -> int:
     from datetime import UTC, datetime
 
+    from orksync.apply.impersonation import Identities
     from orksync.apply.secrets import rotate_due
     from orksync.apply.sync import recorded_accounts
-    from orksync.cluster.impersonation import Identities
     from orksync.render.notes.random import CryptoRandom
 
     for name in args.force:

@@ -201,7 +201,7 @@ class RenderedObject:
 # import the render package.
 SCOPE_DIRECTIVE = "refuseIfClusterScoped"
 # On a custom resource: the ServiceAccount (`namespace/name`) its children are written as,
-# from its Katalog entry's serviceAccountName (orksync.cluster.impersonation)
+# from its Katalog entry's serviceAccountName (orksync.apply.impersonation)
 SERVICE_ACCOUNT_DIRECTIVE = "serviceAccount"
 
 

@@ -21,6 +21,7 @@ import pytest
 
 from orksync.apply.diff import diff_objects
 from orksync.apply.events import report_sync
+from orksync.apply.impersonation import Identities, Impersonation
 from orksync.apply.kube import Kube
 from orksync.apply.secrets import rotate_due
 from orksync.apply.sync import (
@@ -30,7 +31,6 @@ from orksync.apply.sync import (
     render_live,
     sync_once,
 )
-from orksync.cluster.impersonation import Identities, Impersonation
 from orksync.errors import ClusterError, LeadershipLost
 from orksync.katalog.loader import load_repository
 from orksync.model import Action

@@ -39,6 +39,7 @@ from orksync.agent.server import serve
 from orksync.agent.shard import shard_filter, shard_of
 from orksync.apply.engine import ApplyOptions
 from orksync.apply.events import report_sync
+from orksync.apply.impersonation import Identities, Impersonation
 from orksync.apply.kube import Kube
 from orksync.apply.retry import RetryPolicy
 from orksync.apply.secrets import rotate_due
@@ -51,7 +52,6 @@ from orksync.apply.sync import (
     sync_once,
 )
 from orksync.apply.transport import USER_AGENT
-from orksync.cluster.impersonation import Identities, Impersonation
 from orksync.errors import ClusterError, LeadershipLost, OrksyncError, SourceError
 from orksync.katalog.loader import load_repository
 from orksync.katalog.model import Catalog
@@ -96,7 +96,7 @@ class AgentConfig:
     allow_empty: bool = False  # an empty render may prune everything (as `sync`'s flag)
     prune_crds: bool = False  # CRDs that left Git are deleted (as `sync`'s flag)
     # the ServiceAccount (in each custom resource's namespace) the children of entries
-    # without serviceAccountName are written as; "": the agent (orksync.cluster.impersonation)
+    # without serviceAccountName are written as; "": the agent (orksync.apply.impersonation)
     default_service_account: str = ""
 
 

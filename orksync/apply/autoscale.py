@@ -50,9 +50,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from orksync.apply.impersonation import Identities
 from orksync.apply.kube import Kube
 from orksync.apply.live import LiveIndex, rfc3339
-from orksync.cluster.impersonation import Identities
 from orksync.errors import ClusterError
 from orksync.model import MANAGED_SELECTOR, Action, Change, ChangeSet, RenderedObject
 
@@ -129,7 +129,7 @@ class Autoscaler:
                  on_change: Callable[[Change], None] | None = None,
                  identities: Identities | None = None) -> None:
         """`identities`: as whom each workload is scaled (its owner's ServiceAccount;
-        orksync.cluster.impersonation); None: as `kube`."""
+        orksync.apply.impersonation); None: as `kube`."""
         self.kube = kube
         self.identities = identities
         self.objects = [o for o in objects if isinstance(o.directives.get("autoscale"),

@@ -49,7 +49,7 @@ from orksync.errors import ClusterError, InputError
 from orksync.model import Action, Change, ObjRef, RenderedObject
 
 if TYPE_CHECKING:
-    from orksync.cluster.impersonation import Identities
+    from orksync.apply.impersonation import Identities
     from orksync.katalog.model import CrdEntry
 
 FINALIZER = "orksync.io/cleanup"
@@ -74,7 +74,7 @@ class DeletionOptions:
     dry_run: bool = False
     inventory: str = ""  # the deleting sync root's identity (inventory_identity); see below
     # as whom a custom resource's children are deleted and its onDelete written
-    # (orksync.cluster.impersonation); None: as the agent
+    # (orksync.apply.impersonation); None: as the agent
     identities: Identities | None = None
     clock: Callable[[], float] = time.monotonic
     sleep: Callable[[float], None] = time.sleep
@@ -129,7 +129,7 @@ def delete_if_owned(kube: Kube, ref: ObjRef, owner: ObjRef | None, *,
 
 
 def children_kube(kube: Kube, owner: ObjRef | None, identities: Identities | None) -> Kube:
-    """The connection for the children of `owner` (orksync.cluster.impersonation); raises
+    """The connection for the children of `owner` (orksync.apply.impersonation); raises
     ClusterError when their identity cannot be decided."""
     if identities is None or owner is None:
         return kube

@@ -56,10 +56,10 @@ from typing import Any
 from orksync.apply.compare import HASH_ANNOTATION
 from orksync.apply.deletion import OnDeleteRenderer, find_hooks
 from orksync.apply.engine import FIELD_MANAGER, owner_reference_allowed
+from orksync.apply.impersonation import Identities, Impersonation
 from orksync.apply.inventory import Inventory, InventoryEntry, ownership_problem, plan_prune
 from orksync.apply.kube import Kube, Resource
 from orksync.apply.rollout import ROLLOUT_ANNOTATION, pod_template
-from orksync.cluster.impersonation import Identities, Impersonation
 from orksync.errors import ClusterError
 from orksync.model import (
     Action,
@@ -136,7 +136,7 @@ def diff_objects(kube: Kube, rendered: RenderedSet, prune: PruneInputs | None = 
     """The diff of every rendered object; with `prune`, also what the sync would delete
     (see the module doc). A child is read and dry-run as its custom resource's
     ServiceAccount, as the sync writes it (`impersonation`, and the rendered custom
-    resources' directives; orksync.cluster.impersonation): the diff shows nothing that
+    resources' directives; orksync.apply.impersonation): the diff shows nothing that
     identity may not read, and a write it may not make is an error here too."""
     settings = (impersonation or Impersonation()).with_entries(
         h.entry for h in ((prune.hooks or {}) if prune is not None else {}).values())

@@ -28,6 +28,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol, TypeVar
 
 from orksync.apply.compare import HASH_ANNOTATION, fingerprint, unchanged
+from orksync.apply.impersonation import Identities, Impersonation
 from orksync.apply.kube import Kube, Resource
 from orksync.apply.rollout import (
     ROLLOUT_FIELD_MANAGER,
@@ -38,7 +39,6 @@ from orksync.apply.rollout import (
     referenced_secrets,
     rollout_body,
 )
-from orksync.cluster.impersonation import Identities, Impersonation
 from orksync.errors import ClusterError
 from orksync.model import (
     MANAGED_BY,
@@ -92,7 +92,7 @@ class _Run:
     # API groups of the CRDs written
     written: set[ObjRef] = field(default_factory=set)
     crd_groups: set[str] = field(default_factory=set)
-    # as whom each custom resource's children are written (orksync.cluster.impersonation)
+    # as whom each custom resource's children are written (orksync.apply.impersonation)
     identities: Identities | None = None
 
     def kube_for(self, obj: RenderedObject, kube: Kube) -> Kube:
@@ -288,7 +288,7 @@ class Applier:
                  on_change: Callable[[Change], None] | None = None, *,
                  impersonation: Impersonation | None = None) -> None:
         """`impersonation`: who the children are written as, besides what the rendered
-        custom resources' directives say (orksync.cluster.impersonation)."""
+        custom resources' directives say (orksync.apply.impersonation)."""
         self.kube = kube
         self.options = options or ApplyOptions()
         self.on_change = on_change or (lambda change: None)

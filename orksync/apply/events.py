@@ -33,6 +33,7 @@ from orksync.apply.health import (
     evaluate,
     health_timeout,
 )
+from orksync.apply.impersonation import Identities, Impersonation
 from orksync.apply.kube import Kube
 from orksync.apply.status import (
     LiveIndex,
@@ -45,7 +46,6 @@ from orksync.apply.status import (
     status_cross,
     write_status,
 )
-from orksync.cluster.impersonation import Identities, Impersonation
 from orksync.errors import ClusterError
 from orksync.katalog.model import Catalog, CustomResource
 from orksync.model import (
@@ -129,7 +129,7 @@ def report_sync(kube: Kube, catalog: Catalog, rendered: RenderedSet, changes: Ch
     when something changed or failed. Returns the custom resources whose status was
     written. Best effort: a failure is logged and the next custom resource is handled.
     Each custom resource's children are read as the ServiceAccount they are written as
-    (`impersonation` and the rendered directives; orksync.cluster.impersonation), so its
+    (`impersonation` and the rendered directives; orksync.apply.impersonation), so its
     status reports what that identity sees; the custom resource, its status and Events are
     the agent's."""
     from orksync.render.engine import templates_for

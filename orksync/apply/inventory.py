@@ -23,7 +23,7 @@ Storage format (`v1`): `binaryData.entries` holds zlib-compressed JSON
 with entries sorted by identity and owners de-duplicated into a table (an entry names its
 owner by index), so the bytes are a function of the content alone. `account`, present only
 on a custom resource whose children were written as a ServiceAccount, is that
-ServiceAccount (`namespace/name`; orksync.cluster.impersonation): the prune and the
+ServiceAccount (`namespace/name`; orksync.apply.impersonation): the prune and the
 teardown of a custom resource that left Git delete its children as the identity that wrote
 them, even when its Katalog entry left with it. `data` carries the
 format and the count for humans. A ConfigMap holds at most 1 MiB: 10,000 entries are about

@@ -37,7 +37,7 @@ class LiveIndex:
     that kind. The orksync.render.children.LiveView of a live render.
 
     `by_namespace`: one LIST per kind and namespace instead (cluster-scoped kinds still
-    cluster-wide): the view of an impersonated tenant (orksync.cluster.impersonation),
+    cluster-wide): the view of an impersonated tenant (orksync.apply.impersonation),
     whose RBAC is usually granted per namespace. `hide_forbidden`: a LIST the API server
     refuses (403) is a kind of which this identity sees nothing, even when `strict`: for
     views that only show (`orksync diff`, `render --live`), never for one a sync acts on."""

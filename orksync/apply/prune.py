@@ -31,9 +31,9 @@ from orksync.apply.deletion import (
     find_hooks,
 )
 from orksync.apply.engine import FIELD_MANAGER
+from orksync.apply.impersonation import Identities
 from orksync.apply.inventory import Inventory, InventoryEntry, PrunePlan
 from orksync.apply.kube import Kube
-from orksync.cluster.impersonation import Identities
 from orksync.errors import ClusterError
 from orksync.katalog.model import DELETION_PROTECTION_LABEL
 from orksync.model import Action, Change, ChangeSet, ObjRef

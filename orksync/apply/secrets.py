@@ -137,7 +137,7 @@ def rotate_due(kube: Kube, *, now: datetime, random: RandomSource, dry_run: bool
     resource that read a rotated Secret. `namespace` limits the scan ("" = all).
     `writer`: the connection a Secret or workload is written through, from its
     `orksync.io/owner` annotation (its custom resource's ServiceAccount,
-    orksync.cluster.impersonation.Identities.kube_for_owner); the scan's reads are
+    orksync.apply.impersonation.Identities.kube_for_owner); the scan's reads are
     `kube`'s."""
     res = kube.resource("v1", "Secret")
     changes = ChangeSet()

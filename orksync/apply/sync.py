@@ -61,6 +61,7 @@ from orksync.apply.engine import (
     create_namespace,
     fulfil,
 )
+from orksync.apply.impersonation import Identities, Impersonation, ReadAs
 from orksync.apply.inventory import (
     DEFAULT_NAMESPACE,
     INVENTORY_ANNOTATION,
@@ -76,7 +77,6 @@ from orksync.apply.inventory import (
 from orksync.apply.kube import Kube
 from orksync.apply.live import LiveIndex
 from orksync.apply.prune import cleanup_absent, prune
-from orksync.cluster.impersonation import Identities, Impersonation, ReadAs
 from orksync.errors import ClusterError
 from orksync.model import (
     MANAGED_BY,
@@ -108,7 +108,7 @@ class SyncOptions:
     prune_crds: bool = False
     adopt_inventory: bool = False  # take over an inventory another source recorded
     # as whom the children are written beyond the rendered custom resources' own
-    # serviceAccount directives (orksync.cluster.impersonation); None: nobody else
+    # serviceAccount directives (orksync.apply.impersonation); None: nobody else
     impersonation: Impersonation | None = None
 
 
@@ -150,7 +150,7 @@ def render_live(kube: Kube, catalog: Catalog, *, clock: Clock | None = None,
                 read_as: Impersonation | None = None) -> RenderedSet:
     """The render of a sync: `catalog` against the live cluster (see the module doc), read
     as the agent. `read_as`: each custom resource's `.children` read as the ServiceAccount
-    its children are written as (orksync.cluster.impersonation.ReadAs), for `orksync diff`
+    its children are written as (orksync.apply.impersonation.ReadAs), for `orksync diff`
     and `render --live`, which show what that identity sees."""
     from orksync.render.engine import render_catalog
     from orksync.render.templates import utc_now
@@ -317,7 +317,7 @@ def read_inventory(kube: Kube, name: str, namespace: str = DEFAULT_NAMESPACE) ->
 
 def recorded_accounts(kube: Kube, namespace: str = DEFAULT_NAMESPACE) -> list[InventoryEntry]:
     """The custom resources of every inventory in `namespace` that record the
-    ServiceAccount their children were written as (orksync.cluster.impersonation), for
+    ServiceAccount their children were written as (orksync.apply.impersonation), for
     `orksync rotate`, which reads no repository. Raises InventoryError for an inventory
     that cannot be read; a LIST this identity may not send gives none (logged)."""
     res = kube.resource("v1", "ConfigMap")

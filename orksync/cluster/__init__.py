@@ -1,1 +1,0 @@
-"""The connection to the cluster and the identities requests are sent as."""
