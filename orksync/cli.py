@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from concurrent.futures import Future
 
     from orksync.apply.engine import Applier, ApplyOptions
+    from orksync.apply.impersonation import Impersonation
     from orksync.apply.inventory import Inventory
     from orksync.cluster.kube import Kube
     from orksync.katalog.model import Catalog
@@ -61,6 +62,33 @@ def _add_sync_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--prune-crds", action="store_true",
                    help="also delete CRDs that left Git (deletes every custom resource of "
                         "them); off by default")
+    _add_service_account_flag(p)
+
+
+def _add_service_account_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--default-service-account", metavar="NAME", type=_account_name,
+                   default=os.environ.get("ORKSYNC_DEFAULT_SERVICE_ACCOUNT", ""),
+                   help="write the children of every custom resource whose Katalog entry "
+                        "names no serviceAccountName as the ServiceAccount NAME of the custom "
+                        "resource's namespace (impersonation; docs/multi-tenancy.md) "
+                        "[ORKSYNC_DEFAULT_SERVICE_ACCOUNT]")
+
+
+def _account_name(text: str) -> str:
+    """A ServiceAccount name (or "": none) for argparse."""
+    from orksync.names import subdomain_problem
+
+    problem = subdomain_problem(text) if text else None
+    if problem:
+        raise argparse.ArgumentTypeError(problem)
+    return text
+
+
+def _impersonation(args: argparse.Namespace, catalog: Catalog | None) -> Impersonation:
+    """The --default-service-account and the repository's entries' serviceAccountName."""
+    from orksync.apply.impersonation import Impersonation
+
+    return Impersonation.of_catalog(catalog, getattr(args, "default_service_account", ""))
 
 
 def _add_adopt_flag(p: argparse.ArgumentParser) -> None:
@@ -140,6 +168,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="kubeconfig file for --live (default: $KUBECONFIG, then "
                         "~/.kube/config)")
     p.add_argument("--context", default=None, help="kubeconfig context for --live")
+    _add_service_account_flag(p)
     p.add_argument("-j", "--jobs", type=_positive, default=None,
                    help="processes that load and render (default: the CPUs available "
                         "within the cgroup's CPU quota, at most 8; a render with --live uses "
@@ -195,6 +224,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--force", action="append", default=[], metavar="NAMESPACE/NAME",
                    help="rotate this Secret now, due or not (repeatable)")
     p.add_argument("--namespace", default="", help="only Secrets in this namespace")
+    p.add_argument("--inventory-namespace",
+                   default=os.environ.get("ORKSYNC_INVENTORY_NAMESPACE", "orksync-system"),
+                   help="where the inventories are (default: orksync-system): each records "
+                        "the ServiceAccount a custom resource's Secrets are written as")
+    _add_service_account_flag(p)
     _add_cluster_flags(p)
 
     add_agent_parser(sub, common_flags=(_add_cluster_flags, _add_sync_flags, _add_render_flags),
@@ -271,9 +305,11 @@ def _directory_source(out_dir: Path, head: dict[str, object]) -> Source | None:
     return None
 
 
-def _render(repo: Path, args: argparse.Namespace,
-            kube: Kube | None = None) -> tuple[RenderedSet, str, Catalog]:
-    """Load and render REPO; with `kube`, against the live cluster (orksync.render.children)."""
+def _render(repo: Path, args: argparse.Namespace, kube: Kube | None = None, *,
+            read_as: bool = False) -> tuple[RenderedSet, str, Catalog]:
+    """Load and render REPO; with `kube`, against the live cluster (orksync.render.children);
+    `read_as`: each custom resource's children read as its ServiceAccount, as the sync
+    writes them (`diff`, `render --live`; orksync.apply.impersonation)."""
     from orksync.render.engine import render_catalog
     from orksync.source import local_revision
     from orksync.sync import render_live
@@ -284,7 +320,8 @@ def _render(repo: Path, args: argparse.Namespace,
     progress().phase("render", len(catalog.crs), "custom resources")
     rendered = render_catalog(catalog, strict_cluster_scope=strict,
                               progress=progress().advance) if kube is None else \
-        render_live(kube, catalog, strict_cluster_scope=strict, progress=progress().advance)
+        render_live(kube, catalog, strict_cluster_scope=strict, progress=progress().advance,
+                    read_as=_impersonation(args, catalog) if read_as else None)
     progress().finish()
     _log_problems(rendered)
     return rendered, local_revision(repo), catalog
@@ -313,7 +350,7 @@ def cmd_render(args: argparse.Namespace) -> int:
 
         kube = _kube(args)
         try:
-            rendered, revision, _ = _render(args.repo, args, kube)
+            rendered, revision, _ = _render(args.repo, args, kube, read_as=True)
         finally:
             kube.close()
         out = write_rendered(rendered, args.output, revision=revision,
@@ -405,7 +442,8 @@ def _sync(args: argparse.Namespace, rendered: RenderedSet, catalog: Catalog | No
             options=SyncOptions(apply=applier.options if applier is not None else
                                 _apply_options(args),
                                 allow_empty=args.allow_empty, prune_crds=args.prune_crds,
-                                adopt_inventory=args.adopt_inventory),
+                                adopt_inventory=args.adopt_inventory,
+                                impersonation=_impersonation(args, catalog)),
             source=source, revision=revision, on_change=_log_change, applier=applier,
             stored_inventory=inventory, on_phase=progress().phase)
     finally:
@@ -447,7 +485,8 @@ def _apply_directory(args: argparse.Namespace) -> int:
             kube = _kube(args)
         except Exception:  # made again, and reported, by _sync
             return
-        started.append(Applier(kube, _apply_options(args), on_change=_log_change))
+        started.append(Applier(kube, _apply_options(args), on_change=_log_change,
+                               impersonation=_impersonation(args, None)))
         started[0].prefetch(entries)
         inventory.append(prefetch_inventory(kube, args.name, args.inventory_namespace))
 
@@ -491,8 +530,10 @@ def cmd_sync(args: argparse.Namespace) -> int:
 def cmd_rotate(args: argparse.Namespace) -> int:
     from datetime import UTC, datetime
 
+    from orksync.apply.impersonation import Identities
     from orksync.apply.secrets import rotate_due
     from orksync.secrets.random import CryptoRandom
+    from orksync.sync import recorded_accounts
 
     for name in args.force:
         if name.count("/") != 1:
@@ -500,9 +541,11 @@ def cmd_rotate(args: argparse.Namespace) -> int:
     start = time.monotonic()
     kube = _kube(args)
     try:
+        identities = Identities(kube, _impersonation(args, None),
+                                recorded=recorded_accounts(kube, args.inventory_namespace))
         changes = rotate_due(kube, now=datetime.now(UTC), random=CryptoRandom(),
                              dry_run=args.dry_run, force=set(args.force),
-                             namespace=args.namespace)
+                             namespace=args.namespace, writer=identities.kube_for_owner)
     finally:
         kube.close()
     for change in changes.changes:
@@ -524,12 +567,13 @@ def cmd_diff(args: argparse.Namespace) -> int:
         kube = _kube(args)
         try:
             hooks = None
+            catalog = None
             if (args.source / "index.yaml").is_file():
                 head: dict[str, object] = {}
                 rendered = read_rendered(args.source, head=head)
                 source = _directory_source(args.source, head)
             else:
-                rendered, _, catalog = _render(args.source, args, kube)
+                rendered, _, catalog = _render(args.source, args, kube, read_as=True)
                 source = _local_source(args.source)
                 hooks = hook_renderers(catalog)
             stored = read_inventory(kube, args.name, args.inventory_namespace)
@@ -537,7 +581,8 @@ def cmd_diff(args: argparse.Namespace) -> int:
                 check_source(stored, source, name=args.name, namespace=args.inventory_namespace)
             result = diff_objects(kube, mark_for_cleanup(rendered, identity), PruneInputs(
                 stored=stored, inventory=identity, allow_empty=args.allow_empty,
-                prune_crds=args.prune_crds, hooks=hooks))
+                prune_crds=args.prune_crds, hooks=hooks),
+                impersonation=_impersonation(args, catalog))
         finally:
             kube.close()
     except OrksyncError as err:

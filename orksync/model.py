@@ -217,6 +217,9 @@ def is_plain(obj: RenderedObject) -> bool:
 # cluster-scoped (orksync.apply.engine). Here, not in the guard, so the applier does not
 # import the render package.
 SCOPE_DIRECTIVE = "refuseIfClusterScoped"
+# On a custom resource: the ServiceAccount (`namespace/name`) its children are written as,
+# from its Katalog entry's serviceAccountName (orksync.apply.impersonation)
+SERVICE_ACCOUNT_DIRECTIVE = "serviceAccount"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -54,10 +54,12 @@ from orksync.apply.engine import (
     create_namespace,
     fulfil,
 )
+from orksync.apply.impersonation import Identities, Impersonation, ReadAs
 from orksync.apply.inventory import (
     DEFAULT_NAMESPACE,
     INVENTORY_ANNOTATION,
     Inventory,
+    InventoryEntry,
     PrunePlan,
     check_source,
     configmap_name,
@@ -91,6 +93,7 @@ from orksync.model import (
 if TYPE_CHECKING:
     from orksync.katalog.model import Catalog
     from orksync.lifecycle.hooks import HookRenderer
+    from orksync.render.children import LiveView
     from orksync.render.templates import Clock
 
 log = logging.getLogger(__name__)
@@ -104,6 +107,9 @@ class SyncOptions:
     allow_orphaning_children: bool = False
     prune_crds: bool = False
     adopt_inventory: bool = False  # take over an inventory another source recorded
+    # as whom the children are written beyond the rendered custom resources' own
+    # serviceAccount directives (orksync.apply.impersonation); None: nobody else
+    impersonation: Impersonation | None = None
 
 
 @dataclass(slots=True, kw_only=True)
@@ -140,16 +146,21 @@ def hook_renderers(catalog: Catalog, *, clock: Clock | None = None
 
 def render_live(kube: Kube, catalog: Catalog, *, clock: Clock | None = None,
                 strict_cluster_scope: bool = False,
-                progress: Callable[[int], None] | None = None) -> RenderedSet:
-    """The render of a sync: `catalog` against the live cluster (see the module doc),
-    its `external:` calls made (orksync.egress)."""
+                progress: Callable[[int], None] | None = None,
+                read_as: Impersonation | None = None) -> RenderedSet:
+    """The render of a sync: `catalog` against the live cluster (see the module doc), read
+    as the agent, its `external:` calls made (orksync.egress). `read_as`: each custom
+    resource's `.children` read as the ServiceAccount its children are written as
+    (orksync.apply.impersonation.ReadAs), for `orksync diff` and `render --live`, which show
+    what that identity sees."""
     from orksync.egress import HttpEgress
     from orksync.render.engine import render_catalog
     from orksync.render.templates import utc_now
 
-    return render_catalog(catalog, clock=clock or utc_now, live=LiveIndex(kube, strict=True),
-                          egress=HttpEgress(), strict_cluster_scope=strict_cluster_scope,
-                          progress=progress)
+    live: LiveView = LiveIndex(kube, strict=True) if read_as is None else \
+        ReadAs(Identities(kube, read_as))
+    return render_catalog(catalog, clock=clock or utc_now, live=live, egress=HttpEgress(),
+                          strict_cluster_scope=strict_cluster_scope, progress=progress)
 
 
 def sync_once(kube: Kube, rendered: RenderedSet, *, inventory_name: str,
@@ -176,9 +187,10 @@ def sync_once(kube: Kube, rendered: RenderedSet, *, inventory_name: str,
     dry_run = options.apply.dry_run
     manager = options.apply.field_manager
     identity = inventory_identity(inventory_name, inventory_namespace)
-    deletion = dataclasses.replace(options.deletion, field_manager=manager, dry_run=dry_run,
-                                   inventory=identity)
-    applier = applier or Applier(kube, options.apply, on_change=on_change)
+    impersonation = (options.impersonation or Impersonation()).with_entries(
+        h.entry for h in (hooks or {}).values())
+    applier = applier or Applier(kube, options.apply, on_change=on_change,
+                                 impersonation=impersonation)
     if not applier.prefetching:  # the apply's LISTs go out now, while the inventory is read
         applier.prefetch(rendered)
     try:
@@ -186,9 +198,15 @@ def sync_once(kube: Kube, rendered: RenderedSet, *, inventory_name: str,
             read_inventory(kube, inventory_name, inventory_namespace)
         if not options.adopt_inventory:
             check_source(old, source, name=inventory_name, namespace=inventory_namespace)
-        prepared = mark_for_cleanup(rendered, identity)
+        # who each custom resource's children are written as: decided once, recorded in
+        # the inventory with it (for its teardown after it, and its entry, left Git)
+        identities = Identities(kube, impersonation, rendered.objects, recorded=old)
+        prepared = identities.resolved(mark_for_cleanup(rendered, identity))
+        deletion = dataclasses.replace(options.deletion, field_manager=manager,
+                                       dry_run=dry_run, inventory=identity,
+                                       identities=identities)
         scaler = Autoscaler(kube, prepared.objects, now=options.apply.clock,
-                            dry_run=dry_run, on_change=on_change)
+                            dry_run=dry_run, on_change=on_change, identities=identities)
         scaled = scaler.before_apply()
     except BaseException:
         applier.discard_prefetch()
@@ -220,7 +238,8 @@ def sync_once(kube: Kube, rendered: RenderedSet, *, inventory_name: str,
     if not plan.halted and absent:
         claimed = {o.ref for o in rendered.objects} | old.refs()
         cleaned = cleanup_absent(kube, absent, claimed=claimed, dry_run=dry_run,
-                                 on_change=on_change, inventory=identity)
+                                 on_change=on_change, inventory=identity,
+                                 identities=identities)
         changes.extend(cleaned.changes)
         deleted += cleaned.counts()[Action.DELETED]
     inventory = inventory.with_source(source or old.source)
@@ -256,7 +275,8 @@ def sync_rendered(kube: Kube, rendered: RenderedSet, catalog: Catalog | None, *,
 
         if on_phase is not None:
             on_phase("status")
-        report_sync(kube, status_of or catalog, rendered, result.changes, revision=revision)
+        report_sync(kube, status_of or catalog, rendered, result.changes, revision=revision,
+                    impersonation=options.impersonation)
     return result
 
 
@@ -329,6 +349,24 @@ def read_inventory(kube: Kube, name: str, namespace: str = DEFAULT_NAMESPACE) ->
     inventory."""
     res = kube.resource("v1", "ConfigMap")
     return Inventory.from_configmap(kube.get_or_none(res, namespace, configmap_name(name)))
+
+
+def recorded_accounts(kube: Kube, namespace: str = DEFAULT_NAMESPACE) -> list[InventoryEntry]:
+    """The custom resources of every inventory in `namespace` that record the
+    ServiceAccount their children were written as (orksync.apply.impersonation), for
+    `orksync rotate`, which reads no repository. Raises InventoryError for an inventory
+    that cannot be read; a LIST this identity may not send gives none (logged)."""
+    res = kube.resource("v1", "ConfigMap")
+    try:
+        items = list(kube.list(res, namespace=namespace,
+                               label_selector="app.kubernetes.io/component=inventory"))
+    except ClusterError as err:
+        if err.status not in (403, 404):
+            raise
+        log.warning("the inventories in %s cannot be read (%s): Secrets are rotated as the "
+                    "default ServiceAccount, or as this identity", namespace, err)
+        return []
+    return [e for item in items for e in Inventory.from_configmap(item) if e.account]
 
 
 def prefetch_inventory(kube: Kube, name: str, namespace: str = DEFAULT_NAMESPACE

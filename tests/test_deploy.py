@@ -32,6 +32,7 @@ from tests.helpers import REPO_EXAMPLE
 
 ROOT = Path(__file__).resolve().parent.parent
 DEPLOY = ROOT / "deploy"
+BASE = DEPLOY / "base"  # the manifests; DEPLOY's kustomization lists it
 DOCKERFILE = ROOT / "Dockerfile"
 NAMESPACE = "orksync-system"
 SA = "orksync"
@@ -115,22 +116,22 @@ def test_the_image_writes_only_under_its_state_dir_and_tmp() -> None:
 
 
 def test_the_kustomization_leaves_the_credentials_template_out() -> None:
-    (kustomization,) = load(DEPLOY / "kustomization.yaml")
+    (kustomization,) = load(BASE / "kustomization.yaml")
     assert kustomization["namespace"] == NAMESPACE
     assert "commonLabels" not in kustomization
     assert all(entry["includeSelectors"] is False for entry in kustomization["labels"])
     resources = kustomization["resources"]
     assert "git-credentials.secret.yaml" not in resources
-    assert (DEPLOY / "git-credentials.secret.yaml").is_file()
-    listed = {p.name for p in DEPLOY.glob("*.yaml")} - {"kustomization.yaml",
+    assert (BASE / "git-credentials.secret.yaml").is_file()
+    listed = {p.name for p in BASE.glob("*.yaml")} - {"kustomization.yaml",
                                                         "git-credentials.secret.yaml"}
     assert set(resources) == listed
 
 
 def pod_specs() -> Iterator[tuple[str, dict[str, Any]]]:
-    (deployment,) = load(DEPLOY / "deployment.yaml")
+    (deployment,) = load(BASE / "deployment.yaml")
     yield "Deployment", deployment["spec"]["template"]["spec"]
-    (cronjob,) = load(DEPLOY / "rotate-cronjob.yaml")
+    (cronjob,) = load(BASE / "rotate-cronjob.yaml")
     yield "CronJob", cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]
 
 
@@ -154,7 +155,7 @@ def test_every_pod_is_locked_down(kind: str, spec: dict[str, Any]) -> None:
 
 
 def test_the_agent_is_configured_from_the_environment_and_probed_on_8080() -> None:
-    (deployment,) = load(DEPLOY / "deployment.yaml")
+    (deployment,) = load(BASE / "deployment.yaml")
     assert deployment["spec"]["replicas"] == 1
     spec = deployment["spec"]["template"]["spec"]
     (container,) = spec["containers"]
@@ -173,16 +174,16 @@ def test_the_agent_is_configured_from_the_environment_and_probed_on_8080() -> No
     assert mount["readOnly"] is True
     secret = next(v for v in spec["volumes"] if v["name"] == mount["name"])["secret"]
     assert secret["secretName"] == "orksync-git"
-    (service,) = load(DEPLOY / "service.yaml")
+    (service,) = load(BASE / "service.yaml")
     (sport,) = service["spec"]["ports"]
     assert (sport["name"], sport["port"]) == ("http-metrics", 8080)
-    (cronjob,) = load(DEPLOY / "rotate-cronjob.yaml")
+    (cronjob,) = load(BASE / "rotate-cronjob.yaml")
     (rotate,) = cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"]
     assert rotate["args"] == ["rotate"]
 
 
 def test_the_cluster_role_grants_every_kind_a_katalog_produces_and_nothing_broader() -> None:
-    (role,) = load(DEPLOY / "clusterrole.yaml")
+    (role,) = load(BASE / "clusterrole.yaml")
     grants = granted(role["rules"])
     for key in CHILD_RESOURCES:
         assert grants.get(key, set()) - {"escalate", "bind"} == ALL_VERBS, key
@@ -195,7 +196,7 @@ def test_the_cluster_role_grants_every_kind_a_katalog_produces_and_nothing_broad
         assert "*" not in rule["apiGroups"] + rule["resources"] + rule["verbs"], rule
         assert "nonResourceURLs" not in rule
     assert ("coordination.k8s.io", "leases") not in grants  # namespaced: role.yaml
-    (ns_role,) = load(DEPLOY / "role.yaml")
+    (ns_role,) = load(BASE / "role.yaml")
     assert ns_role["metadata"]["namespace"] == NAMESPACE
     ns_grants = granted(ns_role["rules"])
     assert ns_grants[("coordination.k8s.io", "leases")] == {"get", "create", "update", "patch"}
@@ -228,7 +229,7 @@ def kustomize(cp: ControlPlane) -> list[dict[str, Any]]:
 
 
 def ensure_namespace(cp: ControlPlane) -> None:
-    (namespace,) = load(DEPLOY / "namespace.yaml")
+    (namespace,) = load(BASE / "namespace.yaml")
     kubectl(cp, "apply", "--server-side", "--field-manager=orksync-tests", "-f", "-",
             stdin=dump([namespace]))
 
@@ -253,7 +254,7 @@ def test_kustomize_renders_every_manifest(control_plane: ControlPlane) -> None:
 def test_every_rendered_object_passes_a_server_side_dry_run(control_plane: ControlPlane) -> None:
     ensure_namespace(control_plane)
     docs = kustomize(control_plane)
-    template = load(DEPLOY / "git-credentials.secret.yaml")
+    template = load(BASE / "git-credentials.secret.yaml")
     proc = kubectl(control_plane, "apply", "--server-side", "--dry-run=server",
                    "--field-manager=orksync-tests", "-f", "-", stdin=dump(docs + template))
     lines = [line for line in proc.stdout.splitlines() if line.strip()]

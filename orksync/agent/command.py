@@ -136,4 +136,5 @@ def agent_config(args: argparse.Namespace) -> AgentConfig:
                        strict_cluster_scope=args.strict_cluster_scope,
                        webhook_secret_file=args.webhook_secret_file,
                        allow_empty=args.allow_empty, prune_crds=args.prune_crds,
+                       default_service_account=args.default_service_account,
                        **identity)

@@ -38,6 +38,7 @@ from orksync.agent.metrics import Metrics
 from orksync.agent.server import serve
 from orksync.agent.shard import shard_filter, shard_of
 from orksync.apply.engine import ApplyOptions
+from orksync.apply.impersonation import Identities, Impersonation
 from orksync.apply.secrets import rotate_due
 from orksync.cluster.kube import Kube
 from orksync.cluster.retry import RetryPolicy
@@ -53,6 +54,7 @@ from orksync.source.git import GitAuth, GitSource, GitSourceSpec, GitVerify, Rev
 from orksync.sync import (
     SyncOptions,
     ensure_namespace,
+    read_inventory,
     render_live,
     sync_rendered,
 )
@@ -91,6 +93,9 @@ class AgentConfig:
     webhook_secret_file: Path | None = None  # POST /hooks/git is served only with one
     allow_empty: bool = False  # an empty render may prune everything (as `sync`'s flag)
     prune_crds: bool = False  # CRDs that left Git are deleted (as `sync`'s flag)
+    # the ServiceAccount (in each custom resource's namespace) the children of entries
+    # without serviceAccountName are written as; "": the agent (orksync.apply.impersonation)
+    default_service_account: str = ""
 
 
 @dataclass(slots=True)
@@ -298,12 +303,14 @@ class Agent:
         self.state.rendered = rendered
         start = time.monotonic()
         catalog = self.state.catalog
+        impersonation = Impersonation.of_catalog(catalog, self.config.default_service_account)
         result = sync_rendered(
             self.kube, rendered, catalog, inventory_name=self.config.name,
             inventory_namespace=self.config.inventory_namespace,
             options=SyncOptions(apply=ApplyOptions(workers=self.config.workers),
                                 allow_empty=self.config.allow_empty,
-                                prune_crds=self.config.prune_crds),
+                                prune_crds=self.config.prune_crds,
+                                impersonation=impersonation),
             source=Source.of(self.config.repo_url, self.config.path), revision=revision.sha,
             on_change=lambda change: log_change(change, log),
             # status only for this shard's custom resources
@@ -342,7 +349,14 @@ class Agent:
             if not self.is_leader():
                 return
             try:
-                changes = rotate_due(self.kube, now=datetime.now(UTC), random=CryptoRandom())
+                identities = Identities(
+                    self.kube, Impersonation.of_catalog(self.state.catalog,
+                                                        self.config.default_service_account),
+                    self.state.rendered.objects if self.state.rendered else (),
+                    recorded=read_inventory(self.kube, self.config.name,
+                                            self.config.inventory_namespace))
+                changes = rotate_due(self.kube, now=datetime.now(UTC), random=CryptoRandom(),
+                                     writer=identities.kube_for_owner)
             except LeadershipLost as err:
                 self.metrics.errors.labels(reason="leadership_lost").inc()
                 log.error("rotation abandoned: %s", err)

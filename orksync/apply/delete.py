@@ -16,6 +16,7 @@ from orksync.errors import ClusterError
 from orksync.model import Action, Change, ObjRef, RenderedObject
 
 if TYPE_CHECKING:
+    from orksync.apply.impersonation import Identities
     from orksync.katalog.model import CrdEntry
 
 DEFAULT_TIMEOUT = 300.0
@@ -28,6 +29,9 @@ class DeletionOptions:
     field_manager: str = FIELD_MANAGER
     dry_run: bool = False
     inventory: str = ""  # the deleting sync root's identity (inventory_identity); see below
+    # as whom a custom resource's children are deleted and its onDelete written
+    # (orksync.apply.impersonation); None: as the agent
+    identities: Identities | None = None
     clock: Callable[[], float] = time.monotonic
     sleep: Callable[[float], None] = time.sleep
 
@@ -71,19 +75,30 @@ def find_hooks(hooks: Mapping[tuple[str, str], OnDeleteRenderer], ref: ObjRef
 
 def delete_if_owned(kube: Kube, ref: ObjRef, owner: ObjRef | None, *,
                     propagation: str = "Background", dry_run: bool = False,
-                    inventory: str = "") -> Change:
+                    inventory: str = "", identities: Identities | None = None) -> Change:
     """GET, check ownership (skip with the reason; with `inventory`, an object another
     sync root wrote last is skipped too), DELETE with the UID just read as a precondition.
-    A missing object (or kind) is `deleted`: already gone."""
+    A missing object (or kind) is `deleted`: already gone. With `identities`, the GET and
+    the DELETE are sent as `owner`'s ServiceAccount."""
     return attempt_delete(kube, ref, owner, propagation=propagation, dry_run=dry_run,
-                          inventory=inventory)[0]
+                          inventory=inventory, identities=identities)[0]
+
+
+def children_kube(kube: Kube, owner: ObjRef | None, identities: Identities | None) -> Kube:
+    """The connection for the children of `owner` (orksync.apply.impersonation); raises
+    ClusterError when their identity cannot be decided."""
+    if identities is None or owner is None:
+        return kube
+    return identities.kube_for(owner)
 
 
 def attempt_delete(kube: Kube, ref: ObjRef, owner: ObjRef | None, *,
                    propagation: str = "Background", dry_run: bool = False,
-                   inventory: str = "") -> tuple[Change, bool]:
+                   inventory: str = "", identities: Identities | None = None
+                   ) -> tuple[Change, bool]:
     """delete_if_owned, plus whether the object existed when read."""
     try:
+        kube = children_kube(kube, owner, identities)
         res = kube.resource(ref.api_version, ref.kind)
         live = kube.get_or_none(res, ref.namespace, ref.name)
     except ClusterError as err:

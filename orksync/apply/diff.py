@@ -56,6 +56,7 @@ from typing import Any
 from orksync.apply.compare import HASH_ANNOTATION
 from orksync.apply.delete import OnDeleteRenderer, find_hooks
 from orksync.apply.engine import FIELD_MANAGER, owner_reference_allowed
+from orksync.apply.impersonation import Identities, Impersonation
 from orksync.apply.inventory import Inventory, InventoryEntry, ownership_problem, plan_prune
 from orksync.apply.rollout import ROLLOUT_ANNOTATION, pod_template
 from orksync.cluster.kube import Kube, Resource
@@ -130,10 +131,17 @@ def normalise(obj: dict[str, Any] | None) -> dict[str, Any]:
     return out
 
 
-def diff_objects(kube: Kube, rendered: RenderedSet, prune: PruneInputs | None = None
-                 ) -> DiffResult:
+def diff_objects(kube: Kube, rendered: RenderedSet, prune: PruneInputs | None = None, *,
+                 impersonation: Impersonation | None = None) -> DiffResult:
     """The diff of every rendered object; with `prune`, also what the sync would delete
-    (see the module doc)."""
+    (see the module doc). A child is read and dry-run as its custom resource's
+    ServiceAccount, as the sync writes it (`impersonation`, and the rendered custom
+    resources' directives; orksync.apply.impersonation): the diff shows nothing that
+    identity may not read, and a write it may not make is an error here too."""
+    settings = (impersonation or Impersonation()).with_entries(
+        h.entry for h in ((prune.hooks or {}) if prune is not None else {}).values())
+    identities = Identities(kube, settings, rendered.objects,
+                            recorded=prune.stored if prune is not None else ())
     # Every value a rendered Secret carries is scrubbed from ALL output: the same value
     # often sits in the custom resource's spec or in an env var of a workload.
     values = [v for o in rendered.objects if o.ref.kind == "Secret"
@@ -142,7 +150,7 @@ def diff_objects(kube: Kube, rendered: RenderedSet, prune: PruneInputs | None = 
     owners: dict[ObjRef, dict[str, Any] | None] = {}
     for obj in rendered.objects:
         try:
-            one = _diff_one(kube, obj, owners, values)
+            one = _diff_one(kube, identities.kube_for(obj.owner), obj, owners, values)
         except ClusterError as err:
             result.errors.append(f"{obj.ref}: {err!s}")
             result.failed.append(obj.ref)
@@ -150,7 +158,7 @@ def diff_objects(kube: Kube, rendered: RenderedSet, prune: PruneInputs | None = 
         if one:
             result.diffs.append((obj.ref, one))
     if prune is not None:
-        _diff_deletions(kube, rendered, prune, result, values)
+        _diff_deletions(kube, identities, rendered, prune, result, values)
     # scrubbed at the end: the live Secrets' (old) values are known only now
     result.diffs = [(ref, scrub(text, values)) for ref, text in result.diffs]
     result.errors = [scrub(text, values) for text in result.errors]
@@ -158,8 +166,8 @@ def diff_objects(kube: Kube, rendered: RenderedSet, prune: PruneInputs | None = 
     return result
 
 
-def _diff_deletions(kube: Kube, rendered: RenderedSet, prune: PruneInputs,
-                    result: DiffResult, values: list[str]) -> None:
+def _diff_deletions(agent: Kube, identities: Identities, rendered: RenderedSet,
+                    prune: PruneInputs, result: DiffResult, values: list[str]) -> None:
     """What the sync's prune, teardown and absent cleanup would delete, into `result`."""
     failed = ChangeSet(changes=[Change(ref=ref, action=Action.FAILED) for ref in result.failed])
     plan = plan_prune(prune.stored, rendered, failed, allow_empty=prune.allow_empty,
@@ -169,6 +177,7 @@ def _diff_deletions(kube: Kube, rendered: RenderedSet, prune: PruneInputs,
 
     def delete(ref: ObjRef, owner: ObjRef | None, why: str, *, check: bool = True) -> None:
         try:
+            kube = identities.kube_for(owner) if owner is not None else agent
             res = kube.resource(ref.api_version, ref.kind)
             live = kube.get_or_none(res, ref.namespace if res.namespaced else "", ref.name)
         except ClusterError as err:
@@ -232,8 +241,10 @@ def _deletion_diff(ref: ObjRef, live: dict[str, Any], why: str) -> str:
     return text if text.endswith("\n") else text + "\n"
 
 
-def _diff_one(kube: Kube, obj: RenderedObject, owners: dict[ObjRef, dict[str, Any] | None],
-              values: list[str]) -> str:
+def _diff_one(agent: Kube, kube: Kube, obj: RenderedObject,
+              owners: dict[ObjRef, dict[str, Any] | None], values: list[str]) -> str:
+    """`kube`: the connection `obj` is read and dry-run through (its owner's identity);
+    `agent`: the agent's own, for its owner."""
     notes: list[str] = []
     body = copy.deepcopy(dict(obj.body))
     try:
@@ -260,9 +271,9 @@ def _diff_one(kube: Kube, obj: RenderedObject, owners: dict[ObjRef, dict[str, An
     if obj.owner is not None:
         if obj.owner not in owners:
             try:
-                owner_res = kube.resource(obj.owner.api_version, obj.owner.kind)
-                owners[obj.owner] = kube.get_or_none(owner_res, obj.owner.namespace,
-                                                     obj.owner.name)
+                owner_res = agent.resource(obj.owner.api_version, obj.owner.kind)
+                owners[obj.owner] = agent.get_or_none(owner_res, obj.owner.namespace,
+                                                      obj.owner.name)
             except ClusterError as err:
                 if err.status != 404:
                     raise

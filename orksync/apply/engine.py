@@ -28,6 +28,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol, TypeVar
 
 from orksync.apply.compare import HASH_ANNOTATION, fingerprint, unchanged
+from orksync.apply.impersonation import Identities, Impersonation
 from orksync.apply.kinds import CRD_API, policy
 from orksync.apply.rollout import (
     ROLLOUT_FIELD_MANAGER,
@@ -92,6 +93,14 @@ class _Run:
     # API groups of the CRDs written
     written: set[ObjRef] = field(default_factory=set)
     crd_groups: set[str] = field(default_factory=set)
+    # as whom each custom resource's children are written (orksync.apply.impersonation)
+    identities: Identities | None = None
+
+    def kube_for(self, obj: RenderedObject, kube: Kube) -> Kube:
+        """The connection `obj` is written through: its owner's identity, or `kube`'s."""
+        if obj.owner is None or self.identities is None:
+            return kube
+        return self.identities.kube_for(obj.owner)
 
     def wrote(self, refs: Iterable[ObjRef]) -> None:
         for ref in refs:
@@ -275,10 +284,14 @@ class _Prefetch:
 
 class Applier:
     def __init__(self, kube: Kube, options: ApplyOptions | None = None,
-                 on_change: Callable[[Change], None] | None = None) -> None:
+                 on_change: Callable[[Change], None] | None = None, *,
+                 impersonation: Impersonation | None = None) -> None:
+        """`impersonation`: who the children are written as, besides what the rendered
+        custom resources' directives say (orksync.apply.impersonation)."""
         self.kube = kube
         self.options = options or ApplyOptions()
         self.on_change = on_change or (lambda change: None)
+        self.impersonation = impersonation
         # per kind listed whole (no selector: custom resources, CRDs), the listed objects
         # with a deletionTimestamp; the sync's teardown check reads it instead of a LIST
         self.terminating: dict[tuple[str, str], list[dict[str, Any]]] = {}
@@ -311,7 +324,7 @@ class Applier:
         if isinstance(rendered, RenderedSet):
             for ref, reason in rendered.skipped:
                 self._record(changes, Change(ref=ref, action=Action.SKIPPED, message=reason))
-        run = _Run()
+        run = _Run(identities=Identities(self.kube, self.impersonation, objects))
         run.wrote(written)
         stages = _by_stage(objects)
         prefetched = self._prefetched
@@ -415,6 +428,7 @@ class Applier:
             return Change(ref=obj.ref, action=Action.FAILED,
                           message=f"not applied: its owner {obj.owner} failed")
         res = self.kube.resource(obj.ref.api_version, obj.ref.kind)
+        kube = run.kube_for(obj, self.kube)
         current = live.get(obj.ref)
         plain = obj.owner is None and obj.stage in PLAIN_STAGES
         if plain:
@@ -434,23 +448,23 @@ class Applier:
             return Change(ref=obj.ref, action=Action.SKIPPED, message=refused)
         body = self._desired(obj, res, run)
         if obj.directives.get("copyFrom"):
-            body = self._copy_from(obj, res, body)
+            body = self._copy_from(kube, obj, res, body)
         if kind.secret:
             ca_live = live.get(ca_secret_ref(obj.ref)) if has_ca_secret(obj) else None
-            return self._write_secret(obj, body, current, run, ca_live)
+            return self._write_secret(kube, obj, body, current, run, ca_live)
         if obj.policy in (WritePolicy.CREATE, WritePolicy.CREATE_ONLY):
             if current is not None and self._needs_rollout(obj, body, current, run):
                 if local:
                     return None
-                return self._roll(obj, res, body)
-            return self._create_if_absent(obj, res, body, current)
+                return self._roll(kube, obj, res, body)
+            return self._create_if_absent(kube, obj, res, body, current)
         if current is not None and not obj.directives.get("forceConflict", True) and \
                 self._needs_rollout(obj, body, current, run):
             # the rollout manager may own the annotation (a rotation wrote it): moved by
             # that manager first, the unforced apply then sends the value it holds
             if local:
                 return None
-            self._roll(obj, res, body)
+            self._roll(kube, obj, res, body)
         if unchanged(body, current):
             self._remember(obj, current, run)
             return Change(ref=obj.ref, action=Action.UNCHANGED)
@@ -458,12 +472,12 @@ class Applier:
             return None
         before = (current or {}).get("metadata", {}).get("resourceVersion")
         try:
-            created, result = self.kube.apply(res, body,
-                                              field_manager=self.options.field_manager,
-                                              force=obj.directives.get("forceConflict", True),
-                                              subject=str(obj.ref),
-                                              dry_run=self.options.dry_run,
-                                              metadata_only=True)
+            created, result = kube.apply(res, body,
+                                         field_manager=self.options.field_manager,
+                                         force=obj.directives.get("forceConflict", True),
+                                         subject=str(obj.ref),
+                                         dry_run=self.options.dry_run,
+                                         metadata_only=True)
         except ClusterError as err:
             if err.status != 422 or current is None:
                 raise
@@ -473,7 +487,7 @@ class Applier:
                                    "orksync delete and recreate the object)",
                                    subject=err.subject, status=err.status,
                                    reason=err.reason) from err
-            self._recreate(res, obj, body, current)
+            self._recreate(kube, res, obj, body, current)
             return Change(ref=obj.ref, action=Action.CONFIGURED,
                           message="recreated: the change touches an immutable field")
         self._remember(obj, result, run)
@@ -499,6 +513,8 @@ class Applier:
         if obj.policy is not WritePolicy.APPLY:
             return None  # written only when missing
         ref = dataclasses.replace(obj.ref, namespace="")
+        # read as the agent, like the stage's LISTs: this is orksync's own check (the first
+        # wall), made before the write goes out as the child's identity (the second)
         current = live.get(ref) or self.kube.get_or_none(res, "", ref.name)
         annotations = ((current or {}).get("metadata") or {}).get("annotations") or {}
         owner = annotations.get(OWNER_ANNOTATION)
@@ -507,36 +523,36 @@ class Applier:
         return (f"{ref} exists and belongs to {owner or 'no custom resource'}, not "
                 f"{obj.owner}: a custom resource does not take over a cluster-scoped object")
 
-    def _recreate(self, res: Resource, obj: RenderedObject, body: dict[str, Any],
+    def _recreate(self, kube: Kube, res: Resource, obj: RenderedObject, body: dict[str, Any],
                   current: Mapping[str, Any]) -> None:
         """Delete (UID precondition: only the object we read) and create again."""
         if self.options.dry_run:
             return
         uid = (current.get("metadata") or {}).get("uid")
         try:
-            self.kube.delete(res, obj.ref.namespace, obj.ref.name, propagation="Foreground",
-                             subject=str(obj.ref), precondition_uid=uid)
+            kube.delete(res, obj.ref.namespace, obj.ref.name, propagation="Foreground",
+                        subject=str(obj.ref), precondition_uid=uid)
         except ClusterError as err:
             if err.status != 404:
                 raise
         deadline = time.monotonic() + self.options.crd_timeout
         delay = 0.05
-        while self.kube.get_or_none(res, obj.ref.namespace, obj.ref.name) is not None:
+        while kube.get_or_none(res, obj.ref.namespace, obj.ref.name) is not None:
             if time.monotonic() > deadline:
                 raise ClusterError("deleted for a recreate but still present after "
                                    f"{self.options.crd_timeout:.0f}s", subject=str(obj.ref))
             time.sleep(delay)
             delay = min(delay * 2, 1.0)
-        self.kube.create(res, body, field_manager=self.options.field_manager,
-                         subject=str(obj.ref), metadata_only=True)
+        kube.create(res, body, field_manager=self.options.field_manager,
+                    subject=str(obj.ref), metadata_only=True)
 
-    def _copy_from(self, obj: RenderedObject, res: Resource,
+    def _copy_from(self, kube: Kube, obj: RenderedObject, res: Resource,
                    body: dict[str, Any]) -> dict[str, Any]:
         """`fromConfigMap` & co.: merge the live source into the body (semantics §2.4):
         ConfigMap data under the declared keys; NetworkPolicy spec, ResourceQuota hard and
         LimitRange limits replaced by the source's."""
         spec = obj.directives["copyFrom"]
-        source = self.kube.get_or_none(res, spec["namespace"], spec["name"])
+        source = kube.get_or_none(res, spec["namespace"], spec["name"])
         if source is None:
             raise ClusterError(f"source {spec['kind']}/{spec['namespace']}/{spec['name']} "
                                "not found", subject=str(obj.ref))
@@ -548,7 +564,7 @@ class Applier:
         annotations[HASH_ANNOTATION] = fingerprint(body)
         return body
 
-    def _write_secret(self, obj: RenderedObject, body: dict[str, Any],
+    def _write_secret(self, kube: Kube, obj: RenderedObject, body: dict[str, Any],
                       current: dict[str, Any] | None, run: _Run,
                       ca_live: dict[str, Any] | None) -> Change:
         # imported here: the secrets stack (and cryptography) is a noticeable part of the
@@ -556,7 +572,7 @@ class Applier:
         from orksync.apply.secrets import write_secret
         from orksync.secrets.random import CryptoRandom
 
-        change, digest = write_secret(self.kube, obj, body, current,
+        change, digest = write_secret(kube, obj, body, current,
                                       field_manager=self.options.field_manager,
                                       now=self.options.clock(), random=CryptoRandom(),
                                       dry_run=self.options.dry_run, ca_live=ca_live)
@@ -584,28 +600,29 @@ class Applier:
         return any((obj.owner, obj.ref.namespace, name) in run.secrets_written
                    for name in referenced_secrets(template.get("spec") or {}))
 
-    def _roll(self, obj: RenderedObject, res: Resource, body: Mapping[str, Any]) -> Change:
+    def _roll(self, kube: Kube, obj: RenderedObject, res: Resource,
+              body: Mapping[str, Any]) -> Change:
         """Write the pod template's secrets-hash annotation alone, under orksync's rollout
         field manager (orksync.apply.rollout): the rest of an existing create-if-absent
         workload stays as it is."""
         digest = live_digest(body)
         assert digest is not None
-        self.kube.apply(res, rollout_body(obj.ref, digest), field_manager=ROLLOUT_FIELD_MANAGER,
-                        force=True, subject=str(obj.ref), dry_run=self.options.dry_run,
-                        metadata_only=True)
+        kube.apply(res, rollout_body(obj.ref, digest), field_manager=ROLLOUT_FIELD_MANAGER,
+                   force=True, subject=str(obj.ref), dry_run=self.options.dry_run,
+                   metadata_only=True)
         suffix = " (dry run)" if self.options.dry_run else ""
         return Change(ref=obj.ref, action=Action.CONFIGURED,
                       message="rolled: a Secret it reads changed" + suffix)
 
-    def _create_if_absent(self, obj: RenderedObject, res: Resource, body: dict[str, Any],
-                          current: dict[str, Any] | None) -> Change:
+    def _create_if_absent(self, kube: Kube, obj: RenderedObject, res: Resource,
+                          body: dict[str, Any], current: dict[str, Any] | None) -> Change:
         if current is not None:
             return Change(ref=obj.ref, action=Action.UNCHANGED)
         if self.options.dry_run:
             return Change(ref=obj.ref, action=Action.CREATED, message="dry run")
         try:
-            self.kube.create(res, body, field_manager=self.options.field_manager,
-                             subject=str(obj.ref), metadata_only=True)
+            kube.create(res, body, field_manager=self.options.field_manager,
+                        subject=str(obj.ref), metadata_only=True)
         except ClusterError as err:
             if err.status == 409 and err.reason == "AlreadyExists":
                 return Change(ref=obj.ref, action=Action.UNCHANGED,

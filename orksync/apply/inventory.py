@@ -17,13 +17,18 @@ inventory was last written by another sync root and is not deleted.
 Storage format (`v1`): `binaryData.entries` holds zlib-compressed JSON
 
     {"owners": [[apiVersion, kind, namespace, name], ...],
-     "entries": [[apiVersion, kind, namespace, name, ownerIndex | null, uid | null], ...]}
+     "entries": [[apiVersion, kind, namespace, name, ownerIndex | null, uid | null
+                  (, plain (, account))], ...]}
 
-(an entry of a plain manifest has a seventh item, 1; an inventory without it reads as
-before)
+(`plain`: 1 for a plain manifest of the repository, 0 otherwise, present only when it is 1
+or an `account` follows; an inventory without these items reads as before)
 
 with entries sorted by identity and owners de-duplicated into a table (an entry names its
-owner by index), so the bytes are a function of the content alone. `data` carries the
+owner by index), so the bytes are a function of the content alone. `account`, present only
+on a custom resource whose children were written as a ServiceAccount, is that
+ServiceAccount (`namespace/name`; orksync.apply.impersonation): the prune and the
+teardown of a custom resource that left Git delete its children as the identity that wrote
+them, even when its Katalog entry left with it. `data` carries the
 format and the count for humans. A ConfigMap holds at most 1 MiB: 10,000 entries are about
 1 MB of JSON but compress to a small fraction of it (identities repeat), so one key is
 enough for the inventories orksync is built for; an inventory whose compressed form would
@@ -71,6 +76,7 @@ from orksync.model import (
     MANAGED_BY_LABEL,
     OWNER_ANNOTATION,
     OWNER_LABEL,
+    SERVICE_ACCOUNT_DIRECTIVE,
     ChangeSet,
     ObjRef,
     RenderedObject,
@@ -114,6 +120,8 @@ class InventoryEntry:
     owner: ObjRef | None = None  # the custom resource that rendered it; None: CRD or CR
     uid: str | None = None  # informational: deletes use the UID read with the ownership check
     plain: bool = False  # a plain manifest of the repository (orksync.model.is_plain)
+    # a custom resource's: the ServiceAccount its children were written as ("": the agent)
+    account: str = ""
 
     @property
     def is_crd(self) -> bool:
@@ -184,7 +192,9 @@ class Inventory:
         index = {o: i for i, o in enumerate(owners)}
         doc = {"owners": [_ref_row(o) for o in owners],
                "entries": [[*_ref_row(e.ref), None if e.owner is None else index[e.owner],
-                            e.uid, *((1,) if e.plain else ())] for e in self.entries]}
+                            e.uid, *((int(e.plain), e.account) if e.account else
+                                     (1,) if e.plain else ())]
+                           for e in self.entries]}
         raw = json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
         return zlib.compress(raw, 9)
 
@@ -195,7 +205,9 @@ class Inventory:
             owners = [_row_ref(r) for r in doc["owners"]]
             entries = [InventoryEntry(ref=_row_ref(r[:4]),
                                       owner=None if r[4] is None else owners[r[4]],
-                                      uid=r[5], plain=r[6:7] == [1]) for r in doc["entries"]]
+                                      uid=r[5], plain=r[6:7] == [1],
+                                      account=str(r[7]) if len(r) > 7 else "")
+                       for r in doc["entries"]]
         except (zlib.error, ValueError, KeyError, IndexError, TypeError) as err:
             raise InventoryError(f"unreadable inventory: {err}") from err
         return cls.of(entries)
@@ -360,7 +372,8 @@ def plan_prune(old: Inventory, rendered: RenderedSet, changes: ChangeSet, *,
     def entry_of(obj: RenderedObject) -> InventoryEntry:
         prior = old_by_ref.get(obj.ref)
         uid = prior.uid if prior is not None and prior.owner == obj.owner else None
-        return InventoryEntry(ref=obj.ref, owner=obj.owner, uid=uid, plain=is_plain(obj))
+        return InventoryEntry(ref=obj.ref, owner=obj.owner, uid=uid, plain=is_plain(obj),
+                              account=str(obj.directives.get(SERVICE_ACCOUNT_DIRECTIVE) or ""))
 
     applied = [entry_of(o) for o in rendered.objects if o.ref not in failed]
     halt = []

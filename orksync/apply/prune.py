@@ -24,6 +24,7 @@ from typing import Any
 
 from orksync.apply.delete import DeletionOptions, TearDown, attempt_delete, delete_if_owned
 from orksync.apply.engine import FIELD_MANAGER
+from orksync.apply.impersonation import Identities
 from orksync.apply.inventory import Inventory, InventoryEntry, PrunePlan
 from orksync.cluster.kube import Kube
 from orksync.errors import ClusterError
@@ -69,7 +70,8 @@ def prune(kube: Kube, plan: PrunePlan, *, field_manager: str = FIELD_MANAGER,
             retry.append(entry)
             continue
         change = delete_if_owned(kube, entry.ref, entry.owner, dry_run=dry_run,
-                                 inventory=options.inventory)
+                                 inventory=options.inventory,
+                                 identities=options.identities)
         record(change)
         if change.action is Action.FAILED:
             retry.append(entry)
@@ -78,11 +80,12 @@ def prune(kube: Kube, plan: PrunePlan, *, field_manager: str = FIELD_MANAGER,
 
 def cleanup_absent(kube: Kube, absent: Iterable[tuple[ObjRef, ObjRef]], *,
                    claimed: Collection[ObjRef] = (), dry_run: bool = False,
-                   on_change: OnChange | None = None, inventory: str = "") -> ChangeSet:
+                   on_change: OnChange | None = None, inventory: str = "",
+                   identities: Identities | None = None) -> ChangeSet:
     """Orkestra's DeleteIfOwned: each (object, owner) whose entry condition turned false is
     deleted when it exists, carries that owner's markers (and, with `inventory`, no other
-    sync root's identity) and no entry claims it. A missing object is no change at all
-    (this runs every sync)."""
+    sync root's identity) and no entry claims it, as the owner's ServiceAccount with
+    `identities`. A missing object is no change at all (this runs every sync)."""
     changes = ChangeSet()
     record = _recorder(changes, on_change)
     seen: set[ObjRef] = set()
@@ -91,7 +94,7 @@ def cleanup_absent(kube: Kube, absent: Iterable[tuple[ObjRef, ObjRef]], *,
             continue
         seen.add(ref)
         change, existed = attempt_delete(kube, ref, owner, dry_run=dry_run,
-                                         inventory=inventory)
+                                         inventory=inventory, identities=identities)
         if existed or change.action is Action.FAILED:
             record(dataclasses.replace(change, message=_prefixed("condition false",
                                                                   change.message)))

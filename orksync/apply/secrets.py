@@ -31,7 +31,7 @@ are scrubbed of every value of the body.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Set
+from collections.abc import Callable, Mapping, Set
 from datetime import datetime
 from typing import Any
 
@@ -131,10 +131,14 @@ def write_secret(kube: Kube, obj: RenderedObject, body: Mapping[str, Any],
 
 def rotate_due(kube: Kube, *, now: datetime, random: RandomSource, dry_run: bool = False,
                force: Set[str] = frozenset(), field_manager: str = "orksync",
-               namespace: str = "") -> ChangeSet:
+               namespace: str = "", writer: Writer | None = None) -> ChangeSet:
     """Rotate every managed Secret whose rotation is due (or named `ns/name` in `force`)
     and renew certificates near expiry, then roll the workloads of the same custom
-    resource that read a rotated Secret. `namespace` limits the scan ("" = all)."""
+    resource that read a rotated Secret. `namespace` limits the scan ("" = all).
+    `writer`: the connection a Secret or workload is written through, from its
+    `orksync.io/owner` annotation (its custom resource's ServiceAccount,
+    orksync.apply.impersonation.Identities.kube_for_owner); the scan's reads are
+    `kube`'s."""
     res = kube.resource("v1", "Secret")
     changes = ChangeSet()
     seen: set[str] = set()
@@ -165,7 +169,12 @@ def rotate_due(kube: Kube, *, now: datetime, random: RandomSource, dry_run: bool
             changes.add(ref, Action.UNCHANGED, "not due")
             continue
         try:
-            change, after = _write_plan(kube, res, ref, plan, live,
+            target = _writer_of(kube, writer, live)
+        except ClusterError as err:  # no identity for it: nothing is written
+            changes.add(ref, Action.FAILED, f"cannot rotate: {err.detail}")
+            continue
+        try:
+            change, after = _write_plan(target, res, ref, plan, live,
                                         field_manager=field_manager, dry_run=dry_run)
         except _AlreadyExists:  # a CA Secret created meanwhile: planned again next run
             changes.add(ref, Action.FAILED, "its CA Secret was created meanwhile; retried "
@@ -178,20 +187,30 @@ def rotate_due(kube: Kube, *, now: datetime, random: RandomSource, dry_run: bool
         ns, _, name = key.rpartition("/")
         changes.add(ObjRef(api_version="v1", kind="Secret", namespace=ns, name=name),
                     Action.FAILED, "cannot rotate: not found, or not managed by orksync")
-    changes.extend(roll_readers(kube, listed, rotated, dry_run=dry_run))
+    changes.extend(roll_readers(kube, listed, rotated, dry_run=dry_run, writer=writer))
     return changes
 
 
+Writer = Callable[[str], Kube]
+
+
+def _writer_of(kube: Kube, writer: Writer | None, live: Mapping[str, Any]) -> Kube:
+    """The connection `live` is written through (see `rotate_due`)."""
+    owner = ((live.get("metadata") or {}).get("annotations") or {}).get(OWNER_ANNOTATION)
+    return writer(str(owner)) if writer is not None and owner else kube
+
+
 def roll_readers(kube: Kube, secrets: list[dict[str, Any]],
-                 changed: Mapping[tuple[str, str], str], *, dry_run: bool = False
-                 ) -> list[Change]:
+                 changed: Mapping[tuple[str, str], str], *, dry_run: bool = False,
+                 writer: Writer | None = None) -> list[Change]:
     """Roll every Deployment, StatefulSet and DaemonSet of the same custom resource
     (`orksync.io/owner`) that reads one of the `changed` Secrets ((namespace, name) ->
     hash of its new data): its pod template's secrets-hash annotation is set to the value
     a sync computes from the same data (`secrets`: the live managed Secrets, for the
     hashes of the other Secrets it reads), by a server-side apply of that annotation
     alone under the field manager `orksync-rollout`, whatever the workload's write
-    policy. A workload already carrying the value is left alone."""
+    policy, through `writer` (see `rotate_due`). A workload already carrying the value is
+    left alone."""
     if not changed:
         return []
     owners: dict[tuple[str, str], str] = {}
@@ -215,7 +234,7 @@ def roll_readers(kube: Kube, secrets: list[dict[str, Any]],
                                            label_selector=MANAGED_SELECTOR))
             except ClusterError as err:
                 if err.status in (403, 404):
-                    # not served, or not ours to read (deploy/clusterrole.yaml grants no
+                    # not served, or not ours to read (deploy/base/clusterrole.yaml grants no
                     # DaemonSets: no Katalog key makes one): orksync wrote none of them
                     log.debug("%s %s not listed to roll: %s", api_version, kind, err)
                     continue
@@ -226,13 +245,14 @@ def roll_readers(kube: Kube, secrets: list[dict[str, Any]],
                 continue
             for workload in workloads:
                 out.extend(_roll_one(kube, res, workload, changed, owners, hashes,
-                                     dry_run=dry_run))
+                                     dry_run=dry_run, writer=writer))
     return out
 
 
 def _roll_one(kube: Kube, res: Resource, workload: dict[str, Any],
               changed: Mapping[tuple[str, str], str], owners: Mapping[tuple[str, str], str],
-              hashes: Mapping[tuple[str, str, str], str], *, dry_run: bool) -> list[Change]:
+              hashes: Mapping[tuple[str, str, str], str], *, dry_run: bool,
+              writer: Writer | None = None) -> list[Change]:
     ref = ObjRef.of(workload)
     owner = ((workload.get("metadata") or {}).get("annotations") or {}).get(OWNER_ANNOTATION)
     template = pod_template(workload)
@@ -248,9 +268,10 @@ def _roll_one(kube: Kube, res: Resource, workload: dict[str, Any],
     digest = rollout_digest(template, own)
     if digest is None or digest == live_digest(workload):
         return []
-    try:
-        kube.apply(res, rollout_body(ref, digest), field_manager=ROLLOUT_FIELD_MANAGER,
-                   force=True, subject=str(ref), dry_run=dry_run, metadata_only=True)
+    try:  # an identity that cannot be decided fails here too: nothing is written
+        _writer_of(kube, writer, workload).apply(
+            res, rollout_body(ref, digest), field_manager=ROLLOUT_FIELD_MANAGER, force=True,
+            subject=str(ref), dry_run=dry_run, metadata_only=True)
     except ClusterError as err:
         return [Change(ref=ref, action=Action.FAILED, message=f"cannot roll: {err.detail}")]
     suffix = " (dry run)" if dry_run else ""

@@ -12,6 +12,7 @@ generated models: faster, and server-side apply wants plain dicts anyway.
 
 from __future__ import annotations
 
+import copy
 import functools
 import json
 import logging
@@ -114,6 +115,11 @@ class Kube:
         # is abandoned at its next request, read or write; orksync.agent.lease)
         self.gate: Callable[[], None] | None = None
         self.user_agent = ""  # sent instead of the transport's default when set
+        # `impersonating`: the user every request is sent as (Impersonate-User), and the
+        # Kube whose pool, discovery, counters and gate this one shares (itself if none)
+        self.as_user = ""
+        self._root = self
+        self._views: dict[str, Kube] = {}
 
     def sibling(self, *, timeout: float, retry: RetryPolicy | None = None,
                 pool_size: int = 2) -> Kube:
@@ -125,10 +131,38 @@ class Kube:
         other.user_agent = self.user_agent
         return other
 
+    def impersonating(self, user: str) -> Kube:
+        """This connection sending every request as `user` (the header Impersonate-User;
+        the API server then authorizes each request as that user, after checking that
+        this client may impersonate it). It shares this Kube's pool, discovery cache,
+        counters and gate: one more identity costs no connection. For a ServiceAccount
+        (`system:serviceaccount:<namespace>:<name>`) the API server adds its groups
+        itself (`system:serviceaccounts`, `system:serviceaccounts:<namespace>`) when no
+        Impersonate-Group is sent, so none is: sending them would need the right to
+        impersonate groups too. One view per user, made once. A kubeconfig that
+        impersonates already (`as:`) cannot be combined with it: a request carries one
+        Impersonate-User, so a ClusterError says so rather than sending two."""
+        root = self._root
+        already = [value for name, value in root._connection.headers
+                   if name.lower() == "impersonate-user"]
+        if already:
+            raise ClusterError(f"cannot send requests as {user}: the kubeconfig's user "
+                               f"already impersonates {already[0]} (`as:`); drop one of the two",
+                               subject=user)
+        with root._lock:
+            view = root._views.get(user)
+            if view is None:
+                view = copy.copy(root)
+                view.as_user = user
+                view._views = {}
+                root._views[user] = view
+        return view
+
     def check_gate(self) -> None:
         """Raise what the gate raises (a long wait between requests asks this)."""
-        if self.gate is not None:
-            self.gate()
+        gate = self._root.gate
+        if gate is not None:
+            gate()
 
     @classmethod
     def from_kubeconfig(cls, path: str | Path | None = None, context: str | None = None,
@@ -169,7 +203,8 @@ class Kube:
         url = self._pool.prefix + path + query
         payload = None if body is None else _encode_json(body).encode()
         replayable = replay_safe(method, content_type, body)
-        gate = self.gate
+        root = self._root
+        gate = root.gate
         first = time.monotonic()
         retry = 0
         renewed = False  # the credentials were renewed after a 401 (once per request)
@@ -188,14 +223,19 @@ class Kube:
                     continue
             delay = self._retry_delay(outcome, retry + 1, first, replayable)
             if delay is None:
-                raise outcome.error(method, path, subject, retry + 1,
+                err = outcome.error(method, path, subject, retry + 1,
                                     ca_origin=self._ca_origin, outage=self._outage())
+                if self.as_user and outcome.status == 403:  # the identity, always named
+                    err = ClusterError(f"{err.detail} (sent as {self.as_user})",
+                                       subject=err.subject, status=err.status,
+                                       reason=err.reason)
+                raise err
             log.info("%s %s: %s; retry %d/%d in %.2fs", method, path, outcome.summary(),
                      retry + 1, self.retry.attempts - 1, delay)
             time.sleep(delay)
             retry += 1
-            with self._lock:
-                self.retries += 1
+            with root._lock:
+                root.retries += 1
 
     def get(self, res: Resource, namespace: str, name: str, *, subject: str = "") -> Any:
         return self.request("GET", res.path(namespace, name), subject=subject)
@@ -319,6 +359,8 @@ class Kube:
         headers = {"Accept": accept, "Content-Type": content_type}
         if self.user_agent:
             headers["User-Agent"] = self.user_agent
+        if self.as_user:
+            headers["Impersonate-User"] = self.as_user
         authorization, tls = self._credentials.current()
         if authorization:
             headers["Authorization"] = authorization
@@ -326,8 +368,9 @@ class Kube:
             # new credentials with a client certificate of their own: new connections
             self._pool.tls = tls
             self._pool.close()
-        with self._lock:  # threads send at once (the prefetch, the stage's writes)
-            self.requests += 1
+        root = self._root
+        with root._lock:  # threads send at once (the prefetch, the stage's writes)
+            root.requests += 1
         started = time.monotonic()
         try:
             resp = self._pool.request(method, url, payload, headers, self.timeout)
@@ -343,16 +386,18 @@ class Kube:
                         authorization=authorization, tls=tls)
 
     def _note_health(self, started: float, *, failed: bool) -> None:
-        """Track since when every request failed (benign races: a flag, not a count)."""
+        """Track since when every request failed (benign races: a flag, not a count), on
+        the root Kube: its views (`impersonating`) talk to the same server."""
+        root = self._root
         if not failed:
-            self._failing_since = None
-        elif self._failing_since is None:
-            self._failing_since = started
+            root._failing_since = None
+        elif root._failing_since is None:
+            root._failing_since = started
 
     def _outage(self) -> float:
         """Seconds for which every request has failed, when that is past the deadline (a
         request then gets no retry); 0.0 otherwise."""
-        failing = self._failing_since
+        failing = self._root._failing_since
         if failing is None:
             return 0.0
         lasted = time.monotonic() - failing
@@ -373,7 +418,7 @@ class Kube:
             return None
         delay = self.retry.delay(retry, outcome.retry_after)
         now = time.monotonic()
-        failing = self._failing_since
+        failing = self._root._failing_since
         if now + delay - first > self.retry.deadline or \
                 (failing is not None and now - failing > self.retry.deadline):
             return None
@@ -461,8 +506,11 @@ def _error(status: int, data: bytes, method: str, path: str, subject: str, *,
         message = str(doc.get("message") or "")
     except (ValueError, AttributeError):
         message = data[:MAX_MESSAGE].decode("utf-8", "replace")
-    if len(message) > MAX_MESSAGE:
-        message = message[:MAX_MESSAGE] + "..."
+    # a refusal is the API server's own sentence naming the user, the verb, the resource
+    # and the object (no request body in it): cut, it would lose what it is for
+    limit = MAX_MESSAGE * 3 if status == 403 else MAX_MESSAGE
+    if len(message) > limit:
+        message = message[:limit] + "..."
     text = f"{method} failed: {status} {reason}: {message}".replace(": :", ":") + suffix
     return ClusterError(text, subject=subject or path, status=status, reason=reason)
 

@@ -34,17 +34,27 @@ class LiveIndex:
     not N. A kind the API server does not serve has no objects. Any other failed LIST is
     logged and treated as empty, or, with `strict` (the render's view: a missing child must
     never be mistaken for an absent one), raised again as ClusterError on every lookup of
-    that kind. The orksync.render.children.LiveView of a live render."""
+    that kind. The orksync.render.children.LiveView of a live render.
 
-    def __init__(self, kube: Kube, *, strict: bool = False) -> None:
+    `by_namespace`: one LIST per kind and namespace instead (cluster-scoped kinds still
+    cluster-wide): the view of an impersonated tenant (orksync.apply.impersonation),
+    whose RBAC is usually granted per namespace. `hide_forbidden`: a LIST the API server
+    refuses (403) is a kind of which this identity sees nothing, even when `strict`: for
+    views that only show (`orksync diff`, `render --live`), never for one a sync acts on."""
+
+    def __init__(self, kube: Kube, *, strict: bool = False, by_namespace: bool = False,
+                 hide_forbidden: bool = False) -> None:
         self.kube = kube
         self.strict = strict
-        self._lists: dict[tuple[str, str, str], dict[ObjRef, dict[str, Any]]] = {}
-        self._errors: dict[tuple[str, str, str], ClusterError] = {}
+        self.by_namespace = by_namespace
+        self.hide_forbidden = hide_forbidden
+        self._lists: dict[tuple[str, str, str, str], dict[ObjRef, dict[str, Any]]] = {}
+        self._errors: dict[tuple[str, str, str, str], ClusterError] = {}
         self._lock = threading.Lock()
 
     def get(self, ref: ObjRef, selector: str = "") -> dict[str, Any] | None:
-        key = (ref.api_version, ref.kind, selector)
+        key = (ref.api_version, ref.kind, selector,
+               ref.namespace if self.by_namespace else "")
         with self._lock:
             if key not in self._lists:
                 self._lists[key] = self._list(ref, selector, key)
@@ -53,14 +63,16 @@ class LiveIndex:
             return self._lists[key].get(ref)
 
     def _list(self, ref: ObjRef, selector: str,
-              key: tuple[str, str, str]) -> dict[ObjRef, dict[str, Any]]:
+              key: tuple[str, str, str, str]) -> dict[ObjRef, dict[str, Any]]:
         items: dict[ObjRef, dict[str, Any]] = {}
         try:
             res = self.kube.resource(ref.api_version, ref.kind)
-            for item in self.kube.list(res, label_selector=selector or None):
+            for item in self.kube.list(res, namespace=key[3] if res.namespaced else "",
+                                       label_selector=selector or None):
                 items[ObjRef.of(item)] = item
         except ClusterError as err:
-            if self.strict and err.status != 404:
+            if self.strict and err.status != 404 and not (
+                    self.hide_forbidden and err.status == 403):
                 self._errors[key] = err
             log.debug("cannot list %s %s: %s", ref.api_version, ref.kind, err)
             return {}

@@ -153,6 +153,10 @@ _IMPORTS = acts("motif imports merged into the entry (orksync.katalog.motifs)")
 _IGNORE_STATUS = acts("true: no status is written to the custom resources (neither "
                       "orksync's conditions nor the declared fields); Events still are")
 _IGNORE_GENERATION = warns(_RUNTIME_ONLY)
+_SERVICE_ACCOUNT = own("the ServiceAccount (`name` in each custom resource's namespace, or "
+                       "`namespace/name`) the custom resources' children are written as: "
+                       "every write, delete and read of them impersonates it "
+                       "(docs/multi-tenancy.md)", portable=False)
 
 # The grouped layout of v0.7.18: each key names its place in the flat layout.
 _GROUPS: dict[str, Key] = {
@@ -171,6 +175,8 @@ _GROUPS: dict[str, Key] = {
         "ignoreStatusPatch": acts(_IGNORE_STATUS.what, moves_to=("ignoreStatusPatch",)),
         "ignoreObservedGeneration": warns(_RUNTIME_ONLY,
                                           moves_to=("ignoreObservedGeneration",)),
+        "serviceAccountName": Key("orksync", _SERVICE_ACCOUNT.what,
+                                  moves_to=("serviceAccountName",), portable=False),
         "autoscale": warns(_AUTOSCALE_RUNTIME.what, moves_to=("operatorBox", "autoscale")),
         "rollback": warns(_ROLLBACK.what, moves_to=("operatorBox", "rollback")),
         "cleanup": warns("deleting the custom resource once it reaches a terminal state "
@@ -286,6 +292,7 @@ CRD_ENTRY = acts("one custom resource kind and what its instances render", {
                                      "create (docs/multi-tenancy.md)", portable=False),
     "allowedExternalHosts": own("hosts an `external:` URL chosen by a template may call "
                                 "(docs/multi-tenancy.md)", portable=False),
+    "serviceAccountName": _SERVICE_ACCOUNT,
     "healthTimeout": own("how long the children may take to become Current before the custom "
                          "resource is Stalled (docs/operations.md#custom-resource-health)",
                          portable=False),

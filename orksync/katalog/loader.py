@@ -638,7 +638,7 @@ class _Loader:
             box = raw.get("operatorBox") or raw.get("reconciler") or {}
         if not isinstance(box, dict):
             raise self.error(doc, "operatorBox must be a map", [*fpath, "operatorBox"], obj)
-        tenancy, problems = tenancy_of(doc.content, raw, fpath)
+        tenancy, problems = tenancy_of(doc.content, raw, fpath, namespaced=namespaced)
         if problems:  # a guard that does not read as written must not render anything
             *rest, last = [self.error(doc, message, _written(path, fpath, flat.written_at),
                                       obj) for path, message in problems]

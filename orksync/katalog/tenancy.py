@@ -11,7 +11,12 @@ Where they are written:
 * `spec.crds.<key>.allowedClusterScopedKinds` (orksync's; Orkestra has no such limit):
   the cluster-scoped kinds the entry's custom resources may create, as `Kind` (any API
   group) or `Kind.group` (that group only; `Kind.core` is the core group). Absent: see
-  orksync.render.guard.ClusterScopePolicy for the default.
+  orksync.render.guard.ClusterScopePolicy for the default;
+* `spec.crds.<key>.serviceAccountName` (orksync's, after Flux's field of that name): the
+  ServiceAccount the custom resources' children are written as (the cluster's RBAC, a
+  second wall behind these checks): `name`, in each custom resource's own namespace, or
+  `namespace/name`. A cluster-scoped kind has no namespace of its own, so it needs the
+  second form.
 
 A pattern is `*`, a namespace name, `prefix*` or `*suffix` (Orkestra's syntax). Anything
 else is refused here: Orkestra reads a misspelled list (`restrictedNamespaces: kube-system`,
@@ -25,12 +30,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from orksync.names import subdomain_problem
+from orksync.names import label_problem, subdomain_problem
 
-__all__ = ["CLUSTER_KINDS_FIELD", "GUARD_FIELDS", "Tenancy", "tenancy_of"]
+__all__ = ["CLUSTER_KINDS_FIELD", "GUARD_FIELDS", "SERVICE_ACCOUNT_FIELD", "Tenancy",
+           "service_account_of", "tenancy_of"]
 
 GUARD_FIELDS = ("allowedNamespaces", "restrictedNamespaces")
 CLUSTER_KINDS_FIELD = "allowedClusterScopedKinds"
+SERVICE_ACCOUNT_FIELD = "serviceAccountName"
 KATALOG_GUARD_PATH = ("security", "namespaceProtection")
 
 _PATTERN = re.compile(r"^(\*|[a-z0-9]([-a-z0-9]*[a-z0-9])?"  # *, exact name
@@ -48,12 +55,17 @@ class Tenancy:
     restricted_namespaces: tuple[str, ...] = ()
     # None: the field is absent (the default applies); () : none allowed
     cluster_scoped_kinds: tuple[str, ...] | None = None
+    # serviceAccountName as written: "" (none: the agent's default), `name` (in each
+    # custom resource's namespace) or `namespace/name`
+    service_account: str = ""
 
 
 def tenancy_of(katalog: Mapping[str, Any], entry: Mapping[str, Any],
-               entry_path: list[str | int]) -> tuple[Tenancy, list[Problem]]:
+               entry_path: list[str | int], *, namespaced: bool = True
+               ) -> tuple[Tenancy, list[Problem]]:
     """The limits of one CRD entry of the Katalog document `katalog`, and every problem
-    found (each names its field; an entry with problems must not be rendered)."""
+    found (each names its field; an entry with problems must not be rendered).
+    `namespaced`: whether the entry's custom resources are."""
     problems: list[Problem] = []
     levels: list[tuple[Mapping[str, Any], list[str | int]]] = [(entry, entry_path)]
     security = katalog.get(KATALOG_GUARD_PATH[0])
@@ -73,9 +85,40 @@ def tenancy_of(katalog: Mapping[str, Any], entry: Mapping[str, Any],
     if entry.get(CLUSTER_KINDS_FIELD) is not None:
         kinds = tuple(_strings(entry[CLUSTER_KINDS_FIELD], [*entry_path, CLUSTER_KINDS_FIELD],
                                problems, _kind_problem))
+    account = entry.get(SERVICE_ACCOUNT_FIELD)
+    if account is not None:
+        problem = _account_problem(account, namespaced)
+        if problem:
+            problems.append(([*entry_path, SERVICE_ACCOUNT_FIELD], problem))
+            account = None
     return (Tenancy(allowed_namespaces=tuple(merged["allowedNamespaces"]),
                     restricted_namespaces=tuple(merged["restrictedNamespaces"]),
-                    cluster_scoped_kinds=kinds), problems)
+                    cluster_scoped_kinds=kinds, service_account=account or ""), problems)
+
+
+def service_account_of(tenancy: Tenancy, namespace: str) -> str:
+    """`namespace/name` of the entry's ServiceAccount for a custom resource of
+    `namespace`; "" when the entry names none."""
+    account = tenancy.service_account
+    if account and "/" not in account:  # refused at load for a cluster-scoped kind
+        account = f"{namespace}/{account}"
+    return account
+
+
+def _account_problem(value: Any, namespaced: bool) -> str | None:
+    """What is wrong with a serviceAccountName (None: nothing)."""
+    if not isinstance(value, str):
+        return f"must be text, got {type(value).__name__} {value!r}"
+    namespace, _, name = value.rpartition("/")
+    if "{{" in value:
+        return "is the platform's choice, not a template: write the name out"
+    problem = subdomain_problem(name) or (label_problem(namespace) if namespace else None)
+    if problem:
+        return f"{value!r} is not a ServiceAccount: `name` or `namespace/name` ({problem})"
+    if not namespace and not namespaced:
+        return (f"{value!r} names no namespace, and the custom resources of this entry are "
+                "cluster-scoped (they have none): write `namespace/name`")
+    return None
 
 
 def _strings(value: Any, path: list[str | int], problems: list[Problem],

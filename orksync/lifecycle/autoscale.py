@@ -50,10 +50,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from orksync.apply.impersonation import Identities
 from orksync.cluster.kube import Kube
 from orksync.cluster.live import LiveIndex, rfc3339
 from orksync.errors import ClusterError
-from orksync.model import MANAGED_SELECTOR, Action, Change, ChangeSet, ObjRef, RenderedObject
+from orksync.model import MANAGED_SELECTOR, Action, Change, ChangeSet, RenderedObject
 
 __all__ = ["FIELD_MANAGER", "LAST_SCALE_ANNOTATION", "Autoscaler", "Decision", "decide",
            "merge_changes", "owns_replicas"]
@@ -125,8 +126,12 @@ class Autoscaler:
 
     def __init__(self, kube: Kube, objects: Iterable[RenderedObject], *,
                  now: Callable[[], datetime], dry_run: bool = False,
-                 on_change: Callable[[Change], None] | None = None) -> None:
+                 on_change: Callable[[Change], None] | None = None,
+                 identities: Identities | None = None) -> None:
+        """`identities`: as whom each workload is scaled (its owner's ServiceAccount;
+        orksync.apply.impersonation); None: as `kube`."""
         self.kube = kube
+        self.identities = identities
         self.objects = [o for o in objects if isinstance(o.directives.get("autoscale"),
                                                          Mapping)]
         self.now = now
@@ -182,7 +187,7 @@ class Autoscaler:
             message += " (dry run)"
         else:
             try:
-                self._write(obj.ref, decision.replicas, stamp)
+                self._write(obj, decision.replicas, stamp)
             except ClusterError as err:
                 change = Change(ref=obj.ref, action=Action.FAILED,
                                 message=f"autoscale: {err.detail}")
@@ -195,15 +200,18 @@ class Autoscaler:
         self.on_change(change)
         return [change]
 
-    def _write(self, ref: ObjRef, replicas: int, stamp: str | None) -> None:
+    def _write(self, obj: RenderedObject, replicas: int, stamp: str | None) -> None:
+        ref = obj.ref
+        kube = self.identities.kube_for(obj.owner) if self.identities is not None else \
+            self.kube
         meta: dict[str, Any] = {"name": ref.name, "namespace": ref.namespace}
         if stamp:
             meta["annotations"] = {LAST_SCALE_ANNOTATION: stamp}
         body = {"apiVersion": ref.api_version, "kind": ref.kind, "metadata": meta,
                 "spec": {"replicas": replicas}}
-        self.kube.apply(self.kube.resource(ref.api_version, ref.kind), body,
-                        field_manager=FIELD_MANAGER, force=True, subject=str(ref),
-                        metadata_only=True)
+        kube.apply(self.kube.resource(ref.api_version, ref.kind), body,
+                   field_manager=FIELD_MANAGER, force=True, subject=str(ref),
+                   metadata_only=True)
 
 
 def merge_changes(applied: ChangeSet, scaled: Sequence[Change]) -> ChangeSet:

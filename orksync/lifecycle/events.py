@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from orksync.apply.impersonation import Identities, Impersonation
 from orksync.cluster.kube import Kube
 from orksync.errors import ClusterError
 from orksync.katalog.model import Catalog, CustomResource
@@ -121,11 +122,16 @@ def emit(kube: Kube, cr_ref: ObjRef, cr_uid: str, *, reason: str, message: str,
 
 def report_sync(kube: Kube, catalog: Catalog, rendered: RenderedSet, changes: ChangeSet, *,
                 revision: str, now: datetime | None = None,
-                clock: Callable[[], datetime] | None = None) -> list[ObjRef]:
+                clock: Callable[[], datetime] | None = None,
+                impersonation: Impersonation | None = None) -> list[ObjRef]:
     """After a sync: for every custom resource of the catalog that exists in the cluster,
     read its children back, write its status (orksync.lifecycle.status) and emit one Event
     when something changed or failed. Returns the custom resources whose status was
-    written. Best effort: a failure is logged and the next custom resource is handled."""
+    written. Best effort: a failure is logged and the next custom resource is handled.
+    Each custom resource's children are read as the ServiceAccount they are written as
+    (`impersonation` and the rendered directives; orksync.apply.impersonation), so its
+    status reports what that identity sees; the custom resource, its status and Events are
+    the agent's."""
     from orksync.render.engine import templates_for
     from orksync.render.templates import utc_now
 
@@ -149,12 +155,18 @@ def report_sync(kube: Kube, catalog: Catalog, rendered: RenderedSet, changes: Ch
     refused = _refused_by_owner(catalog, rendered)
     written: list[ObjRef] = []
     index = LiveIndex(kube)  # one LIST per kind for all custom resources and children
+    identities = Identities(kube, impersonation, rendered.objects)
     for cr in catalog.crs:
         try:
+            try:
+                children = identities.index_for(cr.ref) or index
+            except ClusterError as err:  # no identity: its children were not written
+                log.debug("%s: children read as the agent: %s", cr.ref, err)
+                children = index
             if _report_one(kube, index, cr, templates[cr.entry.katalog],
                            by_owner.get(cr.ref, []), by_ref, render_errors.get(str(cr.ref)),
                            revision, now, catalog.crs, declared.get(cr.ref, []),
-                           refused.get(cr.ref, [])):
+                           refused.get(cr.ref, []), children_index=children):
                 written.append(cr.ref)
         except ClusterError as err:
             log.warning("%s: status not written: %s", cr.ref, err)
@@ -199,8 +211,12 @@ def _report_one(kube: Kube, index: LiveIndex, cr: CustomResource, templates: Any
                 render_errors: Sequence[Exception] | None, revision: str, now: datetime,
                 others: Sequence[CustomResource] = (),
                 declared: Sequence[tuple[str, ObjRef]] = (),
-                refused_at_render: Sequence[str] = ()) -> bool:
+                refused_at_render: Sequence[str] = (), *,
+                children_index: LiveIndex | None = None) -> bool:
+    """`index`: the agent's view (the custom resource, `cross`); `children_index`: its
+    children as their ServiceAccount sees them (default: `index`)."""
     live = index.get(cr.ref)
+    mine_index = children_index or index
     if live is None:
         return False
     mine = [c for ref in (cr.ref, *(o.ref for o in children)) for c in by_ref.get(ref, [])]
@@ -209,15 +225,15 @@ def _report_one(kube: Kube, index: LiveIndex, cr: CustomResource, templates: Any
     secrets = child_secret_values(children)
     render_error = None
     if render_errors:
-        secrets += _live_secret_values(index, live)
+        secrets += _live_secret_values(mine_index, live)
         render_error = render_error_text(render_errors, secrets)
     status = desired_status(live, cr.entry, templates, mine, revision=revision,
                             render_error=render_error, now=now,
-                            children=read_children(kube, cr.ref, children, index,
+                            children=read_children(kube, cr.ref, children, mine_index,
                                                    declared=declared),
                             cross=status_cross(cr, live, templates, others, index),
                              secrets=secrets, refused=refused,
-                             health=health_report(cr, live, children, mine, index, now=now,
+                             health=health_report(cr, live, children, mine, mine_index, now=now,
                                                   refused=refused, secrets=secrets))
     # ignoreStatusPatch (flat, or runtime.ignoreStatusPatch): Orkestra writes no status
     written = False if cr.entry.raw.get("ignoreStatusPatch") is True else \

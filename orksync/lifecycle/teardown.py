@@ -42,6 +42,7 @@ from orksync.apply.delete import (
     DeletionOptions,
     OnDeleteRenderer,
     attempt_delete,
+    children_kube,
     delete_if_owned,
     delete_live,
 )
@@ -120,7 +121,8 @@ def finalize_custom_resource(kube: Kube, live: Mapping[str, Any],
         done = True
     else:
         try:
-            changes, done = run_on_delete(kube, live, hooks, options=options)
+            changes, done = run_on_delete(children_kube(kube, ref, options.identities), live,
+                                          hooks, options=options)
         except ClusterError as err:
             changes, done = [Change(ref=ref, action=Action.FAILED, message=err.detail)], False
     if done:
@@ -148,7 +150,7 @@ def cleanup_children(kube: Kube, owner: ObjRef, children: Sequence[InventoryEntr
     """Delete the owned children no owner reference covers (cluster-scoped ones and other
     namespaces, for a namespaced owner); the garbage collector takes the rest."""
     changes = [delete_if_owned(kube, child.ref, owner, dry_run=options.dry_run,
-                               inventory=options.inventory)
+                               inventory=options.inventory, identities=options.identities)
                for child in children
                if not owner_reference_allowed(owner, child.ref, bool(child.ref.namespace))]
     return changes, not any(c.action is Action.FAILED for c in changes)

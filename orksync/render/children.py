@@ -78,6 +78,15 @@ class LiveView(Protocol):
     def get(self, ref: ObjRef, selector: str = "") -> dict[str, Any] | None: ...
 
 
+def children_view(live: LiveView, owner: ObjRef, account: str) -> LiveView:
+    """The view `owner`'s `.children` are read through: the one its identity reads with,
+    when `live` offers one (`for_children(owner, account)`, `account` the ServiceAccount
+    its Katalog entry names, `namespace/name` or ""; orksync.apply.impersonation),
+    else `live` itself. Raises ClusterError when that identity cannot be decided."""
+    for_children = getattr(live, "for_children", None)
+    return live if for_children is None else for_children(owner, account)
+
+
 def children_map(declared: Sequence[tuple[str, ObjRef]],
                  found: Mapping[ObjRef, Mapping[str, Any]]) -> dict[str, Any]:
     """`declared`: (template key, object) in declaration order; `found`: the live objects

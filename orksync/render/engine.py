@@ -25,7 +25,9 @@ from orksync.katalog.model import (
     CustomResource,
     PlainManifest,
 )
+from orksync.katalog.tenancy import service_account_of
 from orksync.model import (
+    SERVICE_ACCOUNT_DIRECTIVE,
     STAGE_PLAIN,
     STAGE_PLAIN_NAMESPACES,
     STAGE_PLAIN_SETUP,
@@ -404,9 +406,10 @@ def render_custom_resource(cr: CustomResource, templates: Templates,
     offline); `egress`: makes the `external:` calls (None: none is made)."""
     origin = Origin(file=cr.source.file, katalog=cr.entry.katalog, crd=cr.entry.key,
                     cr=str(cr.ref))
-    result = CrResult(resource=RenderedObject(ref=cr.ref, body=cr.body,
-                                              policy=WritePolicy.APPLY, origin=origin,
-                                              stage=STAGE_CR))
+    account = service_account_of(cr.entry.tenancy, cr.ref.namespace)
+    result = CrResult(resource=RenderedObject(
+        ref=cr.ref, body=cr.body, policy=WritePolicy.APPLY, origin=origin, stage=STAGE_CR,
+        directives={SERVICE_ACCOUNT_DIRECTIVE: account} if account else {}))
     renderer = CrRenderer(cr, templates, origin, others, scope, live, egress)
     by_ref: dict[ObjRef, RenderedObject] = {}
     for block_name in BLOCKS:

@@ -22,6 +22,7 @@ from typing import Any
 from orksync.errors import ClusterError, RenderError
 from orksync.katalog.model import CustomResource
 from orksync.katalog.motifs import MOTIF_KEY, motif_inputs
+from orksync.katalog.tenancy import service_account_of
 from orksync.memo import IdentityCache
 from orksync.model import (
     MANAGED_BY,
@@ -37,7 +38,7 @@ from orksync.model import (
 )
 from orksync.names import label_key_problem, label_value_problem, subdomain_problem
 from orksync.render.builders import BuildContext, BuildError, Built
-from orksync.render.children import PLACEHOLDER_KEY, LiveView, children_map
+from orksync.render.children import PLACEHOLDER_KEY, LiveView, children_map, children_view
 from orksync.render.coercion import lookup, to_namespaces
 from orksync.render.conditions import Render, evaluate_conditions
 from orksync.render.cross import cross_data
@@ -211,6 +212,8 @@ class CrRenderer:
                     for key, placeholder in shape}
         declared = self.declared = self.declared_children()
         try:
+            live = children_view(live, self.cr.ref,
+                                 service_account_of(self.cr.entry.tenancy, self.cr_namespace))
             found = {ref: obj for _, ref in declared
                      if (obj := live.get(ref, MANAGED_SELECTOR)) is not None}
         except ClusterError as err:
