@@ -484,9 +484,14 @@ def test_the_overlay_grants_no_writes_of_children_no_escalation_and_no_wildcard(
         ("apiextensions.k8s.io", "customresourcedefinitions"), ("", "namespaces"),
         ("", "serviceaccounts"), ("", "events"), ("events.k8s.io", "events"),
         ("platform.example.com", "webapps"), ("platform.example.com", "webapps/status"),
-        ("platform.example.com", "webapps/finalizers")}
+        ("platform.example.com", "webapps/finalizers"),
+        # the example's plain manifests (platform/), the platform's, written as the agent
+        ("rbac.authorization.k8s.io", "clusterroles"),
+        ("rbac.authorization.k8s.io", "rolebindings")}
     assert grants[("", "serviceaccounts")] == {"get", "list", "watch", "impersonate"}
-    assert grants[("", "namespaces")] == {"get", "list", "watch", "create"}
+    assert grants[("", "namespaces")] == {"get", "list", "watch", "create", "patch",
+                                          "update", "delete"}
+    assert not any({"escalate", "bind"} & verbs for verbs in grants.values())
     (impersonate,) = [r for r in role["rules"] if "impersonate" in r["verbs"]]
     assert impersonate["resourceNames"] == ["orksync-tenant"]
     (deployment,) = [d for d in docs if d["kind"] == "Deployment"]
