@@ -198,6 +198,10 @@ LAYOUTS = [
     ("runtime.deletionProtection",
      ("      deletionProtection: {protectCRD: false}\n", ""),
      ("", "        runtime: {deletionProtection: {protectCRD: false}}\n")),
+    ("emit.status.conditions",
+     ("", "        status: {conditions: false, fields: [{path: phase, value: Ready}]}\n"),
+     ("", "        emit: {status: {conditions: false, fields: [{path: phase, value: Ready}]}}"
+          "\n")),
     ("runtime.ignoreStatusPatch",
      ("      ignoreStatusPatch: true\n", ""),
      ("", "        runtime: {ignoreStatusPatch: true}\n")),
@@ -605,3 +609,19 @@ def test_a_problem_of_a_grouped_setting_is_named_where_it_is_written(tmp_path: P
     first = messages(rendered.errors)[0]
     assert first.startswith("op/katalog.yaml:12 Katalog/widgets spec.crds.widget.admission."
                             "validation.rules[0]"), first
+
+
+@pytest.mark.parametrize("box_level", [
+    "        status: {conditions: 'no'}\n",
+    "        emit: {status: {conditions: 'no'}}\n",
+], ids=["flat", "grouped"])
+def test_status_conditions_that_is_not_a_boolean_is_an_error_where_it_is_written(
+        tmp_path: Path, box_level: str) -> None:
+    catalog = load(tmp_path, entry_with("", box_level))
+    written = "emit.status" if "emit" in box_level else "status"
+    found = [m for m in messages(catalog.errors)
+             if f"spec.crds.widget.operatorBox.{written}.conditions" in m]
+    assert len(found) == 1 and "must be true or false, not" in found[0], \
+        messages(catalog.errors)
+    assert found[0].startswith("op/katalog.yaml:10 "), found[0]
+    assert not catalog.crs

@@ -118,9 +118,11 @@ _RECONCILER: dict[str, Key] = {
 _STATUS = acts("status fields written to the custom resource's /status "
                "(orksync.lifecycle.status)", {
                    "fields": acts("the status fields"), "include": acts(_INCLUDE),
-                   "conditions": warns("orksync always writes its own conditions "
-                                       "(orksync.lifecycle.status); turning them off is not "
-                                       "supported"),
+                   "conditions": acts("false: orksync writes neither its conditions "
+                                      "(Ready, Reconciling, Stalled) nor "
+                                      "status.observedGeneration to the custom resources; "
+                                      "the status fields and status.orksync still are "
+                                      "(orksync.lifecycle.status)"),
                })
 _OBSERVE_WATCH = warns("watches only trigger reconciles; orksync renders every custom "
                        "resource at every sync")

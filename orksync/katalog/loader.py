@@ -804,6 +804,11 @@ def _entry_type_problem(raw: dict[str, Any]) -> tuple[list[str | int], str] | No
         for i, item in enumerate(value):
             if not isinstance(item, str):
                 return [key, i], f"must be text, not {_type(item)}"
+    box_key = "operatorBox" if "operatorBox" in raw else "reconciler"
+    conditions = _get(raw, box_key, "status", "conditions")
+    if conditions is not None and not isinstance(conditions, bool):
+        return [box_key, "status", "conditions"], \
+            f"must be true or false, not {_type(conditions)}"
     api = raw.get("apiTypes")
     if api is not None and not isinstance(api, dict):
         return ["apiTypes"], f"must be a map, not {_type(api)}"

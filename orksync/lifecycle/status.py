@@ -13,6 +13,11 @@
     did not change. Conditions of other types found on the live object are kept as they
     are;
   - `status.observedGeneration`;
+  - neither of the two when the entry's `status.conditions` is false (flat
+    `operatorBox.status`, grouped `emit.status`): Orkestra's opt-out of its automatic
+    condition management, for a status schema that has no room for them. What orksync
+    wrote of them before is dropped by the server-side apply: its field manager no longer
+    sends it;
   - `status.orksync`: `lastAppliedRevision` (the revision of the last fully successful
     sync), `lastAttemptedRevision`, `inventory` (the children, `str(ObjRef)`), `counts`
     (changes of this sync by action), `health` (orksync.lifecycle.health.HealthReport: the
@@ -66,7 +71,7 @@ from orksync.render.gotemplate import GoTemplateError
 from orksync.secrets.mask import scrub, secret_values
 
 __all__ = ["FIELD_MANAGER", "MAX_CONDITION_MESSAGE", "OWNER_LABEL", "LiveIndex", "bounded",
-           "child_secret_values", "desired_status", "first_error", "health_conditions",
+           "child_secret_values", "conditions_enabled", "desired_status", "first_error", "health_conditions",
            "read_children",
            "render_error_text", "rfc3339", "status_cross", "status_equal", "write_status"]
 
@@ -187,7 +192,43 @@ def desired_status(cr_live: Mapping[str, Any], entry: CrdEntry, templates: Any,
             continue
         _set(status, parts, value)
 
-    # kstatus conditions.
+    if conditions_enabled(entry):
+        status.update(_conditions(live_status, generation, error, render_error, revision,
+                                  now, secrets, health))
+
+    raw_previous = live_status.get("orksync")
+    previous: Mapping[str, Any] = raw_previous if isinstance(raw_previous, Mapping) else {}
+    counts = Counter(c.action.value for c in changes_for_cr if c.ref != cr_ref)
+    status["orksync"] = {
+        "lastAppliedRevision": revision if not error else
+        str(previous.get("lastAppliedRevision") or ""),
+        "lastAttemptedRevision": revision,
+        "inventory": sorted({str(c.ref) for c in changes_for_cr
+                             if c.ref != cr_ref and c.action in _LIVE_ACTIONS}),
+        "counts": dict(sorted(counts.items())),
+    }
+    if health is not None and not render_error:
+        status["orksync"]["health"] = health.to_status(rfc3339)
+    elif isinstance(previous.get("health"), Mapping):  # nothing rendered: nothing assessed
+        status["orksync"]["health"] = copy.deepcopy(previous["health"])
+    if refused:
+        status["orksync"]["refused"] = [scrub(r, secrets)[:MAX_REFUSED_MESSAGE]
+                                        for r in refused[:MAX_REFUSED]]
+    return status
+
+
+def conditions_enabled(entry: CrdEntry) -> bool:
+    """False when the entry's `status.conditions` is false: orksync then writes neither its
+    conditions nor `status.observedGeneration` (Orkestra's StatusConfig.Conditions)."""
+    block = entry.operator_box.get("status")
+    return not (isinstance(block, Mapping) and block.get("conditions") is False)
+
+
+def _conditions(live_status: Mapping[str, Any], generation: Any, error: str | None,
+                render_error: str | None, revision: str, now: datetime,
+                secrets: Iterable[str], health: HealthReport | None) -> dict[str, Any]:
+    """The kstatus conditions (and `observedGeneration`) of `desired_status`."""
+    status: dict[str, Any] = {}
     existing = {c.get("type"): c for c in live_status.get("conditions") or []
                 if isinstance(c, Mapping)}
     if error:
@@ -217,25 +258,6 @@ def desired_status(cr_live: Mapping[str, Any], entry: CrdEntry, templates: Any,
     status["conditions"] = conditions
     if generation is not None:
         status["observedGeneration"] = generation
-
-    raw_previous = live_status.get("orksync")
-    previous: Mapping[str, Any] = raw_previous if isinstance(raw_previous, Mapping) else {}
-    counts = Counter(c.action.value for c in changes_for_cr if c.ref != cr_ref)
-    status["orksync"] = {
-        "lastAppliedRevision": revision if not error else
-        str(previous.get("lastAppliedRevision") or ""),
-        "lastAttemptedRevision": revision,
-        "inventory": sorted({str(c.ref) for c in changes_for_cr
-                             if c.ref != cr_ref and c.action in _LIVE_ACTIONS}),
-        "counts": dict(sorted(counts.items())),
-    }
-    if health is not None and not render_error:
-        status["orksync"]["health"] = health.to_status(rfc3339)
-    elif isinstance(previous.get("health"), Mapping):  # nothing rendered: nothing assessed
-        status["orksync"]["health"] = copy.deepcopy(previous["health"])
-    if refused:
-        status["orksync"]["refused"] = [scrub(r, secrets)[:MAX_REFUSED_MESSAGE]
-                                        for r in refused[:MAX_REFUSED]]
     return status
 
 
