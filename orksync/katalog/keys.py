@@ -292,6 +292,21 @@ CRD_ENTRY = acts("one custom resource kind and what its instances render", {
 })
 
 _GATEWAYISH = "an Orkestra component orksync does not run"
+_PROFILE_CLASSES = {
+    "resources": "for a workload's `resources.profile`: requests, limits",
+    "probes": "for a workload's `probes.<kind>.profile`: the probe timings",
+    "containerSecurity": "for a workload's `securityContext.profile`",
+    "podSecurity": "for a workload's `podSecurity.profile`",
+    "rollingUpdate": "for a Deployment's or StatefulSet's `rollingUpdate.profile`: "
+                     "maxSurge, maxUnavailable",
+    "networkPolicies": "for a NetworkPolicy's `profile`: podSelector (the entry's own wins), "
+                       "ingress, egress, policyTypes",
+    "resourceQuotas": "for a ResourceQuota's `profile`: hard",
+    "limitRanges": "for a LimitRange's `profile`: limits",
+    "hpa": "for an HPA's `behavior.profile`: behavior; minReplicas, maxReplicas and "
+           "targetCPUUtilizationPercentage where the entry sets none",
+    "pdb": "for a PDB's `behavior.profile`: minAvailable, maxUnavailable",
+}
 
 KATALOG = acts("a Katalog document", {
     "apiVersion": acts("orkestra.orkspace.io/v1 or orkestra.konductor.io/v1Alpha"),
@@ -325,8 +340,17 @@ KATALOG = acts("a Katalog document", {
                       "deployment's"),
     }),
     "notes": acts("the Katalog's own template functions, by name"),
-    "profiles": warns("user-defined profiles are not supported by orksync yet; the "
-                      "built-in profiles are"),
+    "profiles": acts("the Katalog's own profiles, by class: an entry's `profile:` naming "
+                     "one gets its fields, as a built-in profile's (orksync.katalog.profiles, "
+                     "orksync.render.user_profiles); one named like a built-in profile "
+                     "replaces it, with a warning (Orkestra's rule)", {
+                         "include": acts("a file holding `profiles:`, relative to the "
+                                         "Katalog, inside the repository; its profiles come "
+                                         "before the Katalog's own"),
+                         **{cls: acts(what) for cls, what in _PROFILE_CLASSES.items()},
+                         "reconciler": warns("reconciler profiles tune Orkestra's workers "
+                                             "and queues; " + _RUNTIME_ONLY),
+                     }),
     "gateway": warns(_GATEWAYISH + " (the gateway)"),
     "publish": warns("supply-chain policy for `ork push`; orksync renders from Git"),
     "notification": warns(_GATEWAYISH + " (alerting)"),

@@ -17,7 +17,8 @@ Decisions (the Orkestra spec is silent on them):
   string would be read letter by letter, and a `*` among the letters opens the guard);
   apiTypes values strings; group, version, kind and plural valid Kubernetes names, since
   they name files of the rendered directory. A CRD must be named `<plural>.<group>`.
-* A Katalog whose own `notes` are broken is not loaded (its templates call them).
+* A Katalog whose own `notes` or `profiles` are broken is not loaded (its templates call
+  them, its entries name them).
 * Every key is checked against the schema table (orksync.katalog.keys): an unknown or
   refused key fails its CRD entry (or, outside `spec.crds`, the Katalog); a key orksync
   deliberately does not act on warns once. An entry in Orkestra's grouped layout is
@@ -61,6 +62,7 @@ from orksync.katalog.model import (
     Source,
 )
 from orksync.katalog.motifs import expand_entry, katalog_notes
+from orksync.katalog.profiles import Profiles, parse_profiles
 from orksync.katalog.tenancy import tenancy_of
 from orksync.model import ObjRef
 from orksync.names import (
@@ -345,6 +347,10 @@ class _Loader:
                 katalog_errors += 1
         if katalog_errors:
             return None  # Orkestra refuses the whole Katalog
+        profiles, broken = parse_profiles(c.get("profiles"), doc.file, self.root)
+        if broken:  # its entries would fail wherever they name a broken profile
+            self.errors.extend(self.error(doc, message, path, obj) for path, message in broken)
+            return None
         raw_crds = spec.get("crds")
         items: list[tuple[str, Any, list[str | int]]] = []
         if isinstance(raw_crds, dict):
@@ -370,7 +376,7 @@ class _Loader:
                     *rest, last = [self.error(doc, f.message, f.path, obj) for f in problems]
                     self.errors.extend(rest)
                     raise last
-                entries.append(self.crd_entry(doc, name, key, raw, fpath, crds))
+                entries.append(self.crd_entry(doc, name, key, raw, fpath, crds, profiles))
             except InputError as err:
                 self.errors.append(err)
                 self.failed += 1
@@ -395,7 +401,8 @@ class _Loader:
                 ["metadata", "annotations"], obj))
             return None
         return Katalog(name=name, api_version=str(c["apiVersion"]), source=self.source(doc),
-                       crds=tuple(entries), notes=notes, dialect=str(dialect))
+                       crds=tuple(entries), notes=notes, dialect=str(dialect),
+                       profiles=profiles)
 
     def warn(self, doc: Document, obj: str, path: Sequence[str | int], message: str) -> None:
         """A warning about a Katalog field: `file:line: Katalog/x: field.path: message`."""
@@ -512,7 +519,8 @@ class _Loader:
         return notes
 
     def crd_entry(self, doc: Document, katalog: str, key: str, raw: Any,
-                  fpath: list[str | int], crds: dict[str, CrdManifest]) -> CrdEntry:
+                  fpath: list[str | int], crds: dict[str, CrdManifest],
+                  profiles: Profiles | None = None) -> CrdEntry:
         obj = f"Katalog/{katalog}"
         if not isinstance(raw, dict):
             raise self.error(doc, "CRD entry must be a map", fpath, obj)
@@ -601,7 +609,7 @@ class _Loader:
                         crd_name=manifest.name if manifest else f"{plural}.{group}",
                         tenancy=tenancy, selection=selection,
                         protect_crd=_protects_crd(doc.content, raw),
-                        moved=tuple(flat.moved.items()))
+                        moved=tuple(flat.moved.items()), profiles=profiles or {})
 
     def linked_file(self, doc: Document, rel: str, fpath: list[str | int], obj: str, *,
                     required: bool) -> Path | None:

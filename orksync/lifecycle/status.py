@@ -71,8 +71,8 @@ from orksync.render.gotemplate import GoTemplateError
 from orksync.secrets.mask import scrub, secret_values
 
 __all__ = ["FIELD_MANAGER", "MAX_CONDITION_MESSAGE", "OWNER_LABEL", "LiveIndex", "bounded",
-           "child_secret_values", "conditions_enabled", "desired_status", "first_error", "health_conditions",
-           "read_children",
+           "child_secret_values", "conditions_enabled", "desired_status", "first_error",
+           "health_conditions", "read_children",
            "render_error_text", "rfc3339", "status_cross", "status_equal", "write_status"]
 
 log = logging.getLogger(__name__)

@@ -31,6 +31,7 @@ from orksync.render.gotemplate import GoTemplateError
 from orksync.render.guard import ClusterScope, NamespaceGuard
 from orksync.render.resource import BLOCKS, STAGE_CR, STAGE_CRD, CrRenderer, cr_data
 from orksync.render.templates import Clock, Templates, templates_for, utc_now
+from orksync.render.user_profiles import shadow_warnings
 from orksync.render.validate import katalog_problems, portability_warnings
 
 __all__ = ["CrResult", "CrSummary", "Extras", "Merger", "Outcome", "RefKey", "RenderPlan",
@@ -90,10 +91,12 @@ class RenderPlan:
                 self.errors.extend(problems)
                 self.broken[(katalog.name, key)] = tuple(problems)
         self.scope = ClusterScope.of(catalog.crds, strict=strict_cluster_scope)
-        # the catalog's warnings, and one per template calling an orksync-only note
+        # the catalog's warnings, one per template calling an orksync-only note, and one
+        # per profile of a Katalog that shadows a built-in one
         self.warnings: list[str] = list(catalog.warnings) + [
             warning for katalog in catalog.katalogs
-            for warning in portability_warnings(katalog, self.templates[katalog.name].engine)]
+            for warning in [*portability_warnings(katalog, self.templates[katalog.name].engine),
+                            *shadow_warnings(katalog)]]
 
     def outcome(self, cr: CustomResource, live: LiveView | None = None) -> Outcome:
         guard = NamespaceGuard.for_entry(cr.entry)
