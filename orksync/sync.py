@@ -182,6 +182,7 @@ def sync_once(kube: Kube, rendered: RenderedSet, *, inventory_name: str,
             read_inventory(kube, inventory_name, inventory_namespace)
         if not options.adopt_inventory:
             check_source(old, source, name=inventory_name, namespace=inventory_namespace)
+        rendered, held = hold_cleaned(rendered, old)
         prepared = mark_for_cleanup(rendered, identity)
         scaler = Autoscaler(kube, prepared.objects, now=options.apply.clock,
                             dry_run=dry_run, on_change=on_change)
@@ -219,13 +220,46 @@ def sync_once(kube: Kube, rendered: RenderedSet, *, inventory_name: str,
                                  on_change=on_change, inventory=identity)
         changes.extend(cleaned.changes)
         deleted += cleaned.counts()[Action.DELETED]
-    inventory = inventory.with_source(source or old.source)
+    # runtime.cleanup: what it deleted, and what Git still holds unchanged of what it
+    # deleted before, is remembered; a custom resource the prune did not delete (halted,
+    # refused, protected) is decided again at the next sync
+    kept = inventory.refs()
+    deleted_now = [] if dry_run or plan.halted else \
+        [(ref, digest) for ref, digest in rendered.cleaned if ref not in kept]
+    inventory = inventory.with_source(source or old.source).with_cleaned([*held, *deleted_now])
+    for ref, _ in held:
+        change = Change(ref=ref, action=Action.SKIPPED,
+                        message="deleted by runtime.cleanup and unchanged in Git: not applied "
+                        "again (change it in Git to run it again)")
+        changes.changes.append(change)
+        if on_change is not None:
+            on_change(change)
     if not dry_run and inventory != old:  # an unchanged inventory costs no request
         ensure_namespace(kube, inventory_namespace)  # not before: a resync writes none
         write_inventory(kube, inventory, inventory_name, inventory_namespace,
                         field_manager=manager)
     return SyncResult(changes=changes, inventory=inventory, pruned=deleted,
                       refused=list(plan.refused), refused_empty=plan.empty)
+
+
+def hold_cleaned(rendered: RenderedSet, old: Inventory
+                 ) -> tuple[RenderedSet, list[tuple[ObjRef, str]]]:
+    """`rendered` without the custom resources that runtime.cleanup deleted at an earlier
+    sync and that Git still holds unchanged (their fingerprint is the one `old` noted),
+    nor their children; and those custom resources with their fingerprints. Applying them
+    would undo the deletion (orksync.render.cleanup)."""
+    if not old.cleaned:
+        return rendered, []
+    from orksync.render.cleanup import fingerprint
+
+    noted = dict(old.cleaned)
+    held = [(o.ref, noted[o.ref]) for o in rendered.objects
+            if o.owner is None and o.ref in noted and fingerprint(o.body) == noted[o.ref]]
+    if not held:
+        return rendered, []
+    gone = {ref for ref, _ in held}
+    objects = tuple(o for o in rendered.objects if o.ref not in gone and o.owner not in gone)
+    return dataclasses.replace(rendered, objects=objects), held
 
 
 def mark_for_cleanup(rendered: RenderedSet, inventory: str = "") -> RenderedSet:

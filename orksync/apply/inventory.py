@@ -134,6 +134,9 @@ class Inventory:
 
     entries: tuple[InventoryEntry, ...] = ()
     source: Source | None = None
+    # custom resources runtime.cleanup deleted, with the fingerprint of their body in Git
+    # (orksync.render.cleanup): not applied again while Git holds them unchanged
+    cleaned: tuple[tuple[ObjRef, str], ...] = ()
 
     @classmethod
     def of(cls, entries: Iterable[InventoryEntry]) -> Inventory:
@@ -163,10 +166,15 @@ class Inventory:
     def merge(self, other: Iterable[InventoryEntry]) -> Inventory:
         """This inventory plus `other` (other's entry wins for the same identity), with
         this inventory's source."""
-        return Inventory(Inventory.of([*self.entries, *other]).entries, self.source)
+        return Inventory(Inventory.of([*self.entries, *other]).entries, self.source,
+                         self.cleaned)
 
     def with_source(self, source: Source | None) -> Inventory:
-        return Inventory(self.entries, source)
+        return Inventory(self.entries, source, self.cleaned)
+
+    def with_cleaned(self, cleaned: Iterable[tuple[ObjRef, str]]) -> Inventory:
+        return Inventory(self.entries, self.source, tuple(sorted(set(cleaned), key=lambda c: (
+            c[0].api_version, c[0].kind, c[0].namespace, c[0].name))))
 
     # --- the ConfigMap -----------------------------------------------------------------
 
@@ -176,6 +184,8 @@ class Inventory:
         doc = {"owners": [_ref_row(o) for o in owners],
                "entries": [[*_ref_row(e.ref), None if e.owner is None else index[e.owner],
                             e.uid] for e in self.entries]}
+        if self.cleaned:  # absent otherwise: the format of an inventory without any
+            doc["cleaned"] = [[*_ref_row(ref), digest] for ref, digest in self.cleaned]
         raw = json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
         return zlib.compress(raw, 9)
 
@@ -187,9 +197,10 @@ class Inventory:
             entries = [InventoryEntry(ref=_row_ref(r[:4]),
                                       owner=None if r[4] is None else owners[r[4]],
                                       uid=r[5]) for r in doc["entries"]]
+            cleaned = [(_row_ref(r[:4]), str(r[4])) for r in doc.get("cleaned") or []]
         except (zlib.error, ValueError, KeyError, IndexError, TypeError) as err:
             raise InventoryError(f"unreadable inventory: {err}") from err
-        return cls.of(entries)
+        return cls.of(entries).with_cleaned(cleaned)
 
     def to_configmap(self, name: str, namespace: str = DEFAULT_NAMESPACE) -> dict[str, Any]:
         blob = self.encode()

@@ -175,9 +175,14 @@ _GROUPS: dict[str, Key] = {
                                           moves_to=("ignoreObservedGeneration",)),
         "autoscale": warns(_AUTOSCALE_RUNTIME.what, moves_to=("operatorBox", "autoscale")),
         "rollback": warns(_ROLLBACK.what, moves_to=("operatorBox", "rollback")),
-        "cleanup": warns("deleting the custom resource once it reaches a terminal state "
-                         "would delete what Git declares; orksync never deletes a custom "
-                         "resource that is in Git"),
+        "cleanup": acts("a live custom resource whose conditions pass is deleted (its "
+                        "onDelete runs), at once or deleteAfter after they first passed; "
+                        "the inventory remembers it, and it is not applied again while Git "
+                        "holds it unchanged (orksync.render.cleanup)", {
+                            "when": acts("AND conditions"), "or": acts("OR conditions"),
+                            "deleteAfter": acts("the wait after the conditions first pass "
+                                                "(status.orksync.cleanupConditionsMetAt)"),
+                        }),
     }),
     "reconcile": acts("group (v0.7.18): which reconciler runs and its tuning", {
         **{k: Key(v.does, v.what, v.children, v.each, ("operatorBox", "reconciler", k))

@@ -596,6 +596,10 @@ class _Loader:
                                       obj) for path, message in problems]
             self.errors.extend(rest)
             raise last
+        wrong_cleanup = _cleanup_problem(box)
+        if wrong_cleanup:
+            raise self.error(doc, wrong_cleanup[1], [*fpath, "operatorBox", "runtime",
+                                                     "cleanup", *wrong_cleanup[0]], obj)
         timeout = raw.get("healthTimeout")  # orksync.lifecycle.health; docs/operations.md
         if timeout is not None:
             try:
@@ -823,6 +827,29 @@ def _entry_type_problem(raw: dict[str, Any]) -> tuple[list[str | int], str] | No
     for key, value in (api or {}).items():
         if value is not None and not isinstance(value, str):
             return ["apiTypes", str(key)], f"must be a string, not {_type(value)}"
+    return None
+
+
+def _cleanup_problem(box: dict[str, Any]) -> tuple[list[str | int], str] | None:
+    """The first wrong field of runtime.cleanup (orksync.render.cleanup): (path below it,
+    message)."""
+    runtime = box.get("runtime")
+    block = runtime.get("cleanup") if isinstance(runtime, dict) else None
+    if block is None:
+        return None
+    if not isinstance(block, dict):
+        return [], f"must be a map (when, or, deleteAfter), not {_type(block)}"
+    for key in ("when", "or"):
+        value = block.get(key)
+        if value is not None and (not isinstance(value, list)
+                                  or not all(isinstance(c, dict) for c in value)):
+            return [key], "must be a list of conditions"
+    wait = block.get("deleteAfter")
+    if wait is not None:
+        try:
+            parse_duration(str(wait))
+        except ValueError as err:
+            return ["deleteAfter"], f"not a duration: {err}"
     return None
 
 

@@ -22,7 +22,9 @@
     sync), `lastAttemptedRevision`, `inventory` (the children, `str(ObjRef)`), `counts`
     (changes of this sync by action), `health` (orksync.lifecycle.health.HealthReport: the
     custom resource's and each child's health; kept as it was when the custom resource
-    failed to render), and `refused` when the namespace guard or the
+    failed to render), `cleanupConditionsMetAt` while the entry's runtime.cleanup
+    conditions pass (the first time they did: its deleteAfter counts from it,
+    orksync.render.cleanup), and `refused` when the namespace guard or the
     cluster-scope policy refused something of this custom resource (`<object>: <reason>`,
     at most 20; docs/multi-tenancy.md);
   - Orkestra's `status.fields[]`, in declaration order, later entries overwriting earlier
@@ -64,6 +66,7 @@ from orksync.katalog.model import CrdEntry, CustomResource
 from orksync.lifecycle.health import HealthReport
 from orksync.model import MANAGED_SELECTOR, Action, Change, ObjRef, RenderedObject
 from orksync.render.children import children_map, kind_key_of
+from orksync.render.cleanup import MET_AT, cleanup_block, conditions_met
 from orksync.render.coercion import coerce_status
 from orksync.render.conditions import evaluate_conditions
 from orksync.render.cross import cross_data
@@ -214,6 +217,15 @@ def desired_status(cr_live: Mapping[str, Any], entry: CrdEntry, templates: Any,
     if refused:
         status["orksync"]["refused"] = [scrub(r, secrets)[:MAX_REFUSED_MESSAGE]
                                         for r in refused[:MAX_REFUSED]]
+    block = cleanup_block(entry)
+    if block is not None:  # runtime.cleanup's deleteAfter counts from the first time
+        try:
+            met = conditions_met(block, data, templates)
+        except (GoTemplateError, ValueError, TypeError) as err:
+            log.warning("%s: runtime.cleanup: condition error: %s", cr_ref, err)
+            met = False
+        if met:
+            status["orksync"][MET_AT] = str(previous.get(MET_AT) or rfc3339(now))
     return status
 
 

@@ -26,6 +26,7 @@ from orksync.katalog.model import (
 )
 from orksync.model import ObjRef, Origin, RenderedObject, RenderedSet, WritePolicy, copy_tree
 from orksync.render.children import LiveView
+from orksync.render.cleanup import cleanup_block, cleanup_due, fingerprint
 from orksync.render.conditions import evaluate_conditions
 from orksync.render.gotemplate import GoTemplateError
 from orksync.render.guard import ClusterScope, NamespaceGuard
@@ -66,8 +67,9 @@ def render_catalog(catalog: Catalog, *, clock: Clock = utc_now,
 
 
 # What rendering one custom resource came to: its objects, the guard's refusal of its
-# namespace (("refused", reason)), its Katalog entry's errors (("broken", count)), or the
-# error that stopped it.
+# namespace (("refused", reason)), its Katalog entry's errors (("broken", count)),
+# runtime.cleanup's verdict that it is to be deleted (("cleanup", reason)), or the error
+# that stopped it.
 Outcome: TypeAlias = "CrResult | tuple[str, str] | tuple[str, int] | InputError"
 
 
@@ -117,6 +119,23 @@ class RenderPlan:
                                obj=str(cr.ref))
         if closed:
             return ("refused", closed)
+        block = cleanup_block(cr.entry) if live is not None else None
+        if block is not None:  # runtime.cleanup: decided on the live custom resource only
+            templates = self.templates[cr.entry.katalog]
+            try:
+                data = cr_data(cr)
+                data["status"] = copy_tree((live.get(cr.ref) or {}).get("status") or {}) \
+                    if live is not None else {}
+                due = cleanup_due(block, data, templates, templates.clock())
+            except (InputError, GoTemplateError, ValueError, TypeError) as err:
+                return RenderError(f"runtime.cleanup: {err}", file=cr.source.file,
+                                   obj=str(cr.ref), path=f"{cr.entry.path}.operatorBox."
+                                   "runtime.cleanup")
+            except ClusterError as err:
+                return RenderError(f"cannot read the live cluster: {err}",
+                                   file=cr.source.file, obj=str(cr.ref))
+            if due:
+                return ("cleanup", due)
         try:
             return render_custom_resource(cr, self.templates[cr.entry.katalog],
                                           self.catalog.crs, scope=self.scope, live=live)
@@ -145,6 +164,8 @@ class Merger:
     absent: list[tuple[ObjRef, ObjRef]] = field(default_factory=list)
     retained: list[tuple[ObjRef, ObjRef]] = field(default_factory=list)
     declared: list[tuple[ObjRef, ObjRef, str]] = field(default_factory=list)
+    # custom resources runtime.cleanup deletes: (identity, fingerprint of the Git body)
+    cleaned: list[tuple[ObjRef, str]] = field(default_factory=list)
     claimed: dict[RefKey, ObjRef] = field(default_factory=dict)  # child -> its CR
     # a Katalog error -> the first custom resource it hit
     reported: dict[tuple[object, ...], ObjRef] = field(default_factory=dict)
@@ -158,6 +179,11 @@ class Merger:
             what, detail = outcome
             if what == "refused":
                 self.skipped.append((cr.ref, str(detail)))
+            elif what == "cleanup":  # not applied: the sync's prune deletes it
+                self.cleaned.append((cr.ref, fingerprint(cr.body)))
+                self.warnings.append(f"{cr.source.file}: {cr.ref}: {detail}: deleted (its "
+                                     "onDelete runs), and not applied again while Git holds "
+                                     "it unchanged")
             else:
                 self.errors.append(RenderError(
                     f"not rendered: Katalog {cr.entry.katalog} entry {cr.entry.key} has "
@@ -189,7 +215,7 @@ class Merger:
         return RenderedSet(objects=objects, errors=tuple(self.errors),
                            warnings=tuple(self.warnings), skipped=tuple(self.skipped),
                            absent=tuple(self.absent), retained=tuple(self.retained),
-                           declared=tuple(self.declared))
+                           declared=tuple(self.declared), cleaned=tuple(self.cleaned))
 
 
 def _once(err: InputError, cr: CustomResource,
