@@ -182,7 +182,7 @@ def sync_once(kube: Kube, rendered: RenderedSet, *, inventory_name: str,
             read_inventory(kube, inventory_name, inventory_namespace)
         if not options.adopt_inventory:
             check_source(old, source, name=inventory_name, namespace=inventory_namespace)
-        rendered, held = hold_cleaned(rendered, old)
+        rendered, held, kept_notes = hold_cleaned(rendered, old)
         prepared = mark_for_cleanup(rendered, identity)
         scaler = Autoscaler(kube, prepared.objects, now=options.apply.clock,
                             dry_run=dry_run, on_change=on_change)
@@ -226,7 +226,8 @@ def sync_once(kube: Kube, rendered: RenderedSet, *, inventory_name: str,
     kept = inventory.refs()
     deleted_now = [] if dry_run or plan.halted else \
         [(ref, digest) for ref, digest in rendered.cleaned if ref not in kept]
-    inventory = inventory.with_source(source or old.source).with_cleaned([*held, *deleted_now])
+    inventory = inventory.with_source(source or old.source).with_cleaned(
+        [*held, *kept_notes, *deleted_now])
     for ref, _ in held:
         change = Change(ref=ref, action=Action.SKIPPED,
                         message="deleted by runtime.cleanup and unchanged in Git: not applied "
@@ -243,23 +244,29 @@ def sync_once(kube: Kube, rendered: RenderedSet, *, inventory_name: str,
 
 
 def hold_cleaned(rendered: RenderedSet, old: Inventory
-                 ) -> tuple[RenderedSet, list[tuple[ObjRef, str]]]:
+                 ) -> tuple[RenderedSet, list[tuple[ObjRef, str]], list[tuple[ObjRef, str]]]:
     """`rendered` without the custom resources that runtime.cleanup deleted at an earlier
     sync and that Git still holds unchanged (their fingerprint is the one `old` noted),
-    nor their children; and those custom resources with their fingerprints. Applying them
-    would undo the deletion (orksync.render.cleanup)."""
+    nor their children: applying them would undo the deletion (orksync.render.cleanup).
+    Also those custom resources (held), and the notes to keep of custom resources this
+    render did not render at all: a render with errors, or one that left them out, says
+    nothing about whether they left Git. The notes of the others are forgotten: changed in
+    Git, or gone from it."""
     if not old.cleaned:
-        return rendered, []
+        return rendered, [], []
     from orksync.render.cleanup import fingerprint
 
     noted = dict(old.cleaned)
-    held = [(o.ref, noted[o.ref]) for o in rendered.objects
-            if o.owner is None and o.ref in noted and fingerprint(o.body) == noted[o.ref]]
+    crs = {o.ref: o for o in rendered.objects if o.owner is None and o.ref in noted}
+    held = [(ref, noted[ref]) for ref, o in crs.items() if fingerprint(o.body) == noted[ref]]
+    left_out = {ref for ref, _ in rendered.skipped}
+    kept = [(ref, digest) for ref, digest in old.cleaned
+            if ref not in crs and (rendered.errors or ref in left_out)]
     if not held:
-        return rendered, []
+        return rendered, [], kept
     gone = {ref for ref, _ in held}
     objects = tuple(o for o in rendered.objects if o.ref not in gone and o.owner not in gone)
-    return dataclasses.replace(rendered, objects=objects), held
+    return dataclasses.replace(rendered, objects=objects), held, kept
 
 
 def mark_for_cleanup(rendered: RenderedSet, inventory: str = "") -> RenderedSet:

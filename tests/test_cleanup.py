@@ -125,3 +125,31 @@ def test_the_inventory_remembers_what_cleanup_deleted() -> None:
     plain = Inventory.of([InventoryEntry(ref=w)])
     assert Inventory.decode(plain.encode()).cleaned == ()
     assert b"cleaned" not in __import__("zlib").decompress(plain.encode())
+
+
+def test_a_sync_holds_back_what_cleanup_deleted_while_git_holds_it_unchanged(
+        tmp_path: Path) -> None:
+    import dataclasses
+
+    from orksync.errors import RenderError
+    from orksync.sync import hold_cleaned
+
+    catalog = load(tmp_path)
+    (cr,) = catalog.crs
+    rendered = render_catalog(catalog)
+    note = (cr.ref, fingerprint(cr.body))
+    old = Inventory().with_cleaned([note])
+    held_back, held, kept = hold_cleaned(rendered, old)
+    assert held == [note] and kept == []
+    assert {str(o.ref) for o in held_back.objects} == {
+        "CustomResourceDefinition/widgets.test.orksync.io"}  # no Widget, no ConfigMap
+    # changed in Git: a new run, the note is forgotten
+    changed = Inventory().with_cleaned([(cr.ref, "another digest")])
+    assert hold_cleaned(rendered, changed) == (rendered, [], [])
+    # not rendered: gone from Git (forgotten), unless the render failed or left it out
+    crds_only = dataclasses.replace(rendered, objects=held_back.objects)
+    assert hold_cleaned(crds_only, old) == (crds_only, [], [])
+    failed = dataclasses.replace(crds_only, errors=(RenderError("boom"),))
+    assert hold_cleaned(failed, old) == (failed, [], [note])
+    left_out = dataclasses.replace(crds_only, skipped=((cr.ref, "left out: gate"),))
+    assert hold_cleaned(left_out, old) == (left_out, [], [note])
