@@ -17,10 +17,14 @@ inventory was last written by another sync root and is not deleted.
 Storage format (`v1`): `binaryData.entries` holds zlib-compressed JSON
 
     {"owners": [[apiVersion, kind, namespace, name], ...],
-     "entries": [[apiVersion, kind, namespace, name, ownerIndex | null, uid | null], ...]}
+     "entries": [[apiVersion, kind, namespace, name, ownerIndex | null, uid | null], ...],
+     "cleaned": [[apiVersion, kind, namespace, name, fingerprint], ...]}
 
 with entries sorted by identity and owners de-duplicated into a table (an entry names its
-owner by index), so the bytes are a function of the content alone. `data` carries the
+owner by index), so the bytes are a function of the content alone. `cleaned` (only when
+not empty) lists the custom resources runtime.cleanup deleted, with the fingerprint of
+their text in Git, so that a sync does not apply them again while Git holds them
+unchanged (orksync.render.cleanup). `data` carries the
 format and the count for humans. A ConfigMap holds at most 1 MiB: 10,000 entries are about
 1 MB of JSON but compress to a small fraction of it (identities repeat), so one key is
 enough for the inventories orksync is built for; an inventory whose compressed form would
