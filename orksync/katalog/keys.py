@@ -269,7 +269,8 @@ CRD_ENTRY = acts("one custom resource kind and what its instances render", {
                        "in one sync"),
     "enrichAll": warns("enriched children (pods, events) are not read by orksync's render"),
     "enrich": warns("enriched children (pods, events) are not read by orksync's render"),
-    "crossAccess": warns("orksync does not restrict cross reads between Katalogs"),
+    "crossAccess": acts("false: a cross read of this entry's custom resources finds "
+                        "nothing (found: \"false\", orksync.render.cross)"),
     "operatorBox": OPERATOR_BOX,
     "reconciler": own("the operatorBox under its name of orksync.konductor.io/v1Alpha"),
     "labels": warns("labels Orkestra attaches to the custom resources; orksync applies "
@@ -364,7 +365,7 @@ KATALOG = acts("a Katalog document", {
     "policy": info("Komposer import policy, read by Orkestra's tooling only"),
     "imports": refused("a Komposer's Katalog sources (files, helm, registry) are merged "
                        "by Orkestra's tooling; vendor the Katalog into the repository"),
-    "crossAccess": warns("orksync does not restrict cross reads between Katalogs"),
+    "crossAccess": acts("the crossAccess of every entry that sets none"),
 })
 
 

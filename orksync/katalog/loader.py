@@ -347,6 +347,10 @@ class _Loader:
                 katalog_errors += 1
         if katalog_errors:
             return None  # Orkestra refuses the whole Katalog
+        if c.get("crossAccess") is not None and not isinstance(c["crossAccess"], bool):
+            self.errors.append(self.error(doc, "must be true or false, not "
+                                          f"{_type(c['crossAccess'])}", ["crossAccess"], obj))
+            return None
         profiles, broken = parse_profiles(c.get("profiles"), doc.file, self.root)
         if broken:  # its entries would fail wherever they name a broken profile
             self.errors.extend(self.error(doc, message, path, obj) for path, message in broken)
@@ -613,7 +617,8 @@ class _Loader:
                         crd_name=manifest.name if manifest else f"{plural}.{group}",
                         tenancy=tenancy, selection=selection,
                         protect_crd=_protects_crd(doc.content, raw),
-                        moved=tuple(flat.moved.items()), profiles=profiles or {})
+                        moved=tuple(flat.moved.items()), profiles=profiles or {},
+                        cross_access=_cross_access(doc.content, raw))
 
     def linked_file(self, doc: Document, rel: str, fpath: list[str | int], obj: str, *,
                     required: bool) -> Path | None:
@@ -804,7 +809,7 @@ def _entry_type_problem(raw: dict[str, Any]) -> tuple[list[str | int], str] | No
     for key in ("crdFile",):
         if raw.get(key) is not None and not isinstance(raw[key], str):
             return [key], f"must be a file path (a string), not {_type(raw[key])}"
-    for key in ("namespaced", "enabled"):
+    for key in ("namespaced", "enabled", "crossAccess"):
         if raw.get(key) is not None and not isinstance(raw[key], bool):
             return [key], f"must be true or false, not {_type(raw[key])}"
     for key in ("crFiles", *NAMESPACE_LISTS):
@@ -828,6 +833,15 @@ def _entry_type_problem(raw: dict[str, Any]) -> tuple[list[str | int], str] | No
         if value is not None and not isinstance(value, str):
             return ["apiTypes", str(key)], f"must be a string, not {_type(value)}"
     return None
+
+
+def _cross_access(katalog: dict[str, Any], entry: dict[str, Any]) -> bool:
+    """Orkestra's crossAccess of an entry: its own, else the Katalog's (the default of
+    every entry that sets none), else true."""
+    own = entry.get("crossAccess")
+    if isinstance(own, bool):
+        return own
+    return katalog.get("crossAccess") is not False
 
 
 def _cleanup_problem(box: dict[str, Any]) -> tuple[list[str | int], str] | None:

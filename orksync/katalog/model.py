@@ -64,6 +64,9 @@ class CrdEntry:
     moved: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = ()
     # its Katalog's own profiles: class -> name -> fields (orksync.katalog.profiles)
     profiles: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
+    # crossAccess (the entry's, else its Katalog's; default true): False, a cross read of
+    # its custom resources finds nothing (orksync.render.cross)
+    cross_access: bool = True
 
     @property
     def api_version(self) -> str:
