@@ -107,6 +107,9 @@ def test_the_status_notes_when_the_cleanup_conditions_first_passed(tmp_path: Pat
     ("{when: {field: status.phase}}", "runtime.cleanup.when", "must be a list of conditions"),
     ("[a]", "runtime.cleanup", "must be a map"),
     ("{orr: []}", "runtime.cleanup.orr", "did you mean 'or'?"),
+    ("{deleteAfter: 1m, or: [{field: status.phase, equals: Done}]}\n"
+     "          ignoreStatusPatch: true", "runtime.cleanup.deleteAfter",
+     "which ignoreStatusPatch keeps orksync from writing"),
 ])
 def test_a_bad_cleanup_block_is_an_error_naming_file_line_and_field(
         tmp_path: Path, cleanup: str, field: str, message: str) -> None:

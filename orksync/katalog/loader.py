@@ -600,7 +600,7 @@ class _Loader:
                                       obj) for path, message in problems]
             self.errors.extend(rest)
             raise last
-        wrong_cleanup = _cleanup_problem(box)
+        wrong_cleanup = _cleanup_problem(box, raw.get("ignoreStatusPatch") is True)
         if wrong_cleanup:
             raise self.error(doc, wrong_cleanup[1], [*fpath, "operatorBox", "runtime",
                                                      "cleanup", *wrong_cleanup[0]], obj)
@@ -844,9 +844,11 @@ def _cross_access(katalog: dict[str, Any], entry: dict[str, Any]) -> bool:
     return katalog.get("crossAccess") is not False
 
 
-def _cleanup_problem(box: dict[str, Any]) -> tuple[list[str | int], str] | None:
+def _cleanup_problem(box: dict[str, Any], no_status: bool
+                     ) -> tuple[list[str | int], str] | None:
     """The first wrong field of runtime.cleanup (orksync.render.cleanup): (path below it,
-    message)."""
+    message). `no_status`: the entry has ignoreStatusPatch, so deleteAfter could never
+    count (its start is noted in the status)."""
     runtime = box.get("runtime")
     block = runtime.get("cleanup") if isinstance(runtime, dict) else None
     if block is None:
@@ -864,6 +866,10 @@ def _cleanup_problem(box: dict[str, Any]) -> tuple[list[str | int], str] | None:
             parse_duration(str(wait))
         except ValueError as err:
             return ["deleteAfter"], f"not a duration: {err}"
+        if no_status:
+            return ["deleteAfter"], ("counts from status.orksync.cleanupConditionsMetAt, "
+                                     "which ignoreStatusPatch keeps orksync from writing: "
+                                     "remove one of the two")
     return None
 
 

@@ -16,9 +16,9 @@ given; a block without conditions does nothing, as in Orkestra.
 
 `deleteAfter`: Orkestra notes on the custom resource when the conditions first passed;
 orksync notes it in `status.orksync.cleanupConditionsMetAt` (orksync.lifecycle.status
-writes it while they pass, `conditions_met_at` keeps the first time) and deletes once that
-time plus `deleteAfter` has passed. Without the note (a status never written, or
-`ignoreStatusPatch`) the wait starts at the render that sees the conditions pass.
+writes it while they pass, keeping the first time) and deletes once that time plus
+`deleteAfter` has passed; until the note is there, nothing is deleted. `deleteAfter`
+with `ignoreStatusPatch` (no status is written, so no note ever) is a load error.
 
 What a GitOps sync does with the verdict (orksync.sync): the custom resource is not
 applied, so the prune deletes it like one that left Git (its onDelete runs, its children
