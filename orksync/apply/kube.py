@@ -42,6 +42,7 @@ from orksync.apply.transport import (
     ConnectionLost,
     Pool,
     Response,
+    Stream,
     TransportError,
 )
 from orksync.errors import ClusterError
@@ -279,6 +280,34 @@ class Kube:
             if not cont:
                 return
 
+    def watch(self, res: Resource, *, resource_version: str, label_selector: str | None = None,
+              timeout_seconds: int = 300, idle: float = 360.0) -> Stream | _ClientStream:
+        """A WATCH of a kind cluster-wide from `resource_version`, with bookmarks, as a
+        stream of newline-separated JSON events (orksync.cluster.watch reads it). The server
+        ends it after `timeout_seconds`; a silence longer than `idle` ends it with an
+        error. Not retried (the caller's loop reconnects). Raises ClusterError: a refused
+        watch with the server's status (410: the resourceVersion is too old, list again),
+        a connection that failed with status 0."""
+        if self.gate is not None:
+            self.gate()
+        query = _query_string({"watch": "1", "resourceVersion": resource_version,
+                               "allowWatchBookmarks": "true",
+                               "labelSelector": label_selector,
+                               "timeoutSeconds": timeout_seconds})
+        path = res.path()
+        with self._lock:
+            self.requests += 1
+        try:
+            stream = self._pool.stream("GET", self._pool.prefix + path + query,
+                                       self._headers("application/json", "application/json"),
+                                       timeout=self.timeout, idle=idle)
+        except TransportError as err:
+            raise ClusterError(f"WATCH {path}: {type(err).__name__}: {err}",
+                               subject=path) from err
+        if not 200 <= stream.response.status < 300:
+            raise _error(stream.response.status, stream.response.data, "WATCH", path, path)
+        return stream
+
     def apply(self, res: Resource, body: Mapping[str, Any], *, field_manager: str,
               force: bool, subject: str = "", dry_run: bool = False,
               subresource: str = "", metadata_only: bool = False) -> tuple[bool, Any]:
@@ -370,8 +399,7 @@ class Kube:
 
     # --- the retry path (policy: orksync.apply.retry) -------------------------------------
 
-    def _attempt(self, method: str, url: str, payload: bytes | None,
-                 content_type: str, accept: str = "application/json") -> _Outcome:
+    def _headers(self, accept: str, content_type: str) -> dict[str, str]:
         headers = {"Accept": accept, "Content-Type": content_type}
         if self.user_agent:
             headers["User-Agent"] = self.user_agent
@@ -381,6 +409,11 @@ class Kube:
                 headers["Authorization"] = authorization
         elif self.api is not None:
             self.api.update_params_for_auth(headers, [], ["BearerToken"])
+        return headers
+
+    def _attempt(self, method: str, url: str, payload: bytes | None,
+                 content_type: str, accept: str = "application/json") -> _Outcome:
+        headers = self._headers(accept, content_type)
         with self._lock:  # threads send at once (the prefetch, the stage's writes)
             self.requests += 1
         started = time.monotonic()
@@ -536,8 +569,54 @@ class _ClientPool:
         return Response(resp.status, {"retry-after": resp.headers.get(
             "Retry-After") or ""}, resp.data)
 
+    def stream(self, method: str, target: str, headers: Mapping[str, str], *,
+               timeout: float, idle: float) -> _ClientStream:
+        """Pool.stream's contract on urllib3: the head within `timeout`, then reads that
+        may each wait `idle` seconds; a refused answer read whole."""
+        errors = self._urllib3.exceptions
+        try:
+            resp = self._manager.request(
+                method, self._host + target, headers=dict(headers), preload_content=False,
+                timeout=self._urllib3.Timeout(connect=timeout, read=idle),
+                retries=self._no_retries, redirect=False)
+        except errors.ConnectTimeoutError as err:
+            raise ConnectFailed(str(err)) from err
+        except errors.HTTPError as err:
+            raise ConnectionLost(f"{type(err).__name__}: {err}") from err
+        return _ClientStream(resp, errors)
+
     def close(self) -> None:
         self._api.close()  # its pool manager, and its thread pool if it made one
+
+
+class _ClientStream:
+    """A urllib3 answer behind orksync.apply.transport.Stream's interface."""
+
+    def __init__(self, resp: Any, errors: Any) -> None:
+        self._resp = resp
+        self._errors = errors
+        ok = 200 <= resp.status < 300
+        self.response = Response(resp.status, {}, b"" if ok else resp.read())
+        self._closed = not ok
+
+    def __iter__(self) -> Iterator[bytes]:
+        try:
+            while not self._closed:
+                piece = self._resp.read1(65536) if hasattr(self._resp, "read1") else \
+                    self._resp.read(1)
+                if not piece:
+                    return
+                yield piece
+        except self._errors.ReadTimeoutError as err:
+            if not self._closed:
+                raise AnswerTimeout(str(err)) from err
+        except (self._errors.HTTPError, OSError, ValueError) as err:
+            if not self._closed:
+                raise ConnectionLost(f"{type(err).__name__}: {err}") from err
+
+    def close(self) -> None:
+        self._closed = True
+        self._resp.close()  # its connection is not handed back: a cut watch is no reuse
 
 
 def _error(status: int, data: bytes, method: str, path: str, subject: str, *,

@@ -1,0 +1,1 @@
+"""The cluster layer: connections, requests, and the watch-backed view of the cluster."""
