@@ -93,7 +93,7 @@ def test_a_slow_key_holds_no_other_key_and_failures_are_retried() -> None:
     slow_started, release = threading.Event(), threading.Event()
     fast_done = threading.Event()
     failed_once: list[str] = []
-    done: list[tuple[str, bool]] = []
+    done: list[tuple[str, str]] = []
 
     def process(key: str) -> None:
         if key == "slow":
@@ -108,7 +108,7 @@ def test_a_slow_key_holds_no_other_key_and_failures_are_retried() -> None:
             raise LeadershipLost("no lease")
 
     workers = Workers(queue, process, count=2,
-                      on_done=lambda item, ok: done.append((item.key, ok)))
+                      on_done=lambda item, outcome: done.append((item.key, outcome)))
     try:
         queue.add("slow")
         assert slow_started.wait(30)
@@ -119,11 +119,11 @@ def test_a_slow_key_holds_no_other_key_and_failures_are_retried() -> None:
         queue.add("lost")
         deadline = threading.Event()
         for _ in range(600):
-            if ("flaky", True) in done and ("lost", False) in done:
+            if ("flaky", "ok") in done and ("lost", "abandoned") in done:
                 break
             deadline.wait(0.05)
-        assert ("flaky", False) in done and ("flaky", True) in done
-        assert done.count(("lost", False)) == 1  # a lost lease is not retried
+        assert ("flaky", "retry") in done and ("flaky", "ok") in done
+        assert done.count(("lost", "abandoned")) == 1  # a lost lease is not retried
     finally:
         release.set()
         workers.stop()

@@ -74,6 +74,12 @@ def add_agent_parser(sub: Any, *, common_flags: tuple[Callable[[argparse.Argumen
     p.add_argument("--shard", type=int, default=int(env("ORKSYNC_SHARD", "0")),
                    help="the shard this agent runs, 0..shards-1; each shard has its own "
                         "Lease and inventory [ORKSYNC_SHARD]")
+    p.add_argument("--repair-workers", type=int,
+                   default=int(env("ORKSYNC_REPAIR_WORKERS", "4")),
+                   help="threads repairing drift: a managed object edited or deleted by hand "
+                        "is re-applied from the last render, one custom resource at a time "
+                        "each; 0 leaves drift to the next sync [ORKSYNC_REPAIR_WORKERS, "
+                        "default 4]")
     p.add_argument("--git-username-file", type=Path, default=env("ORKSYNC_GIT_USERNAME_FILE"))
     p.add_argument("--git-password-file", type=Path, default=env("ORKSYNC_GIT_PASSWORD_FILE"),
                    help="file holding the password or token (read at every fetch)")
@@ -136,4 +142,5 @@ def agent_config(args: argparse.Namespace) -> AgentConfig:
                        strict_cluster_scope=args.strict_cluster_scope,
                        webhook_secret_file=args.webhook_secret_file,
                        allow_empty=args.allow_empty, prune_crds=args.prune_crds,
+                       repair_workers=args.repair_workers,
                        **identity)

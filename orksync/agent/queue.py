@@ -183,13 +183,14 @@ class Workers(Generic[K]):
     """`count` threads taking keys from `queue` and passing them to `process`. A key
     whose processing raises is retried (`WorkQueue.retry`), except on LeadershipLost
     (the replica may no longer write: the queue is cleared by whoever saw the lease go);
-    one that succeeds is forgotten. `on_done(item, ok)` after each."""
+    one that succeeds is forgotten. `on_done(item, outcome)` after each: `ok`, `retry`
+    or `abandoned`."""
 
     def __init__(self, queue: WorkQueue[K], process: Callable[[K], None], *, count: int,
-                 on_done: Callable[[Item[K], bool], None] | None = None) -> None:
+                 on_done: Callable[[Item[K], str], None] | None = None) -> None:
         self.queue = queue
         self.process = process
-        self.on_done = on_done or (lambda item, ok: None)
+        self.on_done = on_done or (lambda item, outcome: None)
         self._threads = [threading.Thread(target=self._run, daemon=True,
                                           name=f"orksync-worker-{i}") for i in range(count)]
         for thread in self._threads:
@@ -200,19 +201,20 @@ class Workers(Generic[K]):
             item = self.queue.get()
             if item is None:
                 return
-            ok = False
+            outcome = "retry"
             try:
                 self.process(item.key)
-                ok = True
+                outcome = "ok"
                 self.queue.forget(item.key)
             except LeadershipLost as err:
+                outcome = "abandoned"
                 log.info("%s: abandoned: %s", item.key, err)
             except Exception as err:  # one key's failure stays its own: retried
                 delay = self.queue.retry(item.key)
                 log.error("%s: %s; again in %.1fs", item.key, err, delay)
             finally:
                 self.queue.done(item.key)
-            self.on_done(item, ok)
+            self.on_done(item, outcome)
 
     def stop(self) -> None:
         """Shut the queue down and wait for the keys under way."""

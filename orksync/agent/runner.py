@@ -33,12 +33,14 @@ from typing import Any
 from apscheduler.schedulers.background import BackgroundScheduler
 
 from orksync.agent import webhook
+from orksync.agent.drift import DriftRepair, Plan
 from orksync.agent.lease import LeaderElector
 from orksync.agent.metrics import Metrics
 from orksync.agent.server import serve
 from orksync.agent.shard import shard_filter, shard_of
 from orksync.apply.engine import ApplyOptions
 from orksync.apply.events import report_sync
+from orksync.apply.inventory import inventory_identity
 from orksync.apply.kube import Kube
 from orksync.apply.retry import RetryPolicy
 from orksync.apply.secrets import rotate_due
@@ -46,6 +48,7 @@ from orksync.apply.sync import (
     SyncOptions,
     ensure_namespace,
     hook_renderers,
+    read_inventory,
     render_live,
     sync_once,
 )
@@ -93,6 +96,7 @@ class AgentConfig:
     webhook_secret_file: Path | None = None  # POST /hooks/git is served only with one
     allow_empty: bool = False  # an empty render may prune everything (as `sync`'s flag)
     prune_crds: bool = False  # CRDs that left Git are deleted (as `sync`'s flag)
+    repair_workers: int = 4  # drift repair's workers (orksync.agent.drift); 0: none
 
 
 @dataclass(slots=True)
@@ -134,8 +138,8 @@ class Agent:
                                          renew_deadline=config.renew_deadline,
                                          retry_period=config.retry_period)
             self.elector.on_started_leading = self._started_leading
-            self.elector.on_sync_requested = self._sync_now
-            self.elector.on_stopped_leading = lambda: self.metrics.leader.set(0)
+            self.elector.on_sync_requested = self._hook_sync
+            self.elector.on_stopped_leading = self._stopped_leading
             kube.gate = self.elector.check
         self.scheduler: BackgroundScheduler | None = None
         # set by a webhook; a sync that starts clears it, one that ends finds it set when
@@ -144,6 +148,9 @@ class Agent:
         if config.webhook_secret_file is not None:
             webhook.read_secret(config.webhook_secret_file)  # refused at start-up if bad
         self.lock = threading.Lock()  # one job touches the cluster at a time
+        # drift repair (made by `run`): its own workers, beside the jobs
+        self.drift: DriftRepair | None = None
+        self.hook_at: float | None = None  # when the first hook not yet synced came
 
     # --- readiness -----------------------------------------------------------------------
 
@@ -153,6 +160,8 @@ class Agent:
         if not self.state.synced_once:
             why = f": {self.state.last_error}" if self.state.last_error else ""
             return False, f"not synced yet{why}"
+        if self.drift is not None and not self.drift.synced():
+            return False, "the watches of the managed objects have not listed them yet"
         if self.state.source_error:
             return True, f"serving the last good revision: {self.state.source_error}"
         return True, "ok"
@@ -169,6 +178,17 @@ class Agent:
         self.state.said = ((), ())
         self._sync_now()
         self._run_at("rotate", datetime.now(UTC) + timedelta(seconds=5))
+
+    def _stopped_leading(self) -> None:
+        self.metrics.leader.set(0)
+        if self.drift is not None:
+            self.drift.lost_leadership()
+
+    def _hook_sync(self) -> None:
+        """A sync now, for a Git webhook (its latency is measured from here)."""
+        if self.hook_at is None:
+            self.hook_at = time.monotonic()
+        self._sync_now()
 
     def _sync_now(self) -> None:
         """Run the sync job now (its backoff forgotten), or right after the running one."""
@@ -203,7 +223,7 @@ class Agent:
         self.metrics.webhooks.labels(result="accepted").inc()
         if self.is_leader():
             log.info("webhook (%s): fetching now", verdict.provider)
-            self._sync_now()
+            self._hook_sync()
             return verdict
         assert self.elector is not None
         try:
@@ -228,9 +248,11 @@ class Agent:
             return False
         with self.lock:
             if not self.is_leader():
+                self.standby_view()
                 return False
             self.sync_wanted.clear()
             start = time.monotonic()
+            hook_at, self.hook_at = self.hook_at, None
             try:
                 ok = self.sync()
             except LeadershipLost as err:
@@ -244,6 +266,9 @@ class Agent:
                 log.error("sync failed: %s", err)
             duration = time.monotonic() - start
             self.metrics.sync_duration.observe(duration)
+            self.metrics.reconcile_duration.labels(
+                trigger="webhook" if hook_at is not None else "poll").observe(
+                time.monotonic() - (hook_at if hook_at is not None else start))
             self.metrics.syncs.labels(result="success" if ok else "failure").inc()
             if ok:
                 self.state.failures = 0
@@ -256,6 +281,19 @@ class Agent:
                 log.info("next sync attempt in %.0fs (failure %d)", backoff,
                          self.state.failures)
             return True
+
+    def standby_view(self) -> None:
+        """A standby watches the kinds of the stored inventory, so that a takeover
+        starts from a current view."""
+        if self.drift is None:
+            return
+        try:
+            inventory = read_inventory(self.drift.view_kube, self.config.name,
+                                       self.config.inventory_namespace)
+        except OrksyncError as err:
+            log.debug("standby: cannot read the inventory: %s", err)
+            return
+        self.drift.watch({(e.ref.api_version, e.ref.kind) for e in inventory})
 
     def fetch(self) -> Revision | None:
         start = time.monotonic()
@@ -275,6 +313,18 @@ class Agent:
         return revision
 
     def sync(self) -> bool:
+        """One full sync; drift repair holds its events meanwhile and takes its applied
+        render as its plan after it."""
+        if self.drift is None:
+            return self._sync(None)
+        self.drift.sync_started()
+        done: list[Plan] = []
+        try:
+            return self._sync(done)
+        finally:
+            self.drift.sync_ended(done[0] if done else None)
+
+    def _sync(self, plan: list[Plan] | None) -> bool:
         revision = self.fetch()
         if revision is None:
             self.state.last_error = self.state.source_error
@@ -299,15 +349,18 @@ class Agent:
         rendered = shard_filter(rendered, self.config.shard, self.config.shards)
         self.state.rendered = rendered
         start = time.monotonic()
+        hooks = hook_renderers(self.state.catalog) if self.state.catalog else None
         result = sync_once(
             self.kube, rendered, inventory_name=self.config.name,
             inventory_namespace=self.config.inventory_namespace,
-            hooks=hook_renderers(self.state.catalog) if self.state.catalog else None,
+            hooks=hooks,
             options=SyncOptions(apply=ApplyOptions(workers=self.config.workers),
                                 allow_empty=self.config.allow_empty,
                                 prune_crds=self.config.prune_crds),
             on_change=lambda change: log_change(change, log),
             source=Source.of(self.config.repo_url, self.config.path))
+        if plan is not None and result.prepared is not None:
+            plan.append(Plan.of(result.prepared, result.inventory, hooks or {}))
         if self.state.catalog is not None:
             catalog = self.state.catalog
             if self.config.shards > 1:  # status only for this shard's custom resources
@@ -388,6 +441,12 @@ class Agent:
             # instructions, and setting the Event there could wait on the Event's own lock,
             # held by the main thread at that instant
             signal.signal(sig, lambda signum, _: received.append(signum))
+        if self.config.repair_workers > 0:
+            self.drift = DriftRepair(
+                self.kube, self.kube.sibling(timeout=30.0, retry=RetryPolicy(), pool_size=4),
+                inventory=inventory_identity(self.config.name, self.config.inventory_namespace),
+                workers=self.config.repair_workers, metrics=self.metrics,
+                leading=self.is_leader, on_change=lambda change: log_change(change, log))
         scheduler.start()
         elector_thread = self.elector.start(self.stop_event) if self.elector else None
         # polled, not an endless wait: Python runs a handler only when the main thread
@@ -398,6 +457,9 @@ class Agent:
         self.stop_event.set()
         log.info("agent: stopping (finishing the current job)")
         scheduler.shutdown(wait=True)
+        if self.drift is not None:
+            self.drift.stop()
+            self.drift.view_kube.close()
         if elector_thread is not None:
             elector_thread.join()
         with self.lock:

@@ -105,6 +105,9 @@ class _Run:
 
 
 Kind = tuple[str, str]  # (apiVersion, kind)
+# A view of the live cluster the apply may read instead of a kind's LIST: (kind, whole) ->
+# the objects, or None (then the kind is listed). `whole`: the LIST would have no selector.
+View = Callable[[Kind, bool], list[dict[str, Any]] | None]
 
 
 class Staged(Protocol):
@@ -214,8 +217,9 @@ class _Prefetch:
     shorter window)."""
 
     def __init__(self, kube: Kube, stages: Mapping[int, Sequence[Staged]],
-                 workers: int) -> None:
+                 workers: int, view: View | None = None) -> None:
         self.kube = kube
+        self.view = view
         whole: dict[Kind, bool] = {}
         for stage in sorted(stages):
             for key, children_only in _stage_kinds(stages[stage]).items():
@@ -244,6 +248,10 @@ class _Prefetch:
 
     def _list(self, key: Kind, whole: bool) -> list[dict[str, Any]] | None:
         """The kind's objects; None when discovery cannot resolve it now."""
+        if self.view is not None:
+            items = self.view(key, whole)
+            if items is not None:
+                return items
         try:
             res = self.kube.resource(*key)
         except ClusterError:
@@ -276,8 +284,13 @@ class _Prefetch:
 
 class Applier:
     def __init__(self, kube: Kube, options: ApplyOptions | None = None,
-                 on_change: Callable[[Change], None] | None = None) -> None:
+                 on_change: Callable[[Change], None] | None = None,
+                 view: View | None = None) -> None:
+        """`view`: where the start-of-apply LISTs are read from instead, for the kinds it
+        serves (the agent's informers, orksync.agent.drift); a stage whose view may be
+        outdated by this apply's own writes still lists (`_Prefetch`)."""
         self.kube = kube
+        self.view = view
         self.options = options or ApplyOptions()
         self.on_change = on_change or (lambda change: None)
         # per kind listed whole (no selector: custom resources, CRDs), the listed objects
@@ -292,7 +305,8 @@ class Applier:
         `discard_prefetch` when no apply follows."""
         self.discard_prefetch()
         objects = rendered.objects if isinstance(rendered, RenderedSet) else tuple(rendered)
-        self._prefetched = _Prefetch(self.kube, _by_stage(objects), self.options.workers)
+        self._prefetched = _Prefetch(self.kube, _by_stage(objects), self.options.workers,
+                                     self.view)
 
     @property
     def prefetching(self) -> bool:
@@ -317,7 +331,8 @@ class Applier:
         stages = _by_stage(objects)
         prefetched = self._prefetched
         if prefetched is None:
-            prefetched = self._prefetched = _Prefetch(self.kube, stages, self.options.workers)
+            prefetched = self._prefetched = _Prefetch(self.kube, stages, self.options.workers,
+                                                      self.view)
         first_cr_stage = _first_cr_stage(stages)
         try:
             for stage in sorted(stages):
@@ -339,6 +354,16 @@ class Applier:
         finally:
             self.discard_prefetch()
         return changes
+
+    def desired(self, obj: RenderedObject, owner_uid: str | None = None) -> dict[str, Any]:
+        """The body `apply` would send for `obj` (owner reference to the owner's
+        `owner_uid`, fingerprint), to tell whether a live object drifted from it
+        (orksync.apply.compare.unchanged). Raises ClusterError (a child without
+        `owner_uid`; discovery)."""
+        run = _Run()
+        if obj.owner is not None and owner_uid:
+            run.uids[obj.owner] = owner_uid
+        return self._desired(obj, self.kube.resource(obj.ref.api_version, obj.ref.kind), run)
 
     def _record(self, changes: ChangeSet, change: Change) -> None:
         changes.changes.append(change)

@@ -113,6 +113,7 @@ class SyncResult:
     pruned: int  # objects deleted by the prune and the absent cleanup
     refused: list[str]  # why something was not pruned
     refused_empty: bool = False  # the render was empty and the inventory was not: no prune
+    prepared: RenderedSet | None = None  # what was applied: the render marked for cleanup
 
 
 # --- the render side (imported where first needed) ----------------------------------------
@@ -222,7 +223,8 @@ def sync_once(kube: Kube, rendered: RenderedSet, *, inventory_name: str,
         write_inventory(kube, inventory, inventory_name, inventory_namespace,
                         field_manager=manager)
     return SyncResult(changes=changes, inventory=inventory, pruned=deleted,
-                      refused=list(plan.refused), refused_empty=plan.empty)
+                      refused=list(plan.refused), refused_empty=plan.empty,
+                      prepared=prepared)
 
 
 def mark_for_cleanup(rendered: RenderedSet, inventory: str = "") -> RenderedSet:
