@@ -242,14 +242,16 @@ class Agent:
             self.state.next_attempt = 0.0
 
     def _sync_job(self) -> bool:
-        """One sync, unless this replica is not the leader, is stopping or backs off;
-        whether it ran."""
+        """One sync, unless this replica is not the leader (then its standby view), is
+        stopping or backs off; whether it ran, or the lease came while it did not."""
         if self.stop_event.is_set() or time.monotonic() < self.state.next_attempt:
             return False
         with self.lock:
             if not self.is_leader():
                 self.standby_view()
-                return False
+                # the lease may have come while the view was read: the sync it asked for
+                # found this job running, and is run by `sync_job`'s loop
+                return self.is_leader()
             self.sync_wanted.clear()
             start = time.monotonic()
             hook_at, self.hook_at = self.hook_at, None
