@@ -169,3 +169,35 @@ def test_a_stuck_on_delete_job_delays_no_other_custom_resources_repair(
         assert live is not None and live["metadata"].get("deletionTimestamp")  # still waiting
     finally:
         agent.stop(signal.SIGKILL)
+
+
+def test_a_standby_keeps_its_view_warm_writes_nothing_and_repairs_once_it_leads(
+        control_plane: ControlPlane, setup: Any, tmp_path: Path) -> None:
+    kube, ns, url = setup
+    assert control_plane.audit_log is not None
+    name, tag = f"sb-{uuid.uuid4().hex[:6]}", uuid.uuid4().hex[:6]
+    one, two = f"one-{tag}", f"two-{tag}"
+    leader = AgentProcess(control_plane, url, tmp_path / "one", interval=3600, name=name,
+                          identity=one)
+    standby: AgentProcess | None = None
+    try:
+        wait_for("the leader's sync", lambda: ready(leader))
+        standby = AgentProcess(control_plane, url, tmp_path / "two", interval=3600, name=name,
+                               identity=two)
+        wait_for("the standby's view", lambda: "a standby" in standby.text() and metric(
+            standby.port, "orksync_view_objects") >= 7)  # CRD, 2 Widgets, 4 ConfigMaps
+        edit(kube, ns, "a-one")
+        wait_for("the leader's repair", lambda: colour(kube, ns, "a-one") == "blue")
+        assert agent_writes(control_plane.audit_log, two, ns) == []  # a standby only watches
+        leader.stop(signal.SIGKILL)
+        wait_for("the takeover's sync", lambda: "sync rev=" in standby.text(), 120)
+        edit(kube, ns, "b-one")
+        wait_for("the new leader's repair", lambda: colour(kube, ns, "b-one") == "blue")
+        assert ("patch", "b-one") in agent_writes(control_plane.audit_log, two, ns)
+        # the view it kept: no watch had to list again or reconnect
+        assert metric(standby.port, 'orksync_watch_restarts_total{reason="gone"}') == 0
+        assert metric(standby.port, 'orksync_watch_restarts_total{reason="error"}') == 0
+    finally:
+        leader.stop(signal.SIGKILL)
+        if standby is not None:
+            standby.stop(signal.SIGKILL)

@@ -129,6 +129,7 @@ class DriftRepair:
         self._workers = Workers(self.queue, self._process, count=max(workers, 1),
                                 on_done=self._done)
         metrics.queue_depth.set_function(lambda: len(self.queue))
+        metrics.view_objects.set_function(self.informers.count)
 
     # --- what the agent tells it ---------------------------------------------------------
 

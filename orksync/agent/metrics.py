@@ -49,3 +49,6 @@ class Metrics:
                                       "Watches that ended other than by the server's timeout, "
                                       "by reason (gone: listed again; error: reconnected "
                                       "after a backoff)", ["reason"], registry=r)
+        self.view_objects = Gauge("orksync_view_objects",
+                                  "Managed objects in the watched view (leader and standby)",
+                                  registry=r)

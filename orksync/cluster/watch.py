@@ -277,6 +277,12 @@ class Informers:
             return None
         return informer.items()
 
+    def count(self) -> int:
+        """Objects in all the stores."""
+        with self._lock:
+            informers = list(self._informers.values())
+        return sum(len(i.items()) for i in informers)
+
     def get(self, ref: ObjRef) -> dict[str, Any] | None:
         informer = self.informer((ref.api_version, ref.kind))
         return informer.get(ref) if informer is not None else None
