@@ -125,6 +125,8 @@ def agent_config(args: argparse.Namespace) -> AgentConfig:
         verify = GitVerify(mode=VerifyMode(args.verify_signatures),
                            allowed_signers_file=args.allowed_signers_file,
                            keyring=args.gpg_keyring)
+    if args.repair_workers < 0:
+        raise UsageError(f"--repair-workers {args.repair_workers} is negative")
     if not 0 <= args.shard < args.shards:
         raise UsageError(f"--shard {args.shard} is not in 0..{args.shards - 1}")
     suffix = f"-shard-{args.shard}-of-{args.shards}" if args.shards > 1 else ""

@@ -59,7 +59,7 @@ from orksync.apply.inventory import Inventory, is_crd
 from orksync.apply.kube import Kube
 from orksync.apply.rollout import ROLLOUT_ANNOTATION, pod_template
 from orksync.cluster.watch import Informers
-from orksync.errors import ClusterError
+from orksync.errors import ClusterError, LeadershipLost
 from orksync.model import MANAGED_SELECTOR, Change, ObjRef, RenderedObject, RenderedSet, WritePolicy
 
 __all__ = ["ROOT", "DriftRepair", "Plan"]
@@ -126,6 +126,7 @@ class DriftRepair:
         self._plan: Plan | None = None
         self._syncing = False
         self._lock = threading.Lock()
+        self._stopping = threading.Event()
         self._workers = Workers(self.queue, self._process, count=max(workers, 1),
                                 on_done=self._done)
         metrics.queue_depth.set_function(lambda: len(self.queue))
@@ -164,6 +165,7 @@ class DriftRepair:
         return self.informers.synced()
 
     def stop(self) -> None:
+        self._stopping.set()  # a teardown waiting for its Job gives up at its next poll
         self._workers.stop()
         self.informers.stop()
 
@@ -255,11 +257,16 @@ class DriftRepair:
             return
         changes, done = finalize_custom_resource(
             self.kube, live, plan.inventory.owned_by(cr), find_hooks(plan.hooks, cr),
-            DeletionOptions(inventory=self.inventory))
+            DeletionOptions(inventory=self.inventory, sleep=self._sleep))
         for change in changes:
             self._changed(change)
         if not done:
             raise ClusterError("teardown not finished", subject=str(cr))
+
+    def _sleep(self, seconds: float) -> None:
+        if self._stopping.wait(seconds):
+            raise LeadershipLost("the agent is stopping: teardown abandoned, resumed by the "
+                                 "next leader")
 
     def _changed(self, change: Change) -> None:
         self.metrics.objects.labels(action=change.action.value).inc()
