@@ -139,3 +139,26 @@ def test_a_watch_answered_410_gone_lists_again(setup: Any, control_plane: Contro
         finally:
             informer.stop()
             through.close()
+
+
+# an exception that ends the informer's thread fails the test
+@pytest.mark.filterwarnings("error::pytest.PytestUnhandledThreadExceptionWarning")
+def test_an_informer_watches_through_the_kubernetes_clients_pool(setup: Any,
+                                                                 api_client: Any) -> None:
+    """A kubeconfig orksync hands to the `kubernetes` client (an exec plugin, a proxy)
+    watches through urllib3's pool."""
+    kube, ns, label = setup
+    maps = kube.resource("v1", "ConfigMap")
+    seen = Seen()
+    informer = Informer(Kube(api_client), ("v1", "ConfigMap"),
+                        label_selector=f"watch-test={label}", on_event=seen).start()
+    try:
+        assert informer.synced.wait(30)
+        kube.create(maps, configmap(ns, "a", label, "1"), field_manager="test")
+        kube.apply(maps, configmap(ns, "a", label, "2"), field_manager="test", force=True)
+        wait_for("the events", lambda: seen.has(("MODIFIED", "a", "2")))
+        assert seen.has(("ADDED", "a", "1")) and informer.restarts == 0
+    finally:
+        informer.stop()
+    # `stop` woke the read waiting on the open watch: the thread has ended
+    assert informer._thread is not None and not informer._thread.is_alive()

@@ -161,8 +161,9 @@ class DriftRepair:
     def lost_leadership(self) -> None:
         self.queue.clear()
 
-    def synced(self) -> bool:
-        return self.informers.synced()
+    def unsynced(self) -> list[Kind]:
+        """The watched kinds not listed yet."""
+        return self.informers.unsynced()
 
     def stop(self) -> None:
         self._stopping.set()  # a teardown waiting for its Job gives up at its next poll

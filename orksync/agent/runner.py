@@ -160,8 +160,10 @@ class Agent:
         if not self.state.synced_once:
             why = f": {self.state.last_error}" if self.state.last_error else ""
             return False, f"not synced yet{why}"
-        if self.drift is not None and not self.drift.synced():
-            return False, "the watches of the managed objects have not listed them yet"
+        unsynced = self.drift.unsynced() if self.drift is not None else []
+        if unsynced:
+            return False, "the watches of the managed objects have not listed " + ", ".join(
+                f"{kind} ({api_version})" for api_version, kind in unsynced)
         if self.state.source_error:
             return True, f"serving the last good revision: {self.state.source_error}"
         return True, "ok"

@@ -15,9 +15,11 @@ server-side apply wants plain dicts anyway.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import logging
+import socket
 import ssl
 import threading
 import time
@@ -610,12 +612,19 @@ class _ClientStream:
         except self._errors.ReadTimeoutError as err:
             if not self._closed:
                 raise AnswerTimeout(str(err)) from err
-        except (self._errors.HTTPError, OSError, ValueError) as err:
+        except (self._errors.HTTPError, OSError, ValueError, AttributeError) as err:
+            # AttributeError: http.client's answer closed by `close` from another thread
             if not self._closed:
                 raise ConnectionLost(f"{type(err).__name__}: {err}") from err
 
     def close(self) -> None:
+        """End the stream, from any thread: the socket is shut down first, which wakes a
+        read waiting on it (closing it alone does not)."""
         self._closed = True
+        sock = getattr(getattr(self._resp, "connection", None), "sock", None)
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
         self._resp.close()  # its connection is not handed back: a cut watch is no reuse
 
 

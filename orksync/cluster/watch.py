@@ -121,7 +121,7 @@ class Informer:
                 resource_version = ""
                 self._restarted("gone")
                 continue
-            except (ClusterError, TransportError) as err:
+            except (ClusterError, TransportError, ValueError) as err:  # ValueError: bad JSON
                 if self._stopping.is_set():
                     return
                 if isinstance(err, ClusterError) and err.status == 410:
@@ -263,8 +263,12 @@ class Informers:
 
     def synced(self) -> bool:
         """Whether every informer has its first LIST in."""
+        return not self.unsynced()
+
+    def unsynced(self) -> list[Kind]:
+        """The kinds whose first LIST is not in yet."""
         with self._lock:
-            return all(i.synced.is_set() for i in self._informers.values())
+            return sorted(k for k, i in self._informers.items() if not i.synced.is_set())
 
     def informer(self, kind: Kind) -> Informer | None:
         with self._lock:
