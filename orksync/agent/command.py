@@ -21,7 +21,9 @@ def add_agent_parser(sub: Any, *, common_flags: tuple[Callable[[argparse.Argumen
     p = sub.add_parser("agent", help="run the in-cluster agent: fetch, render, sync, repeat",
                        description="Keep the cluster equal to a Git repository: fetch it every "
                        "interval, render it when the revision moved, sync it (apply, prune), "
-                       "rotate due Secrets on a schedule of its own. Leader-elected on a Lease; "
+                       "rotate due Secrets on a schedule of its own; between syncs, "
+                       "repair managed objects edited or deleted by hand, from watches. "
+                       "Leader-elected on a Lease; "
                        "serves /healthz, /readyz and /metrics. Every flag has an ORKSYNC_* "
                        "environment variable.")
     env = os.environ.get

@@ -11,6 +11,11 @@ instance each); a failed sync backs off exponentially (interval x 2^failures, at
 minutes). SIGTERM lets the current job finish, releases the lease and stops the HTTP
 server. An unreachable remote keeps the last good revision: the agent keeps syncing it and
 says so in /readyz and the metrics.
+
+Between syncs, drift repair (orksync.agent.drift) watches the managed objects and applies
+again the objects of a custom resource one of which was edited or deleted by hand, from
+the last sync's render, on worker threads of its own (beside the jobs' lock, so a sync
+and a repair never wait for each other); its requests pass the same gate.
 """
 
 from __future__ import annotations
