@@ -67,6 +67,7 @@ __all__ = ["ROOT", "DriftRepair", "Plan"]
 log = logging.getLogger("orksync.agent")
 
 ROOT = "root"  # the key of the objects no custom resource owns (CRDs)
+CATCH_UP = 2.0  # seconds a worker waits for the informers to see its key's last writes
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -127,6 +128,9 @@ class DriftRepair:
         self._syncing = False
         self._lock = threading.Lock()
         self._stopping = threading.Event()
+        # objects this module applied, with the resourceVersion the apply left, until an
+        # event shows the informer has it (`_caught_up`)
+        self._written: dict[ObjRef, str] = {}
         self._workers = Workers(self.queue, self._process, count=max(workers, 1),
                                 on_done=self._done)
         metrics.queue_depth.set_function(lambda: len(self.queue))
@@ -176,6 +180,13 @@ class DriftRepair:
         self.metrics.watch_restarts.labels(reason=reason).inc()
 
     def _event(self, event: str, obj: dict[str, Any], _: dict[str, Any] | None) -> None:
+        if self._written:
+            ref = ObjRef.of(obj)
+            with self._lock:
+                wrote = self._written.get(ref)
+                if wrote is not None and (event == "DELETED" or _not_older(
+                        str((obj.get("metadata") or {}).get("resourceVersion") or ""), wrote)):
+                    del self._written[ref]
         if self.leading():
             self._consider(event, obj)
 
@@ -243,13 +254,41 @@ class DriftRepair:
                 (live.get("metadata") or {}).get("deletionTimestamp"):
             self._teardown(plan, cr, live)
             return
+        self._caught_up(objects)
         applier = Applier(self.kube, ApplyOptions(workers=2), on_change=self._changed,
                           view=self._view)
-        changes = applier.apply(objects)
+        try:
+            changes = applier.apply(objects)
+        finally:
+            for ref, version in applier.versions.items():
+                seen = ((self.informers.get(ref) or {}).get("metadata") or {}).get(
+                    "resourceVersion")
+                if seen and _not_older(str(seen), version):
+                    continue  # seen already (or the apply changed nothing: no event comes)
+                with self._lock:
+                    self._written[ref] = version
         failed = changes.failed
         if failed:
             raise ClusterError(f"{len(failed)} object(s) failed: " + "; ".join(
                 f"{c.ref}: {c.message}" for c in failed[:3]), subject=key)
+
+    def _caught_up(self, objects: tuple[RenderedObject, ...]) -> None:
+        """Wait (a little) until the informers have seen this module's last writes of
+        these objects: a key processed again right after its repair (an event that came
+        during it) would otherwise compare with the view from before its own write, and
+        send again what it just sent."""
+        deadline = time.monotonic() + CATCH_UP
+        while not self._stopping.is_set():
+            with self._lock:
+                pending = any(o.ref in self._written for o in objects)
+            if not pending:
+                return
+            if time.monotonic() > deadline:
+                with self._lock:  # given up: the apply compares with what is listed
+                    for o in objects:
+                        self._written.pop(o.ref, None)
+                return
+            self._stopping.wait(0.01)
 
     def _teardown(self, plan: Plan, cr: ObjRef, live: dict[str, Any]) -> None:
         """A custom resource deleted by hand: onDelete, its children no owner reference
@@ -278,3 +317,11 @@ class DriftRepair:
         if outcome == "ok" and item.trigger == "drift":
             self.metrics.reconcile_duration.labels(trigger="drift").observe(
                 time.monotonic() - item.added)
+
+
+def _not_older(seen: str, wrote: str) -> bool:
+    """Whether the resourceVersion `seen` is the one written or a later one. etcd's are
+    increasing integers; any other form is compared for equality only."""
+    if seen.isdigit() and wrote.isdigit():
+        return int(seen) >= int(wrote)
+    return seen == wrote

@@ -291,6 +291,8 @@ class Applier:
         outdated by this apply's own writes still lists (`_Prefetch`)."""
         self.kube = kube
         self.view = view
+        # the resourceVersion each server-side apply of this applier left (its answer's)
+        self.versions: dict[ObjRef, str] = {}
         self.options = options or ApplyOptions()
         self.on_change = on_change or (lambda change: None)
         # per kind listed whole (no selector: custom resources, CRDs), the listed objects
@@ -499,6 +501,8 @@ class Applier:
                           message="recreated: the change touches an immutable field")
         self._remember(obj, result, run)
         after = (result or {}).get("metadata", {}).get("resourceVersion")
+        if after and not self.options.dry_run:
+            self.versions[obj.ref] = str(after)
         if created:
             action = Action.CREATED
         elif before is not None and before == after:
