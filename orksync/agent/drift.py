@@ -30,8 +30,10 @@ key under way stops at its next request.
 
 A worker re-applies its key's objects from the plan through the apply engine (server-side
 apply, field manager `orksync`), reading the live objects from the informers instead of
-LISTs; a failure is retried with the queue's backoff. Workers take different keys, so a
-slow key (a teardown waiting for its onDelete Job) delays no other.
+LISTs (a key taken again right after its own repair first waits, briefly, until the
+informers have seen that repair's writes); a failure is retried with the queue's backoff.
+Workers take different keys, so a slow key (a teardown waiting for its onDelete Job)
+delays no other.
 """
 
 from __future__ import annotations
