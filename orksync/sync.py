@@ -119,6 +119,7 @@ class SyncResult:
     pruned: int  # objects deleted by the prune and the absent cleanup
     refused: list[str]  # why something was not pruned
     refused_empty: bool = False  # the render was empty and the inventory was not: no prune
+    prepared: RenderedSet | None = None  # what was applied: the render marked for cleanup
 
 
 # --- the render side (imported where first needed) ----------------------------------------
@@ -263,7 +264,8 @@ def sync_once(kube: Kube, rendered: RenderedSet, *, inventory_name: str,
         write_inventory(kube, inventory, inventory_name, inventory_namespace,
                         field_manager=manager)
     return SyncResult(changes=changes, inventory=inventory, pruned=deleted,
-                      refused=list(plan.refused), refused_empty=plan.empty)
+                      refused=list(plan.refused), refused_empty=plan.empty,
+                      prepared=prepared)
 
 
 def sync_rendered(kube: Kube, rendered: RenderedSet, catalog: Catalog | None, *,
@@ -273,16 +275,19 @@ def sync_rendered(kube: Kube, rendered: RenderedSet, catalog: Catalog | None, *,
                   applier: Applier | None = None,
                   stored_inventory: Future[Inventory] | None = None,
                   status_of: Catalog | None = None,
+                  hooks: Mapping[tuple[str, str], OnDeleteRenderer] | None = None,
                   on_phase: Callable[[str], None] | None = None) -> SyncResult:
     """The sync recipe `orksync sync`, `orksync apply` and the agent share: `sync_once`
     (apply, teardown, prune, inventory) with the repository's onDelete renderers, then,
     with a repository and not in a dry run, each custom resource's status and an Event
     for its changes (`status_of`: the custom resources whose status this replica writes,
-    a shard's; default all of `catalog`). `orksync apply DIR` has no catalog: no status."""
+    a shard's; default all of `catalog`; `hooks`: the onDelete renderers when the caller
+    made them already). `orksync apply DIR` has no catalog: no status."""
     options = options or SyncOptions()
     result = sync_once(kube, rendered, inventory_name=inventory_name,
                        inventory_namespace=inventory_namespace,
-                       hooks=hook_renderers(catalog) if catalog is not None else None,
+                       hooks=hooks if hooks is not None else
+                       hook_renderers(catalog) if catalog is not None else None,
                        options=options, on_change=on_change, applier=applier,
                        stored_inventory=stored_inventory, source=source)
     if catalog is not None and not options.apply.dry_run:
