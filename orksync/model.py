@@ -239,6 +239,9 @@ class RenderedSet:
     # (object, owner, template key): every object the owner's blocks declare, whatever the
     # conditions, in declaration order — its `.children` (computed by a live render only)
     declared: tuple[tuple[ObjRef, ObjRef, str], ...] = ()
+    # (custom resource, fingerprint of its body in Git) that runtime.cleanup deletes: not
+    # among `objects`, so the sync's prune deletes it (orksync.render.cleanup)
+    cleaned: tuple[tuple[ObjRef, str], ...] = ()
 
     @property
     def ok(self) -> bool:

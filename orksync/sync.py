@@ -119,6 +119,7 @@ class SyncResult:
     pruned: int  # objects deleted by the prune and the absent cleanup
     refused: list[str]  # why something was not pruned
     refused_empty: bool = False  # the render was empty and the inventory was not: no prune
+    prepared: RenderedSet | None = None  # what was applied: the render marked for cleanup
 
 
 # --- the render side (imported where first needed) ----------------------------------------
@@ -198,6 +199,7 @@ def sync_once(kube: Kube, rendered: RenderedSet, *, inventory_name: str,
             read_inventory(kube, inventory_name, inventory_namespace)
         if not options.adopt_inventory:
             check_source(old, source, name=inventory_name, namespace=inventory_namespace)
+        rendered, held, kept_notes = hold_cleaned(rendered, old)
         # who each custom resource's children are written as: decided once, recorded in
         # the inventory with it (for its teardown after it, and its entry, left Git)
         identities = Identities(kube, impersonation, rendered.objects, recorded=old)
@@ -242,13 +244,28 @@ def sync_once(kube: Kube, rendered: RenderedSet, *, inventory_name: str,
                                  identities=identities)
         changes.extend(cleaned.changes)
         deleted += cleaned.counts()[Action.DELETED]
-    inventory = inventory.with_source(source or old.source)
+    # runtime.cleanup: what it deleted, and what Git still holds unchanged of what it
+    # deleted before, is remembered; a custom resource the prune did not delete (halted,
+    # refused, protected) is decided again at the next sync
+    kept = inventory.refs()
+    deleted_now = [] if dry_run or plan.halted else \
+        [(ref, digest) for ref, digest in rendered.cleaned if ref not in kept]
+    inventory = inventory.with_source(source or old.source).with_cleaned(
+        [*held, *kept_notes, *deleted_now])
+    for ref, _ in held:
+        change = Change(ref=ref, action=Action.SKIPPED,
+                        message="deleted by runtime.cleanup and unchanged in Git: not applied "
+                        "again (change it in Git to run it again)")
+        changes.changes.append(change)
+        if on_change is not None:
+            on_change(change)
     if not dry_run and inventory != old:  # an unchanged inventory costs no request
         ensure_namespace(kube, inventory_namespace)  # not before: a resync writes none
         write_inventory(kube, inventory, inventory_name, inventory_namespace,
                         field_manager=manager)
     return SyncResult(changes=changes, inventory=inventory, pruned=deleted,
-                      refused=list(plan.refused), refused_empty=plan.empty)
+                      refused=list(plan.refused), refused_empty=plan.empty,
+                      prepared=prepared)
 
 
 def sync_rendered(kube: Kube, rendered: RenderedSet, catalog: Catalog | None, *,
@@ -258,16 +275,19 @@ def sync_rendered(kube: Kube, rendered: RenderedSet, catalog: Catalog | None, *,
                   applier: Applier | None = None,
                   stored_inventory: Future[Inventory] | None = None,
                   status_of: Catalog | None = None,
+                  hooks: Mapping[tuple[str, str], OnDeleteRenderer] | None = None,
                   on_phase: Callable[[str], None] | None = None) -> SyncResult:
     """The sync recipe `orksync sync`, `orksync apply` and the agent share: `sync_once`
     (apply, teardown, prune, inventory) with the repository's onDelete renderers, then,
     with a repository and not in a dry run, each custom resource's status and an Event
     for its changes (`status_of`: the custom resources whose status this replica writes,
-    a shard's; default all of `catalog`). `orksync apply DIR` has no catalog: no status."""
+    a shard's; default all of `catalog`; `hooks`: the onDelete renderers when the caller
+    made them already). `orksync apply DIR` has no catalog: no status."""
     options = options or SyncOptions()
     result = sync_once(kube, rendered, inventory_name=inventory_name,
                        inventory_namespace=inventory_namespace,
-                       hooks=hook_renderers(catalog) if catalog is not None else None,
+                       hooks=hooks if hooks is not None else
+                       hook_renderers(catalog) if catalog is not None else None,
                        options=options, on_change=on_change, applier=applier,
                        stored_inventory=stored_inventory, source=source)
     if catalog is not None and not options.apply.dry_run:
@@ -278,6 +298,32 @@ def sync_rendered(kube: Kube, rendered: RenderedSet, catalog: Catalog | None, *,
         report_sync(kube, status_of or catalog, rendered, result.changes, revision=revision,
                     impersonation=options.impersonation)
     return result
+
+
+def hold_cleaned(rendered: RenderedSet, old: Inventory
+                 ) -> tuple[RenderedSet, list[tuple[ObjRef, str]], list[tuple[ObjRef, str]]]:
+    """`rendered` without the custom resources that runtime.cleanup deleted at an earlier
+    sync and that Git still holds unchanged (their fingerprint is the one `old` noted),
+    nor their children: applying them would undo the deletion (orksync.render.cleanup).
+    Also those custom resources (held), and the notes to keep of custom resources this
+    render did not render at all: a render with errors, or one that left them out, says
+    nothing about whether they left Git. The notes of the others are forgotten: changed in
+    Git, or gone from it."""
+    if not old.cleaned:
+        return rendered, [], []
+    from orksync.render.cleanup import fingerprint
+
+    noted = dict(old.cleaned)
+    crs = {o.ref: o for o in rendered.objects if o.owner is None and o.ref in noted}
+    held = [(ref, noted[ref]) for ref, o in crs.items() if fingerprint(o.body) == noted[ref]]
+    left_out = {ref for ref, _ in rendered.skipped}
+    kept = [(ref, digest) for ref, digest in old.cleaned
+            if ref not in crs and (rendered.errors or ref in left_out)]
+    if not held:
+        return rendered, [], kept
+    gone = {ref for ref, _ in held}
+    objects = tuple(o for o in rendered.objects if o.ref not in gone and o.owner not in gone)
+    return dataclasses.replace(rendered, objects=objects), held, kept
 
 
 def mark_for_cleanup(rendered: RenderedSet, inventory: str = "") -> RenderedSet:

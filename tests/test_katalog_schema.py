@@ -201,6 +201,10 @@ LAYOUTS = [
     ("runtime.serviceAccountName",
      ("      serviceAccountName: tenant\n", ""),
      ("", "        runtime: {serviceAccountName: tenant}\n")),
+    ("emit.status.conditions",
+     ("", "        status: {conditions: false, fields: [{path: phase, value: Ready}]}\n"),
+     ("", "        emit: {status: {conditions: false, fields: [{path: phase, value: Ready}]}}"
+          "\n")),
     ("runtime.ignoreStatusPatch",
      ("      ignoreStatusPatch: true\n", ""),
      ("", "        runtime: {ignoreStatusPatch: true}\n")),
@@ -608,3 +612,70 @@ def test_a_problem_of_a_grouped_setting_is_named_where_it_is_written(tmp_path: P
     first = messages(rendered.errors)[0]
     assert first.startswith("op/katalog.yaml:12 Katalog/widgets spec.crds.widget.admission."
                             "validation.rules[0]"), first
+
+
+@pytest.mark.parametrize("box_level", [
+    "        status: {conditions: 'no'}\n",
+    "        emit: {status: {conditions: 'no'}}\n",
+], ids=["flat", "grouped"])
+def test_status_conditions_that_is_not_a_boolean_is_an_error_where_it_is_written(
+        tmp_path: Path, box_level: str) -> None:
+    catalog = load(tmp_path, entry_with("", box_level))
+    written = "emit.status" if "emit" in box_level else "status"
+    found = [m for m in messages(catalog.errors)
+             if f"spec.crds.widget.operatorBox.{written}.conditions" in m]
+    assert len(found) == 1 and "must be true or false, not" in found[0], \
+        messages(catalog.errors)
+    assert found[0].startswith("op/katalog.yaml:10 "), found[0]
+    assert not catalog.crs
+
+
+# --- crossAccess -----------------------------------------------------------------------
+
+CROSS = HEAD + """
+spec:
+  crds:
+    widget:
+      crdFile: ./crd.yaml
+      operatorBox:
+        cross:
+          - {crd: widget, as: byName, selector: {name: b}}
+          - {crd: widget, as: byLabel, labelSelector: {tier: gold}}
+        onCreate:
+          configMaps:
+            - name: "{{ .metadata.name }}-cm"
+              data: {byName: "{{ .cross.byName.found }}", byLabel: "{{ .cross.byLabel.found }}"}
+"""
+
+
+@pytest.mark.parametrize(("katalog_level", "entry_level", "found"), [
+    ("", "", "true"),
+    ("", "      crossAccess: false\n", "false"),
+    ("crossAccess: false\n", "", "false"),
+    ("crossAccess: false\n", "      crossAccess: true\n", "true"),
+])
+def test_cross_access_false_opts_an_entry_out_of_cross_reads(
+        tmp_path: Path, katalog_level: str, entry_level: str, found: str) -> None:
+    text = katalog_level + CROSS.replace("      crdFile:", entry_level + "      crdFile:")
+    b = widget("b").replace("  name: b\n", "  name: b\n  labels: {tier: gold}\n")
+    catalog = load(tmp_path, text, {"apps/b.yaml": b})
+    assert not catalog.errors, messages(catalog.errors)
+    assert not [w for w in catalog.warnings if "crossAccess" in w]
+    rendered = render_catalog(catalog)
+    assert not rendered.errors, messages(rendered.errors)
+    (cm,) = [o.body for o in rendered.objects if str(o.ref) == "ConfigMap/default/a-cm"]
+    assert cm["data"] == {"byName": found, "byLabel": found}
+
+
+@pytest.mark.parametrize(("katalog_level", "entry_level", "field"), [
+    ("crossAccess: 'no'\n", "", "crossAccess"),
+    ("", "      crossAccess: 'no'\n", "spec.crds.widget.crossAccess"),
+])
+def test_a_cross_access_that_is_not_a_boolean_is_an_error(
+        tmp_path: Path, katalog_level: str, entry_level: str, field: str) -> None:
+    text = katalog_level + CROSS.replace("      crdFile:", entry_level + "      crdFile:")
+    catalog = load(tmp_path, text)
+    found = [m for m in messages(catalog.errors) if f" {field}:" in m]
+    assert len(found) == 1 and "must be true or false" in found[0], messages(catalog.errors)
+    assert found[0].startswith("op/katalog.yaml:"), found[0]
+    assert not catalog.crs

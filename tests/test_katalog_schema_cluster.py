@@ -1,6 +1,7 @@
 """Katalog settings whose effect is on the cluster, in both layouts, against the real
 control plane: ignoreStatusPatch (flat) and runtime.ignoreStatusPatch (grouped) write no
-status."""
+status; status.conditions: false (flat operatorBox.status, grouped emit.status) writes no
+conditions and no observedGeneration, and takes back those written before."""
 
 from __future__ import annotations
 
@@ -46,5 +47,38 @@ def test_ignore_status_patch_writes_no_status_in_either_layout(
             assert written and live["status"]["orksync"]["lastAppliedRevision"] == "r"
         else:
             assert written == [] and "status" not in live, live.get("status")
+    finally:
+        kube.close()
+
+
+@pytest.mark.parametrize(("layout", "block"), [
+    ("flat", "        status:\n          conditions: false\n"
+             "          fields: [{path: phase, value: Ready}]\n"),
+    ("grouped", "        emit:\n          status:\n            conditions: false\n"
+                "            fields: [{path: phase, value: Ready}]\n"),
+])
+def test_status_conditions_false_writes_no_conditions_in_either_layout(
+        control_plane: ControlPlane, tmp_path: Path, layout: str, block: str) -> None:
+    ns = f"c-{uuid.uuid4().hex[:8]}"
+    kube = Kube.from_kubeconfig(control_plane.kubeconfig)
+    try:
+        # first with orksync's conditions, then with them turned off
+        for katalog in (KATALOG, KATALOG.replace("      operatorBox:\n",
+                                                 "      operatorBox:\n" + block)):
+            write_repo(tmp_path, {"katalog.yaml": katalog, "crd.yaml": CRD,
+                                  "w.yaml": widget("w", ns, image="nginx", port=8080)})
+            catalog = load_repository(tmp_path)
+            assert not catalog.errors, catalog.errors
+            rendered = render_catalog(catalog)
+            changes = Applier(kube).apply(rendered)
+            assert not changes.failed
+            report_sync(kube, catalog, rendered, changes, revision="r")
+            status = kube.get(kube.resource("test.orksync.io/v1", "Widget"), ns, "w")["status"]
+            if katalog is KATALOG:
+                assert {c["type"] for c in status["conditions"]} >= {"Ready", "Stalled"}
+                assert "observedGeneration" in status
+        assert "conditions" not in status and "observedGeneration" not in status, status
+        assert status["phase"] == "Ready"
+        assert status["orksync"]["lastAppliedRevision"] == "r"
     finally:
         kube.close()

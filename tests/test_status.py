@@ -179,3 +179,27 @@ def test_sync_event_only_for_changes_and_errors() -> None:
                                                    message="nope")])  # type: ignore[misc]
     assert (kind, reason) == ("Warning", "WidgetReconcileError")
     assert message == "failed 1: Deployment/n/a: nope"
+
+
+def test_status_conditions_false_writes_neither_conditions_nor_observed_generation(
+        tmp_path: Path) -> None:
+    """Orkestra's `status.conditions: false`: no automatic conditions and no
+    observedGeneration; the declared fields and orksync's own record are still written."""
+    repo = write_repo(tmp_path, {
+        "katalog.yaml": KATALOG.replace("        status:\n",
+                                        "        status:\n          conditions: false\n"),
+        "crd.yaml": CRD, "w.yaml": widget("w", "ns1", image="nginx", replicas=2)})
+    catalog = load_repository(repo)
+    assert not catalog.errors, catalog.errors
+    (cr,) = catalog.crs
+    templates = templates_for(catalog.katalogs[0], lambda: NOW)
+    live = {**cr.body, "metadata": {**cr.body["metadata"], "generation": 3, "uid": "u1"},
+            "status": {"conditions": [{"type": "Ready", "status": "True"}]}}
+    for error in (None, "boom"):
+        status = desired_status(live, cr.entry, templates, ok_changes(cr.ref),
+                                revision="abc", render_error=error, now=NOW)
+        assert "conditions" not in status and "observedGeneration" not in status, status
+        assert status["orksync"]["lastAttemptedRevision"] == "abc"
+    ok = desired_status(live, cr.entry, templates, ok_changes(cr.ref), revision="abc",
+                        render_error=None, now=NOW)
+    assert ok["phase"] == "Pending" and ok["info"]["replicas"] == 2

@@ -21,7 +21,9 @@ def add_agent_parser(sub: Any, *, common_flags: tuple[Callable[[argparse.Argumen
     p = sub.add_parser("agent", help="run the in-cluster agent: fetch, render, sync, repeat",
                        description="Keep the cluster equal to a Git repository: fetch it every "
                        "interval, render it when the revision moved, sync it (apply, prune), "
-                       "rotate due Secrets on a schedule of its own. Leader-elected on a Lease; "
+                       "rotate due Secrets on a schedule of its own; between syncs, "
+                       "repair managed objects edited or deleted by hand, from watches. "
+                       "Leader-elected on a Lease; "
                        "serves /healthz, /readyz and /metrics. Every flag has an ORKSYNC_* "
                        "environment variable.")
     env = os.environ.get
@@ -74,6 +76,12 @@ def add_agent_parser(sub: Any, *, common_flags: tuple[Callable[[argparse.Argumen
     p.add_argument("--shard", type=int, default=int(env("ORKSYNC_SHARD", "0")),
                    help="the shard this agent runs, 0..shards-1; each shard has its own "
                         "Lease and inventory [ORKSYNC_SHARD]")
+    p.add_argument("--repair-workers", type=int,
+                   default=int(env("ORKSYNC_REPAIR_WORKERS", "4")),
+                   help="threads repairing drift: a managed object edited or deleted by hand "
+                        "is re-applied from the last render, one custom resource at a time "
+                        "each; 0 leaves drift to the next sync [ORKSYNC_REPAIR_WORKERS, "
+                        "default 4]")
     p.add_argument("--git-username-file", type=Path, default=env("ORKSYNC_GIT_USERNAME_FILE"))
     p.add_argument("--git-password-file", type=Path, default=env("ORKSYNC_GIT_PASSWORD_FILE"),
                    help="file holding the password or token (read at every fetch)")
@@ -119,6 +127,8 @@ def agent_config(args: argparse.Namespace) -> AgentConfig:
         verify = GitVerify(mode=VerifyMode(args.verify_signatures),
                            allowed_signers_file=args.allowed_signers_file,
                            keyring=args.gpg_keyring)
+    if args.repair_workers < 0:
+        raise UsageError(f"--repair-workers {args.repair_workers} is negative")
     if not 0 <= args.shard < args.shards:
         raise UsageError(f"--shard {args.shard} is not in 0..{args.shards - 1}")
     suffix = f"-shard-{args.shard}-of-{args.shards}" if args.shards > 1 else ""
@@ -137,4 +147,5 @@ def agent_config(args: argparse.Namespace) -> AgentConfig:
                        webhook_secret_file=args.webhook_secret_file,
                        allow_empty=args.allow_empty, prune_crds=args.prune_crds,
                        default_service_account=args.default_service_account,
+                       repair_workers=args.repair_workers,
                        **identity)

@@ -32,3 +32,23 @@ class Metrics:
                                 "Git webhooks by result (accepted, ping, refused, error)",
                                 ["result"], registry=r)
         self.rotations = Counter("orksync_rotations_total", "Secrets rotated", registry=r)
+        self.reconcile_duration = Histogram(
+            "orksync_reconcile_duration_seconds",
+            "From a trigger to its reconcile done, by trigger: drift (a managed object "
+            "edited or deleted, to its repair), webhook (a Git hook accepted, to its sync "
+            "done), poll (a sync of the interval or of a new leader)",
+            ["trigger"], registry=r, buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 3, 5, 10, 30, 60))
+        self.queue_depth = Gauge("orksync_queue_depth",
+                                 "Keys waiting in the work queue (queued or backing off)",
+                                 registry=r)
+        self.repairs = Counter("orksync_queue_reconciles_total",
+                               "Keys the work queue's workers reconciled, by outcome (ok, "
+                               "retry: failed and queued again, abandoned: the lease was "
+                               "lost)", ["result"], registry=r)
+        self.watch_restarts = Counter("orksync_watch_restarts_total",
+                                      "Watches that ended other than by the server's timeout, "
+                                      "by reason (gone: listed again; error: reconnected "
+                                      "after a backoff)", ["reason"], registry=r)
+        self.view_objects = Gauge("orksync_view_objects",
+                                  "Managed objects in the watched view (leader and standby)",
+                                  registry=r)

@@ -11,6 +11,11 @@ instance each); a failed sync backs off exponentially (interval x 2^failures, at
 minutes). SIGTERM lets the current job finish, releases the lease and stops the HTTP
 server. An unreachable remote keeps the last good revision: the agent keeps syncing it and
 says so in /readyz and the metrics.
+
+Between syncs, drift repair (orksync.agent.drift) watches the managed objects and applies
+again the objects of a custom resource one of which was edited or deleted by hand, from
+the last sync's render, on worker threads of its own (beside the jobs' lock, so a sync
+and a repair never wait for each other); its requests pass the same gate.
 """
 
 from __future__ import annotations
@@ -33,12 +38,14 @@ from typing import Any
 from apscheduler.schedulers.background import BackgroundScheduler
 
 from orksync.agent import webhook
+from orksync.agent.drift import DriftRepair, Plan
 from orksync.agent.lease import LeaderElector
 from orksync.agent.metrics import Metrics
 from orksync.agent.server import serve
 from orksync.agent.shard import shard_filter, shard_of
 from orksync.apply.engine import ApplyOptions
 from orksync.apply.impersonation import Identities, Impersonation
+from orksync.apply.inventory import inventory_identity
 from orksync.apply.secrets import rotate_due
 from orksync.cluster.kube import Kube
 from orksync.cluster.retry import RetryPolicy
@@ -54,6 +61,7 @@ from orksync.source.git import GitAuth, GitSource, GitSourceSpec, GitVerify, Rev
 from orksync.sync import (
     SyncOptions,
     ensure_namespace,
+    hook_renderers,
     read_inventory,
     render_live,
     sync_rendered,
@@ -96,6 +104,7 @@ class AgentConfig:
     # the ServiceAccount (in each custom resource's namespace) the children of entries
     # without serviceAccountName are written as; "": the agent (orksync.apply.impersonation)
     default_service_account: str = ""
+    repair_workers: int = 4  # drift repair's workers (orksync.agent.drift); 0: none
 
 
 @dataclass(slots=True)
@@ -137,8 +146,8 @@ class Agent:
                                          renew_deadline=config.renew_deadline,
                                          retry_period=config.retry_period)
             self.elector.on_started_leading = self._started_leading
-            self.elector.on_sync_requested = self._sync_now
-            self.elector.on_stopped_leading = lambda: self.metrics.leader.set(0)
+            self.elector.on_sync_requested = self._hook_sync
+            self.elector.on_stopped_leading = self._stopped_leading
             kube.gate = self.elector.check
         self.scheduler: BackgroundScheduler | None = None
         # set by a webhook; a sync that starts clears it, one that ends finds it set when
@@ -147,6 +156,9 @@ class Agent:
         if config.webhook_secret_file is not None:
             webhook.read_secret(config.webhook_secret_file)  # refused at start-up if bad
         self.lock = threading.Lock()  # one job touches the cluster at a time
+        # drift repair (made by `run`): its own workers, beside the jobs
+        self.drift: DriftRepair | None = None
+        self.hook_at: float | None = None  # when the first hook not yet synced came
 
     # --- readiness -----------------------------------------------------------------------
 
@@ -156,6 +168,10 @@ class Agent:
         if not self.state.synced_once:
             why = f": {self.state.last_error}" if self.state.last_error else ""
             return False, f"not synced yet{why}"
+        unsynced = self.drift.unsynced() if self.drift is not None else []
+        if unsynced:
+            return False, "the watches of the managed objects have not listed " + ", ".join(
+                f"{kind} ({api_version})" for api_version, kind in unsynced)
         if self.state.source_error:
             return True, f"serving the last good revision: {self.state.source_error}"
         return True, "ok"
@@ -172,6 +188,17 @@ class Agent:
         self.state.said = ((), ())
         self._sync_now()
         self._run_at("rotate", datetime.now(UTC) + timedelta(seconds=5))
+
+    def _stopped_leading(self) -> None:
+        self.metrics.leader.set(0)
+        if self.drift is not None:
+            self.drift.lost_leadership()
+
+    def _hook_sync(self) -> None:
+        """A sync now, for a Git webhook (its latency is measured from here)."""
+        if self.hook_at is None:
+            self.hook_at = time.monotonic()
+        self._sync_now()
 
     def _sync_now(self) -> None:
         """Run the sync job now (its backoff forgotten), or right after the running one."""
@@ -206,7 +233,7 @@ class Agent:
         self.metrics.webhooks.labels(result="accepted").inc()
         if self.is_leader():
             log.info("webhook (%s): fetching now", verdict.provider)
-            self._sync_now()
+            self._hook_sync()
             return verdict
         assert self.elector is not None
         try:
@@ -225,15 +252,19 @@ class Agent:
             self.state.next_attempt = 0.0
 
     def _sync_job(self) -> bool:
-        """One sync, unless this replica is not the leader, is stopping or backs off;
-        whether it ran."""
+        """One sync, unless this replica is not the leader (then its standby view), is
+        stopping or backs off; whether it ran, or the lease came while it did not."""
         if self.stop_event.is_set() or time.monotonic() < self.state.next_attempt:
             return False
         with self.lock:
             if not self.is_leader():
-                return False
+                self.standby_view()
+                # the lease may have come while the view was read: the sync it asked for
+                # found this job running, and is run by `sync_job`'s loop
+                return self.is_leader()
             self.sync_wanted.clear()
             start = time.monotonic()
+            hook_at, self.hook_at = self.hook_at, None
             try:
                 ok = self.sync()
             except LeadershipLost as err:
@@ -247,6 +278,9 @@ class Agent:
                 log.error("sync failed: %s", err)
             duration = time.monotonic() - start
             self.metrics.sync_duration.observe(duration)
+            self.metrics.reconcile_duration.labels(
+                trigger="webhook" if hook_at is not None else "poll").observe(
+                time.monotonic() - (hook_at if hook_at is not None else start))
             self.metrics.syncs.labels(result="success" if ok else "failure").inc()
             if ok:
                 self.state.failures = 0
@@ -259,6 +293,19 @@ class Agent:
                 log.info("next sync attempt in %.0fs (failure %d)", backoff,
                          self.state.failures)
             return True
+
+    def standby_view(self) -> None:
+        """A standby watches the kinds of the stored inventory, so that a takeover
+        starts from a current view."""
+        if self.drift is None:
+            return
+        try:
+            inventory = read_inventory(self.drift.view_kube, self.config.name,
+                                       self.config.inventory_namespace)
+        except OrksyncError as err:
+            log.debug("standby: cannot read the inventory: %s", err)
+            return
+        self.drift.watch({(e.ref.api_version, e.ref.kind) for e in inventory})
 
     def fetch(self) -> Revision | None:
         start = time.monotonic()
@@ -278,6 +325,18 @@ class Agent:
         return revision
 
     def sync(self) -> bool:
+        """One full sync; drift repair holds its events meanwhile and takes its applied
+        render as its plan after it."""
+        if self.drift is None:
+            return self._sync(None)
+        self.drift.sync_started()
+        done: list[Plan] = []
+        try:
+            return self._sync(done)
+        finally:
+            self.drift.sync_ended(done[0] if done else None)
+
+    def _sync(self, plan: list[Plan] | None) -> bool:
         revision = self.fetch()
         if revision is None:
             self.state.last_error = self.state.source_error
@@ -304,9 +363,10 @@ class Agent:
         start = time.monotonic()
         catalog = self.state.catalog
         impersonation = Impersonation.of_catalog(catalog, self.config.default_service_account)
+        hooks = hook_renderers(catalog)
         result = sync_rendered(
             self.kube, rendered, catalog, inventory_name=self.config.name,
-            inventory_namespace=self.config.inventory_namespace,
+            inventory_namespace=self.config.inventory_namespace, hooks=hooks,
             options=SyncOptions(apply=ApplyOptions(workers=self.config.workers),
                                 allow_empty=self.config.allow_empty,
                                 prune_crds=self.config.prune_crds,
@@ -318,6 +378,8 @@ class Agent:
                 cr for cr in catalog.crs
                 if shard_of(cr.ref, self.config.shards) == self.config.shard))
             if self.config.shards > 1 else None)
+        if plan is not None and result.prepared is not None:
+            plan.append(Plan.of(result.prepared, result.inventory, hooks))
         for change in result.changes.changes:
             self.metrics.objects.labels(action=change.action.value).inc()
         log.info(summary_line("sync", result.changes, revision=revision.sha,
@@ -398,6 +460,12 @@ class Agent:
             # instructions, and setting the Event there could wait on the Event's own lock,
             # held by the main thread at that instant
             signal.signal(sig, lambda signum, _: received.append(signum))
+        if self.config.repair_workers > 0:
+            self.drift = DriftRepair(
+                self.kube, self.kube.sibling(timeout=30.0, retry=RetryPolicy(), pool_size=4),
+                inventory=inventory_identity(self.config.name, self.config.inventory_namespace),
+                workers=self.config.repair_workers, metrics=self.metrics,
+                leading=self.is_leader, on_change=lambda change: log_change(change, log))
         scheduler.start()
         elector_thread = self.elector.start(self.stop_event) if self.elector else None
         # polled, not an endless wait: Python runs a handler only when the main thread
@@ -408,6 +476,9 @@ class Agent:
         self.stop_event.set()
         log.info("agent: stopping (finishing the current job)")
         scheduler.shutdown(wait=True)
+        if self.drift is not None:
+            self.drift.stop()
+            self.drift.view_kube.close()
         if elector_thread is not None:
             elector_thread.join()
         with self.lock:

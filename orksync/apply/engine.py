@@ -115,6 +115,9 @@ class _Run:
 
 
 Kind = tuple[str, str]  # (apiVersion, kind)
+# A view of the live cluster the apply may read instead of a kind's LIST: (kind, whole) ->
+# the objects, or None (then the kind is listed). `whole`: the LIST would have no selector.
+View = Callable[[Kind, bool], list[dict[str, Any]] | None]
 
 
 class Staged(Protocol):
@@ -223,8 +226,9 @@ class _Prefetch:
     shorter window)."""
 
     def __init__(self, kube: Kube, stages: Mapping[int, Sequence[Staged]],
-                 workers: int) -> None:
+                 workers: int, view: View | None = None) -> None:
         self.kube = kube
+        self.view = view
         whole: dict[Kind, bool] = {}
         for stage in sorted(stages):
             for key, children_only in _stage_kinds(stages[stage]).items():
@@ -252,6 +256,10 @@ class _Prefetch:
 
     def _list(self, key: Kind, whole: bool) -> list[dict[str, Any]] | None:
         """The kind's objects; None when discovery cannot resolve it now."""
+        if self.view is not None:
+            items = self.view(key, whole)
+            if items is not None:
+                return items
         try:
             res = self.kube.resource(*key)
         except ClusterError:
@@ -285,10 +293,17 @@ class _Prefetch:
 class Applier:
     def __init__(self, kube: Kube, options: ApplyOptions | None = None,
                  on_change: Callable[[Change], None] | None = None, *,
-                 impersonation: Impersonation | None = None) -> None:
+                 impersonation: Impersonation | None = None,
+                 view: View | None = None) -> None:
         """`impersonation`: who the children are written as, besides what the rendered
-        custom resources' directives say (orksync.apply.impersonation)."""
+        custom resources' directives say (orksync.apply.impersonation). `view`: where the
+        start-of-apply LISTs are read from instead, for the kinds it serves (the agent's
+        informers, orksync.agent.drift); a stage whose view may be outdated by this apply's
+        own writes still lists (`_Prefetch`)."""
         self.kube = kube
+        self.view = view
+        # the resourceVersion each server-side apply of this applier left (its answer's)
+        self.versions: dict[ObjRef, str] = {}
         self.options = options or ApplyOptions()
         self.on_change = on_change or (lambda change: None)
         self.impersonation = impersonation
@@ -304,7 +319,8 @@ class Applier:
         `discard_prefetch` when no apply follows."""
         self.discard_prefetch()
         objects = rendered.objects if isinstance(rendered, RenderedSet) else tuple(rendered)
-        self._prefetched = _Prefetch(self.kube, _by_stage(objects), self.options.workers)
+        self._prefetched = _Prefetch(self.kube, _by_stage(objects), self.options.workers,
+                                     self.view)
 
     @property
     def prefetching(self) -> bool:
@@ -329,7 +345,8 @@ class Applier:
         stages = _by_stage(objects)
         prefetched = self._prefetched
         if prefetched is None:
-            prefetched = self._prefetched = _Prefetch(self.kube, stages, self.options.workers)
+            prefetched = self._prefetched = _Prefetch(self.kube, stages, self.options.workers,
+                                                      self.view)
         namespace_stages = _namespace_stages(stages)
         ensured: set[str] = set()
         try:
@@ -352,6 +369,16 @@ class Applier:
         finally:
             self.discard_prefetch()
         return changes
+
+    def desired(self, obj: RenderedObject, owner_uid: str | None = None) -> dict[str, Any]:
+        """The body `apply` would send for `obj` (owner reference to the owner's
+        `owner_uid`, fingerprint), to tell whether a live object drifted from it
+        (orksync.apply.compare.unchanged). Raises ClusterError (a child without
+        `owner_uid`; discovery)."""
+        run = _Run()
+        if obj.owner is not None and owner_uid:
+            run.uids[obj.owner] = owner_uid
+        return self._desired(obj, self.kube.resource(obj.ref.api_version, obj.ref.kind), run)
 
     def _record(self, changes: ChangeSet, change: Change) -> None:
         changes.changes.append(change)
@@ -492,6 +519,8 @@ class Applier:
                           message="recreated: the change touches an immutable field")
         self._remember(obj, result, run)
         after = (result or {}).get("metadata", {}).get("resourceVersion")
+        if after and not self.options.dry_run:
+            self.versions[obj.ref] = str(after)
         if created:
             action = Action.CREATED
         elif before is not None and before == after:

@@ -18,7 +18,8 @@ Storage format (`v1`): `binaryData.entries` holds zlib-compressed JSON
 
     {"owners": [[apiVersion, kind, namespace, name], ...],
      "entries": [[apiVersion, kind, namespace, name, ownerIndex | null, uid | null
-                  (, plain (, account))], ...]}
+                  (, plain (, account))], ...],
+     "cleaned": [[apiVersion, kind, namespace, name, fingerprint], ...]}
 
 (`plain`: 1 for a plain manifest of the repository, 0 otherwise, present only when it is 1
 or an `account` follows; an inventory without these items reads as before)
@@ -28,7 +29,10 @@ owner by index), so the bytes are a function of the content alone. `account`, pr
 on a custom resource whose children were written as a ServiceAccount, is that
 ServiceAccount (`namespace/name`; orksync.apply.impersonation): the prune and the
 teardown of a custom resource that left Git delete its children as the identity that wrote
-them, even when its Katalog entry left with it. `data` carries the
+them, even when its Katalog entry left with it. `cleaned` (only when not empty) lists
+the custom resources runtime.cleanup deleted, with the fingerprint of their text in Git,
+so that a sync does not apply them again while Git holds them unchanged
+(orksync.render.cleanup). `data` carries the
 format and the count for humans. A ConfigMap holds at most 1 MiB: 10,000 entries are about
 1 MB of JSON but compress to a small fraction of it (identities repeat), so one key is
 enough for the inventories orksync is built for; an inventory whose compressed form would
@@ -151,6 +155,9 @@ class Inventory:
 
     entries: tuple[InventoryEntry, ...] = ()
     source: Source | None = None
+    # custom resources runtime.cleanup deleted, with the fingerprint of their body in Git
+    # (orksync.render.cleanup): not applied again while Git holds them unchanged
+    cleaned: tuple[tuple[ObjRef, str], ...] = ()
 
     @classmethod
     def of(cls, entries: Iterable[InventoryEntry]) -> Inventory:
@@ -180,10 +187,15 @@ class Inventory:
     def merge(self, other: Iterable[InventoryEntry]) -> Inventory:
         """This inventory plus `other` (other's entry wins for the same identity), with
         this inventory's source."""
-        return Inventory(Inventory.of([*self.entries, *other]).entries, self.source)
+        return Inventory(Inventory.of([*self.entries, *other]).entries, self.source,
+                         self.cleaned)
 
     def with_source(self, source: Source | None) -> Inventory:
-        return Inventory(self.entries, source)
+        return Inventory(self.entries, source, self.cleaned)
+
+    def with_cleaned(self, cleaned: Iterable[tuple[ObjRef, str]]) -> Inventory:
+        return Inventory(self.entries, self.source, tuple(sorted(set(cleaned), key=lambda c: (
+            c[0].api_version, c[0].kind, c[0].namespace, c[0].name))))
 
     # --- the ConfigMap -----------------------------------------------------------------
 
@@ -195,6 +207,8 @@ class Inventory:
                             e.uid, *((int(e.plain), e.account) if e.account else
                                      (1,) if e.plain else ())]
                            for e in self.entries]}
+        if self.cleaned:  # absent otherwise: the format of an inventory without any
+            doc["cleaned"] = [[*_ref_row(ref), digest] for ref, digest in self.cleaned]
         raw = json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
         return zlib.compress(raw, 9)
 
@@ -208,9 +222,10 @@ class Inventory:
                                       uid=r[5], plain=r[6:7] == [1],
                                       account=str(r[7]) if len(r) > 7 else "")
                        for r in doc["entries"]]
+            cleaned = [(_row_ref(r[:4]), str(r[4])) for r in doc.get("cleaned") or []]
         except (zlib.error, ValueError, KeyError, IndexError, TypeError) as err:
             raise InventoryError(f"unreadable inventory: {err}") from err
-        return cls.of(entries)
+        return cls.of(entries).with_cleaned(cleaned)
 
     def to_configmap(self, name: str, namespace: str = DEFAULT_NAMESPACE) -> dict[str, Any]:
         blob = self.encode()

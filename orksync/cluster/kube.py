@@ -34,7 +34,7 @@ from orksync.cluster.retry import (
     replay_safe,
     retryable_status,
 )
-from orksync.cluster.transport import Pool, TransportError
+from orksync.cluster.transport import Pool, Stream, TransportError
 from orksync.errors import ClusterError
 
 __all__ = ["APPLY_PATCH", "MERGE_PATCH", "METADATA_ONLY", "Kube", "Resource", "RetryPolicy"]
@@ -263,6 +263,34 @@ class Kube:
             if not cont:
                 return
 
+    def watch(self, res: Resource, *, resource_version: str, label_selector: str | None = None,
+              timeout_seconds: int = 300, idle: float = 360.0) -> Stream:
+        """A WATCH of a kind cluster-wide from `resource_version`, with bookmarks, as a
+        stream of newline-separated JSON events (orksync.cluster.watch reads it). The server
+        ends it after `timeout_seconds`; a silence longer than `idle` ends it with an
+        error. Not retried (the caller's loop reconnects). Raises ClusterError: a refused
+        watch with the server's status (410: the resourceVersion is too old, list again),
+        a connection that failed with status 0."""
+        self.check_gate()
+        query = _query_string({"watch": "1", "resourceVersion": resource_version,
+                               "allowWatchBookmarks": "true",
+                               "labelSelector": label_selector,
+                               "timeoutSeconds": timeout_seconds})
+        path = res.path()
+        headers, _, _ = self._headers("application/json", "application/json")
+        root = self._root
+        with root._lock:
+            root.requests += 1
+        try:
+            stream = self._pool.stream("GET", self._pool.prefix + path + query, headers,
+                                       timeout=self.timeout, idle=idle)
+        except TransportError as err:
+            raise ClusterError(f"WATCH {path}: {type(err).__name__}: {err}",
+                               subject=path) from err
+        if not 200 <= stream.response.status < 300:
+            raise _error(stream.response.status, stream.response.data, "WATCH", path, path)
+        return stream
+
     def apply(self, res: Resource, body: Mapping[str, Any], *, field_manager: str,
               force: bool, subject: str = "", dry_run: bool = False,
               subresource: str = "", metadata_only: bool = False) -> tuple[bool, Any]:
@@ -354,8 +382,11 @@ class Kube:
 
     # --- the retry path (policy: orksync.cluster.retry) -------------------------------------
 
-    def _attempt(self, method: str, url: str, payload: bytes | None,
-                 content_type: str, accept: str = "application/json") -> _Outcome:
+    def _headers(self, accept: str, content_type: str
+                 ) -> tuple[dict[str, str], str | None, ssl.SSLContext | None]:
+        """The headers of one request, and the credentials they carry (a 401 renews
+        exactly those); a client certificate that changed replaces the pool's idle
+        connections."""
         headers = {"Accept": accept, "Content-Type": content_type}
         if self.user_agent:
             headers["User-Agent"] = self.user_agent
@@ -368,6 +399,11 @@ class Kube:
             # new credentials with a client certificate of their own: new connections
             self._pool.tls = tls
             self._pool.close()
+        return headers, authorization, tls
+
+    def _attempt(self, method: str, url: str, payload: bytes | None,
+                 content_type: str, accept: str = "application/json") -> _Outcome:
+        headers, authorization, tls = self._headers(accept, content_type)
         root = self._root
         with root._lock:  # threads send at once (the prefetch, the stage's writes)
             root.requests += 1

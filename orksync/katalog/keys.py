@@ -118,9 +118,11 @@ _RECONCILER: dict[str, Key] = {
 _STATUS = acts("status fields written to the custom resource's /status "
                "(orksync.lifecycle.status)", {
                    "fields": acts("the status fields"), "include": acts(_INCLUDE),
-                   "conditions": warns("orksync always writes its own conditions "
-                                       "(orksync.lifecycle.status); turning them off is not "
-                                       "supported"),
+                   "conditions": acts("false: orksync writes neither its conditions "
+                                      "(Ready, Reconciling, Stalled) nor "
+                                      "status.observedGeneration to the custom resources; "
+                                      "the status fields and status.orksync still are "
+                                      "(orksync.lifecycle.status)"),
                })
 _OBSERVE_WATCH = warns("watches only trigger reconciles; orksync renders every custom "
                        "resource at every sync")
@@ -179,9 +181,14 @@ _GROUPS: dict[str, Key] = {
                                   moves_to=("serviceAccountName",), portable=False),
         "autoscale": warns(_AUTOSCALE_RUNTIME.what, moves_to=("operatorBox", "autoscale")),
         "rollback": warns(_ROLLBACK.what, moves_to=("operatorBox", "rollback")),
-        "cleanup": warns("deleting the custom resource once it reaches a terminal state "
-                         "would delete what Git declares; orksync never deletes a custom "
-                         "resource that is in Git"),
+        "cleanup": acts("a live custom resource whose conditions pass is deleted (its "
+                        "onDelete runs), at once or deleteAfter after they first passed; "
+                        "the inventory remembers it, and it is not applied again while Git "
+                        "holds it unchanged (orksync.render.cleanup)", {
+                            "when": acts("AND conditions"), "or": acts("OR conditions"),
+                            "deleteAfter": acts("the wait after the conditions first pass "
+                                                "(status.orksync.cleanupConditionsMetAt)"),
+                        }),
     }),
     "reconcile": acts("group (v0.7.18): which reconciler runs and its tuning", {
         **{k: Key(v.does, v.what, v.children, v.each, ("operatorBox", "reconciler", k))
@@ -276,7 +283,8 @@ CRD_ENTRY = acts("one custom resource kind and what its instances render", {
                       "waits for nothing; `pending`, `degraded` and `deleted` are refused"),
     "enrichAll": warns("enriched children (pods, events) are not read by orksync's render"),
     "enrich": warns("enriched children (pods, events) are not read by orksync's render"),
-    "crossAccess": warns("orksync does not restrict cross reads between Katalogs"),
+    "crossAccess": acts("false: a cross read of this entry's custom resources finds "
+                        "nothing (found: \"false\", orksync.render.cross)"),
     "operatorBox": OPERATOR_BOX,
     "reconciler": own("the operatorBox under its name of orksync.konductor.io/v1Alpha"),
     "labels": warns("labels Orkestra attaches to the custom resources; orksync applies "
@@ -307,6 +315,21 @@ CRD_ENTRY = acts("one custom resource kind and what its instances render", {
 })
 
 _GATEWAYISH = "an Orkestra component orksync does not run"
+_PROFILE_CLASSES = {
+    "resources": "for a workload's `resources.profile`: requests, limits",
+    "probes": "for a workload's `probes.<kind>.profile`: the probe timings",
+    "containerSecurity": "for a workload's `securityContext.profile`",
+    "podSecurity": "for a workload's `podSecurity.profile`",
+    "rollingUpdate": "for a Deployment's or StatefulSet's `rollingUpdate.profile`: "
+                     "maxSurge, maxUnavailable",
+    "networkPolicies": "for a NetworkPolicy's `profile`: podSelector (the entry's own wins), "
+                       "ingress, egress, policyTypes",
+    "resourceQuotas": "for a ResourceQuota's `profile`: hard",
+    "limitRanges": "for a LimitRange's `profile`: limits",
+    "hpa": "for an HPA's `behavior.profile`: behavior; minReplicas, maxReplicas and "
+           "targetCPUUtilizationPercentage where the entry sets none",
+    "pdb": "for a PDB's `behavior.profile`: minAvailable, maxUnavailable",
+}
 
 KATALOG = acts("a Katalog document", {
     "apiVersion": acts("orkestra.orkspace.io/v1 or orkestra.konductor.io/v1Alpha"),
@@ -340,8 +363,17 @@ KATALOG = acts("a Katalog document", {
                       "deployment's"),
     }),
     "notes": acts("the Katalog's own template functions, by name"),
-    "profiles": warns("user-defined profiles are not supported by orksync yet; the "
-                      "built-in profiles are"),
+    "profiles": acts("the Katalog's own profiles, by class: an entry's `profile:` naming "
+                     "one gets its fields, as a built-in profile's (orksync.katalog.profiles, "
+                     "orksync.render.user_profiles); one named like a built-in profile "
+                     "replaces it, with a warning (Orkestra's rule)", {
+                         "include": acts("a file holding `profiles:`, relative to the "
+                                         "Katalog, inside the repository; its profiles come "
+                                         "before the Katalog's own"),
+                         **{cls: acts(what) for cls, what in _PROFILE_CLASSES.items()},
+                         "reconciler": warns("reconciler profiles tune Orkestra's workers "
+                                             "and queues; " + _RUNTIME_ONLY),
+                     }),
     "gateway": warns(_GATEWAYISH + " (the gateway)"),
     "publish": warns("supply-chain policy for `ork push`; orksync renders from Git"),
     "notification": warns(_GATEWAYISH + " (alerting)"),
@@ -350,7 +382,7 @@ KATALOG = acts("a Katalog document", {
     "policy": info("Komposer import policy, read by Orkestra's tooling only"),
     "imports": refused("a Komposer's Katalog sources (files, helm, registry) are merged "
                        "by Orkestra's tooling; vendor the Katalog into the repository"),
-    "crossAccess": warns("orksync does not restrict cross reads between Katalogs"),
+    "crossAccess": acts("the crossAccess of every entry that sets none"),
 })
 
 

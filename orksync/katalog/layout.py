@@ -132,6 +132,11 @@ def resolve_includes(flat: Flattened, file: Path, root: Path) -> None:
         _put(flat.raw, place, merged, replace=True)
 
 
+# included files whose key holds a map (the reconciler's settings, a Katalog's profiles by
+# class); every other one holds a list
+_MAP_INCLUDES = ("reconciler", "profiles")
+
+
 def read_include(ref: Any, file: Path, root: Path, content_key: str,
                  chain: Sequence[Path] = ()) -> tuple[Any, str]:
     """The `content_key` value of the file `ref` names (relative to `file`), its own
@@ -169,9 +174,9 @@ def read_include(ref: Any, file: Path, root: Path, content_key: str,
             value = [*(inner or []), *(value or [])]
         elif isinstance(value, Mapping) and isinstance(inner, Mapping):
             value = {**inner, **value}
-    if content_key == "reconciler":
+    if content_key in _MAP_INCLUDES:
         if value is not None and not isinstance(value, Mapping):
-            return None, f"include {ref!r}: reconciler must be a map"
+            return None, f"include {ref!r}: {content_key} must be a map"
     elif value is not None and not isinstance(value, list):
         return None, f"include {ref!r}: {content_key} must be a list"
     return value, ""

@@ -22,7 +22,8 @@ Decisions (the Orkestra spec is silent on them):
   string would be read letter by letter, and a `*` among the letters opens the guard);
   apiTypes values strings; group, version, kind and plural valid Kubernetes names, since
   they name files of the rendered directory. A CRD must be named `<plural>.<group>`.
-* A Katalog whose own `notes` are broken is not loaded (its templates call them).
+* A Katalog whose own `notes` or `profiles` are broken is not loaded (its templates call
+  them, its entries name them).
 * Every key is checked against the schema table (orksync.katalog.keys): an unknown or
   refused key fails its CRD entry (or, outside `spec.crds`, the Katalog); a key orksync
   deliberately does not act on warns once. An entry in Orkestra's grouped layout is
@@ -67,6 +68,7 @@ from orksync.katalog.model import (
     Source,
 )
 from orksync.katalog.motifs import expand_entry, katalog_notes
+from orksync.katalog.profiles import Profiles, parse_profiles
 from orksync.katalog.tenancy import ALLOWED_HOSTS_FIELD, allowed_hosts_problem, tenancy_of
 from orksync.model import ObjRef
 from orksync.names import (
@@ -356,6 +358,14 @@ class _Loader:
                 katalog_errors += 1
         if katalog_errors:
             return None  # Orkestra refuses the whole Katalog
+        if c.get("crossAccess") is not None and not isinstance(c["crossAccess"], bool):
+            self.errors.append(self.error(doc, "must be true or false, not "
+                                          f"{_type(c['crossAccess'])}", ["crossAccess"], obj))
+            return None
+        profiles, broken = parse_profiles(c.get("profiles"), doc.file, self.root)
+        if broken:  # its entries would fail wherever they name a broken profile
+            self.errors.extend(self.error(doc, message, path, obj) for path, message in broken)
+            return None
         raw_crds = spec.get("crds")
         items: list[tuple[str, Any, list[str | int]]] = []
         if isinstance(raw_crds, dict):
@@ -381,7 +391,7 @@ class _Loader:
                     *rest, last = [self.error(doc, f.message, f.path, obj) for f in problems]
                     self.errors.extend(rest)
                     raise last
-                entries.append(self.crd_entry(doc, name, key, raw, fpath, crds))
+                entries.append(self.crd_entry(doc, name, key, raw, fpath, crds, profiles))
             except InputError as err:
                 self.errors.append(err)
                 self.failed += 1
@@ -407,7 +417,8 @@ class _Loader:
                 ["metadata", "annotations"], obj))
             return None
         return Katalog(name=name, api_version=str(c["apiVersion"]), source=self.source(doc),
-                       crds=tuple(entries), notes=notes, dialect=str(dialect))
+                       crds=tuple(entries), notes=notes, dialect=str(dialect),
+                       profiles=profiles)
 
     def check_depends_on(self, doc: Document, obj: str,
                          entries: list[CrdEntry]) -> list[CrdEntry]:
@@ -559,7 +570,8 @@ class _Loader:
         return notes
 
     def crd_entry(self, doc: Document, katalog: str, key: str, raw: Any,
-                  fpath: list[str | int], crds: dict[str, CrdManifest]) -> CrdEntry:
+                  fpath: list[str | int], crds: dict[str, CrdManifest],
+                  profiles: Profiles | None = None) -> CrdEntry:
         obj = f"Katalog/{katalog}"
         if not isinstance(raw, dict):
             raise self.error(doc, "CRD entry must be a map", fpath, obj)
@@ -644,6 +656,10 @@ class _Loader:
                                       obj) for path, message in problems]
             self.errors.extend(rest)
             raise last
+        wrong_cleanup = _cleanup_problem(box, raw.get("ignoreStatusPatch") is True)
+        if wrong_cleanup:
+            raise self.error(doc, wrong_cleanup[1], [*fpath, "operatorBox", "runtime",
+                                                     "cleanup", *wrong_cleanup[0]], obj)
         timeout = raw.get("healthTimeout")  # orksync.lifecycle.health; docs/operations.md
         if timeout is not None:
             try:
@@ -667,7 +683,8 @@ class _Loader:
                         tenancy=tenancy, selection=selection,
                         protect_crd=_protects_crd(doc.content, raw),
                         depends_on=depends_on, external_hosts=tuple(hosts or ()),
-                        moved=tuple(flat.moved.items()))
+                        moved=tuple(flat.moved.items()), profiles=profiles or {},
+                        cross_access=_cross_access(doc.content, raw))
 
     def linked_file(self, doc: Document, rel: str, fpath: list[str | int], obj: str, *,
                     required: bool) -> Path | None:
@@ -962,7 +979,7 @@ def _entry_type_problem(raw: dict[str, Any]) -> tuple[list[str | int], str] | No
     for key in ("crdFile",):
         if raw.get(key) is not None and not isinstance(raw[key], str):
             return [key], f"must be a file path (a string), not {_type(raw[key])}"
-    for key in ("namespaced", "enabled"):
+    for key in ("namespaced", "enabled", "crossAccess"):
         if raw.get(key) is not None and not isinstance(raw[key], bool):
             return [key], f"must be true or false, not {_type(raw[key])}"
     for key in ("crFiles", *NAMESPACE_LISTS):
@@ -980,12 +997,55 @@ def _entry_type_problem(raw: dict[str, Any]) -> tuple[list[str | int], str] | No
     files = (setup or {}).get("apply")
     if files is not None and not isinstance(files, list):
         return ["setup", "apply"], f"must be a list of file paths, not {_type(files)}"
+    box_key = "operatorBox" if "operatorBox" in raw else "reconciler"
+    conditions = _get(raw, box_key, "status", "conditions")
+    if conditions is not None and not isinstance(conditions, bool):
+        return [box_key, "status", "conditions"], \
+            f"must be true or false, not {_type(conditions)}"
     api = raw.get("apiTypes")
     if api is not None and not isinstance(api, dict):
         return ["apiTypes"], f"must be a map, not {_type(api)}"
     for key, value in (api or {}).items():
         if value is not None and not isinstance(value, str):
             return ["apiTypes", str(key)], f"must be a string, not {_type(value)}"
+    return None
+
+
+def _cross_access(katalog: dict[str, Any], entry: dict[str, Any]) -> bool:
+    """Orkestra's crossAccess of an entry: its own, else the Katalog's (the default of
+    every entry that sets none), else true."""
+    own = entry.get("crossAccess")
+    if isinstance(own, bool):
+        return own
+    return katalog.get("crossAccess") is not False
+
+
+def _cleanup_problem(box: dict[str, Any], no_status: bool
+                     ) -> tuple[list[str | int], str] | None:
+    """The first wrong field of runtime.cleanup (orksync.render.cleanup): (path below it,
+    message). `no_status`: the entry has ignoreStatusPatch, so deleteAfter could never
+    count (its start is noted in the status)."""
+    runtime = box.get("runtime")
+    block = runtime.get("cleanup") if isinstance(runtime, dict) else None
+    if block is None:
+        return None
+    if not isinstance(block, dict):
+        return [], f"must be a map (when, or, deleteAfter), not {_type(block)}"
+    for key in ("when", "or"):
+        value = block.get(key)
+        if value is not None and (not isinstance(value, list)
+                                  or not all(isinstance(c, dict) for c in value)):
+            return [key], "must be a list of conditions"
+    wait = block.get("deleteAfter")
+    if wait is not None:
+        try:
+            parse_duration(str(wait))
+        except ValueError as err:
+            return ["deleteAfter"], f"not a duration: {err}"
+        if no_status:
+            return ["deleteAfter"], ("counts from status.orksync.cleanupConditionsMetAt, "
+                                     "which ignoreStatusPatch keeps orksync from writing: "
+                                     "remove one of the two")
     return None
 
 

@@ -68,6 +68,11 @@ class CrdEntry:
     # settings moved from Orkestra's grouped layout: (flat path, path as written), both
     # relative to the entry (orksync.katalog.layout)
     moved: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = ()
+    # its Katalog's own profiles: class -> name -> fields (orksync.katalog.profiles)
+    profiles: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
+    # crossAccess (the entry's, else its Katalog's; default true): False, a cross read of
+    # its custom resources finds nothing (orksync.render.cross)
+    cross_access: bool = True
 
     @property
     def api_version(self) -> str:
@@ -94,6 +99,8 @@ class Katalog:
     crds: tuple[CrdEntry, ...]
     notes: dict[str, str] = field(default_factory=dict)
     dialect: str = "go"  # template dialect: "go" (Orkestra's) or "jinja2"
+    # the Katalog's own profiles: class -> name -> fields (orksync.katalog.profiles)
+    profiles: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

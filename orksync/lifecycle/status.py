@@ -13,11 +13,18 @@
     did not change. Conditions of other types found on the live object are kept as they
     are;
   - `status.observedGeneration`;
+  - neither of the two when the entry's `status.conditions` is false (flat
+    `operatorBox.status`, grouped `emit.status`): Orkestra's opt-out of its automatic
+    condition management, for a status schema that has no room for them. What orksync
+    wrote of them before is dropped by the server-side apply: its field manager no longer
+    sends it;
   - `status.orksync`: `lastAppliedRevision` (the revision of the last fully successful
     sync), `lastAttemptedRevision`, `inventory` (the children, `str(ObjRef)`), `counts`
     (changes of this sync by action), `health` (orksync.lifecycle.health.HealthReport: the
     custom resource's and each child's health; kept as it was when the custom resource
-    failed to render), and `refused` when the namespace guard or the
+    failed to render), `cleanupConditionsMetAt` while the entry's runtime.cleanup
+    conditions pass (the first time they did: its deleteAfter counts from it,
+    orksync.render.cleanup), and `refused` when the namespace guard or the
     cluster-scope policy refused something of this custom resource (`<object>: <reason>`,
     at most 20; docs/multi-tenancy.md);
   - Orkestra's `status.fields[]`, in declaration order, later entries overwriting earlier
@@ -59,6 +66,7 @@ from orksync.katalog.model import CrdEntry, CustomResource
 from orksync.lifecycle.health import HealthReport
 from orksync.model import MANAGED_SELECTOR, Action, Change, ObjRef, RenderedObject
 from orksync.render.children import children_map, kind_key_of
+from orksync.render.cleanup import MET_AT, cleanup_block, conditions_met
 from orksync.render.coercion import coerce_status
 from orksync.render.conditions import evaluate_conditions
 from orksync.render.cross import cross_data
@@ -66,8 +74,8 @@ from orksync.render.gotemplate import GoTemplateError
 from orksync.secrets.mask import scrub, secret_values
 
 __all__ = ["FIELD_MANAGER", "MAX_CONDITION_MESSAGE", "OWNER_LABEL", "LiveIndex", "bounded",
-           "child_secret_values", "desired_status", "first_error", "health_conditions",
-           "read_children",
+           "child_secret_values", "conditions_enabled", "desired_status", "first_error",
+           "health_conditions", "read_children",
            "render_error_text", "rfc3339", "status_cross", "status_equal", "write_status"]
 
 log = logging.getLogger(__name__)
@@ -187,7 +195,52 @@ def desired_status(cr_live: Mapping[str, Any], entry: CrdEntry, templates: Any,
             continue
         _set(status, parts, value)
 
-    # kstatus conditions.
+    if conditions_enabled(entry):
+        status.update(_conditions(live_status, generation, error, render_error, revision,
+                                  now, secrets, health))
+
+    raw_previous = live_status.get("orksync")
+    previous: Mapping[str, Any] = raw_previous if isinstance(raw_previous, Mapping) else {}
+    counts = Counter(c.action.value for c in changes_for_cr if c.ref != cr_ref)
+    status["orksync"] = {
+        "lastAppliedRevision": revision if not error else
+        str(previous.get("lastAppliedRevision") or ""),
+        "lastAttemptedRevision": revision,
+        "inventory": sorted({str(c.ref) for c in changes_for_cr
+                             if c.ref != cr_ref and c.action in _LIVE_ACTIONS}),
+        "counts": dict(sorted(counts.items())),
+    }
+    if health is not None and not render_error:
+        status["orksync"]["health"] = health.to_status(rfc3339)
+    elif isinstance(previous.get("health"), Mapping):  # nothing rendered: nothing assessed
+        status["orksync"]["health"] = copy.deepcopy(previous["health"])
+    if refused:
+        status["orksync"]["refused"] = [scrub(r, secrets)[:MAX_REFUSED_MESSAGE]
+                                        for r in refused[:MAX_REFUSED]]
+    block = cleanup_block(entry)
+    if block is not None:  # runtime.cleanup's deleteAfter counts from the first time
+        try:
+            met = conditions_met(block, data, templates)
+        except (GoTemplateError, ValueError, TypeError) as err:
+            log.warning("%s: runtime.cleanup: condition error: %s", cr_ref, err)
+            met = False
+        if met:
+            status["orksync"][MET_AT] = str(previous.get(MET_AT) or rfc3339(now))
+    return status
+
+
+def conditions_enabled(entry: CrdEntry) -> bool:
+    """False when the entry's `status.conditions` is false: orksync then writes neither its
+    conditions nor `status.observedGeneration` (Orkestra's StatusConfig.Conditions)."""
+    block = entry.operator_box.get("status")
+    return not (isinstance(block, Mapping) and block.get("conditions") is False)
+
+
+def _conditions(live_status: Mapping[str, Any], generation: Any, error: str | None,
+                render_error: str | None, revision: str, now: datetime,
+                secrets: Iterable[str], health: HealthReport | None) -> dict[str, Any]:
+    """The kstatus conditions (and `observedGeneration`) of `desired_status`."""
+    status: dict[str, Any] = {}
     existing = {c.get("type"): c for c in live_status.get("conditions") or []
                 if isinstance(c, Mapping)}
     if error:
@@ -217,25 +270,6 @@ def desired_status(cr_live: Mapping[str, Any], entry: CrdEntry, templates: Any,
     status["conditions"] = conditions
     if generation is not None:
         status["observedGeneration"] = generation
-
-    raw_previous = live_status.get("orksync")
-    previous: Mapping[str, Any] = raw_previous if isinstance(raw_previous, Mapping) else {}
-    counts = Counter(c.action.value for c in changes_for_cr if c.ref != cr_ref)
-    status["orksync"] = {
-        "lastAppliedRevision": revision if not error else
-        str(previous.get("lastAppliedRevision") or ""),
-        "lastAttemptedRevision": revision,
-        "inventory": sorted({str(c.ref) for c in changes_for_cr
-                             if c.ref != cr_ref and c.action in _LIVE_ACTIONS}),
-        "counts": dict(sorted(counts.items())),
-    }
-    if health is not None and not render_error:
-        status["orksync"]["health"] = health.to_status(rfc3339)
-    elif isinstance(previous.get("health"), Mapping):  # nothing rendered: nothing assessed
-        status["orksync"]["health"] = copy.deepcopy(previous["health"])
-    if refused:
-        status["orksync"]["refused"] = [scrub(r, secrets)[:MAX_REFUSED_MESSAGE]
-                                        for r in refused[:MAX_REFUSED]]
     return status
 
 

@@ -4,8 +4,11 @@ repository being rendered (Git is the source of truth for them); its `status` co
 the live cluster when the render has a LiveView (`orksync sync`, the agent,
 `orksync render --live`: one LIST per cross kind, shared by every custom resource), and is
 empty otherwise (an offline render, or a custom resource not created yet). Not found gives
-Orkestra's placeholder `{found: "false", name, namespace, spec: {}, status: {}}`. Pure
-(the cluster only through the injected LiveView)."""
+Orkestra's placeholder `{found: "false", name, namespace, spec: {}, status: {}}`, and so
+does a custom resource whose entry opted out of cross reads (`crossAccess: false`, its own
+or its Katalog's): Orkestra's by-name read finds nothing then; orksync's by-label read
+too, where Orkestra's ignores the opt-out. Pure (the cluster only through the injected
+LiveView)."""
 
 from __future__ import annotations
 
@@ -53,7 +56,7 @@ def cross_data(cr: CustomResource, specs: Any, crs: Sequence[CustomResource],
                       and all((other.body["metadata"].get("labels") or {}).get(k) == v
                               for k, v in wanted.items())
                       and other.ref != cr.ref), None)
-        if match is None:
+        if match is None or not match.entry.cross_access:  # crossAccess: false: opted out
             out[str(spec["as"])] = {"found": "false", "name": name, "namespace": namespace,
                                     "spec": {}, "status": {}}
         else:

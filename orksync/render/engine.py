@@ -39,6 +39,7 @@ from orksync.model import (
     copy_tree,
 )
 from orksync.render.children import LiveView
+from orksync.render.cleanup import cleanup_block, cleanup_due, fingerprint
 from orksync.render.conditions import evaluate_conditions
 from orksync.render.external import Egress
 from orksync.render.gotemplate import GoTemplateError
@@ -46,6 +47,7 @@ from orksync.render.guard import ClusterScope, NamespaceGuard
 from orksync.render.kinds import KINDS, ORDER
 from orksync.render.resource import BLOCKS, STAGE_CR, STAGE_CRD, CrRenderer, cr_data
 from orksync.render.templates import Clock, Templates, templates_for, utc_now
+from orksync.render.user_profiles import shadow_warnings
 from orksync.render.validate import cross_warnings, katalog_problems, portability_warnings
 
 __all__ = ["CrResult", "CrSummary", "Extras", "Merger", "Outcome", "RefKey", "RenderPlan",
@@ -82,8 +84,9 @@ def render_catalog(catalog: Catalog, *, clock: Clock = utc_now,
 
 
 # What rendering one custom resource came to: its objects, the guard's refusal of its
-# namespace (("refused", reason)), its Katalog entry's errors (("broken", count)), or the
-# error that stopped it.
+# namespace (("refused", reason)), its Katalog entry's errors (("broken", count)),
+# runtime.cleanup's verdict that it is to be deleted (("cleanup", reason)), or the error
+# that stopped it.
 Outcome: TypeAlias = "CrResult | tuple[str, str] | tuple[str, int] | InputError"
 
 
@@ -116,10 +119,12 @@ class RenderPlan:
             found = self.dependencies.get((cr.entry.katalog, cr.entry.key))
             if found is not None:
                 found.append(cr)
-        # the catalog's warnings, and one per template calling an orksync-only note
+        # the catalog's warnings, one per template calling an orksync-only note, one per
+        # profile of a Katalog that shadows a built-in one, and the cross reads' warnings
         self.warnings: list[str] = list(catalog.warnings) + [
             warning for katalog in catalog.katalogs
-            for warning in portability_warnings(katalog, self.templates[katalog.name].engine)]
+            for warning in [*portability_warnings(katalog, self.templates[katalog.name].engine),
+                            *shadow_warnings(katalog)]]
         self.warnings.extend(w for katalog in catalog.katalogs for w in cross_warnings(katalog))
 
     def outcome(self, cr: CustomResource, live: LiveView | None = None,
@@ -142,6 +147,23 @@ class RenderPlan:
                                obj=str(cr.ref))
         if closed:
             return ("refused", closed)
+        block = cleanup_block(cr.entry) if live is not None else None
+        if block is not None:  # runtime.cleanup: decided on the live custom resource only
+            templates = self.templates[cr.entry.katalog]
+            try:
+                data = cr_data(cr)
+                data["status"] = copy_tree((live.get(cr.ref) or {}).get("status") or {}) \
+                    if live is not None else {}
+                due = cleanup_due(block, data, templates, templates.clock())
+            except (InputError, GoTemplateError, ValueError, TypeError) as err:
+                return RenderError(f"runtime.cleanup: {err}", file=cr.source.file,
+                                   obj=str(cr.ref), path=f"{cr.entry.path}.operatorBox."
+                                   "runtime.cleanup")
+            except ClusterError as err:
+                return RenderError(f"cannot read the live cluster: {err}",
+                                   file=cr.source.file, obj=str(cr.ref))
+            if due:
+                return ("cleanup", due)
         if cr.entry.depends_on and live is not None:
             try:
                 waiting = dependency_refusal(cr, self.dependencies, live)
@@ -181,6 +203,8 @@ class Merger:
     absent: list[tuple[ObjRef, ObjRef]] = field(default_factory=list)
     retained: list[tuple[ObjRef, ObjRef]] = field(default_factory=list)
     declared: list[tuple[ObjRef, ObjRef, str]] = field(default_factory=list)
+    # custom resources runtime.cleanup deletes: (identity, fingerprint of the Git body)
+    cleaned: list[tuple[ObjRef, str]] = field(default_factory=list)
     # child -> its CR; a plain manifest's object -> its file
     claimed: dict[RefKey, ObjRef | str] = field(default_factory=dict)
     # a Katalog error -> the first custom resource it hit
@@ -195,6 +219,11 @@ class Merger:
             what, detail = outcome
             if what == "refused":
                 self.skipped.append((cr.ref, str(detail)))
+            elif what == "cleanup":  # not applied: the sync's prune deletes it
+                self.cleaned.append((cr.ref, fingerprint(cr.body)))
+                self.warnings.append(f"{cr.source.file}: {cr.ref}: {detail}: deleted (its "
+                                     "onDelete runs), and not applied again while Git holds "
+                                     "it unchanged")
             else:
                 self.errors.append(RenderError(
                     f"not rendered: Katalog {cr.entry.katalog} entry {cr.entry.key} has "
@@ -229,7 +258,7 @@ class Merger:
         return RenderedSet(objects=objects, errors=tuple(self.errors),
                            warnings=tuple(self.warnings), skipped=tuple(self.skipped),
                            absent=tuple(self.absent), retained=tuple(self.retained),
-                           declared=tuple(self.declared))
+                           declared=tuple(self.declared), cleaned=tuple(self.cleaned))
 
 
 def _once(err: InputError, cr: CustomResource,

@@ -72,6 +72,7 @@ from orksync.render.kinds import (
 from orksync.render.notes.gocore import api_server_numbers
 from orksync.render.prepare import PrepareError, prepare
 from orksync.render.templates import Templates
+from orksync.render.user_profiles import PLACES, ProfileError, expand_profiles
 from orksync.yamlio import locate, split_path
 
 STAGE_CRD = 0
@@ -436,6 +437,13 @@ class CrRenderer:
         if plan.autoscale:
             rendered["autoscale"] = self.autoscale(entry["autoscale"], data,
                                                    f"{path}.autoscale")
+        if self.cr.entry.profiles and spec.key in PLACES:
+            try:
+                rendered = expand_profiles(
+                    spec.key, rendered, self.cr.entry.profiles,
+                    lambda fields, field: self.render_leaves(fields, data, f"{path}.{field}"))
+            except ProfileError as err:
+                raise self.fail(f"{path}.{err.field}", str(err)) from err
         namespaced = spec.namespaced
         name = _str(rendered.get("name")) or spec.default_name(self.cr_name)
         name_field = "name"

@@ -4,7 +4,8 @@ Values are Orkestra's built-ins (pkg/profiles, as documented in its profile refe
 unless marked "orksync": Orkestra has no built-in LimitRange profiles (that class is
 user-defined only) and no `slow` probe profile. Names match case-insensitively. A profile
 and the explicit fields it expands to are mutually exclusive (Orkestra's load-time rule;
-here a BuildError). User-defined `profiles:` blocks of a Katalog are not supported yet.
+here a BuildError). A Katalog's own `profiles:` are put in place before a builder runs
+(orksync.render.user_profiles): a builder sees their fields, never their names.
 
 | Class (field) | Profiles |
 |---|---|

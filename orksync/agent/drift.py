@@ -1,0 +1,328 @@
+"""Drift repair: the agent's managed objects watched, and a hand edit or delete repaired by
+re-applying the objects of one custom resource, without a full sync.
+
+After each full sync the agent hands the render it applied (`update`) to this module,
+which keeps it as a `Plan`: every object under a key, the identity of the custom resource
+that owns it (the custom resource's own objects: itself and its children), or `ROOT` for
+the objects of no custom resource (CRDs). Informers (orksync.cluster.watch) watch every
+kind of the plan and of the inventory, by orksync's label (every object a sync applies
+carries it), on connections of their own that pass no leadership gate, so a standby keeps
+its view current too.
+
+An event about an object of the plan enqueues its key when the object drifted:
+
+* deleted (or its label removed, which a label-selected watch reports as a delete);
+* for objects written with `apply`: the live object no longer holds what the apply
+  would send (orksync.apply.compare.unchanged: the fingerprint orksync stamped and every
+  field it sets). The agent's own writes leave exactly that, so they enqueue nothing (no
+  self-triggered loop), nor do the writes of others to fields orksync does not set
+  (status, a controller's defaults). Objects written once (`create-if-absent`, Jobs),
+  Secrets (their values are generated in the cluster) and copies (`copyFrom`: their
+  body depends on a source object) are repaired when deleted only;
+* a custom resource that got a deletionTimestamp while it holds orksync's finalizer: its
+  teardown (onDelete, the finalizer) runs in its own key.
+
+Events are ignored while a full sync runs (it writes everything anyway); when it ends,
+every watched object is checked against the new plan (`update`), which also catches the
+edits made during the sync. Only the leader enqueues; a replica that loses its lease drops
+the queue (`lost_leadership`), and its workers' requests pass the gate (`Kube.gate`), so a
+key under way stops at its next request.
+
+A worker re-applies its key's objects from the plan through the apply engine (server-side
+apply, field manager `orksync`), reading the live objects from the informers instead of
+LISTs (a key taken again right after its own repair first waits, briefly, until the
+informers have seen that repair's writes); a failure is retried with the queue's backoff.
+Workers take different keys, so a slow key (a teardown waiting for its onDelete Job)
+delays no other.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from orksync.agent.metrics import Metrics
+from orksync.agent.queue import Item, Workers, WorkQueue
+from orksync.apply.compare import unchanged
+from orksync.apply.delete import DeletionOptions, OnDeleteRenderer, find_hooks
+from orksync.apply.engine import Applier, ApplyOptions, Kind
+from orksync.apply.impersonation import Identities
+from orksync.apply.inventory import Inventory, is_crd
+from orksync.apply.rollout import ROLLOUT_ANNOTATION, pod_template
+from orksync.cluster.kube import Kube
+from orksync.cluster.watch import Informers
+from orksync.errors import ClusterError, LeadershipLost
+from orksync.lifecycle.teardown import FINALIZER, finalize_custom_resource
+from orksync.model import MANAGED_SELECTOR, Change, ObjRef, RenderedObject, RenderedSet, WritePolicy
+
+__all__ = ["ROOT", "DriftRepair", "Plan"]
+
+log = logging.getLogger("orksync.agent")
+
+ROOT = "root"  # the key of the objects no custom resource owns (CRDs)
+CATCH_UP = 2.0  # seconds a worker waits for the informers to see its key's last writes
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Plan:
+    """The last full sync's applied render, by key (see the module doc)."""
+
+    objects: Mapping[str, tuple[RenderedObject, ...]] = field(default_factory=dict)
+    key_of: Mapping[ObjRef, str] = field(default_factory=dict)
+    by_ref: Mapping[ObjRef, RenderedObject] = field(default_factory=dict)
+    crs: Mapping[str, ObjRef] = field(default_factory=dict)  # key -> its custom resource
+    inventory: Inventory = field(default_factory=Inventory)
+    hooks: Mapping[tuple[str, str], OnDeleteRenderer] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, prepared: RenderedSet, inventory: Inventory,
+           hooks: Mapping[tuple[str, str], OnDeleteRenderer]) -> Plan:
+        objects: dict[str, list[RenderedObject]] = defaultdict(list)
+        key_of: dict[ObjRef, str] = {}
+        crs: dict[str, ObjRef] = {}
+        for obj in prepared.objects:
+            if obj.owner is not None:
+                key = str(obj.owner)
+            elif is_crd(obj.ref):
+                key = ROOT
+            else:  # a custom resource: its own key, first among its objects
+                key = str(obj.ref)
+                crs[key] = obj.ref
+            objects[key].append(obj)
+            key_of[obj.ref] = key
+        return cls(objects={k: tuple(v) for k, v in objects.items()}, key_of=key_of,
+                   by_ref={o.ref: o for o in prepared.objects}, crs=crs,
+                   inventory=inventory, hooks=hooks)
+
+    def kinds(self) -> set[Kind]:
+        return {(r.api_version, r.kind) for r in self.by_ref} | \
+            {(e.ref.api_version, e.ref.kind) for e in self.inventory}
+
+
+class DriftRepair:
+    """See the module doc. `kube` writes (the gated connection of the jobs); `view_kube`
+    watches (ungated, its own connections); `leading()` says whether this replica may
+    write; `on_change` is told every change a repair makes."""
+
+    def __init__(self, kube: Kube, view_kube: Kube, *, inventory: str, workers: int,
+                 metrics: Metrics, leading: Callable[[], bool],
+                 on_change: Callable[[Change], None]) -> None:
+        self.kube = kube
+        self.view_kube = view_kube
+        self.inventory = inventory
+        self.metrics = metrics
+        self.leading = leading
+        self.on_change = on_change
+        self.queue: WorkQueue[str] = WorkQueue()
+        self.informers = Informers(view_kube, label_selector=MANAGED_SELECTOR,
+                                   on_event=self._event, on_restart=self._restarted)
+        self._checker = Applier(view_kube)  # `desired` bodies only: it never writes
+        self._plan: Plan | None = None
+        self._syncing = False
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        # objects this module applied, with the resourceVersion the apply left, until an
+        # event shows the informer has it (`_caught_up`)
+        self._written: dict[ObjRef, str] = {}
+        self._workers = Workers(self.queue, self._process, count=max(workers, 1),
+                                on_done=self._done)
+        metrics.queue_depth.set_function(lambda: len(self.queue))
+        metrics.view_objects.set_function(self.informers.count)
+
+    # --- what the agent tells it ---------------------------------------------------------
+
+    def watch(self, kinds: set[Kind]) -> None:
+        """Watch these kinds (a standby's view, from the stored inventory)."""
+        self.informers.watch(kinds | self.informers.kinds())
+
+    def sync_started(self) -> None:
+        with self._lock:
+            self._syncing = True
+
+    def sync_ended(self, plan: Plan | None) -> None:
+        """A full sync ended; `plan`: what it applied (None: keep the last one). Every
+        watched object is checked against the plan."""
+        with self._lock:
+            if plan is not None:
+                self._plan = plan
+            self._syncing = False
+            current = self._plan
+        if current is None:
+            return
+        self.informers.watch(current.kinds())
+        if self.leading():
+            for kind in current.kinds():
+                for obj in self.informers.items(kind) or []:
+                    self._consider("MODIFIED", obj)
+
+    def lost_leadership(self) -> None:
+        self.queue.clear()
+
+    def unsynced(self) -> list[Kind]:
+        """The watched kinds not listed yet."""
+        return self.informers.unsynced()
+
+    def stop(self) -> None:
+        self._stopping.set()  # a teardown waiting for its Job gives up at its next poll
+        self._workers.stop()
+        self.informers.stop()
+
+    # --- events --------------------------------------------------------------------------
+
+    def _restarted(self, reason: str) -> None:
+        self.metrics.watch_restarts.labels(reason=reason).inc()
+
+    def _event(self, event: str, obj: dict[str, Any], _: dict[str, Any] | None) -> None:
+        if self._written:
+            ref = ObjRef.of(obj)
+            with self._lock:
+                wrote = self._written.get(ref)
+                if wrote is not None and (event == "DELETED" or _not_older(
+                        str((obj.get("metadata") or {}).get("resourceVersion") or ""), wrote)):
+                    del self._written[ref]
+        if self.leading():
+            self._consider(event, obj)
+
+    def _consider(self, event: str, obj: dict[str, Any]) -> None:
+        with self._lock:
+            plan, syncing = self._plan, self._syncing
+        if plan is None or syncing:
+            return
+        ref = ObjRef.of(obj)
+        want = plan.by_ref.get(ref)
+        if want is None:
+            return
+        key = plan.key_of[ref]
+        try:
+            drifted = event == "DELETED" or self._drifted(want, obj)
+        except ClusterError as err:  # discovery: the worker will know
+            log.debug("drift check of %s: %s", ref, err)
+            drifted = True
+        if drifted:
+            self.queue.add(key, "drift")
+
+    def _drifted(self, want: RenderedObject, live: dict[str, Any]) -> bool:
+        meta = live.get("metadata") or {}
+        if meta.get("deletionTimestamp"):
+            # a custom resource being deleted: its teardown; a child: the GC's
+            return want.owner is None and FINALIZER in (meta.get("finalizers") or [])
+        if want.policy is not WritePolicy.APPLY or want.directives.get("copyFrom") or \
+                (want.ref.kind == "Secret" and want.ref.api_version == "v1"):
+            return False  # repaired when deleted only (see the module doc)
+        uid = None
+        if want.owner is not None:
+            owner = self.informers.get(want.owner)
+            uid = ((owner or {}).get("metadata") or {}).get("uid")
+            if not uid:
+                return True
+        body = self._checker.desired(want, uid)
+        # the Secrets' hash on a pod template is known only to an apply of them
+        template = pod_template(body)
+        if template is not None:
+            ((template.get("metadata") or {}).get("annotations") or {}).pop(
+                ROLLOUT_ANNOTATION, None)
+        return not unchanged(body, live)
+
+    # --- the workers ---------------------------------------------------------------------
+
+    def _view(self, kind: Kind, whole: bool) -> list[dict[str, Any]] | None:
+        """The informers' objects for the apply's LISTs: every object orksync applied
+        carries its label; Namespaces (listed whole for the custom resources'
+        namespaces, most of which it did not make) are listed."""
+        if whole and kind == ("v1", "Namespace"):
+            return None
+        return self.informers.items(kind)
+
+    def _process(self, key: str) -> None:
+        with self._lock:
+            plan = self._plan
+        if plan is None or not self.leading():
+            return
+        objects = plan.objects.get(key)
+        if not objects:
+            return
+        cr = plan.crs.get(key)
+        live = self.informers.get(cr) if cr is not None else None
+        if cr is not None and live is not None and \
+                (live.get("metadata") or {}).get("deletionTimestamp"):
+            self._teardown(plan, cr, live)
+            return
+        self._caught_up(objects)
+        applier = Applier(self.kube, ApplyOptions(workers=2), on_change=self._changed,
+                          view=self._view)
+        try:
+            changes = applier.apply(objects)
+        finally:
+            for ref, version in applier.versions.items():
+                seen = ((self.informers.get(ref) or {}).get("metadata") or {}).get(
+                    "resourceVersion")
+                if seen and _not_older(str(seen), version):
+                    continue  # seen already (or the apply changed nothing: no event comes)
+                with self._lock:
+                    self._written[ref] = version
+        failed = changes.failed
+        if failed:
+            raise ClusterError(f"{len(failed)} object(s) failed: " + "; ".join(
+                f"{c.ref}: {c.message}" for c in failed[:3]), subject=key)
+
+    def _caught_up(self, objects: tuple[RenderedObject, ...]) -> None:
+        """Wait (a little) until the informers have seen this module's last writes of
+        these objects: a key processed again right after its repair (an event that came
+        during it) would otherwise compare with the view from before its own write, and
+        send again what it just sent."""
+        deadline = time.monotonic() + CATCH_UP
+        while not self._stopping.is_set():
+            with self._lock:
+                pending = any(o.ref in self._written for o in objects)
+            if not pending:
+                return
+            if time.monotonic() > deadline:
+                with self._lock:  # given up: the apply compares with what is listed
+                    for o in objects:
+                        self._written.pop(o.ref, None)
+                return
+            self._stopping.wait(0.01)
+
+    def _teardown(self, plan: Plan, cr: ObjRef, live: dict[str, Any]) -> None:
+        """A custom resource deleted by hand: onDelete, its children no owner reference
+        covers, the finalizer (as the full sync's teardown); Git recreates it after."""
+        if FINALIZER not in ((live.get("metadata") or {}).get("finalizers") or []):
+            return
+        changes, done = finalize_custom_resource(
+            self.kube, live, plan.inventory.owned_by(cr), find_hooks(plan.hooks, cr),
+            DeletionOptions(inventory=self.inventory, sleep=self._sleep,
+                            # its children deleted as the sync wrote them (impersonation)
+                            identities=Identities(self.kube, None, plan.by_ref.values(),
+                                                  recorded=plan.inventory)))
+        for change in changes:
+            self._changed(change)
+        if not done:
+            raise ClusterError("teardown not finished", subject=str(cr))
+
+    def _sleep(self, seconds: float) -> None:
+        if self._stopping.wait(seconds):
+            raise LeadershipLost("the agent is stopping: teardown abandoned, resumed by the "
+                                 "next leader")
+
+    def _changed(self, change: Change) -> None:
+        self.metrics.objects.labels(action=change.action.value).inc()
+        self.on_change(change)
+
+    def _done(self, item: Item[str], outcome: str) -> None:
+        self.metrics.repairs.labels(result=outcome).inc()
+        if outcome == "ok" and item.trigger == "drift":
+            self.metrics.reconcile_duration.labels(trigger="drift").observe(
+                time.monotonic() - item.added)
+
+
+def _not_older(seen: str, wrote: str) -> bool:
+    """Whether the resourceVersion `seen` is the one written or a later one. etcd's are
+    increasing integers; any other form is compared for equality only."""
+    if seen.isdigit() and wrote.isdigit():
+        return int(seen) >= int(wrote)
+    return seen == wrote
