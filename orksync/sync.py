@@ -60,6 +60,7 @@ from orksync.apply.inventory import (
     INVENTORY_ANNOTATION,
     Inventory,
     InventoryEntry,
+    InventoryError,
     PrunePlan,
     check_source,
     configmap_name,
@@ -400,8 +401,10 @@ def read_inventory(kube: Kube, name: str, namespace: str = DEFAULT_NAMESPACE) ->
 def recorded_accounts(kube: Kube, namespace: str = DEFAULT_NAMESPACE) -> list[InventoryEntry]:
     """The custom resources of every inventory in `namespace` that record the
     ServiceAccount their children were written as (orksync.apply.impersonation), for
-    `orksync rotate`, which reads no repository. Raises InventoryError for an inventory
-    that cannot be read; a LIST this identity may not send gives none (logged)."""
+    `orksync rotate`, which reads no repository. An inventory that cannot be read is
+    left out with a warning naming it (one broken inventory stops no rotation; the
+    Secrets it recorded go as the default ServiceAccount, or as this identity); a LIST
+    this identity may not send gives none (logged)."""
     res = kube.resource("v1", "ConfigMap")
     try:
         items = list(kube.list(res, namespace=namespace,
@@ -412,7 +415,13 @@ def recorded_accounts(kube: Kube, namespace: str = DEFAULT_NAMESPACE) -> list[In
         log.warning("the inventories in %s cannot be read (%s): Secrets are rotated as the "
                     "default ServiceAccount, or as this identity", namespace, err)
         return []
-    return [e for item in items for e in Inventory.from_configmap(item) if e.account]
+    found: list[InventoryEntry] = []
+    for item in items:
+        try:
+            found.extend(e for e in Inventory.from_configmap(item) if e.account)
+        except InventoryError as err:
+            log.warning("%s; its ServiceAccounts are not used for this rotation", err)
+    return found
 
 
 def prefetch_inventory(kube: Kube, name: str, namespace: str = DEFAULT_NAMESPACE

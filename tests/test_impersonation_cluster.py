@@ -94,16 +94,19 @@ CONFIGMAPS_ONLY = [{"apiGroups": [""], "resources": ["configmaps"],
                     "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]}]
 
 
-def audit_events(audit_log: Path | None, *, resource: str, name: str) -> list[dict[str, Any]]:
+def audit_events(audit_log: Path | None, *, resource: str, name: str,
+                 namespace: str | None = None) -> list[dict[str, Any]]:
     """Every audited request (writes, deletes; tests/cluster_fixtures.py's policy) on the
-    object `resource`/`name`, completed."""
+    object `resource`/`name` (in `namespace`, when given: other tests of the session use
+    the same names elsewhere), completed."""
     assert audit_log is not None
     found = []
     for line in audit_log.read_text().splitlines():
         event = json.loads(line)
         target = event.get("objectRef") or {}
         if target.get("resource") == resource and target.get("name") == name and \
-                event.get("stage") == "ResponseComplete":
+                event.get("stage") == "ResponseComplete" and \
+                (namespace is None or target.get("namespace") == namespace):
             found.append(event)
     return found
 
@@ -158,7 +161,8 @@ def test_a_tenant_writes_as_its_service_account_and_its_rbac_refuses_the_rest(
     # its ConfigMap is written, as tenant a (the API server adds the ServiceAccount's
     # groups itself: orksync sends Impersonate-User only)
     must(kube, ref("v1", "ConfigMap", "a-cm", a))
-    (written,) = audit_events(control_plane.audit_log, resource="configmaps", name="a-cm")
+    (written,) = audit_events(control_plane.audit_log, resource="configmaps", name="a-cm",
+                              namespace=a)
     assert as_whom(written) == user(a) and written["responseStatus"]["code"] == 201
     assert written["impersonatedUser"]["groups"] == [
         "system:serviceaccounts", f"system:serviceaccounts:{a}", "system:authenticated"]
@@ -186,14 +190,15 @@ def test_a_tenant_writes_as_its_service_account_and_its_rbac_refuses_the_rest(
     assert [e["reason"] for e in events] == ["WidgetReconcileError"], events
     assert "cannot patch resource" in events[0]["message"] and user(a) in events[0]["message"]
     (status_write,) = [e for e in audit_events(control_plane.audit_log, resource="widgets",
-                                               name="a")
+                                               name="a", namespace=a)
                        if e.get("objectRef", {}).get("subresource") == "status"]
     assert "impersonatedUser" not in status_write  # the custom resource stays the agent's
 
     # the other tenant's sync is unaffected
     assert not [c for c in result.changes.failed if c.ref.namespace == b]
     assert action(result, ref("v1", "ConfigMap", "b-cm", b)) is Action.CREATED
-    (other,) = audit_events(control_plane.audit_log, resource="configmaps", name="b-cm")
+    (other,) = audit_events(control_plane.audit_log, resource="configmaps", name="b-cm",
+                            namespace=b)
     assert as_whom(other) == user(b)
     live_b = must(kube, ref(WIDGET_API, "Widget", "b", b))
     assert "orksync" in live_b["status"]
@@ -298,7 +303,7 @@ def test_a_prune_deletes_as_the_service_account_and_fails_where_it_may_not(
     assert action(second, ref("v1", "ConfigMap", "a-extra", a)) is Action.DELETED
     assert get(kube, ref("v1", "ConfigMap", "a-extra", a)) is None
     (deleted,) = [e for e in audit_events(control_plane.audit_log, resource="configmaps",
-                                          name="a-extra") if e["verb"] == "delete"]
+                                          name="a-extra", namespace=a) if e["verb"] == "delete"]
     assert as_whom(deleted) == user(a)
 
     (refused,) = changes_of(second, ref("v1", "ConfigMap", "b-extra", b))
@@ -385,7 +390,8 @@ def test_rotation_writes_each_secret_as_the_service_account_recorded_for_it(
                          writer=identities.kube_for_owner)
     assert [(c.ref, c.action) for c in rotated.changes] == [(token, Action.CONFIGURED)]
     writes = [e for e in audit_events(control_plane.audit_log, resource="secrets",
-                                      name="a-token") if e["verb"] in ("create", "patch")]
+                                      name="a-token", namespace=a)
+              if e["verb"] in ("create", "patch")]
     assert [as_whom(e) for e in writes] == [user(a), user(a)]
 
 
@@ -414,7 +420,8 @@ def test_the_autoscaler_scales_as_the_service_account(
     assert [c.message for c in changes_of(scaled, deployment)] == [
         "autoscale: replicas 2 -> 4 (scale up)"], scaled.changes
     writes = [e for e in audit_events(control_plane.audit_log, resource="deployments",
-                                      name="a") if e["verb"] in ("create", "patch")]
+                                      name="a", namespace=a)
+              if e["verb"] in ("create", "patch")]
     assert any("fieldManager=orksync-autoscale" in e["requestURI"] for e in writes), writes
     assert {as_whom(e) for e in writes} == {user(a)}
 
@@ -578,3 +585,28 @@ def test_the_overlay_s_rbac_suffices_for_the_example_under_default_service_accou
     (patched,) = [e for e in audit_events(cp.audit_log, resource="secrets", name="shop-token")
                   if e["user"]["username"].endswith(":orksync")]
     assert as_whom(patched) == "system:serviceaccount:team-a:orksync-tenant"
+
+
+def test_an_unreadable_inventory_stops_no_rotation_and_is_named(
+        kube: Kube, caplog: pytest.LogCaptureFixture) -> None:
+    """`orksync rotate` reads every inventory for the recorded ServiceAccounts: a corrupt
+    one (here: data that is not an inventory) is left out with a warning naming it, and
+    the readable ones still count."""
+    import uuid
+
+    from orksync.sync import recorded_accounts
+
+    maps = kube.resource("v1", "ConfigMap")
+    name = f"orksync-inventory-broken-{uuid.uuid4().hex[:6]}"
+    kube.create(maps, {"apiVersion": "v1", "kind": "ConfigMap",
+                       "metadata": {"name": name, "namespace": "orksync-system",
+                                    "labels": {"app.kubernetes.io/component": "inventory"}},
+                       "binaryData": {"entries": "bm90IGFuIGludmVudG9yeQ=="},
+                       "data": {"format": "v1"}},
+                field_manager="orksync-tests")
+    try:
+        with caplog.at_level("WARNING", logger="orksync"):
+            recorded_accounts(kube)  # raised InventoryError before
+        assert any(name in r.getMessage() for r in caplog.records), caplog.text
+    finally:
+        kube.delete(maps, "orksync-system", name)
