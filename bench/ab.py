@@ -67,7 +67,7 @@ def _identity_quick_init() -> None:
     source = source.replace(head, head + "    return cls\n", 1)
     module = importlib.util.module_from_spec(spec)
     sys.modules["orksync.model"] = module
-    exec(compile(source, spec.origin, "exec"), module.__dict__)  # noqa: S102
+    exec(compile(source, spec.origin, "exec"), module.__dict__)
 
 
 _POOL_FN: Any = None
@@ -146,12 +146,16 @@ def render_child(variant: str, repo: Path, out: Path) -> dict[str, float]:
     from orksync.render.directory import render_to_directory
 
     jobs = 1 if variant == "serial" else default_jobs()
+    cpu = os.times()
     start = time.perf_counter()
     catalog = load_repository(repo, jobs=jobs)
     written = render_to_directory(catalog, out, jobs=jobs)
     seconds = time.perf_counter() - start
+    end = os.times()
     assert written.facts.ok, written.facts.errors[:3]
-    return {"seconds": seconds, "objects": written.count, "jobs": jobs}
+    # user + system of this process and of its workers (forked or pooled, all reaped)
+    used = sum(end[i] - cpu[i] for i in range(4))
+    return {"seconds": seconds, "cpu_seconds": used, "objects": written.count, "jobs": jobs}
 
 
 def cli_child(variant: str, argv: list[str]) -> None:
@@ -162,12 +166,13 @@ def cli_child(variant: str, argv: list[str]) -> None:
     raise SystemExit(main())
 
 
-def measure_render(variant: str, repo: Path, work: Path) -> float:
+def measure_render(variant: str, repo: Path, work: Path) -> tuple[float, float]:
     out = work / f"out-{variant}-{time.monotonic_ns()}"
     proc = subprocess.run([sys.executable, __file__, "--render-child", variant, str(repo),
                            str(out)], capture_output=True, text=True, check=True)
     shutil.rmtree(out)
-    return float(json.loads(proc.stdout.strip().splitlines()[-1])["seconds"])
+    answer = json.loads(proc.stdout.strip().splitlines()[-1])
+    return float(answer["seconds"]), float(answer["cpu_seconds"])
 
 
 def orksync_variant_argv(variant: str, argv: list[str]) -> list[str]:
@@ -205,13 +210,17 @@ def run_render(sizes: list[int], runs: int, variants: tuple[str, ...]) -> None:
             repo = Path(tmp) / f"repo-{n}"
             make_repo(repo, n)
             samples: dict[str, list[float]] = {v: [] for v in variants}
+            cpu: dict[str, list[float]] = {v: [] for v in variants}
             for run in range(runs):
                 for variant in rotated(variants, run):
-                    samples[variant].append(measure_render(variant, repo, Path(tmp)))
+                    seconds, used = measure_render(variant, repo, Path(tmp))
+                    samples[variant].append(seconds)
+                    cpu[variant].append(used)
                 print(f"render {n} run {run + 1}: " + " ".join(
                     f"{v} {samples[v][-1]:.2f}" for v in variants), file=sys.stderr, flush=True)
-            report(f"render {n} custom resources (TMPDIR={tempfile.gettempdir()})",
-                   "seconds", samples, record.command())
+            what = f"render {n} custom resources (TMPDIR={tempfile.gettempdir()})"
+            report(what, "seconds", samples, record.command())
+            report(what, "cpu_seconds", cpu, record.command())
 
 
 def run_apply(kinds: list[str], runs: int, variants: tuple[str, ...], objects: int) -> None:
@@ -221,6 +230,7 @@ def run_apply(kinds: list[str], runs: int, variants: tuple[str, ...], objects: i
     with common.environment() as env:
         if "fresh" in kinds:
             samples: dict[str, list[float]] = {c: [] for c in clients}
+            cpu: dict[str, list[float]] = {c: [] for c in clients}
             for run in range(runs):
                 for i, client in enumerate(rotated(clients, run)):
                     prefix = f"ab{run}x{i}"
@@ -235,12 +245,15 @@ def run_apply(kinds: list[str], runs: int, variants: tuple[str, ...], objects: i
                             "apply", str(rendered), "--kubeconfig", env.kubeconfig,
                             "--name", f"bench-{prefix}"]), env)
                     samples[client].append(timed.seconds)
+                    cpu[client].append(timed.cpu)
                     common.clear_namespaces(env, names)
                     common.delete_inventory(env, f"bench-{prefix}")
                     shutil.rmtree(rendered, ignore_errors=True)
                 print(f"fresh run {run + 1}: " + " ".join(
                     f"{c} {samples[c][-1]:.2f}" for c in clients), file=sys.stderr, flush=True)
             report(f"fresh apply {objects} objects", "seconds", samples, record.command())
+            report(f"fresh apply {objects} objects", "client_cpu_seconds", cpu,
+                   record.command())
         if "resync" in kinds:
             dirs = {}
             for client, prefix in (("orksync", "abro"), ("kubectl", "abrk")):
@@ -250,6 +263,7 @@ def run_apply(kinds: list[str], runs: int, variants: tuple[str, ...], objects: i
             common.run_orksync(env, dirs["orksync"], "bench-abro")
             common.run_kubectl(env, dirs["kubectl"])
             samples = {c: [] for c in clients}
+            cpu = {c: [] for c in clients}
             for run in range(runs):
                 for client in rotated(clients, run):
                     if client == "kubectl":
@@ -261,9 +275,13 @@ def run_apply(kinds: list[str], runs: int, variants: tuple[str, ...], objects: i
                         if "unchanged=" not in common.summary_line(timed.output):
                             raise RuntimeError(timed.output[-2000:])
                     samples[client].append(timed.seconds)
+                    cpu[client].append(timed.cpu)
                 print(f"resync run {run + 1}: " + " ".join(
                     f"{c} {samples[c][-1]:.2f}" for c in clients), file=sys.stderr, flush=True)
-            report(f"no-change resync {objects} objects", "seconds", samples, record.command())
+            report(f"no-change resync {objects} objects", "seconds", samples,
+                   record.command())
+            report(f"no-change resync {objects} objects", "client_cpu_seconds", cpu,
+                   record.command())
 
 
 def main() -> int:

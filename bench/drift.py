@@ -48,7 +48,7 @@ def main() -> int:
     parser.add_argument("--objects", type=int, default=1000)
     parser.add_argument("--percent", type=float, default=1.0)
     parser.add_argument("--no-record", "--no-doc", dest="no_doc", action="store_true",
-                        help="do not append to docs/performance.md")
+                        help="do not append to bench/results/drift.jsonl")
     args = parser.parse_args()
     n = args.objects
 
@@ -111,8 +111,9 @@ def main() -> int:
                  f"each edit verified corrected with a GET afterwards.")
         print(text)
         if not args.no_doc:
-            common.append_doc("Drift correction, 1% of 1,000 objects", "python bench/drift.py",
-                              env, text)
+            common.record_run("drift", env, {
+                "objects": n, "percent": args.percent, "median_ratio_correcting_to_resync": med,
+                "in_process_correcting_s": seconds, "in_process_requests": reqs}, table=text)
     return 0
 
 

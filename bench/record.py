@@ -22,6 +22,11 @@ RESULTS = ROOT / "bench" / "results"
 
 
 def commit() -> str:
+    """The commit measured: ORKSYNC_BENCH_COMMIT when set (a copy of a commit made with
+    `git archive`, outside git), else this checkout's HEAD."""
+    if os.environ.get("ORKSYNC_BENCH_COMMIT"):
+        return os.environ["ORKSYNC_BENCH_COMMIT"]
+
     def git(*argv: str) -> str:
         return subprocess.run(["git", *argv], cwd=ROOT, capture_output=True, text=True,
                               check=False).stdout.strip()
