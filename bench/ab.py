@@ -1,7 +1,9 @@
 """A/B of orksync's performance machinery against the plain alternative, in one run.
 
 Each variant replaces one piece of machinery by the plain code it stands for, in the
-measured process only (a patch applied before the work starts; the tree is unchanged):
+measured process only (a patch applied before the work starts; the tree is unchanged).
+The variants marked (*) patch machinery that the A/B removed: they run only on a checkout
+from before its removal (bench/results/ab.jsonl names the commit measured).
 
 render (1,000 custom resources, load + render + write as `orksync render` does it):
   machinery          the code as it is
@@ -11,12 +13,12 @@ render (1,000 custom resources, load + render + write as `orksync render` does i
   no-gcpause         orksync.gcpause.paused_gc -> contextlib.nullcontext
   plain-index-write  render.output._write_parts (writev) -> Path.write_bytes(b"".join(parts))
   plain-file-write   render.output._write_file (os.open/os.write) -> Path.write_bytes
-  no-plain-text      gotemplate's plain-text shortcut off: every template runs compiled
-  no-compile-leaves  render.resource._compile_leaves (exec-generated) -> the recursive walk
-  dataclass-init     model.quick_init (exec-generated __init__) -> dataclasses' own
+  no-plain-text (*)  gotemplate's plain-text shortcut off: every template runs compiled
+  no-compile-leaves (*) render.resource._compile_leaves (exec-generated) -> the recursive walk
+  dataclass-init (*) model.quick_init (exec-generated __init__) -> dataclasses' own
 apply (`orksync apply DIR` of 1,000 objects, fresh and no-change resync; kubectl beside):
   machinery, no-gcpause, dataclass-init as above, and
-  threadpool-map     apply.engine._in_threads -> ThreadPoolExecutor(workers).map
+  threadpool-map (*) apply.engine._in_threads (own threads) -> ThreadPoolExecutor.map
 
 The variants of one benchmark run interleaved, the order rotating each repetition, so a
 change in the machine's load falls on all of them. Each render runs in a fresh process
@@ -49,8 +51,9 @@ sys.path.insert(0, str(BENCH))
 import record  # noqa: E402
 
 RENDER_VARIANTS = ("machinery", "serial", "processpool", "no-gcpause", "plain-index-write",
-                   "plain-file-write", "no-plain-text", "no-compile-leaves", "dataclass-init")
-APPLY_VARIANTS = ("machinery", "threadpool-map", "no-gcpause", "dataclass-init")
+                   "plain-file-write")
+APPLY_VARIANTS = ("machinery", "no-gcpause")
+REMOVED = ("no-plain-text", "no-compile-leaves", "dataclass-init", "threadpool-map")
 
 
 # --- the patches (in the measured process) -------------------------------------------------
@@ -304,10 +307,11 @@ def main() -> int:
     if "render" in only:
         variants = chosen or RENDER_VARIANTS
         run_render([int(s) for s in args.sizes.split(",")], args.runs,
-                   tuple(v for v in variants if v in RENDER_VARIANTS))
+                   tuple(v for v in variants if v in (*RENDER_VARIANTS, *REMOVED[:3])))
     if "fresh" in only or "resync" in only:
         variants = chosen or APPLY_VARIANTS
-        run_apply(only, args.runs, tuple(v for v in variants if v in APPLY_VARIANTS),
+        run_apply(only, args.runs,
+                  tuple(v for v in variants if v in (*APPLY_VARIANTS, *REMOVED[2:])),
                   args.objects)
     return 0
 
