@@ -313,6 +313,76 @@ def test_deep_nesting_is_rejected_not_crashing(engine: GoTemplateEngine) -> None
         engine.check(deep)
 
 
+# -- templates of text and fields: printed without running them ---------------------------
+
+PLAIN_DATA: dict[str, Any] = {
+    "metadata": {"name": "web", "namespace": "prod", "labels": {"tier": " front "}},
+    "spec": {"replicas": 3, "image": "nginx:1.27", "text": "h\u00e9", "list": ["a"],
+             "empty": "", "none": None, "nested": {"x": "y"}, "pad": "  p  ",
+             "negative": -12, "zero": 0, "huge": 2 ** 70, "flag": True, "ratio": 0.5,
+             "big": 1e21},
+}
+PLAIN_SOURCES = [
+    "{{ .metadata.name }}", "{{ .metadata.name }}-config",
+    "{{.metadata.name}}.{{.metadata.namespace}}",
+    "pre {{ $.spec.image }} post", "{{ .metadata.labels.tier }}", "{{- .spec.pad -}} x",
+    " {{ .spec.pad }} ", "{{ .spec.empty }}", "{{ .spec.none }}-n", "{{ .spec.missing }}",
+    "{{ .spec.missing.deeper }}", "{{ .spec.replicas }}", "{{ .spec.list }}", "{{ .spec.nested }}",
+    "{{ .spec.text }}", "caf\u00e9-{{ .metadata.name }}", "{{ .spec.list.x }}", "{{ . }}",
+    "{{ .metadata.name.x }}", "{{ .spec.image }}{{ .spec.image }}",
+    "{{ .spec.negative }}", "n{{ .spec.zero }}-{{ .spec.replicas }}", "{{ .spec.huge }}",
+    "{{ .spec.flag }}", "{{ .spec.ratio }}", "{{ .spec.big }}", "{{ .spec.replicas.x }}",
+]
+
+
+@pytest.mark.parametrize("source", PLAIN_SOURCES)
+def test_a_template_of_text_and_fields_prints_what_running_it_prints(
+        engine: GoTemplateEngine, source: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The shortcut for templates made of text and `{{ .a.b }}` actions (most of a
+    Katalog's) against the template actually run, errors included."""
+    def outcome() -> tuple[str, str]:
+        try:
+            return "ok", engine.render(source, PLAIN_DATA)
+        except GoTemplateError as err:
+            return "error", str(err)
+
+    fast = outcome()
+    monkeypatch.setattr(GoTemplateEngine, "_plain_text", lambda *a: None)
+    assert fast == outcome()
+
+
+def test_the_shortcut_is_taken_for_a_template_of_text_and_string_or_int_fields(
+        engine: GoTemplateEngine, monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_run(*args: Any) -> str:
+        raise AssertionError("the template was run")
+
+    monkeypatch.setattr(GoTemplateEngine, "_execute", no_run)
+    assert engine.render("{{ .metadata.name }}-{{ $.spec.image }}", PLAIN_DATA) == \
+        "web-nginx:1.27"
+    assert engine.render("{{ .spec.replicas }}/{{ .spec.negative }}", PLAIN_DATA) == "3/-12"
+    for source in ("{{ .spec.flag }}", "{{ .spec.ratio }}"):  # printed by the run
+        with pytest.raises(AssertionError, match="was run"):
+            engine.render(source, PLAIN_DATA)
+
+
+def test_a_template_of_text_and_fields_is_compiled_to_jinja_only_when_first_run(
+        engine: GoTemplateEngine) -> None:
+    """Checking one (a render plan checks every template of a Katalog) parses it; the
+    Jinja2 compilation, most of the cost, waits until a render has to run it."""
+    source = "{{ .spec.list }}-{{ .metadata.name }}"
+    engine.check(source)
+    compiled = engine._get(source)
+    assert compiled.plain is not None and compiled.template is None
+    assert engine.render(source, {"metadata": {"name": "web"}, "spec": {"list": "a"}}) == \
+        "a-web"  # printed without running it
+    assert compiled.template is None
+    assert engine.render(source, PLAIN_DATA) == "[a]-web"  # a list: the template runs
+    assert compiled.template is not None
+    assert engine.render(source, PLAIN_DATA) == "[a]-web"
+    engine.check("{{ .metadata.name }} {{ len .spec.list }}")  # not plain: compiled at once
+    assert engine._get("{{ .metadata.name }} {{ len .spec.list }}").template is not None
+
+
 def test_define_template_and_block_follow_go(engine: GoTemplateEngine) -> None:
     """{{define}} anywhere, {{template}} with or without a value (a fresh scope: `$` and dot
     are the value passed), {{block}} defining and running in place; Go's parse errors."""

@@ -132,12 +132,19 @@ def orkestra_post(text: str) -> str:
 @dataclass(slots=True)
 class _Compiled:
     """A template compiled: its Jinja2 template and constants, or the error that stopped
-    it."""
+    it. A template of literal text and one-field actions (`plain`) keeps its parse tree
+    instead, and is compiled to Jinja2 only when a render first runs it (a field whose
+    value is not a string or an integer, a note's render): most are printed without
+    running, and compiling one to Jinja2 costs several times its parse. `consts` is set
+    before `template`, so a thread that sees the template sees its constants."""
 
     template: Template | None
     consts: dict[str, GoInt]
     value_path: tuple[str, ...] | None
     error: GoTemplateError | None = None
+    # text and field paths: a template made only of literal text and `{{ .a.b }}` actions
+    plain: tuple[str | tuple[str, ...], ...] | None = None
+    tree: n.ListNode | None = None  # a plain template's, until it is compiled
     # the templates {{template}} runs ({{define}}, {{block}}): name -> renderer
     defines: dict[str, Callable[[Runtime, Any], str]] | None = None
 
@@ -187,6 +194,21 @@ def _value_path(root: n.ListNode) -> tuple[str, ...] | None:
     return _field_path(root.nodes[0].pipe)
 
 
+def _plain_parts(root: n.ListNode) -> tuple[str | tuple[str, ...], ...] | None:
+    """A template made only of literal text and one-field actions (`{{ .metadata.name
+    }}-config`): its text pieces and field paths, in order; None for any other."""
+    parts: list[str | tuple[str, ...]] = []
+    for node in root.nodes:
+        if isinstance(node, n.TextNode):
+            parts.append(node.text)
+            continue
+        path = _field_path(node.pipe) if isinstance(node, n.ActionNode) else None
+        if path is None:
+            return None
+        parts.append(path)
+    return tuple(parts)
+
+
 def _field_path(pipe: n.PipeNode) -> tuple[str, ...] | None:
     """The field path of an action's pipeline that is one field of the data ({{ .a.b }},
     {{ $.a }}, {{ . }})."""
@@ -228,8 +250,41 @@ class GoTemplateEngine:
         compiled = self._get(source)
         if compiled.error is not None:
             compiled.raise_error()
+        if orkestra and compiled.plain is not None:
+            text = self._plain_text(compiled.plain, data)
+            if text is not None:
+                return orkestra_post(text)
         out = self._execute(compiled, source, data)
         return orkestra_post(out) if orkestra else out
+
+    def _plain_text(self, parts: tuple[str | tuple[str, ...], ...], data: Any) -> str | None:
+        """What a template of literal text and one-field actions (`{{ .metadata.name
+        }}-config`, most templates of a Katalog) prints, without running it, when the
+        answer is plain: every field is a string or an int reached through dicts only, the
+        output is ASCII, and the template is not a note's (whose run counts towards the
+        calling template's budget). Anything else (None) runs the template, errors
+        included."""
+        if _ACTIVE.get() is not None:
+            return None
+        out = []
+        for part in parts:
+            if type(part) is str:
+                out.append(part)
+                continue
+            value = data
+            for key in part:
+                if type(value) is not dict:
+                    return None
+                value = value.get(key)
+            if type(value) is not str:
+                if type(value) is not int:
+                    return None
+                value = str(value)  # fmt.Fprint of an int (not a bool, not a GoInt): decimal
+            out.append(value)
+        text = "".join(out)
+        if not text.isascii() or len(text) > self._max_output:
+            return None
+        return text
 
     def render_value(self, source: str, data: Mapping[str, Any]) -> Any:
         """For a template that is one plain field path (`{{ .spec.x }}`, `{{ . }}`,
@@ -250,7 +305,8 @@ class GoTemplateEngine:
 
     def check(self, source: str) -> None:
         """Parse and compile only; raise GoTemplateError on syntax errors and unknown
-        functions."""
+        functions (a plain template's compilation to Jinja2, which has no error of its own
+        to find, waits for its first run: _Compiled)."""
         if "{{" in source:
             self._get(source).raise_error()
 
@@ -278,6 +334,9 @@ class GoTemplateEngine:
                     raise GoParseError(f"template: multiple definition of template "
                                        f"{ROOT_NAME!r}", 0)
                 root = defined[ROOT_NAME]
+            plain = _plain_parts(root) if not defined else None
+            if plain is not None:
+                return _Compiled(None, {}, _value_path(root), plain=plain, tree=root)
             defines = {name: _renderer(*_jinja(body, self._functions, "<define>"))
                        for name, body in defined.items()}
             template, consts = _jinja(root, self._functions)
@@ -290,6 +349,13 @@ class GoTemplateEngine:
         return _Compiled(template, consts, _value_path(root), defines=defines)
 
     def _execute(self, compiled: _Compiled, source: str, data: Any) -> str:
+        if compiled.template is None:  # a plain template's first run
+            assert compiled.tree is not None
+            try:
+                template, compiled.consts = _jinja(compiled.tree, self._functions)
+            except (RecursionError, SyntaxError, MemoryError):
+                raise GoTemplateError("template too complex", source) from None
+            compiled.template = template
         runtime = Runtime(self._functions, self._max_steps, self._max_output)
         if compiled.defines:
             runtime.templates = compiled.defines
