@@ -17,6 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common
 
 from orksync.apply.engine import Applier, ApplyOptions
+from orksync.apply.inventory import inventory_identity
 from orksync.apply.kube import MERGE_PATCH
 from orksync.apply.sync import mark_for_cleanup
 from orksync.model import Action, RenderedObject
@@ -92,7 +93,8 @@ def main() -> int:
         before = env.kube.requests
         start = time.perf_counter()
         changes = Applier(env.kube, ApplyOptions(workers=8)).apply(
-            mark_for_cleanup(common.RenderedSet(objects=tuple(objs))))
+            mark_for_cleanup(common.RenderedSet(objects=tuple(objs)),
+                             inventory_identity(name)))
         seconds = time.perf_counter() - start
         reqs = env.kube.requests - before
         if changes.counts().get(Action.CONFIGURED, 0) != len(targets) or \
