@@ -32,7 +32,8 @@ def main() -> int:
     parser.add_argument("--interval", type=float, default=5.0,
                         help="the agent's --interval in seconds (default 5)")
     parser.add_argument("--timeout", type=float, default=900.0)
-    parser.add_argument("--no-record", action="store_true", help="do not append to the doc")
+    parser.add_argument("--no-record", action="store_true",
+                        help="do not append to bench/results/agent_memory.jsonl")
     args = parser.parse_args()
     n = args.crs
     managed = n * (1 + len(common.SITE_CHILDREN))
@@ -94,8 +95,10 @@ def main() -> int:
                  f"{{result=\"success\"}}` reached each count.")
         print(text)
         if not args.no_record:
-            common.append_doc(f"Agent memory, {managed:,} managed objects",
-                              "python bench/agent_memory.py", env, text)
+            common.record_run("agent_memory", env, {
+                "managed_objects": managed, "syncs": args.syncs, "rss_mib": rss,
+                "peak_mib": peak, "target_mib": TARGET_MIB,
+                "resync_requests_per_object": resync_reqs / managed}, table=text)
     return 0
 
 

@@ -32,7 +32,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=6, help="runs per mode (default 6)")
     parser.add_argument("--objects", type=int, default=1000)
-    parser.add_argument("--no-record", action="store_true", help="do not append to the doc")
+    parser.add_argument("--no-record", action="store_true",
+                        help="do not append to bench/results/apiserver_cpu.jsonl")
     args = parser.parse_args()
 
     results: dict[str, list[tuple[float, float, float]]] = {m: [] for m in MODES}
@@ -75,8 +76,11 @@ def main() -> int:
                  f"{args.runs} runs per mode, alternating).")
         print(text)
         if not args.no_record:
-            common.append_doc("Control-plane CPU of 1,000 fresh applies",
-                              "python bench/apiserver_cpu.py", env, text)
+            common.record_run("apiserver_cpu", env, {
+                "objects": args.objects, "runs": args.runs,
+                "by_mode": {mode: {"wall_s": wall, "apiserver_cpu_s": api, "etcd_cpu_s": etcd}
+                            for (_, wall, api, etcd), mode in zip(rows, MODES, strict=True)},
+                "apiserver_cpu_saving": saving}, table=text)
     return 0
 
 

@@ -24,7 +24,7 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--objects", type=int, default=1000)
     parser.add_argument("--no-record", "--no-doc", dest="no_doc", action="store_true",
-                        help="do not append to docs/performance.md")
+                        help="do not append to bench/results/apply_fresh.jsonl")
     args = parser.parse_args()
 
     rows, ratios = [], []
@@ -82,8 +82,10 @@ def main() -> int:
                  f"machine has {os.cpu_count()} cores.")
         print(text)
         if not args.no_doc:
-            common.append_doc("Fresh apply, 1,000 objects", "python bench/apply_fresh.py",
-                              env, text)
+            common.record_run("apply_fresh", env, {
+                "objects": args.objects, "runs": args.runs,
+                "orksync_s": [row[2] for row in rows], "median_ratio": med,
+                "target_ratio": TARGET}, {"kubectl_s": [row[3] for row in rows]}, table=text)
     return 0
 
 

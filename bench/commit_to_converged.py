@@ -64,7 +64,8 @@ def main() -> int:
     parser.add_argument("--interval", type=float, default=2.0,
                         help="the agent's --interval in seconds (default 2)")
     parser.add_argument("--timeout", type=float, default=600.0)
-    parser.add_argument("--no-record", action="store_true", help="do not append to the doc")
+    parser.add_argument("--no-record", action="store_true",
+                        help="do not append to bench/results/commit_to_converged.jsonl")
     args = parser.parse_args()
     n = args.crs
 
@@ -113,8 +114,11 @@ def main() -> int:
                  f"cores; its start is not in the time.")
         print(text)
         if not args.no_record:
-            common.append_doc(f"Commit to converged, {n:,} x 4 objects",
-                              "python bench/commit_to_converged.py", env, text)
+            common.record_run("commit_to_converged", env, {
+                "custom_resources": n, "objects": objects, "converged_s": converged,
+                "target_s": TARGET_SECONDS, "by_kind_s": done,
+                "agent_peak_mib": memory["VmHWM"], "agent_rss_mib": memory["VmRSS"]},
+                table=text)
     return 0
 
 

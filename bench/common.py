@@ -1,5 +1,6 @@
 """Shared helpers for the benchmarks in bench/: object generation, the control plane,
-timing of the two CLIs, API server request counts and the docs/performance.md appender.
+timing of the two CLIs, API server request counts and the record of each run
+(bench/results/<benchmark>.jsonl, bench/record.py).
 
 Every benchmark starts its own ControlPlane (no controller manager), so nothing here
 depends on a running cluster. Numbers are reported as ratios measured in one run: the
@@ -10,7 +11,6 @@ from __future__ import annotations
 
 import compileall
 import contextlib
-import datetime as dt
 import os
 import re
 import resource
@@ -29,6 +29,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # testbed/, not installed
 
+import record
+
 from orksync.cluster.kube import Kube
 from orksync.model import ObjRef, Origin, RenderedObject, RenderedSet, WritePolicy
 from orksync.render.kinds import ORDER
@@ -38,7 +40,6 @@ from testbed.controlplane import ControlPlane
 from testbed.gitdaemon import GitDaemon, free_port
 
 ROOT = Path(__file__).resolve().parent.parent
-PERF_DOC = ROOT / "docs" / "performance.md"
 MANAGED = {"app.kubernetes.io/managed-by": "orksync"}
 EDIT_LABEL = "bench.orksync.io/tier"
 KUBECTL_MANAGER = "kubectl-bench"
@@ -484,18 +485,11 @@ def versions(env: Env) -> dict[str, str]:
     }
 
 
-def append_doc(title: str, command: str, env: Env, body: str) -> None:
-    """Append one dated section to docs/performance.md (created with a header if missing)."""
-    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
-    if not PERF_DOC.exists():
-        PERF_DOC.write_text(
-            "# Performance\n\nMeasured by the scripts in `bench/` (each starts its own local "
-            "control plane: etcd + kube-apiserver, no controller manager, on the same cores "
-            "as the clients). Compare ratios within one section, not absolute times across "
-            "sections.\n", encoding="utf-8")
-    facts = "\n".join(f"- {k}: `{v}`" for k, v in versions(env).items())
-    section = (f"\n## {title} ({now})\n\n- command: `{command}`\n- date: {now}\n{facts}\n\n"
-               f"{body.rstrip()}\n")
-    with PERF_DOC.open("a", encoding="utf-8") as f:
-        f.write(section)
-    print(f"appended to {PERF_DOC}", file=sys.stderr)
+def record_run(name: str, env: Env, figures: dict[str, Any],
+               peer: dict[str, Any] | None = None, *, table: str = "") -> None:
+    """Append this run to bench/results/<name>.jsonl (bench/record.py), with the versions
+    of orksync and kubectl measured and, for reading, the table printed."""
+    figures = {**figures, "versions": versions(env)}
+    if table:
+        figures["table"] = table
+    record.run(name, figures, peer)

@@ -17,6 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common
 
 from orksync.apply.engine import Applier, ApplyOptions
+from orksync.apply.inventory import inventory_identity
 from orksync.cluster.kube import MERGE_PATCH
 from orksync.model import Action, RenderedObject
 from orksync.sync import mark_for_cleanup
@@ -48,7 +49,7 @@ def main() -> int:
     parser.add_argument("--objects", type=int, default=1000)
     parser.add_argument("--percent", type=float, default=1.0)
     parser.add_argument("--no-record", "--no-doc", dest="no_doc", action="store_true",
-                        help="do not append to docs/performance.md")
+                        help="do not append to bench/results/drift.jsonl")
     args = parser.parse_args()
     n = args.objects
 
@@ -92,7 +93,8 @@ def main() -> int:
         before = env.kube.requests
         start = time.perf_counter()
         changes = Applier(env.kube, ApplyOptions(workers=8)).apply(
-            mark_for_cleanup(common.RenderedSet(objects=tuple(objs))))
+            mark_for_cleanup(common.RenderedSet(objects=tuple(objs)),
+                             inventory_identity(name)))
         seconds = time.perf_counter() - start
         reqs = env.kube.requests - before
         if changes.counts().get(Action.CONFIGURED, 0) != len(targets) or \
@@ -111,8 +113,9 @@ def main() -> int:
                  f"each edit verified corrected with a GET afterwards.")
         print(text)
         if not args.no_doc:
-            common.append_doc("Drift correction, 1% of 1,000 objects", "python bench/drift.py",
-                              env, text)
+            common.record_run("drift", env, {
+                "objects": n, "percent": args.percent, "median_ratio_correcting_to_resync": med,
+                "in_process_correcting_s": seconds, "in_process_requests": reqs}, table=text)
     return 0
 
 

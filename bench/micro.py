@@ -4,7 +4,7 @@ repository, rendering it, emitting YAML, writing and reading the rendered direct
 Best of N runs each (wall, and user CPU apart), so a busy machine disturbs them less
 than the end-to-end benches.
 
-    python bench/micro.py [--crs 1000] [--repeat 5] [--code DIR]
+    python bench/micro.py [--crs 1000] [--repeat 5] [--code DIR] [--no-record]
 
 `--code DIR` imports orksync from another checkout (e.g. the commit before a change), so
 one command gives the before and after of a change on the same machine:
@@ -51,6 +51,8 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--code", type=Path, default=BENCH.parent,
                         help="the orksync checkout to measure (default: this one)")
+    parser.add_argument("--no-record", action="store_true",
+                        help="do not append to bench/results/micro.jsonl")
     args = parser.parse_args()
     sys.path.insert(0, str(args.code.resolve()))
     # orksync first, from --code; bench/render.py would put this checkout first on the path
@@ -120,6 +122,13 @@ def main() -> int:
     print("| step | wall s | user CPU s |\n|---|---|---|")
     for name, (wall, user) in rows:
         print(f"| {name} | {wall} | {user} |")
+    if not args.no_record:
+        import record
+        record.run("micro", {"code": str(Path(orksync.__file__).parent.parent),
+                             "custom_resources": args.crs, "objects": len(bodies),
+                             "repeat": args.repeat,
+                             "steps": {name: {"best_wall_s": wall, "best_user_cpu_s": user}
+                                       for name, (wall, user) in rows}})
     return 0
 
 

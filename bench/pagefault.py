@@ -1,11 +1,11 @@
-"""What a page of new memory costs on this machine: the probe behind "The margins" in
-docs/performance.md. Maps anonymous memory, writes one byte per 4 KiB page (each write
+"""What a page of new memory costs on this machine: a probe of the machine the
+benchmarks run on. Maps anonymous memory, writes one byte per 4 KiB page (each write
 is a page fault: the kernel finds, zeroes and maps a page), writes each page again (no
 fault: the loop's own cost), unmaps, and does it again. The first round may take pages
 the virtual machine's host has never backed, later rounds take pages freed a moment
-before. Prints only (nothing is recorded).
+before. Appends the rounds to bench/results/pagefault.jsonl.
 
-    python bench/pagefault.py [--mib 256] [--rounds 3]
+    python bench/pagefault.py [--mib 256] [--rounds 3] [--no-record]
 
 On a physical machine a fault costs well under a microsecond; where it costs several,
 any work that grows its memory, or writes many new small files (each takes a page of
@@ -32,12 +32,14 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mib", type=int, default=256)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--no-record", action="store_true")
     args = parser.parse_args()
     size = args.mib << 20
     pages = size // PAGE
     print("| round | first write, µs per page (a fault) | second write, µs per page "
           "(no fault) | cost of the fault alone, µs |")
     print("|---|---|---|---|")
+    rounds = []
     for n in range(1, args.rounds + 1):
         region = mmap.mmap(-1, size)
         try:
@@ -46,6 +48,11 @@ def main() -> int:
         finally:
             region.close()
         print(f"| {n} | {first:.2f} | {second:.2f} | {first - second:.2f} |")
+        rounds.append({"round": n, "first_write_us_per_page": first,
+                       "second_write_us_per_page": second, "fault_us": first - second})
+    if not args.no_record:
+        import record
+        record.run("pagefault", {"mib": args.mib, "rounds": rounds})
     return 0
 
 

@@ -1,4 +1,4 @@
-"""Render benchmark (issue: performance, benchmark 1).
+"""Render benchmark.
 
 Repositories of N custom resources whose Katalog produces 8 objects each (Deployment,
 Service, ConfigMap, once-Secret, ServiceAccount, Role, RoleBinding, PDB). For N = 1,000 and
@@ -7,11 +7,13 @@ Service, ConfigMap, once-Secret, ServiceAccount, Role, RoleBinding, PDB). For N 
 second, CPU seconds, peak RSS), and the floor: writing the same final objects as YAML files
 at the same paths with no loading, templating, hashing or index.
 Each measurement runs in a fresh subprocess so peak RSS is its own, and its output is
-removed once measured: kept until the end (as before 2026-12-01), the outputs filled the
-tmpfs by gigabytes, and after the first run or two of 10,000 every run was slower, the
-floor most (docs/performance.md, change 54).
+removed once measured (outputs kept until the end fill a tmpfs by gigabytes and slow the
+later runs).
 
-    python bench/render.py [--sizes 1000,10000] [--runs 3] [--no-record]
+    TMPDIR=/dev/shm python bench/render.py [--sizes 1000,10000] [--runs 3] [--no-record]
+
+(/dev/shm: on a disk file system, creating the files dominates.) The run is appended to
+bench/results/render.jsonl.
 
 Each size runs the three `--runs` times, rotating which goes first, and the sizes take
 turns run by run (1,000, 10,000, 1,000, ...), so that the 10k/1k ratio compares sizes
@@ -26,14 +28,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import resource
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -193,7 +193,7 @@ def main() -> int:
         runs: dict[int, dict[str, list[dict[str, float]]]] = {
             n: {m: [] for m in MODES} for n in sizes}
         # the sizes take turns, run by run, as the modes do within a run: a change in the
-        # machine's speed during the benchmark (docs/performance.md, "The margins") then
+        # machine's speed during the benchmark then
         # falls on every size, not on the ones measured last
         for run in range(args.runs):
             for n, repo in repos.items():
@@ -228,30 +228,14 @@ def main() -> int:
     table = "\n".join(lines)
     print(table)
     if not args.no_record:
-        version = subprocess.run([sys.executable, "-m", "orksync", "version"],
-                                 capture_output=True, text=True, cwd=ROOT).stdout.strip()
-        section = (f"\n## Render ({datetime.now(UTC):%Y-%m-%d %H:%M} UTC)\n\n"
-                   f"`python bench/render.py --sizes {args.sizes} --runs {args.runs}` "
-                   f"(files written to {tempfile.gettempdir()}, a {filesystem} file system) on "
-                   f"{platform.node()}, {os.cpu_count()} cores, Python "
-                   f"{platform.python_version()}, {version}, load average "
-                   f"{' '.join(f'{x:.2f}' for x in os.getloadavg())} at the end. Each "
-                   "measurement runs in its own process (median of the runs shown). The "
-                   "render is `orksync render`'s (load, render and write in "
-                   "`orksync.forked.default_jobs()` processes), and the same in one process; "
-                   "CPU s is user + system of the process and its forked children. The floor "
-                   "writes the same final objects with `orksync.yamlio.dump_yaml` to the same "
-                   "files (directories made as the render makes them), no loading, templating, "
-                   "hashing or index, in one process with the cyclic collector off as the "
-                   "render has it; the runs rotate which goes first, and the sizes take "
-                   "turns run by run.\n\n"
-                   f"{table}\n")
-        perf = ROOT / "docs" / "performance.md"
-        if not perf.exists():
-            perf.write_text("# Performance\n\nResults appended by the scripts in bench/, one "
-                            "section per run, newest last.\n")
-        with perf.open("a") as fh:
-            fh.write(section)
+        import record
+        record.run("render", {
+            "tmpdir": tempfile.gettempdir(), "filesystem": filesystem, "runs": args.runs,
+            "sizes": {str(n): {mode: by_mode[mode] for mode in ("render", "render1")}
+                      for n, by_mode in rows},
+            "targets": {"ratio_largest_to_smallest": 11, "speed_vs_floor": 0.5},
+            "table": table},
+            {"floor": {str(n): by_mode["floor"] for n, by_mode in rows}})
     return 0
 
 

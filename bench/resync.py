@@ -37,7 +37,7 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--objects", type=int, default=1000)
     parser.add_argument("--no-record", "--no-doc", dest="no_doc", action="store_true",
-                        help="do not append to docs/performance.md")
+                        help="do not append to bench/results/resync.jsonl")
     args = parser.parse_args()
     n = args.objects
 
@@ -145,8 +145,14 @@ def main() -> int:
             f"kubectl: `{common.KUBECTL_CMD}`.")
         print(text)
         if not args.no_doc:
-            common.append_doc("No-change resync, 1,000 objects", "python bench/resync.py",
-                              env, text)
+            common.record_run("resync", env, {
+                "objects": n, "runs": args.runs, "orksync_s": [row[2] for row in rows],
+                "median_ratio": med, "target_ratio": TARGET_RATIO,
+                "requests_per_object": {"client": client_reqs / n, "server": server_reqs / n,
+                                        "cli_server": cli_reqs / n},
+                "target_requests_per_object": TARGET_PER_OBJECT, "startup_s": startup,
+                "read_rendered_s": read_s, "sync_once_s": sync_s, "applier_s": applier_s},
+                {"kubectl_s": [row[3] for row in rows]}, table=text)
     return 0
 
 

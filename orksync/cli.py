@@ -268,8 +268,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _exit_now(code: int) -> None:
     """End a one-shot command without the interpreter's teardown: the process is over,
-    and clearing every module and running a last collection cost 25-30 ms (a tenth of
-    a no-change `orksync apply`, docs/performance.md). Logs and output are flushed first;
+    and clearing every module and running a last collection is work nobody sees the
+    result of, at the end of every command. Logs and output are flushed first;
     a stream that cannot be flushed (a closed pipe) is left to the interpreter's own exit,
     which reports it. Nothing orksync runs registers exit handlers; the threads still
     alive here are the prefetch's daemon threads, idle."""

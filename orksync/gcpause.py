@@ -4,8 +4,8 @@ and reading a rendered directory back; `orksync apply DIR` runs paused throughou
 Those stages build hundreds of thousands of containers (10,000 custom resources: millions)
 and free almost none of them in cycles: freed objects go by reference counting. The cyclic
 collector does not know that; its full collections walk the whole heap again and again as
-it grows, which made the render of 10,000 custom resources cost more than ten times 1,000
-(a quarter of the render's time at 10,000 went to collections that found nothing).
+it grows, so without the pause the stages' cost grows faster than their input, spent on
+collections that find nothing.
 
 The pause is safe only for code that makes little cyclic garbage, which the stages' tests
 check (`tests/test_gcpause.py` counts what a collection finds after each stage). Reentrant

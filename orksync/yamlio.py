@@ -68,7 +68,7 @@ def load_documents(path: Path, *, display: str | None = None) -> list[Document]:
 def read_file(path: Path | str) -> bytes:
     """The whole file, in a few system calls: `Path.read_bytes` adds an fstat, an ioctl
     and an lseek, and an object or two, to each of the thousands of files a repository
-    or a rendered directory holds (a custom resource's file: 4.4 against 1.2 µs)."""
+    or a rendered directory holds."""
     fd = os.open(path, _READ)
     try:
         chunks = []
@@ -87,11 +87,12 @@ _LONG_INTEGER = re.compile(f"[0-9]{{{MAX_INT_CHARS + 1}}}")
 def load_document(raw: bytes, *, path: Path | str, display: str,
                   max_bytes: int = MAX_FILE_BYTES) -> Any:
     """The first document of a file already read. Files orksync wrote itself (the rendered
-    directory) take the exact reader, `load_emitted`, about ten times faster than the
-    safe loader; anything else goes through the safe loader and its checks. `max_bytes`:
-    a larger bound for a file orksync writes and that grows with the repository (the
-    index of a rendered directory). `path` may be given as text: it is made a Path only
-    for the safe loader (a rendered directory's thousand files need none)."""
+    directory) take the exact reader, `load_emitted`, which reads only the emitter's own
+    form and so does much less work than the safe loader; anything else goes through the
+    safe loader and its checks. `max_bytes`: a larger bound for a file orksync writes and
+    that grows with the repository (the index of a rendered directory). `path` may be
+    given as text: it is made a Path only for the safe loader (a rendered directory's
+    thousand files need none)."""
     text = _text(raw, display, max_bytes)
     try:
         return load_emitted(text)
@@ -157,8 +158,8 @@ _RESERVED = re.compile(
 
 # Outside YAML's printable set (tab, LF, CR, x20-x7E, xA0-uD7FF, uE000-uFFFD,
 # U00010000-U0010FFFF), or a line break to YAML 1.1 (NEL, LS, PS): escaped. Written as the
-# complement's ranges: the negated class with the astral range took 4 ms to compile, at
-# the import of every command.
+# complement's ranges: the negated class with the astral range is slow to compile, and
+# it is compiled at the import of every command.
 _NOT_PRINTABLE = re.compile(
     "[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff\ufffe\uffff]")
 

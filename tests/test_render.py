@@ -643,92 +643,12 @@ def test_an_entry_shared_by_a_yaml_alias_is_planned_for_each_place_it_appears(
         assert maps["g-config"].origin.entry == "onReconcile.configMaps[0]"
 
 
-# -- an entry's templates rendered by one generated function ------------------------------
+# -- an entry's templates rendered --------------------------------------------------------
 
 
-def _same_shape(a: object, b: object, source: object) -> None:
-    """`a` and `b` are equal; their maps and lists are new ones (not `source`'s); every
-    other leaf is the same object in both."""
-    assert type(a) is type(b)
-    if isinstance(a, dict):
-        assert isinstance(b, dict) and isinstance(source, dict)
-        assert a is not source and b is not source and a is not b
-        assert list(a) == list(b) == list(source)
-        for key_a, key_b, key_s in zip(a, b, source, strict=True):
-            assert key_a is key_b is key_s
-            _same_shape(a[key_a], b[key_b], source[key_s])
-    elif isinstance(a, list):
-        assert isinstance(b, list) and isinstance(source, list)
-        assert a is not source and b is not source and a is not b and len(a) == len(b)
-        for x, y, s in zip(a, b, source, strict=True):
-            _same_shape(x, y, s)
-    elif isinstance(source, str) and "{{" in source:
-        assert a == b
-    else:
-        assert a is b is source
-
-
-def test_a_compiled_entry_renders_what_the_walk_renders_in_the_same_order() -> None:
-    from orksync.render.resource import ENTRY_KEYS_NOT_RENDERED, _compile_leaves, _leaves
-
-    shared = {"k": "{{ .a }}"}
-    entry = {"name": "{{ .a }}-x", "replicas": 3, "ratio": float("nan"), "on": True,
-             "none": None, "plain": "text", 7: "int key", "labels": {"a": "{{ .b }}"},
-             "list": [1, "{{ .a }}", [{"deep": "{{ .b }}"}], {}, []], "twice": [shared, shared],
-             "when": [{"field": "{{ .a }}"}], "forEach": {"field": "spec.items"}}
-    calls: list[str] = []
-
-    def render(source: str, data: object) -> str:
-        calls.append(source)
-        return source.replace("{{ .a }}", "A").replace("{{ .b }}", "B")
-
-    compiled = _compile_leaves(entry, ENTRY_KEYS_NOT_RENDERED)
-    assert compiled is not None
-    walked = _leaves(entry, {}, render, ENTRY_KEYS_NOT_RENDERED)
-    walk_calls, calls[:] = list(calls), []
-    out = compiled({}, render)
-    assert calls == walk_calls == ["{{ .a }}-x", "{{ .b }}", "{{ .a }}", "{{ .b }}",
-                                   "{{ .a }}", "{{ .a }}"]
-    for key in ("when", "forEach"):  # not rendered: the entry's own
-        assert out.pop(key) is walked.pop(key) is entry[key]
-    assert out["twice"][0] is not out["twice"][1]  # a YAML alias: two copies, as walked
-    _same_shape(out, walked, {k: v for k, v in entry.items() if k not in ("when", "forEach")})
-    assert out["labels"] == {"a": "B"} and out["list"][2] == [{"deep": "B"}]
-
-
-class _Text(str):
-    pass
-
-
-class _Map(dict):  # type: ignore[type-arg]
-    pass
-
-
-def _nested(depth: int) -> dict[str, object]:
-    out: dict[str, object] = {"v": "{{ .a }}"}
-    for _ in range(depth):
-        out = {"x": out}
-    return out
-
-
-@pytest.mark.parametrize(("entry", "why"), [
-    ({"name": _Text("{{ .a }}")}, "a str subclass"),
-    ({"spec": _Map(a=1)}, "a map that is not a dict"),
-    ({"spec": (1, 2)}, "a tuple"),
-    ({"spec": _nested(40)}, "too deep"),
-    ({"data": {f"k{i}": "v" for i in range(3000)}}, "too large"),
-])
-def test_an_entry_the_compiler_does_not_take_is_walked(entry: dict[str, object],
-                                                      why: str) -> None:
-    from orksync.render.resource import _compile_leaves
-    assert _compile_leaves(entry, frozenset()) is None, why
-    assert _compile_leaves({"name": "{{ .a }}", "spec": _nested(20)}, frozenset()) is not None
-
-
-def test_a_template_error_in_a_compiled_entry_names_its_field(tmp_path: Path) -> None:
-    """The compiled function does not know where a render failed: the walk runs again and
-    names the leaf, below maps and lists."""
-    from orksync.render.resource import _BLOCKS
+def test_a_template_error_in_an_entry_names_its_field(tmp_path: Path) -> None:
+    """The error names the failing leaf, below maps and lists; the other custom resource
+    renders."""
     katalog = KATALOG.replace('port: "{{ .spec.port }}"\n              reconcile: true',
                               'port: "{{ .spec.port }}"\n              reconcile: true\n'
                               '              env: [{name: A, value: "{{ .spec.port }}"},'
@@ -744,8 +664,6 @@ def test_a_template_error_in_a_compiled_entry_names_its_field(tmp_path: Path) ->
                      o.ref.kind == "Deployment"]
     (container,) = deployment.body["spec"]["template"]["spec"]["containers"]
     assert container["env"] == [{"name": "A", "value": "80"}, {"name": "B", "value": "d"}]
-    assert any(step.plan.leaves is not None and "env" in step.entry  # the entry was compiled
-               for _, plan in _BLOCKS._items.values() if plan for step in plan.entries)
 
 
 def test_a_katalog_using_an_orksync_extension_renders_with_a_portability_warning(

@@ -139,7 +139,7 @@ def test_a_request_says_host_agent_and_length_and_a_kept_connection_serves_the_n
 
 def test_answers_larger_than_one_receive_are_read_whole() -> None:
     """Each receive asks for less than glibc's mmap threshold (128 KiB: a larger buffer is
-    a fresh mapping per receive, docs/performance.md, change 47), so a LIST's answer of
+    a fresh mapping per receive), so a LIST's answer of
     megabytes takes many; each way an answer ends still gives all of it."""
     from orksync.cluster import transport
 

@@ -16,13 +16,12 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import itertools
 import logging
 import threading
 import time
 from collections import defaultdict, deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import Future
+from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol, TypeVar
@@ -138,43 +137,22 @@ R = TypeVar("R")
 
 
 def _in_threads(fn: Callable[[T], R], items: Sequence[T], workers: int) -> list[R]:
-    """`fn` of every item, by up to `workers` threads of their own, the results in order.
-
-    What a ThreadPoolExecutor's `map` did, without its Future, Condition and wake-up of
-    the waiting thread per item (a fresh apply writes a thousand objects): each thread
-    takes the next index itself (`next` of an itertools.count is atomic under the GIL).
-    An exception, in a thread or while waiting here (Ctrl-C), stops the hand-out of items
-    not started; once the threads have finished the items they had, it is raised here,
-    as `map` raised it after cancelling the items not started."""
-    results: list[Any] = [None] * len(items)
-    indexes = itertools.count()
-    failures: list[BaseException] = []
-
-    def work() -> None:
-        for i in indexes:
-            if i >= len(items) or failures:
-                return
-            try:
-                results[i] = fn(items[i])
-            except BaseException as err:  # raised in the calling thread below
-                failures.append(err)
-                return
-
-    threads = [threading.Thread(target=work, name="orksync-apply", daemon=True)
-               for _ in range(min(workers, len(items)))]
-    try:
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-    except BaseException as err:  # Ctrl-C: the threads finish the items they have
-        failures.insert(0, err)
-        for thread in threads:
-            if thread.ident is not None:
-                thread.join()
-    if failures:
-        raise failures[0]
-    return results
+    """`fn` of every item, by up to `workers` threads of a ThreadPoolExecutor, the results
+    in order. An exception, in a thread or while waiting here (Ctrl-C), cancels the items
+    not started; the threads finish the items they hold, and the exception (of the first
+    failed item, in the items' order) is raised here."""
+    if not items:
+        return []
+    with ThreadPoolExecutor(min(workers, len(items)),
+                            thread_name_prefix="orksync-apply") as pool:
+        futures = [pool.submit(fn, item) for item in items]
+        try:
+            wait(futures, return_when=FIRST_EXCEPTION)
+        finally:
+            for future in futures:
+                future.cancel()  # those not started
+    # items are started in order: none before a failed one was cancelled
+    return [future.result() for future in futures]
 
 
 def fulfil(future: Future[R], fn: Callable[[], R]) -> None:

@@ -280,7 +280,7 @@ def _parse(text: str, file: Path) -> Any:
     """JSON when the file is JSON (what orksync's tools write: no YAML import at all),
     else PyYAML's safe loader: the reader the `kubernetes` client uses for kubeconfigs,
     so a value means what it meant before (YAML 1.1: `insecure-skip-tls-verify: yes` is
-    true, as for kubectl). About 10 ms to import, a third of ruamel.yaml."""
+    true, as for kubectl). It imports in a fraction of ruamel.yaml's time."""
     if text.lstrip().startswith("{"):
         with contextlib.suppress(ValueError):
             return json.loads(text)

@@ -49,8 +49,8 @@ MAX_HEAD = 256 * 1024  # the status line and headers of one answer, at most
 # bytes asked of one recv. `recv` allocates them before it receives, then shrinks the
 # buffer to what came; at or above glibc's mmap threshold (128 KiB) that is a fresh mapping,
 # shrunk in place and later freed as a small one, so glibc never raises its threshold and
-# every answer cost an mmap, an mremap and a munmap (256 KiB did; docs/performance.md,
-# change 47). A TLS read returns one record, 16 KiB at most, anyway.
+# every answer would cost an mmap, an mremap and a munmap. A TLS read returns one record,
+# 16 KiB at most, anyway.
 _RECV = 64 * 1024
 _CUT_SHORT = "the server closed the connection before the answer was complete"
 # methods whose request has a body by definition: sent with Content-Length even when empty

@@ -138,10 +138,8 @@ def _ignore_rules(root: Path) -> IgnoreRules:
 
 
 # Fewer files than this per job are parsed in one process: below it a second process does
-# not pay for its fork and the trip back of the documents. The load in
-# `bench/render.py --child render`, medians of 20 alternating pairs (docs/performance.md,
-# change 48): 1,000 files 59 ms in one process, 49 in two; 512 files 30 and 29. With 256
-# files, two processes were no faster (7 pairs).
+# not pay for its fork and the trip back of the documents (the load of bench/render.py's
+# repositories gained nothing from a second process at this size).
 MIN_FILES_PER_JOB = 256
 FILES_CHUNK = 64  # files a process takes at a time (orksync.forked.fork_chunks)
 

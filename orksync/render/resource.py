@@ -40,7 +40,7 @@ from orksync.names import label_key_problem, label_value_problem, subdomain_prob
 from orksync.render.builders import BuildContext, BuildError, Built
 from orksync.render.children import PLACEHOLDER_KEY, LiveView, children_map, children_view
 from orksync.render.coercion import lookup, to_namespaces
-from orksync.render.conditions import Render, evaluate_conditions
+from orksync.render.conditions import evaluate_conditions
 from orksync.render.cross import cross_data
 from orksync.render.external import (
     Egress,
@@ -396,18 +396,9 @@ class CrRenderer:
         return out
 
     def render_leaves(self, value: Any, data: Mapping[str, Any], path: str,
-                      skip: frozenset[str] = frozenset(),
-                      compiled: Callable[[Mapping[str, Any], Render], Any] | None = None
-                      ) -> Any:
+                      skip: frozenset[str] = frozenset()) -> Any:
         """`value` with every string leaf rendered as a template (a map's keys in `skip`
-        are kept as they are). A template error names the leaf's path below `path`.
-        `compiled`: `value`'s own _compile_leaves function (with the same `skip`), the
-        same result; on a template error the walk runs again to find the leaf's path."""
-        if compiled is not None:
-            try:
-                return compiled(data, self.templates.render)
-            except GoTemplateError:
-                pass
+        are kept as they are). A template error names the leaf's path below `path`."""
         try:
             return _leaves(value, data, self.templates.render, skip)
         except _LeafError as err:
@@ -433,7 +424,7 @@ class CrRenderer:
             if not unknown.ignored:
                 raise self.fail(f"{path}.{unknown.path}", unknown.message(spec.key))
             self.warn(f"{path}.{unknown.path}", unknown.message(spec.key))
-        rendered = self.render_leaves(entry, data, path, ENTRY_KEYS_NOT_RENDERED, plan.leaves)
+        rendered = self.render_leaves(entry, data, path, ENTRY_KEYS_NOT_RENDERED)
         if plan.autoscale:
             rendered["autoscale"] = self.autoscale(entry["autoscale"], data,
                                                    f"{path}.autoscale")
@@ -683,9 +674,6 @@ class _EntryPlan:
     templated_source: bool  # `fromNamespace` is a template: the guard checks the source
     to_namespaces: bool  # has `toNamespaces`
     force_off: bool  # `forceConflict: false` on the entry, or on its CRD entry
-    # the entry with its templates rendered, as one function (_compile_leaves); None: the
-    # walk (_leaves) does it
-    leaves: Callable[[Mapping[str, Any], Render], dict[str, Any]] | None = None
 
 
 def _entry_plan(spec: KindSpec, entry: Mapping[str, Any], block: str,
@@ -708,8 +696,7 @@ def _make_plan(spec: KindSpec, entry: Mapping[str, Any], block: str,
         templated_source=isinstance(entry.get("fromNamespace"), str)
         and "{{" in entry["fromNamespace"],
         to_namespaces=bool(entry.get("toNamespaces")),
-        force_off=str(force).lower() in ("false", "0", "no"),
-        leaves=_compile_leaves(entry, ENTRY_KEYS_NOT_RENDERED))
+        force_off=str(force).lower() in ("false", "0", "no"))
 
 
 _PLANS: IdentityCache[_EntryPlan] = IdentityCache()
@@ -831,66 +818,6 @@ def _leaves(value: Any, data: Mapping[str, Any], render: Callable[[str, Mapping[
                 raise
         return items
     return value
-
-
-# Bounds of what _compile_leaves writes as one function: deeper or larger entries take the
-# walk (Python's parser refuses some 200 nested brackets; a huge function costs more to
-# compile than the walk of the few renders it would serve)
-_COMPILE_DEPTH = 32
-_COMPILE_NODES = 2048
-
-
-class _NotCompiled(Exception):
-    pass
-
-
-def _compile_leaves(entry: Mapping[str, Any], skip: frozenset[str]
-                    ) -> Callable[[Mapping[str, Any], Render], dict[str, Any]] | None:
-    """`_leaves(entry, data, render, skip)` as one generated function of (data, render):
-    a display of the entry's maps and lists whose template strings are calls of `render`.
-    It makes the same new maps and lists in the same order, renders the same templates in
-    the same order (a map's values, then a list's items, depth first), and keeps every
-    other leaf and every key as the same object; it only skips the walk's type tests and
-    calls per node (the benchmark's entries: 8 -> 2 µs a custom resource besides the
-    renders). The source holds only generated names (`_c0`, ...) bound to the entry's own
-    keys and values: nothing of the entry is ever parsed as code. None for an entry the
-    walk handles better: one holding another type than dict, list, str, int, float, bool
-    or None, or nested deeper or larger than the bounds above."""
-    env: dict[str, Any] = {}
-    nodes = 0
-
-    def const(value: Any) -> str:
-        name = f"_c{len(env)}"
-        env[name] = value
-        return name
-
-    def expr(value: Any, depth: int) -> str:
-        nonlocal nodes
-        nodes += 1
-        if nodes > _COMPILE_NODES or depth > _COMPILE_DEPTH:
-            raise _NotCompiled
-        kind = type(value)
-        if kind is str:
-            return f"_render({const(value)}, _data)" if "{{" in value else const(value)
-        if kind is int or kind is bool or kind is float or value is None:
-            return const(value)
-        if kind is dict:
-            return "{" + ", ".join(f"{const(k)}: {expr(v, depth + 1)}"
-                                   for k, v in value.items()) + "}"
-        if kind is list:
-            return "[" + ", ".join(expr(v, depth + 1) for v in value) + "]"
-        raise _NotCompiled  # a Mapping that is not a dict, a str subclass, ...
-
-    if type(entry) is not dict:
-        return None
-    try:
-        body = ", ".join(f"{const(k)}: {const(v) if k in skip else expr(v, 1)}"
-                         for k, v in entry.items())
-    except _NotCompiled:
-        return None
-    exec(f"def leaves(_data, _render):\n    return {{{body}}}", env)
-    leaves: Callable[[Mapping[str, Any], Render], dict[str, Any]] = env.pop("leaves")
-    return leaves
 
 
 def copy_directive(key: str, rendered: Mapping[str, Any], cr_namespace: str

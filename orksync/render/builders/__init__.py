@@ -11,8 +11,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from orksync.model import quick_init
-
 
 class BuildError(Exception):
     """Bad input for one field of one entry. `field` is relative to the entry."""
@@ -22,7 +20,6 @@ class BuildError(Exception):
         super().__init__(message)
 
 
-@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class BuildContext:
     """What a builder may know besides its entry."""

@@ -135,9 +135,8 @@ class _Compiled:
     it. A template of literal text and one-field actions (`plain`) keeps its parse tree
     instead, and is compiled to Jinja2 only when a render first runs it (a field whose
     value is not a string or an integer, a note's render): most are printed without
-    running, and compiling them was most of a render plan's time (0.35-0.9 ms each, the
-    parse 0.07-0.3). `consts` is set before `template`, so a thread that sees the
-    template sees its constants."""
+    running, and compiling one to Jinja2 costs several times its parse. `consts` is set
+    before `template`, so a thread that sees the template sees its constants."""
 
     template: Template | None
     consts: dict[str, GoInt]
