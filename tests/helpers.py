@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import textwrap
+import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NoReturn
@@ -127,3 +129,14 @@ def record_requests(kube: Kube, monkeypatch: pytest.MonkeyPatch) -> list[tuple[s
 
     monkeypatch.setattr(kube, "request_with_status", recording)
     return sent
+
+
+def wait_for(what: str, check: Callable[[], bool], timeout: float = 60.0) -> None:
+    """Poll `check` until it holds; a hang guard, not a timing assertion: `timeout` is
+    generous and failing it means the condition never came."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")

@@ -7,10 +7,9 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import urllib.request
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -18,7 +17,7 @@ import pytest
 from orksync.cluster.kube import Kube
 from testbed.controlplane import ControlPlane
 from testbed.gitdaemon import GitDaemon, free_port
-from tests.helpers import CRD, KATALOG, finished_job_status, widget, write_repo
+from tests.helpers import CRD, KATALOG, finished_job_status, wait_for, widget, write_repo
 
 pytestmark = pytest.mark.cluster
 
@@ -29,14 +28,6 @@ def commit(repo: Path, message: str) -> None:
     subprocess.run(["git", "add", "-A"], cwd=repo, check=True)
     subprocess.run([*GIT, "commit", "-qm", message], cwd=repo, check=True)
 
-
-def wait_for(what: str, check: Callable[[], bool], timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def http_get(port: int, path: str) -> tuple[int, str]:

@@ -5,7 +5,6 @@ changes it."""
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,7 +27,7 @@ from orksync.sync import (
     sync_once,
 )
 from testbed.controlplane import ControlPlane
-from tests.helpers import CRD, finished_job_status, katalog, widget, write_repo
+from tests.helpers import CRD, finished_job_status, katalog, wait_for, widget, write_repo
 
 pytestmark = pytest.mark.cluster
 
@@ -105,10 +104,8 @@ def test_cleanup_deletes_a_finished_custom_resource_once_and_git_brings_it_back_
     assert Action.DELETED in actions(done, w), done.changes.changes
     # its children go with it (the garbage collector follows the owner references; it
     # learns a new kind at its discovery resync, hence the generous wait)
-    deadline = time.monotonic() + 120
-    while get(kube, w) is not None or get(kube, config) is not None:
-        assert time.monotonic() < deadline, "the custom resource or its child is still there"
-        time.sleep(0.2)
+    wait_for("the custom resource and its child gone",
+             lambda: get(kube, w) is None and get(kube, config) is None, 120)
     stored = read_inventory(kube, name)
     assert [ref for ref, _ in stored.cleaned] == [w] and w not in stored
 

@@ -11,7 +11,6 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 
 import kubernetes.client
@@ -26,17 +25,10 @@ from testbed.controlplane import (
     find_binaries,
     repository_root,
 )
+from tests.helpers import wait_for
 
 FIELD_MANAGER = "orksync-tests"
 GC_TIMEOUT = 60.0
-
-
-def _eventually(what: str, condition: Callable[[], bool], timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail(f"{what}: not true within {timeout:.0f}s")
-        time.sleep(0.2)
 
 
 def _config_map(core: CoreV1Api, namespace: str, name: str, **meta: object) -> V1ConfigMap:
@@ -108,7 +100,7 @@ def test_garbage_collector_deletes_dependents_of_a_deleted_owner(
 
     core.delete_namespaced_config_map("owner", namespace)
 
-    _eventually(
+    wait_for(
         "the dependent ConfigMap is garbage-collected",
         lambda: not _exists(core, namespace, "dependent"),
         GC_TIMEOUT,
@@ -133,7 +125,7 @@ def test_a_deleted_namespace_goes_away_with_its_contents(api_client: ApiClient) 
             return exc.status == 404
         return False
 
-    _eventually("the namespace is deleted by the namespace controller", gone, GC_TIMEOUT)
+    wait_for("the namespace is deleted by the namespace controller", gone, GC_TIMEOUT)
 
 
 @pytest.mark.cluster

@@ -18,13 +18,12 @@ from orksync.cluster.kube import Kube
 from testbed.controlplane import ControlPlane
 from testbed.faultproxy import TcpFaultProxy
 from testbed.gitdaemon import GitDaemon
-from tests.helpers import CRD, katalog, widget, write_repo
+from tests.helpers import CRD, katalog, wait_for, widget, write_repo
 from tests.test_agent_cluster import (  # noqa: F401 - git_daemon is a fixture
     AgentProcess,
     commit,
     git_daemon,
     http_get,
-    wait_for,
 )
 
 pytestmark = pytest.mark.cluster

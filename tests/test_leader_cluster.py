@@ -23,8 +23,8 @@ from orksync.cluster.kube import Kube
 from testbed.controlplane import ControlPlane
 from testbed.faultproxy import TcpFaultProxy
 from testbed.gitdaemon import GitDaemon
-from tests.helpers import CRD, finished_job_status, katalog, widget, write_repo
-from tests.test_agent_cluster import AgentProcess, commit, git_daemon, wait_for  # noqa: F401
+from tests.helpers import CRD, finished_job_status, katalog, wait_for, widget, write_repo
+from tests.test_agent_cluster import AgentProcess, commit, git_daemon  # noqa: F401
 
 pytestmark = pytest.mark.cluster
 

@@ -39,6 +39,7 @@ from tests.helpers import (
     finished_job_status,
     katalog,
     record_requests,
+    wait_for,
     widget,
     write_repo,
 )
@@ -175,10 +176,7 @@ def patch(kube: Kube, r: ObjRef, body: Any, *, subresource: str = "") -> None:
 def eventually(check: Callable[[], bool], what: str, timeout: float = 120.0) -> None:
     """Poll until check() holds. Generous: after a CRD is created the garbage collector
     learns its kind only at its next discovery resync (every 30s)."""
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, f"timed out waiting until {what}"
-        time.sleep(0.2)
+    wait_for(what, check, timeout)
 
 
 def changes_of(result: SyncResult, r: ObjRef) -> list[Change]:

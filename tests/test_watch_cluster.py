@@ -5,9 +5,7 @@ missed event, and a resourceVersion the server no longer has listed again."""
 from __future__ import annotations
 
 import threading
-import time
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,17 +15,10 @@ from orksync.cluster.kube import Kube
 from orksync.cluster.watch import Informer
 from testbed.controlplane import ControlPlane
 from testbed.faultproxy import HttpFaultProxy, TcpFaultProxy
+from tests.helpers import wait_for
 
 pytestmark = pytest.mark.cluster
 
-
-def wait_for(what: str, check: Callable[[], bool], timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 class Seen:
