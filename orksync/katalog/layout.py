@@ -67,19 +67,19 @@ _GROUPS = _groups()
 def flatten(entry: Mapping[str, Any]) -> Flattened:
     """The entry in the flat layout (a copy when anything moved; `entry` is not
     changed)."""
-    present = [(path, key) for path, key in _GROUPS if isinstance(_get(entry, path), Mapping)]
+    present = [(path, key) for path, key in _GROUPS if isinstance(get_in(entry, path), Mapping)]
     if not present:
         return Flattened(dict(entry))
     out = Flattened(copy.deepcopy(dict(entry)))
     for path, key in present:
-        group = _get(out.raw, path)
+        group = get_in(out.raw, path)
         assert isinstance(group, dict)
         for name in list(group):
             child = (key.children or {}).get(str(name))
             if child is None or not child.moves_to:
                 continue  # unknown (reported by the table) or grouped-only
             target = child.moves_to
-            if _get(out.raw, target) is not None:
+            if get_in(out.raw, target) is not None:
                 out.problems.append(([*path, str(name)], (
                     f"set twice: here and at {'.'.join(target)} (the flat layout); "
                     "write it once")))
@@ -111,7 +111,7 @@ def resolve_includes(flat: Flattened, file: Path, root: Path) -> None:
     """Resolve the `include:` of every block of INCLUDES in `flat.raw` (in place; the
     entry was copied by `flatten` when needed, else copied here per block)."""
     for place, content_key, how in INCLUDES:
-        block = _get(flat.raw, place)
+        block = get_in(flat.raw, place)
         if not isinstance(block, Mapping) or "include" not in block:
             continue
         where = flat.written_at([*place, "include"])
@@ -186,7 +186,9 @@ def _rel(path: Path, root: Path) -> str:
     return str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
 
 
-def _get(node: Any, path: tuple[str, ...]) -> Any:
+def get_in(node: Any, path: tuple[str, ...]) -> Any:
+    """The value at `path` inside nested maps, None where a step is missing or not a map
+    (a Katalog as parsed: nothing is assumed about its shape)."""
     for step in path:
         if not isinstance(node, Mapping):
             return None
@@ -209,6 +211,6 @@ def _put(node: dict[str, Any], path: tuple[str, ...], value: Any, *,
 
 
 def _pop(node: dict[str, Any], path: tuple[str, ...]) -> None:
-    parent = _get(node, path[:-1]) if len(path) > 1 else node
+    parent = get_in(node, path[:-1]) if len(path) > 1 else node
     if isinstance(parent, dict):
         parent.pop(path[-1], None)

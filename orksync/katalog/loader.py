@@ -55,7 +55,7 @@ from orksync.forked import fork_chunks_into
 from orksync.gcpause import gc_paused
 from orksync.ignore import IGNORE_FILE, IgnoreRules
 from orksync.katalog.keys import Finding, check
-from orksync.katalog.layout import flatten, read_include, resolve_includes
+from orksync.katalog.layout import flatten, get_in, read_include, resolve_includes
 from orksync.katalog.model import (
     KATALOG_API_VERSIONS,
     Catalog,
@@ -585,7 +585,7 @@ class _Loader:
         wrong = _entry_type_problem(raw)
         if wrong:
             raise self.error(doc, wrong[1], [*fpath, *flat.written_at(wrong[0])], obj)
-        if _get(raw, "operatorBox", "reconciler", "default") is False:
+        if get_in(raw, ("operatorBox", "reconciler", "default")) is False:
             raise self.error(doc, "default: false runs a custom reconciler (Go code "
                              "compiled into an Orkestra operator); orksync renders the "
                              "declarative templates only: not supported",
@@ -996,7 +996,7 @@ def _entry_type_problem(raw: dict[str, Any]) -> tuple[list[str | int], str] | No
     if files is not None and not isinstance(files, list):
         return ["setup", "apply"], f"must be a list of file paths, not {_type(files)}"
     box_key = "operatorBox" if "operatorBox" in raw else "reconciler"
-    conditions = _get(raw, box_key, "status", "conditions")
+    conditions = get_in(raw, (box_key, "status", "conditions"))
     if conditions is not None and not isinstance(conditions, bool):
         return [box_key, "status", "conditions"], \
             f"must be true or false, not {_type(conditions)}"
@@ -1105,7 +1105,7 @@ def _protects_crd(katalog: dict[str, Any], entry: dict[str, Any]) -> bool:
     security.deletionProtection is declared and not `enabled: false`, and the entry's
     deletionProtection (flat, or runtime.deletionProtection) does not say protectCRD:
     false."""
-    block = _get(katalog, "security", "deletionProtection")
+    block = get_in(katalog, ("security", "deletionProtection"))
     if not isinstance(block, dict) or block.get("enabled") is False:
         return False
     override = entry.get("deletionProtection")
@@ -1147,12 +1147,6 @@ def _registry_shape(notes: dict[Any, Any]) -> bool:
     return isinstance(notes.get("functions"), list) or (
         "include" in notes and set(notes) <= {"include", "functions"}
         and not isinstance(notes.get("functions"), str))
-
-
-def _get(node: Any, *path: str) -> Any:
-    for step in path:
-        node = node.get(step) if isinstance(node, dict) else None
-    return node
 
 
 def _written(path: list[str | int], fpath: list[str | int],

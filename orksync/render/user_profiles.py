@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from orksync.katalog.layout import get_in
 from orksync.katalog.model import Katalog
 from orksync.render.builders import profiles as builtin
 
@@ -93,7 +94,7 @@ def expand_profiles(kind_key: str, entry: dict[str, Any],
     if not profiles:
         return entry
     for place, cls in PLACES.get(kind_key, ()):
-        block = _get(entry, place)
+        block = get_in(entry, place)
         if not isinstance(block, Mapping):
             continue
         name = block.get("profile")
@@ -145,14 +146,6 @@ def _with_profile(entry: dict[str, Any], place: tuple[str, ...], block: Mapping[
 
 def _set(value: Any) -> bool:
     return value not in (None, "", [], {})
-
-
-def _get(node: Any, path: tuple[str, ...]) -> Any:
-    for step in path:
-        if not isinstance(node, Mapping):
-            return None
-        node = node.get(step)
-    return node
 
 
 def _put(entry: dict[str, Any], path: tuple[str, ...], value: Any) -> dict[str, Any]:
