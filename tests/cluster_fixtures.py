@@ -25,9 +25,10 @@ import pytest
 from kubernetes.client import ApiClient, CoreV1Api, V1DeleteOptions, V1Namespace, V1ObjectMeta
 from kubernetes.client.exceptions import ApiException
 
+from orksync.cluster.kube import Kube
 from testbed.controlplane import ControlPlane, ControlPlaneError, find_binaries
 
-__all__ = ["FIELD_MANAGER", "api_client", "control_plane", "namespace"]
+__all__ = ["FIELD_MANAGER", "admin", "api_client", "control_plane", "namespace", "sa_namespace"]
 
 FIELD_MANAGER = "orksync-tests"
 """Field manager for writes the fixtures (and tests) make."""
@@ -75,3 +76,22 @@ def namespace(api_client: ApiClient) -> Iterator[str]:
         except ApiException as exc:
             if exc.status != 404:
                 raise
+
+
+@pytest.fixture(scope="module")
+def admin(control_plane: ControlPlane) -> Iterator[Kube]:
+    """orksync's client of the control plane as its admin, one per test module."""
+    kube = Kube.from_kubeconfig(control_plane.kubeconfig)
+    yield kube
+    kube.close()
+
+
+@pytest.fixture(scope="module")
+def sa_namespace(admin: Kube) -> Iterator[str]:
+    """A namespace of the module's own, for its ServiceAccounts."""
+    name = f"t-{uuid.uuid4().hex[:8]}"
+    ns = admin.resource("v1", "Namespace")
+    admin.create(ns, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}},
+                 field_manager=FIELD_MANAGER)
+    yield name
+    admin.delete(ns, "", name)

@@ -35,24 +35,6 @@ from tests.test_kubeconfig_cluster import ADMIN, b64, document, sa_token, whoami
 pytestmark = pytest.mark.cluster
 
 
-@pytest.fixture(scope="module")
-def admin(control_plane: ControlPlane) -> Iterator[Kube]:
-    kube = Kube.from_kubeconfig(control_plane.kubeconfig)
-    yield kube
-    kube.close()
-
-
-@pytest.fixture(scope="module")
-def accounts(admin: Kube) -> Iterator[str]:
-    """A namespace for the tests' service accounts."""
-    name = f"t-{uuid.uuid4().hex[:8]}"
-    ns = admin.resource("v1", "Namespace")
-    admin.create(ns, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}},
-                 field_manager="orksync-tests")
-    yield name
-    admin.delete(ns, "", name)
-
-
 def account(namespace: str, name: str) -> str:
     return f"system:serviceaccount:{namespace}:{name}"
 
@@ -78,7 +60,7 @@ def connect(path: Path) -> Kube:
 
 
 def test_a_sync_through_an_exec_plugins_token_works_and_runs_the_plugin_once(
-        control_plane: ControlPlane, admin: Kube, accounts: str, tmp_path: Path) -> None:
+        control_plane: ControlPlane, admin: Kube, sa_namespace: str, tmp_path: Path) -> None:
     """`orksync sync --once` in its own process, authenticated by the plugin's token (a
     service account bound to cluster-admin): every request of the sync, from every thread,
     carries the one credential the plugin gave, sent by orksync's own transport (the
@@ -86,13 +68,13 @@ def test_a_sync_through_an_exec_plugins_token_works_and_runs_the_plugin_once(
     binding = admin.resource("rbac.authorization.k8s.io/v1", "ClusterRoleBinding")
     admin.create(binding, {
         "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-        "metadata": {"name": f"deployer-{accounts}"},
+        "metadata": {"name": f"deployer-{sa_namespace}"},
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
                     "name": "cluster-admin"},
-        "subjects": [{"kind": "ServiceAccount", "name": "deployer", "namespace": accounts}]},
+        "subjects": [{"kind": "ServiceAccount", "name": "deployer", "namespace": sa_namespace}]},
         field_manager="orksync-tests")
     plugin = Plugin(tmp_path)
-    plugin.answers(token(sa_token(admin, accounts, "deployer")))
+    plugin.answers(token(sa_token(admin, sa_namespace, "deployer")))
     path = exec_kubeconfig(control_plane, tmp_path, plugin)
     ns = f"t-{uuid.uuid4().hex[:8]}"
     repo = write_repo(tmp_path / "repo", {
@@ -107,31 +89,31 @@ def test_a_sync_through_an_exec_plugins_token_works_and_runs_the_plugin_once(
         deployment = admin.get(admin.resource("apps/v1", "Deployment"), ns, "w")
         assert deployment["spec"]["replicas"] == 1
         # every write of the sync went through orksync's own transport (its User-Agent)
-        assert user_agents(control_plane, account(accounts, "deployer"), containing=ns) == \
+        assert user_agents(control_plane, account(sa_namespace, "deployer"), containing=ns) == \
             {f"orksync/{__version__}"}
         assert plugin.runs == 1
         assert plugin.seen()["env"]["KUBERNETES_EXEC_INFO"]
     finally:
-        admin.delete(binding, "", f"deployer-{accounts}")
+        admin.delete(binding, "", f"deployer-{sa_namespace}")
 
 
 def test_an_expiring_credential_is_renewed_before_it_expires(
-        control_plane: ControlPlane, admin: Kube, accounts: str, tmp_path: Path,
+        control_plane: ControlPlane, admin: Kube, sa_namespace: str, tmp_path: Path,
         monkeypatch: pytest.MonkeyPatch) -> None:
     expiry = datetime.now(UTC) + timedelta(hours=1)
     plugin = Plugin(tmp_path)
-    plugin.answers(token(sa_token(admin, accounts, "early"),
+    plugin.answers(token(sa_token(admin, sa_namespace, "early"),
                          expiry.isoformat().replace("+00:00", "Z")),
-                   token(sa_token(admin, accounts, "later")))
+                   token(sa_token(admin, sa_namespace, "later")))
     now = [expiry.timestamp() - 600]
     monkeypatch.setattr(credentials, "WALL_CLOCK", lambda: now[0])
     kube = connect(exec_kubeconfig(control_plane, tmp_path, plugin))
     try:
-        assert whoami(kube) == account(accounts, "early")
-        assert whoami(kube) == account(accounts, "early")
+        assert whoami(kube) == account(sa_namespace, "early")
+        assert whoami(kube) == account(sa_namespace, "early")
         assert plugin.runs == 1
         now[0] = expiry.timestamp()  # the credential has expired: never sent again
-        assert whoami(kube) == account(accounts, "later")
+        assert whoami(kube) == account(sa_namespace, "later")
         assert plugin.runs == 2
         assert kube.retries == 0
     finally:
@@ -139,17 +121,17 @@ def test_an_expiring_credential_is_renewed_before_it_expires(
 
 
 def test_a_credential_the_server_refuses_is_renewed_once_and_the_request_sent_again(
-        control_plane: ControlPlane, admin: Kube, accounts: str, tmp_path: Path) -> None:
+        control_plane: ControlPlane, admin: Kube, sa_namespace: str, tmp_path: Path) -> None:
     """The first token was revoked (its ServiceAccount deleted): the request that got the
     401 runs the plugin again and succeeds with the new token; a plugin that only ever
     gives refused tokens costs a request one renewal, then its 401 is the error."""
-    revoked = sa_token(admin, accounts, "revoked")
-    admin.delete(admin.resource("v1", "ServiceAccount"), accounts, "revoked")
+    revoked = sa_token(admin, sa_namespace, "revoked")
+    admin.delete(admin.resource("v1", "ServiceAccount"), sa_namespace, "revoked")
     plugin = Plugin(tmp_path)
-    plugin.answers(token(revoked), token(sa_token(admin, accounts, "fresh")))
+    plugin.answers(token(revoked), token(sa_token(admin, sa_namespace, "fresh")))
     kube = connect(exec_kubeconfig(control_plane, tmp_path, plugin))
     try:
-        assert whoami(kube) == account(accounts, "fresh")
+        assert whoami(kube) == account(sa_namespace, "fresh")
         assert (plugin.runs, kube.requests, kube.retries) == (2, 2, 0)
     finally:
         kube.close()
@@ -168,8 +150,8 @@ def test_a_credential_the_server_refuses_is_renewed_once_and_the_request_sent_ag
 
 
 def test_a_failing_plugin_stops_the_request_with_a_clear_error_and_no_secret(
-        control_plane: ControlPlane, admin: Kube, accounts: str, tmp_path: Path) -> None:
-    secret = sa_token(admin, accounts, "hidden")
+        control_plane: ControlPlane, admin: Kube, sa_namespace: str, tmp_path: Path) -> None:
+    secret = sa_token(admin, sa_namespace, "hidden")
     plugin = Plugin(tmp_path)
     plugin.answers({"exit": 1, "stderr": "error: you must be logged in to the server\n",
                     "raw": secret})
@@ -189,7 +171,7 @@ def test_a_failing_plugin_stops_the_request_with_a_clear_error_and_no_secret(
 
 
 def test_an_exec_plugins_client_certificate_authenticates_and_gives_way_to_its_token(
-        control_plane: ControlPlane, admin: Kube, accounts: str, tmp_path: Path,
+        control_plane: ControlPlane, admin: Kube, sa_namespace: str, tmp_path: Path,
         monkeypatch: pytest.MonkeyPatch) -> None:
     """A plugin answering with the admin's certificate and key: the connections carry it
     in their TLS handshake; once it expires and the plugin answers with a token, new
@@ -200,7 +182,7 @@ def test_an_exec_plugins_client_certificate_authenticates_and_gives_way_to_its_t
         "clientCertificateData": control_plane.admin_cert_pem.decode(),
         "clientKeyData": control_plane.admin_key_pem.decode(),
         "expirationTimestamp": expiry.isoformat()}}},
-        token(sa_token(admin, accounts, "after-cert")))
+        token(sa_token(admin, sa_namespace, "after-cert")))
     now = [expiry.timestamp() - 600]
     monkeypatch.setattr(credentials, "WALL_CLOCK", lambda: now[0])
     user = {"exec": plugin.exec_section()}
@@ -209,7 +191,7 @@ def test_an_exec_plugins_client_certificate_authenticates_and_gives_way_to_its_t
     try:
         assert whoami(kube) == ADMIN
         now[0] = expiry.timestamp()
-        assert whoami(kube) == account(accounts, "after-cert")
+        assert whoami(kube) == account(sa_namespace, "after-cert")
         assert plugin.runs == 2
     finally:
         kube.close()
@@ -234,20 +216,20 @@ def test_impersonation_headers_make_the_admin_act_as_another_user(
 
 
 def test_an_oidc_auth_providers_id_token_is_sent_by_the_own_transport(
-        control_plane: ControlPlane, admin: Kube, accounts: str, tmp_path: Path) -> None:
+        control_plane: ControlPlane, admin: Kube, sa_namespace: str, tmp_path: Path) -> None:
     """A service-account token is a JWT that has not expired: the `kubernetes` package's
     loader takes it for an oidc id-token, and the API server accepts it from orksync's own
     transport."""
     path = write(tmp_path / "config", document(control_plane, user={"auth-provider": {
-        "name": "oidc", "config": {"id-token": sa_token(admin, accounts, "oidc"),
+        "name": "oidc", "config": {"id-token": sa_token(admin, sa_namespace, "oidc"),
                                    "client-id": "orksync",
                                    "idp-issuer-url": "https://idp.example"}}}))
     kube = connect(path)
     try:
-        assert whoami(kube) == account(accounts, "oidc")
+        assert whoami(kube) == account(sa_namespace, "oidc")
     finally:
         kube.close()
-    assert user_agents(control_plane, account(accounts, "oidc")) == {f"orksync/{__version__}"}
+    assert user_agents(control_plane, account(sa_namespace, "oidc")) == {f"orksync/{__version__}"}
 
 
 # --- proxies ------------------------------------------------------------------------------------

@@ -9,7 +9,6 @@ import base64
 import json
 import os
 import uuid
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -62,23 +61,6 @@ def document(cp: ControlPlane, *, cluster: dict[str, Any] | None = None,
     if user is not None:
         doc["users"][0]["user"] = user  # type: ignore[index]
     return doc
-
-
-@pytest.fixture(scope="module")
-def admin(control_plane: ControlPlane) -> Iterator[Kube]:
-    kube = Kube.from_kubeconfig(control_plane.kubeconfig)
-    yield kube
-    kube.close()
-
-
-@pytest.fixture(scope="module")
-def sa_namespace(admin: Kube) -> Iterator[str]:
-    name = f"t-{uuid.uuid4().hex[:8]}"
-    ns = admin.resource("v1", "Namespace")
-    admin.create(ns, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}},
-                 field_manager="orksync-tests")
-    yield name
-    admin.delete(ns, "", name)
 
 
 def sa_token(admin: Kube, namespace: str, name: str) -> str:
