@@ -51,6 +51,7 @@ from orksync.apply.engine import (
     FIELD_MANAGER,
     Applier,
     ApplyOptions,
+    View,
     create_namespace,
     fulfil,
 )
@@ -70,7 +71,7 @@ from orksync.apply.inventory import (
 )
 from orksync.apply.prune import cleanup_absent, prune
 from orksync.cluster.kube import Kube
-from orksync.cluster.live import LiveIndex
+from orksync.cluster.live import LiveIndex, LiveReader
 from orksync.errors import ClusterError
 from orksync.lifecycle.autoscale import Autoscaler, merge_changes
 from orksync.lifecycle.teardown import (
@@ -92,7 +93,7 @@ from orksync.model import (
 )
 
 if TYPE_CHECKING:
-    from orksync.katalog.model import Catalog
+    from orksync.katalog.model import Catalog, CustomResource
     from orksync.lifecycle.hooks import HookRenderer
     from orksync.render.children import LiveView
     from orksync.render.templates import Clock
@@ -111,6 +112,31 @@ class SyncOptions:
     # as whom the children are written beyond the rendered custom resources' own
     # serviceAccount directives (orksync.apply.impersonation); None: nobody else
     impersonation: Impersonation | None = None
+    # where the apply reads the live objects instead of LISTs (the agent's informers,
+    # orksync.cluster.view.apply_view), and the status report its custom resources and
+    # children (a WatchedView); None: LISTs
+    view: View | None = None
+    live: LiveReader | None = None
+
+
+class SharedInventory:
+    """The agent's copy of its stored inventory, which its scoped syncs (`Scope`) read
+    their part of and write back in turn, under `lock`; a full sync replaces it."""
+
+    def __init__(self, inventory: Inventory) -> None:
+        self.value = inventory
+        self.lock = threading.Lock()
+
+
+@dataclass(frozen=True, slots=True)
+class Scope:
+    """A sync of some custom resources only (the agent's per-custom-resource reconcile):
+    its render holds them and their children, and everything else of the inventory is
+    left as it is: neither pruned nor recorded again. The inventory is read from and
+    written back to `inventory`."""
+
+    crs: frozenset[ObjRef]
+    inventory: SharedInventory
 
 
 @dataclass(slots=True, kw_only=True)
@@ -149,20 +175,25 @@ def hook_renderers(catalog: Catalog, *, clock: Clock | None = None
 def render_live(kube: Kube, catalog: Catalog, *, clock: Clock | None = None,
                 strict_cluster_scope: bool = False,
                 progress: Callable[[int], None] | None = None,
-                read_as: Impersonation | None = None) -> RenderedSet:
+                read_as: Impersonation | None = None, live: LiveView | None = None,
+                select: Callable[[CustomResource], bool] | None = None) -> RenderedSet:
     """The render of a sync: `catalog` against the live cluster (see the module doc), read
     as the agent, its `external:` calls made (orksync.egress). `read_as`: each custom
     resource's `.children` read as the ServiceAccount its children are written as
     (orksync.apply.impersonation.ReadAs), for `orksync diff` and `render --live`, which show
-    what that identity sees."""
+    what that identity sees. `live`: the view to read instead (the agent's informers,
+    orksync.cluster.view); `select`: the custom resources to render (a shard's), the
+    others only read (`.cross`)."""
     from orksync.egress import HttpEgress
     from orksync.render.engine import render_catalog
     from orksync.render.templates import utc_now
 
-    live: LiveView = LiveIndex(kube, strict=True) if read_as is None else \
-        ReadAs(Identities(kube, read_as))
+    if live is None:
+        live = LiveIndex(kube, strict=True) if read_as is None else \
+            ReadAs(Identities(kube, read_as))
     return render_catalog(catalog, clock=clock or utc_now, live=live, egress=HttpEgress(),
-                          strict_cluster_scope=strict_cluster_scope, progress=progress)
+                          strict_cluster_scope=strict_cluster_scope, progress=progress,
+                          select=select)
 
 
 def sync_once(kube: Kube, rendered: RenderedSet, *, inventory_name: str,
@@ -173,7 +204,7 @@ def sync_once(kube: Kube, rendered: RenderedSet, *, inventory_name: str,
               on_change: Callable[[Change], None] | None = None,
               applier: Applier | None = None,
               stored_inventory: Future[Inventory] | None = None,
-              source: Source | None = None) -> SyncResult:
+              source: Source | None = None, scope: Scope | None = None) -> SyncResult:
     """`hooks`: the onDelete renderers by (apiVersion, kind), from hook_renderers(catalog);
     without one, a custom resource is still deleted and finalized, but no onDelete runs.
     `absent`: (object, owner) pairs whose entry condition turned false; defaults to
@@ -192,14 +223,18 @@ def sync_once(kube: Kube, rendered: RenderedSet, *, inventory_name: str,
     impersonation = (options.impersonation or Impersonation()).with_entries(
         h.entry for h in (hooks or {}).values())
     applier = applier or Applier(kube, options.apply, on_change=on_change,
-                                 impersonation=impersonation)
+                                 impersonation=impersonation, view=options.view)
     if not applier.prefetching:  # the apply's LISTs go out now, while the inventory is read
         applier.prefetch(rendered)
     try:
-        old = stored_inventory.result() if stored_inventory is not None else \
-            read_inventory(kube, inventory_name, inventory_namespace)
+        if scope is not None:
+            whole = scope.inventory.value
+        else:
+            whole = stored_inventory.result() if stored_inventory is not None else \
+                read_inventory(kube, inventory_name, inventory_namespace)
         if not options.adopt_inventory:
-            check_source(old, source, name=inventory_name, namespace=inventory_namespace)
+            check_source(whole, source, name=inventory_name, namespace=inventory_namespace)
+        old = whole.part(scope.crs) if scope is not None else whole
         rendered, held, kept_notes = hold_cleaned(rendered, old)
         # who each custom resource's children are written as: decided once, recorded in
         # the inventory with it (for its teardown after it, and its entry, left Git)
@@ -239,7 +274,7 @@ def sync_once(kube: Kube, rendered: RenderedSet, *, inventory_name: str,
     if absent is None:
         absent = rendered.absent
     if not plan.halted and absent:
-        claimed = {o.ref for o in rendered.objects} | old.refs()
+        claimed = {o.ref for o in rendered.objects} | whole.refs()
         cleaned = cleanup_absent(kube, absent, claimed=claimed, dry_run=dry_run,
                                  on_change=on_change, inventory=identity,
                                  identities=identities)
@@ -260,7 +295,15 @@ def sync_once(kube: Kube, rendered: RenderedSet, *, inventory_name: str,
         changes.changes.append(change)
         if on_change is not None:
             on_change(change)
-    if not dry_run and inventory != old:  # an unchanged inventory costs no request
+    if scope is not None and not dry_run:
+        with scope.inventory.lock:  # the other scoped syncs' parts as they are now
+            current = scope.inventory.value
+            inventory = current.with_part(scope.crs, inventory)
+            if inventory != current:
+                write_inventory(kube, inventory, inventory_name, inventory_namespace,
+                                field_manager=manager)
+                scope.inventory.value = inventory
+    elif not dry_run and inventory != old:  # an unchanged inventory costs no request
         ensure_namespace(kube, inventory_namespace)  # not before: a resync writes none
         write_inventory(kube, inventory, inventory_name, inventory_namespace,
                         field_manager=manager)
@@ -277,27 +320,29 @@ def sync_rendered(kube: Kube, rendered: RenderedSet, catalog: Catalog | None, *,
                   stored_inventory: Future[Inventory] | None = None,
                   status_of: Catalog | None = None,
                   hooks: Mapping[tuple[str, str], OnDeleteRenderer] | None = None,
-                  on_phase: Callable[[str], None] | None = None) -> SyncResult:
+                  on_phase: Callable[[str], None] | None = None,
+                  scope: Scope | None = None) -> SyncResult:
     """The sync recipe `orksync sync`, `orksync apply` and the agent share: `sync_once`
     (apply, teardown, prune, inventory) with the repository's onDelete renderers, then,
     with a repository and not in a dry run, each custom resource's status and an Event
     for its changes (`status_of`: the custom resources whose status this replica writes,
     a shard's; default all of `catalog`; `hooks`: the onDelete renderers when the caller
-    made them already). `orksync apply DIR` has no catalog: no status."""
+    made them already; `scope`: a scoped sync's, see `Scope`). `orksync apply DIR` has no
+    catalog: no status."""
     options = options or SyncOptions()
     result = sync_once(kube, rendered, inventory_name=inventory_name,
                        inventory_namespace=inventory_namespace,
                        hooks=hooks if hooks is not None else
                        hook_renderers(catalog) if catalog is not None else None,
                        options=options, on_change=on_change, applier=applier,
-                       stored_inventory=stored_inventory, source=source)
+                       stored_inventory=stored_inventory, source=source, scope=scope)
     if catalog is not None and not options.apply.dry_run:
         from orksync.lifecycle.events import report_sync  # the template engines: not for apply
 
         if on_phase is not None:
             on_phase("status")
         report_sync(kube, status_of or catalog, rendered, result.changes, revision=revision,
-                    impersonation=options.impersonation)
+                    impersonation=options.impersonation, live=options.live)
     return result
 
 

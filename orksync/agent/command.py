@@ -20,9 +20,12 @@ def add_agent_parser(sub: Any, *, common_flags: tuple[Callable[[argparse.Argumen
                      seconds: Callable[[str], float]) -> None:
     p = sub.add_parser("agent", help="run the in-cluster agent: fetch, render, sync, repeat",
                        description="Keep the cluster equal to a Git repository: fetch it every "
-                       "interval, render it when the revision moved, sync it (apply, prune), "
-                       "rotate due Secrets on a schedule of its own; between syncs, "
-                       "repair managed objects edited or deleted by hand, from watches. "
+                       "interval (or at a webhook); render and sync the custom resources a "
+                       "new revision changed; render and sync everything every resync "
+                       "interval (apply, prune); from watches, repair managed objects "
+                       "edited or deleted by hand and render again a custom resource whose "
+                       "children's status changed; rotate due Secrets on a schedule of "
+                       "its own. "
                        "Leader-elected on a Lease; "
                        "serves /healthz, /readyz and /metrics. Every flag has an ORKSYNC_* "
                        "environment variable.")
@@ -34,8 +37,12 @@ def add_agent_parser(sub: Any, *, common_flags: tuple[Callable[[argparse.Argumen
     p.add_argument("--path", default=env("ORKSYNC_PATH", ""),
                    help="directory inside the repository [ORKSYNC_PATH]")
     p.add_argument("--interval", type=seconds, default=env("ORKSYNC_INTERVAL", "60s"),
-                   help="time between syncs: seconds or a duration like 3m [ORKSYNC_INTERVAL, "
-                        "default 60s]")
+                   help="time between fetches of the repository: seconds or a duration like "
+                        "3m [ORKSYNC_INTERVAL, default 60s]")
+    p.add_argument("--resync-interval", type=seconds,
+                   default=env("ORKSYNC_RESYNC_INTERVAL", "10m"),
+                   help="time between full syncs (everything rendered, applied and pruned) "
+                        "when no revision moved [ORKSYNC_RESYNC_INTERVAL, default 10m]")
     p.add_argument("--rotate-interval", type=seconds,
                    default=env("ORKSYNC_ROTATE_INTERVAL", "1h"),
                    help="time between rotation checks [ORKSYNC_ROTATE_INTERVAL, default 1h]")
@@ -133,7 +140,8 @@ def agent_config(args: argparse.Namespace) -> AgentConfig:
         raise UsageError(f"--shard {args.shard} is not in 0..{args.shards - 1}")
     suffix = f"-shard-{args.shard}-of-{args.shards}" if args.shards > 1 else ""
     return AgentConfig(repo_url=args.repo_url, ref=args.ref, path=args.path,
-                       interval=args.interval, rotate_interval=args.rotate_interval,
+                       interval=args.interval, resync_interval=args.resync_interval,
+                       rotate_interval=args.rotate_interval,
                        state_dir=args.state_dir, listen=args.listen,
                        leader_elect=not args.no_leader_elect,
                        lease_name=f"orksync-{args.name}{suffix}",

@@ -55,6 +55,7 @@ from orksync.apply.impersonation import Identities
 from orksync.apply.inventory import Inventory, is_crd
 from orksync.apply.rollout import ROLLOUT_ANNOTATION, pod_template
 from orksync.cluster.kube import Kube
+from orksync.cluster.view import apply_view
 from orksync.cluster.watch import Informers
 from orksync.errors import ClusterError, LeadershipLost
 from orksync.lifecycle.teardown import FINALIZER, finalize_custom_resource
@@ -99,6 +100,12 @@ class Plan:
                    by_ref={o.ref: o for o in prepared.objects}, crs=crs,
                    inventory=inventory, hooks=hooks)
 
+    def with_part(self, keys: set[str], prepared: RenderedSet, inventory: Inventory) -> Plan:
+        """This plan with the objects of these keys replaced by `prepared` (a scoped
+        sync's), and the inventory that sync left."""
+        kept = [o for o in self.by_ref.values() if self.key_of[o.ref] not in keys]
+        return Plan.of(RenderedSet(objects=(*kept, *prepared.objects)), inventory, self.hooks)
+
     def kinds(self) -> set[Kind]:
         return {(r.api_version, r.kind) for r in self.by_ref} | \
             {(e.ref.api_version, e.ref.kind) for e in self.inventory}
@@ -111,8 +118,15 @@ class DriftRepair:
 
     def __init__(self, kube: Kube, view_kube: Kube, *, inventory: str, workers: int,
                  metrics: Metrics, leading: Callable[[], bool],
-                 on_change: Callable[[Change], None]) -> None:
+                 on_change: Callable[[Change], None],
+                 reconcile: Callable[[str, str], None] | None = None,
+                 dependents: Callable[[ObjRef], set[str]] | None = None) -> None:
         self.kube = kube
+        # renders a key's custom resource again and syncs it (the agent's scoped sync),
+        # for the triggers a re-apply of the plan does not answer: status, cross, time
+        self.reconcile = reconcile
+        # the keys whose custom resources read a custom resource (`.cross`, dependsOn)
+        self.dependents = dependents or (lambda ref: set())
         self.view_kube = view_kube
         self.inventory = inventory
         self.metrics = metrics
@@ -121,9 +135,12 @@ class DriftRepair:
         self.queue: WorkQueue[str] = WorkQueue()
         self.informers = Informers(view_kube, label_selector=MANAGED_SELECTOR,
                                    on_event=self._event, on_restart=self._restarted)
+        self.apply_view = apply_view(self.informers)
         self._checker = Applier(view_kube)  # `desired` bodies only: it never writes
         self._plan: Plan | None = None
         self._syncing = False
+        self._held: set[str] = set()  # keys a scoped sync is writing: their events wait
+        self._rerender: dict[str, str] = {}  # keys to render again, by their trigger
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         # objects this module applied, with the resourceVersion the apply left, until an
@@ -160,6 +177,43 @@ class DriftRepair:
                 for obj in self.informers.items(kind) or []:
                     self._consider("MODIFIED", obj)
 
+    def hold(self, keys: set[str]) -> None:
+        """A scoped sync of these keys starts: their events wait for `release`."""
+        with self._lock:
+            self._held |= keys
+
+    def release(self, keys: set[str], plan: Plan | None) -> None:
+        """A scoped sync of these keys ended; `plan`: the plan with its result (None: it
+        wrote nothing). Their watched objects are checked against it."""
+        with self._lock:
+            if plan is not None:
+                self._plan = plan
+            self._held -= keys
+            current = self._plan
+        if current is None:
+            return
+        self.informers.watch(current.kinds() | self.informers.kinds())
+        if self.leading():
+            for key in keys:
+                for obj in current.objects.get(key, ()):
+                    live = self.informers.get(obj.ref)
+                    if live is None:
+                        self.queue.add(key, "drift")
+                    else:
+                        self._consider("MODIFIED", live)
+
+    def plan(self) -> Plan | None:
+        with self._lock:
+            return self._plan
+
+    def render_again(self, key: str, trigger: str, delay: float = 0.0) -> None:
+        """Render `key`'s custom resource again (the scoped sync) after `delay` seconds."""
+        if self.reconcile is None:
+            return
+        with self._lock:
+            self._rerender.setdefault(key, trigger)
+        self.queue.add_after(key, delay, trigger)
+
     def lost_leadership(self) -> None:
         self.queue.clear()
 
@@ -177,7 +231,8 @@ class DriftRepair:
     def _restarted(self, reason: str) -> None:
         self.metrics.watch_restarts.labels(reason=reason).inc()
 
-    def _event(self, event: str, obj: dict[str, Any], _: dict[str, Any] | None) -> None:
+    def _event(self, event: str, obj: dict[str, Any], previous: dict[str, Any] | None
+               ) -> None:
         if self._written:
             ref = ObjRef.of(obj)
             with self._lock:
@@ -186,9 +241,10 @@ class DriftRepair:
                         str((obj.get("metadata") or {}).get("resourceVersion") or ""), wrote)):
                     del self._written[ref]
         if self.leading():
-            self._consider(event, obj)
+            self._consider(event, obj, previous)
 
-    def _consider(self, event: str, obj: dict[str, Any]) -> None:
+    def _consider(self, event: str, obj: dict[str, Any],
+                  previous: dict[str, Any] | None = None) -> None:
         with self._lock:
             plan, syncing = self._plan, self._syncing
         if plan is None or syncing:
@@ -198,6 +254,16 @@ class DriftRepair:
         if want is None:
             return
         key = plan.key_of[ref]
+        with self._lock:
+            if key in self._held:
+                return
+        if event == "MODIFIED" and previous is not None and \
+                _reported(obj) != _reported(previous):
+            if want.owner is not None:  # a child's status: its conditions, status fields
+                self.render_again(key, "status")
+            else:  # a custom resource's: those that read it
+                for other in self.dependents(ref):
+                    self.render_again(other, "cross")
         try:
             drifted = event == "DELETED" or self._drifted(want, obj)
         except ClusterError as err:  # discovery: the worker will know
@@ -230,18 +296,19 @@ class DriftRepair:
 
     # --- the workers ---------------------------------------------------------------------
 
-    def _view(self, kind: Kind, whole: bool) -> list[dict[str, Any]] | None:
-        """The informers' objects for the apply's LISTs: every object orksync applied
-        carries its label; Namespaces (listed whole for the custom resources'
-        namespaces, most of which it did not make) are listed."""
-        if whole and kind == ("v1", "Namespace"):
-            return None
-        return self.informers.items(kind)
-
     def _process(self, key: str) -> None:
         with self._lock:
             plan = self._plan
+            trigger = self._rerender.pop(key, None)
         if plan is None or not self.leading():
+            return
+        if trigger is not None and self.reconcile is not None and key != ROOT:
+            try:
+                self.reconcile(key, trigger)
+            except BaseException:
+                with self._lock:  # its retry renders again too
+                    self._rerender.setdefault(key, trigger)
+                raise
             return
         objects = plan.objects.get(key)
         if not objects:
@@ -254,7 +321,7 @@ class DriftRepair:
             return
         self._caught_up(objects)
         applier = Applier(self.kube, ApplyOptions(workers=2), on_change=self._changed,
-                          view=self._view)
+                          view=self.apply_view)
         try:
             changes = applier.apply(objects)
         finally:
@@ -315,9 +382,19 @@ class DriftRepair:
 
     def _done(self, item: Item[str], outcome: str) -> None:
         self.metrics.repairs.labels(result=outcome).inc()
-        if outcome == "ok" and item.trigger == "drift":
-            self.metrics.reconcile_duration.labels(trigger="drift").observe(
+        if outcome == "ok" and item.trigger != "retry":
+            self.metrics.reconcile_duration.labels(trigger=item.trigger).observe(
                 time.monotonic() - item.added)
+
+
+def _reported(obj: dict[str, Any]) -> Any:
+    """An object's status as others report it: without what orksync writes itself into
+    a custom resource's status (`status.orksync`: its revision, inventory and times), so
+    that its own status writes trigger nothing."""
+    status = obj.get("status")
+    if isinstance(status, dict) and "orksync" in status:
+        return {k: v for k, v in status.items() if k != "orksync"}
+    return status
 
 
 def _not_older(seen: str, wrote: str) -> bool:

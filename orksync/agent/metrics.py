@@ -36,7 +36,10 @@ class Metrics:
             "orksync_reconcile_duration_seconds",
             "From a trigger to its reconcile done, by trigger: drift (a managed object "
             "edited or deleted, to its repair), webhook (a Git hook accepted, to its sync "
-            "done), poll (a sync of the interval or of a new leader)",
+            "done), poll (a sync of the interval or of a new leader), status (a child's "
+            "status changed, to its custom resource rendered again), cross (a custom "
+            "resource's status changed, to those that read it rendered again), time (a "
+            "time window's or cron condition's boundary passed, to its render)",
             ["trigger"], registry=r, buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 3, 5, 10, 30, 60))
         self.queue_depth = Gauge("orksync_queue_depth",
                                  "Keys waiting in the work queue (queued or backing off)",

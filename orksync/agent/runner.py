@@ -39,6 +39,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 
 from orksync.agent import webhook
 from orksync.agent.drift import DriftRepair, Plan
+from orksync.agent.incremental import changed_custom_resources, cross_readers
 from orksync.agent.lease import LeaderElector
 from orksync.agent.metrics import Metrics
 from orksync.agent.server import serve
@@ -50,15 +51,20 @@ from orksync.apply.secrets import rotate_due
 from orksync.cluster.kube import Kube
 from orksync.cluster.retry import RetryPolicy
 from orksync.cluster.transport import USER_AGENT
+from orksync.cluster.view import WatchedView
+from orksync.egress import HttpEgress
 from orksync.errors import ClusterError, LeadershipLost, OrksyncError, SourceError
 from orksync.katalog.loader import load_repository
-from orksync.katalog.model import Catalog
+from orksync.katalog.model import Catalog, CustomResource
 from orksync.logs import log_change, summary_line
-from orksync.model import Action, RenderedSet, Source
+from orksync.model import Action, ObjRef, RenderedObject, RenderedSet, Source
+from orksync.render.engine import CrResult, RenderPlan, ref_key
 from orksync.rendered.directory import write_rendered
 from orksync.secrets.random import CryptoRandom
 from orksync.source.git import GitAuth, GitSource, GitSourceSpec, GitVerify, Revision
 from orksync.sync import (
+    Scope,
+    SharedInventory,
     SyncOptions,
     ensure_namespace,
     hook_renderers,
@@ -77,7 +83,10 @@ class AgentConfig:
     repo_url: str
     ref: str = "main"
     path: str = ""
-    interval: float = 60.0
+    interval: float = 60.0  # how often the repository is fetched (webhooks: at once)
+    # how often everything is rendered and synced although no revision moved (prune and
+    # the inventory exact, anything no trigger saw); also at a leadership change
+    resync_interval: float = 600.0
     jitter: float = 0.05  # a fraction of the interval
     rotate_interval: float = 3600.0
     state_dir: Path = Path("/var/lib/orksync")
@@ -118,6 +127,10 @@ class _State:
     synced_once: bool = False
     last_error: str = ""
     source_error: str = ""
+    full_at: float | None = None  # when the last full sync that succeeded started
+    full_wanted: bool = True  # a full sync at the next run of the job (see `full_due`)
+    inventory: SharedInventory | None = None  # as the last sync left it
+    render_plan: RenderPlan | None = None  # the catalog's compiled templates, for scoped syncs
 
 
 class Agent:
@@ -159,6 +172,8 @@ class Agent:
         # drift repair (made by `run`): its own workers, beside the jobs
         self.drift: DriftRepair | None = None
         self.hook_at: float | None = None  # when the first hook not yet synced came
+        # the catalog and, by custom resource, the keys of those that read it (`dependents`)
+        self._readers: tuple[Catalog | None, dict[ObjRef, frozenset[str]]] = (None, {})
 
     # --- readiness -----------------------------------------------------------------------
 
@@ -186,6 +201,7 @@ class Agent:
         interval; its backoff is from before, when another replica may have written."""
         self.metrics.leader.set(1)
         self.state.said = ((), ())
+        self.state.full_wanted = True
         self._sync_now()
         self._run_at("rotate", datetime.now(UTC) + timedelta(seconds=5))
 
@@ -267,12 +283,15 @@ class Agent:
             hook_at, self.hook_at = self.hook_at, None
             try:
                 ok = self.sync()
+                if ok is None:  # the revision did not move and no full sync is due
+                    return True
             except LeadershipLost as err:
                 self.metrics.errors.labels(reason="leadership_lost").inc()
                 log.error("sync abandoned: %s", err)
                 return False
             except OrksyncError as err:
                 ok = False
+                self.state.full_wanted = True
                 self.state.last_error = str(err)
                 self.metrics.errors.labels(reason=type(err).__name__).inc()
                 log.error("sync failed: %s", err)
@@ -324,60 +343,96 @@ class Agent:
         self.state.source_error = ""
         return revision
 
-    def sync(self) -> bool:
-        """One full sync; drift repair holds its events meanwhile and takes its applied
-        render as its plan after it."""
-        if self.drift is None:
-            return self._sync(None)
-        self.drift.sync_started()
-        done: list[Plan] = []
-        try:
-            return self._sync(done)
-        finally:
-            self.drift.sync_ended(done[0] if done else None)
+    def full_due(self) -> bool:
+        """Whether the next sync renders everything: never synced, asked for (a new
+        leader, a failure, a scoped sync that could not decide alone), or the resync
+        interval has passed since the last full sync."""
+        return self.state.full_wanted or self.state.full_at is None or \
+            time.monotonic() - self.state.full_at >= self.config.resync_interval
 
-    def _sync(self, plan: list[Plan] | None) -> bool:
+    def sync(self) -> bool | None:
+        """Fetch; a full sync when due, a scoped sync of the custom resources a new
+        revision changed (orksync.agent.incremental), or nothing (None) when the revision
+        did not move. Drift repair holds its events during a full sync and takes its
+        applied render as its plan after it."""
         revision = self.fetch()
         if revision is None:
             self.state.last_error = self.state.source_error
             return False
         moved = self.state.catalog is None or self.state.revision is None or \
             revision.sha != self.state.revision.sha
+        if not moved and not self.full_due():
+            return None
         if moved:
-            self.state.catalog = load_repository(revision.path)
-            self.state.revision = revision
+            catalog = load_repository(revision.path)
+            scope = None
+            if not self.full_due() and self.state.catalog is not None and \
+                    self.drift is not None and self.drift.plan() is not None:
+                scope = changed_custom_resources(self.state.catalog, catalog)
+            self.state.catalog, self.state.revision = catalog, revision
+            self.state.render_plan = None
+            if scope is not None:
+                done = self.scoped_sync(scope, revision.sha)
+                if done is not None:
+                    return done
+        if self.drift is None:
+            return self._sync(None)
+        self.drift.sync_started()
+        plan: list[Plan] = []
+        try:
+            return self._sync(plan)
+        finally:
+            self.drift.sync_ended(plan[0] if plan else None)
+
+    def _options(self) -> SyncOptions:
         assert self.state.catalog is not None
-        rendered = render_live(self.kube, self.state.catalog,
-                               strict_cluster_scope=self.config.strict_cluster_scope)
+        view = live = None
+        if self.drift is not None:  # the informers instead of LISTs
+            view, live = self.drift.apply_view, WatchedView(self.drift.informers, self.kube,
+                                                            strict=False)
+        return SyncOptions(apply=ApplyOptions(workers=self.config.workers),
+                           allow_empty=self.config.allow_empty,
+                           prune_crds=self.config.prune_crds,
+                           impersonation=Impersonation.of_catalog(
+                               self.state.catalog, self.config.default_service_account),
+                           view=view, live=live)
+
+    def _mine(self, cr: CustomResource) -> bool:
+        return self.config.shards <= 1 or \
+            shard_of(cr.ref, self.config.shards) == self.config.shard
+
+    def _sync(self, plan: list[Plan] | None) -> bool:
+        revision, catalog = self.state.revision, self.state.catalog
+        assert revision is not None and catalog is not None
+        started = time.monotonic()
+        self.state.full_wanted = False
+        rendered = render_live(
+            self.kube, catalog, strict_cluster_scope=self.config.strict_cluster_scope,
+            live=WatchedView(self.drift.informers, self.kube) if self.drift else None,
+            select=self._mine)
         said = (rendered.warnings, tuple(map(str, rendered.errors)))
-        if moved or said != self.state.said:  # once per revision, and when they change
+        if said != self.state.said:  # once per revision, and when they change
             for warning in rendered.warnings:
                 log.warning("warning: %s", warning)
             for err in rendered.errors:
                 log.error("error: %s", err)
             self.state.said = said
-        if moved:  # the render of the revision's first sync, for review
-            self.write_revision(rendered, revision.sha)
+        if not (self.config.state_dir / "rendered" / revision.sha).exists():
+            self.write_revision(rendered, revision.sha)  # a revision's first full render
         rendered = shard_filter(rendered, self.config.shard, self.config.shards)
         self.state.rendered = rendered
         start = time.monotonic()
-        catalog = self.state.catalog
-        impersonation = Impersonation.of_catalog(catalog, self.config.default_service_account)
         hooks = hook_renderers(catalog)
         result = sync_rendered(
             self.kube, rendered, catalog, inventory_name=self.config.name,
             inventory_namespace=self.config.inventory_namespace, hooks=hooks,
-            options=SyncOptions(apply=ApplyOptions(workers=self.config.workers),
-                                allow_empty=self.config.allow_empty,
-                                prune_crds=self.config.prune_crds,
-                                impersonation=impersonation),
+            options=self._options(),
             source=Source.of(self.config.repo_url, self.config.path), revision=revision.sha,
             on_change=lambda change: log_change(change, log),
             # status only for this shard's custom resources
-            status_of=dataclasses.replace(catalog, crs=tuple(
-                cr for cr in catalog.crs
-                if shard_of(cr.ref, self.config.shards) == self.config.shard))
+            status_of=dataclasses.replace(catalog, crs=tuple(filter(self._mine, catalog.crs)))
             if self.config.shards > 1 else None)
+        self.state.inventory = SharedInventory(result.inventory)
         if plan is not None and result.prepared is not None:
             plan.append(Plan.of(result.prepared, result.inventory, hooks))
         for change in result.changes.changes:
@@ -388,9 +443,109 @@ class Agent:
         self.metrics.revision.labels(revision=revision.sha).set(1)
         ok = not rendered.errors and not result.changes.failed
         self.state.synced_once = self.state.synced_once or ok
+        if ok:
+            self.state.full_at = started
+        else:
+            self.state.full_wanted = True
         self.state.last_error = "" if ok else (
             f"{len(rendered.errors)} render error(s), {len(result.changes.failed)} failed")
         return ok
+
+    # --- scoped syncs --------------------------------------------------------------------
+
+    def scoped_sync(self, refs: frozenset[ObjRef], revision: str) -> bool | None:
+        """Render and sync only these custom resources (orksync.sync.Scope) of the
+        current catalog: whether it succeeded, or None when it cannot be decided without
+        a full sync (a custom resource refused, broken, to be cleaned up or failing to
+        render; an object another custom resource owns), which then runs."""
+        catalog, drift, shared = self.state.catalog, self.drift, self.state.inventory
+        assert catalog is not None and drift is not None
+        plan = drift.plan()
+        if plan is None or shared is None:
+            return None
+        crs = [cr for cr in catalog.crs if cr.ref in refs and self._mine(cr)]
+        if not crs:
+            return True
+        keys = {str(cr.ref) for cr in crs}
+        if self.state.render_plan is None:
+            self.state.render_plan = RenderPlan(
+                catalog, strict_cluster_scope=self.config.strict_cluster_scope)
+        render_plan = self.state.render_plan
+        merger = render_plan.merger()
+        merger.claimed.update((ref_key(ref), plan.crs.get(key, ref))
+                              for ref, key in plan.key_of.items() if key not in keys)
+        live = WatchedView(drift.informers, self.kube)
+        egress = HttpEgress()
+        objects: list[RenderedObject] = []
+        for cr in crs:
+            outcome = render_plan.outcome(cr, live, egress)
+            if not merger.accept(cr, outcome) or merger.errors:
+                log.info("%s: cannot be synced alone (%s): a full sync follows", cr.ref,
+                         merger.errors[-1] if merger.errors else "left out")
+                self.state.full_wanted = True
+                return None
+            assert isinstance(outcome, CrResult)
+            objects.extend((outcome.resource, *outcome.children))
+        objects.sort(key=lambda o: (o.stage, o.ref))
+        rendered = merger.rendered_set(tuple(objects))
+        start = time.monotonic()
+        drift.hold(keys)
+        result = None
+        try:
+            result = sync_rendered(
+                self.kube, rendered, catalog, inventory_name=self.config.name,
+                inventory_namespace=self.config.inventory_namespace, hooks=plan.hooks,
+                options=self._options(),
+                source=Source.of(self.config.repo_url, self.config.path), revision=revision,
+                on_change=lambda change: log_change(change, log),
+                status_of=dataclasses.replace(catalog, crs=tuple(crs)),
+                scope=Scope(frozenset(cr.ref for cr in crs), shared))
+        finally:
+            drift.release(keys, plan.with_part(keys, result.prepared, result.inventory)
+                          if result is not None and result.prepared is not None else None)
+        for change in result.changes.changes:
+            self.metrics.objects.labels(action=change.action.value).inc()
+        log.info(summary_line(f"scoped sync of {len(crs)} custom resource(s)", result.changes,
+                              revision=revision, seconds=time.monotonic() - start, errors=0))
+        self.metrics.revision.clear()
+        self.metrics.revision.labels(revision=revision).set(1)
+        return not result.changes.failed
+
+    def reconcile_key(self, key: str, trigger: str) -> None:
+        """A work-queue key to render again (drift repair's `reconcile`: a status, cross
+        or time trigger): its custom resource's scoped sync, beside no other job. A
+        scoped sync that cannot decide alone makes the next sync a full one, now."""
+        with self.lock:
+            catalog, revision = self.state.catalog, self.state.revision
+            if catalog is None or revision is None or not self.is_leader():
+                return
+            ref = next((cr.ref for cr in catalog.crs if str(cr.ref) == key), None)
+            if ref is None:  # left Git: the next full sync prunes it
+                return
+            log.debug("%s: rendered again (%s)", key, trigger)
+            done = self.scoped_sync(frozenset({ref}), revision.sha)
+        if done is None:
+            self._sync_now()
+        elif not done:
+            raise ClusterError("scoped sync failed", subject=key)
+
+    def dependents(self, ref: ObjRef) -> set[str]:
+        """The keys of the custom resources that read `ref`'s (drift repair's
+        `dependents`): its entry's cross readers and dependsOn dependents."""
+        catalog = self.state.catalog
+        if catalog is None:
+            return set()
+        if self._readers[0] is not catalog:  # once per catalog
+            by_entry: dict[tuple[str, str], set[str]] = {
+                entry: {str(r) for r in refs}
+                for entry, refs in cross_readers(catalog).items()}
+            for c in catalog.crs:
+                for name, _ in c.entry.depends_on:
+                    by_entry.setdefault((c.entry.katalog, name), set()).add(str(c.ref))
+            entries = {cr.ref: (cr.entry.katalog, cr.entry.key) for cr in catalog.crs}
+            self._readers = (catalog, {ref: frozenset(by_entry.get(entry, ()))
+                                       for ref, entry in entries.items()})
+        return set(self._readers[1].get(ref, ())) - {str(ref)}
 
     def write_revision(self, rendered: RenderedSet, sha: str) -> None:
         """`<state dir>/rendered/<sha>/`, written atomically; the last N kept."""
@@ -465,7 +620,8 @@ class Agent:
                 self.kube, self.kube.sibling(timeout=30.0, retry=RetryPolicy(), pool_size=4),
                 inventory=inventory_identity(self.config.name, self.config.inventory_namespace),
                 workers=self.config.repair_workers, metrics=self.metrics,
-                leading=self.is_leader, on_change=lambda change: log_change(change, log))
+                leading=self.is_leader, on_change=lambda change: log_change(change, log),
+                reconcile=self.reconcile_key, dependents=self.dependents)
         scheduler.start()
         elector_thread = self.elector.start(self.stop_event) if self.elector else None
         # polled, not an endless wait: Python runs a handler only when the main thread

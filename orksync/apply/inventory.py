@@ -70,7 +70,7 @@ import json
 import re
 import zlib
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -189,6 +189,20 @@ class Inventory:
         this inventory's source."""
         return Inventory(Inventory.of([*self.entries, *other]).entries, self.source,
                          self.cleaned)
+
+    def part(self, crs: Collection[ObjRef]) -> Inventory:
+        """The entries of these custom resources and of their children, with their
+        runtime.cleanup notes and this inventory's source (a scoped sync's inventory)."""
+        return Inventory(tuple(e for e in self.entries if e.ref in crs or e.owner in crs),
+                         self.source, tuple(c for c in self.cleaned if c[0] in crs))
+
+    def with_part(self, crs: Collection[ObjRef], part: Inventory) -> Inventory:
+        """This inventory with the entries and notes of these custom resources (and of
+        their children) replaced by `part`'s."""
+        rest = [e for e in self.entries if e.ref not in crs and e.owner not in crs]
+        return Inventory(Inventory.of([*rest, *part.entries]).entries, self.source,
+                         self.cleaned).with_cleaned(
+            [*(c for c in self.cleaned if c[0] not in crs), *part.cleaned])
 
     def with_source(self, source: Source | None) -> Inventory:
         return Inventory(self.entries, source, self.cleaned)

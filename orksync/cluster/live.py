@@ -11,13 +11,13 @@ from __future__ import annotations
 import logging
 import threading
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 from orksync.cluster.kube import Kube
 from orksync.errors import ClusterError
 from orksync.model import ObjRef
 
-__all__ = ["LiveIndex", "rfc3339"]
+__all__ = ["LiveIndex", "LiveReader", "rfc3339"]
 
 log = logging.getLogger(__name__)
 
@@ -26,6 +26,14 @@ def rfc3339(now: datetime) -> str:
     if now.tzinfo is None:
         now = now.replace(tzinfo=UTC)
     return now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class LiveReader(Protocol):
+    """What reads one live object by identity, from a list of its kind made once (with
+    `selector`, a label selector, or unfiltered): a LiveIndex, or the agent's informers
+    (orksync.cluster.view.WatchedView)."""
+
+    def get(self, ref: ObjRef, selector: str = "") -> dict[str, Any] | None: ...
 
 
 class LiveIndex:

@@ -39,6 +39,7 @@ from orksync.lifecycle.health import (
 )
 from orksync.lifecycle.status import (
     LiveIndex,
+    LiveReader,
     child_secret_values,
     desired_status,
     first_error,
@@ -123,7 +124,8 @@ def emit(kube: Kube, cr_ref: ObjRef, cr_uid: str, *, reason: str, message: str,
 def report_sync(kube: Kube, catalog: Catalog, rendered: RenderedSet, changes: ChangeSet, *,
                 revision: str, now: datetime | None = None,
                 clock: Callable[[], datetime] | None = None,
-                impersonation: Impersonation | None = None) -> list[ObjRef]:
+                impersonation: Impersonation | None = None,
+                live: LiveReader | None = None) -> list[ObjRef]:
     """After a sync: for every custom resource of the catalog that exists in the cluster,
     read its children back, write its status (orksync.lifecycle.status) and emit one Event
     when something changed or failed. Returns the custom resources whose status was
@@ -131,7 +133,8 @@ def report_sync(kube: Kube, catalog: Catalog, rendered: RenderedSet, changes: Ch
     Each custom resource's children are read as the ServiceAccount they are written as
     (`impersonation` and the rendered directives; orksync.apply.impersonation), so its
     status reports what that identity sees; the custom resource, its status and Events are
-    the agent's."""
+    the agent's. `live`: where the custom resources and their children are read (the
+    agent's informers); None: one LIST per kind."""
     from orksync.render.engine import templates_for
     from orksync.render.templates import utc_now
 
@@ -154,7 +157,8 @@ def report_sync(kube: Kube, catalog: Catalog, rendered: RenderedSet, changes: Ch
         by_ref.setdefault(c.ref, []).append(c)
     refused = _refused_by_owner(catalog, rendered)
     written: list[ObjRef] = []
-    index = LiveIndex(kube)  # one LIST per kind for all custom resources and children
+    # one LIST per kind for all custom resources and children, or the agent's view
+    index = live if live is not None else LiveIndex(kube)
     identities = Identities(kube, impersonation, rendered.objects)
     for cr in catalog.crs:
         try:
@@ -173,7 +177,7 @@ def report_sync(kube: Kube, catalog: Catalog, rendered: RenderedSet, changes: Ch
     return written
 
 
-def _live_secret_values(index: LiveIndex, cr_live: dict[str, Any]) -> list[str]:
+def _live_secret_values(index: LiveReader, cr_live: dict[str, Any]) -> list[str]:
     """The values of the live Secrets a custom resource wrote (its last status's
     inventory): what a render error of it must not quote (a template may read them
     through `.children`)."""
@@ -206,13 +210,13 @@ def _refused_by_owner(catalog: Catalog, rendered: RenderedSet) -> dict[ObjRef, l
     return out
 
 
-def _report_one(kube: Kube, index: LiveIndex, cr: CustomResource, templates: Any,
+def _report_one(kube: Kube, index: LiveReader, cr: CustomResource, templates: Any,
                 children: list[RenderedObject], by_ref: dict[ObjRef, list[Change]],
                 render_errors: Sequence[Exception] | None, revision: str, now: datetime,
                 others: Sequence[CustomResource] = (),
                 declared: Sequence[tuple[str, ObjRef]] = (),
                 refused_at_render: Sequence[str] = (), *,
-                children_index: LiveIndex | None = None) -> bool:
+                children_index: LiveReader | None = None) -> bool:
     """`index`: the agent's view (the custom resource, `cross`); `children_index`: its
     children as their ServiceAccount sees them (default: `index`)."""
     live = index.get(cr.ref)
@@ -278,7 +282,7 @@ _CHANGED = (Action.CREATED, Action.CONFIGURED, Action.DELETED)
 
 
 def health_report(cr: CustomResource, live: dict[str, Any], children: Sequence[RenderedObject],
-                  mine: Sequence[Change], index: LiveIndex, *, now: datetime,
+                  mine: Sequence[Change], index: LiveReader, *, now: datetime,
                   refused: Sequence[str] = (), secrets: Iterable[str] = ()) -> HealthReport:
     """The custom resource's health (orksync.lifecycle.health) from its rendered children as
     `index` lists them (no request of its own: the status reads the same LISTs). What the

@@ -60,7 +60,7 @@ from datetime import datetime
 from typing import Any
 
 from orksync.cluster.kube import Kube
-from orksync.cluster.live import LiveIndex, rfc3339
+from orksync.cluster.live import LiveIndex, LiveReader, rfc3339
 from orksync.errors import ClusterError
 from orksync.katalog.model import CrdEntry, CustomResource
 from orksync.lifecycle.health import HealthReport
@@ -73,8 +73,8 @@ from orksync.render.cross import cross_data
 from orksync.render.gotemplate import GoTemplateError
 from orksync.secrets.mask import scrub, secret_values
 
-__all__ = ["FIELD_MANAGER", "MAX_CONDITION_MESSAGE", "OWNER_LABEL", "LiveIndex", "bounded",
-           "child_secret_values", "conditions_enabled", "desired_status", "first_error",
+__all__ = ["FIELD_MANAGER", "MAX_CONDITION_MESSAGE", "OWNER_LABEL", "LiveIndex", "LiveReader",
+           "bounded", "child_secret_values", "conditions_enabled", "desired_status", "first_error",
            "health_conditions", "read_children",
            "render_error_text", "rfc3339", "status_cross", "status_equal", "write_status"]
 
@@ -394,7 +394,7 @@ def write_status(kube: Kube, cr_ref: ObjRef, status: Mapping[str, Any], *,
 
 
 def status_cross(cr: CustomResource, cr_live: Mapping[str, Any], templates: Any,
-                 others: Sequence[CustomResource], index: LiveIndex) -> dict[str, Any]:
+                 others: Sequence[CustomResource], index: LiveReader) -> dict[str, Any]:
     """`.cross` for status fields: as in templates (orksync.render.cross), the other
     custom resource from the repository with its live status from `index`; a malformed
     `cross` block gives an empty map (the render reported it)."""
@@ -410,7 +410,7 @@ def status_cross(cr: CustomResource, cr_live: Mapping[str, Any], templates: Any,
 
 def read_children(kube: Kube, cr_ref: ObjRef,
                   rendered_children: Sequence[RenderedObject],
-                  index: LiveIndex | None = None, *,
+                  index: LiveReader | None = None, *,
                   declared: Sequence[tuple[str, ObjRef]] = ()) -> dict[str, Any]:
     """`.children` for status fields (orksync.render.children): the objects the custom
     resource declares (`declared`: (template key, object) from a live render, whatever
@@ -427,7 +427,7 @@ def read_children(kube: Kube, cr_ref: ObjRef,
 
 
 def _read_children(kube: Kube, cr_ref: ObjRef, declared: list[tuple[str, ObjRef]],
-                   index: LiveIndex | None) -> dict[str, Any]:
+                   index: LiveReader | None) -> dict[str, Any]:
     wanted = [ref for _, ref in declared]
     found: dict[ObjRef, dict[str, Any]] = {}
     if index is not None:

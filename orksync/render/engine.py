@@ -61,17 +61,21 @@ log = logging.getLogger(__name__)
 def render_catalog(catalog: Catalog, *, clock: Clock = utc_now,
                    strict_cluster_scope: bool = False,
                    live: LiveView | None = None, egress: Egress | None = None,
-                   progress: Callable[[int], None] | None = None) -> RenderedSet:
+                   progress: Callable[[int], None] | None = None,
+                   select: Callable[[CustomResource], bool] | None = None) -> RenderedSet:
     """`strict_cluster_scope`: a CRD entry without `allowedClusterScopedKinds` may create
     no cluster-scoped object (docs/multi-tenancy.md); `live`: the cluster, for `.children`,
     `.status` and `.cross.<as>.status` (None: offline); `egress`: makes the `external:`
     calls (orksync.render.external; None: none is made); `progress`: called with 1 after
-    each custom resource (orksync.progress)."""
+    each custom resource (orksync.progress); `select`: the custom resources to render (the
+    others are only read, by `.cross`; a shard's)."""
     plan = RenderPlan(catalog, clock=clock, strict_cluster_scope=strict_cluster_scope)
     merged = plan.merger()
     objects: list[RenderedObject] = [crd_object(m) for m in catalog.crds]
     objects.extend(plain_object(m) for m in catalog.plain)
     for cr in catalog.crs:
+        if select is not None and not select(cr):
+            continue
         result = plan.outcome(cr, live, egress)
         if merged.accept(cr, result):
             assert isinstance(result, CrResult)
