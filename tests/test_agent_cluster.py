@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from orksync.apply.inventory import Inventory
 from orksync.cluster.kube import Kube
 from testbed.controlplane import ControlPlane
 from testbed.gitdaemon import GitDaemon, free_port
@@ -151,26 +152,81 @@ spec:
 """
 
 
-def test_the_agent_renders_every_sync_so_a_condition_on_a_child_converges_without_a_commit(
+def test_a_commit_that_changes_one_custom_resource_syncs_only_it(
         control_plane: ControlPlane, git_daemon: tuple[Path, str, GitDaemon],
         tmp_path: Path) -> None:
+    """A revision that changes one custom resource's spec renders and applies only that
+    custom resource (a scoped sync: the other's objects are not written); one that
+    removes a custom resource is a full sync, which prunes it."""
+    repo, url, _ = git_daemon
+    ns = f"t-{uuid.uuid4().hex[:8]}"
+    write_repo(repo, {"katalog.yaml": KATALOG, "crd.yaml": CRD,
+                      "a.yaml": widget("a", ns, image="nginx:1", replicas=1, port=80),
+                      "b.yaml": widget("b", ns, image="nginx:1", replicas=1, port=80)})
+    commit(repo, "first")
+    kube = Kube.from_kubeconfig(control_plane.kubeconfig)
+    deploys = kube.resource("apps/v1", "Deployment")
+    agent = AgentProcess(control_plane, url, tmp_path / "state",
+                         name=f"scoped-{uuid.uuid4().hex[:6]}",
+                         flags=["--resync-interval", "3600"])
+
+    def image(name: str) -> str:
+        live = kube.get_or_none(deploys, ns, name) or {}
+        containers = (((live.get("spec") or {}).get("template") or {}).get("spec") or {}
+                      ).get("containers") or [{}]
+        return str(containers[0].get("image"))
+
+    def version(name: str) -> str:
+        return str((kube.get_or_none(deploys, ns, name) or {})["metadata"]["resourceVersion"])
+
+    try:
+        wait_for("the first sync", lambda: image("b") == "nginx:1")
+        wait_for("readiness", lambda: http_get(agent.port, "/readyz")[0] == 200)
+        untouched = version("b")
+        write_repo(repo, {"a.yaml": widget("a", ns, image="nginx:2", replicas=1, port=80)})
+        commit(repo, "a: nginx:2")
+        wait_for("a's new image", lambda: image("a") == "nginx:2")
+        assert "scoped sync of 1 custom resource(s)" in agent.text()
+        assert agent.text().count("sync rev=") == 1  # no full sync after the first
+        assert version("b") == untouched
+
+        widgets = kube.resource("test.orksync.io/v1", "Widget")
+        (repo / "b.yaml").unlink()
+        commit(repo, "remove b")
+        wait_for("b to be pruned", lambda: kube.get_or_none(widgets, ns, "b") is None)
+        assert agent.text().count("sync rev=") == 2
+    finally:
+        agent.stop(signal.SIGKILL)
+        kube.close()
+
+
+def test_a_childs_status_change_renders_its_custom_resource_again_without_a_commit(
+        control_plane: ControlPlane, git_daemon: tuple[Path, str, GitDaemon],
+        tmp_path: Path) -> None:
+    """The Job's status, watched, renders its custom resource again at once (a scoped
+    sync): no full sync runs (an hour's resync interval), and the ConfigMap the condition
+    now lets through is created and recorded in the inventory."""
     repo, url, _ = git_daemon
     ns = f"t-{uuid.uuid4().hex[:8]}"
     write_repo(repo, {"katalog.yaml": CHILD_GATED, "crd.yaml": CRD, "a.yaml": widget("a", ns)})
     commit(repo, "first")
     kube = Kube.from_kubeconfig(control_plane.kubeconfig)
     jobs, maps = kube.resource("batch/v1", "Job"), kube.resource("v1", "ConfigMap")
-    agent = AgentProcess(control_plane, url, tmp_path / "state",
-                         name=f"live-{uuid.uuid4().hex[:6]}")
+    name = f"live-{uuid.uuid4().hex[:6]}"
+    agent = AgentProcess(control_plane, url, tmp_path / "state", name=name,
+                         flags=["--resync-interval", "3600"])
     try:
         wait_for("the Job", lambda: kube.get_or_none(jobs, ns, "a-build") is not None)
-        wait_for("a second sync", lambda: agent.text().count("sync rev=") >= 2)
+        wait_for("readiness", lambda: http_get(agent.port, "/readyz")[0] == 200)
         assert kube.get_or_none(maps, ns, "a-done") is None
         kube.request("PATCH", jobs.path(ns, "a-build", "status"),
                      body={"status": finished_job_status(ok=True)},
                      content_type="application/merge-patch+json")
         wait_for("the gated ConfigMap", lambda: kube.get_or_none(maps, ns, "a-done")
                  is not None)
+        assert agent.text().count("sync rev=") == 1  # the first sync only
+        inventory = kube.get_or_none(maps, "orksync-system", f"orksync-inventory-{name}")
+        assert "a-done" in {ref.name for ref in Inventory.from_configmap(inventory).refs()}
     finally:
         agent.stop(signal.SIGKILL)
         kube.close()
