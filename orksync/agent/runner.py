@@ -345,9 +345,10 @@ class Agent:
 
     def full_due(self) -> bool:
         """Whether the next sync renders everything: never synced, asked for (a new
-        leader, a failure, a scoped sync that could not decide alone), or the resync
-        interval has passed since the last full sync."""
-        return self.state.full_wanted or self.state.full_at is None or \
+        leader, a failure, a scoped sync that could not decide alone), the resync
+        interval has passed since the last full sync, or nothing is watched (no repair
+        workers: every interval is a full sync)."""
+        return self.drift is None or self.state.full_wanted or self.state.full_at is None or \
             time.monotonic() - self.state.full_at >= self.config.resync_interval
 
     def sync(self) -> bool | None:
