@@ -18,7 +18,7 @@ from orksync.cluster.kube import Kube
 from testbed.controlplane import ControlPlane
 from testbed.faultproxy import TcpFaultProxy
 from testbed.gitdaemon import GitDaemon
-from tests.helpers import CRD, katalog, wait_for, widget, write_repo
+from tests.helpers import CRD, finished_job_status, katalog, wait_for, widget, write_repo
 from tests.test_agent_cluster import (  # noqa: F401 - git_daemon is a fixture
     AgentProcess,
     commit,
@@ -200,3 +200,43 @@ def test_a_standby_keeps_its_view_warm_writes_nothing_and_repairs_once_it_leads(
         leader.stop(signal.SIGKILL)
         if standby is not None:
             standby.stop(signal.SIGKILL)
+
+
+def test_a_custom_resource_leaving_git_with_a_stuck_on_delete_job_delays_no_other(
+        control_plane: ControlPlane, git_daemon: tuple[Path, str, GitDaemon],  # noqa: F811
+        tmp_path: Path) -> None:
+    """The full sync that removes a from Git starts its teardown and ends without waiting
+    for its onDelete Job (a success, not a failure); a commit changing b is synced
+    meanwhile; the work queue finishes a's teardown once the Job completes."""
+    repo, url, _ = git_daemon
+    ns = f"d-{uuid.uuid4().hex[:8]}"
+    write_repo(repo, {"katalog.yaml": KATALOG, "crd.yaml": CRD, "a.yaml": widget("a", ns),
+                      "b.yaml": widget("b", ns)})
+    commit(repo, "first")
+    kube = Kube.from_kubeconfig(control_plane.kubeconfig)
+    jobs = kube.resource("batch/v1", "Job")
+    agent = AgentProcess(control_plane, url, tmp_path / "state", interval=1,
+                         name=f"leave-{uuid.uuid4().hex[:6]}",
+                         flags=["--resync-interval", "3600"])
+    try:
+        wait_for("readiness", lambda: ready(agent))
+        widgets = kube.resource("test.orksync.io/v1", "Widget")
+        (repo / "a.yaml").unlink()
+        commit(repo, "remove a")
+        wait_for("a's onDelete Job", lambda: kube.get_or_none(jobs, ns, "a-cleanup")
+                 is not None)
+        write_repo(repo, {"b.yaml": widget("b", ns, tier="gold")})
+        commit(repo, "b: gold")
+        wait_for("b's change", lambda: ((kube.get_or_none(widgets, ns, "b") or {}).get(
+            "spec") or {}).get("tier") == "gold")
+        live = kube.get_or_none(widgets, ns, "a")
+        assert live is not None and live["metadata"].get("deletionTimestamp")  # still waiting
+        assert 'orksync_syncs_total{result="failure"}' not in http_get(agent.port,
+                                                                        "/metrics")[1]
+        kube.request("PATCH", jobs.path(ns, "a-cleanup", "status"),
+                     body={"status": finished_job_status(ok=True)},
+                     content_type="application/merge-patch+json")
+        wait_for("a's teardown finished", lambda: kube.get_or_none(widgets, ns, "a") is None)
+    finally:
+        agent.stop(signal.SIGKILL)
+        kube.close()

@@ -79,6 +79,9 @@ class Plan:
     crs: Mapping[str, ObjRef] = field(default_factory=dict)  # key -> its custom resource
     inventory: Inventory = field(default_factory=Inventory)
     hooks: Mapping[tuple[str, str], OnDeleteRenderer] = field(default_factory=dict)
+    # key -> a custom resource the inventory still holds and the render no longer has:
+    # one that left Git and whose teardown the sync left under way (`DeletionOptions.wait`)
+    leaving: Mapping[str, ObjRef] = field(default_factory=dict)
 
     @classmethod
     def of(cls, prepared: RenderedSet, inventory: Inventory,
@@ -96,9 +99,11 @@ class Plan:
                 crs[key] = obj.ref
             objects[key].append(obj)
             key_of[obj.ref] = key
+        leaving = {str(e.ref): e.ref for e in inventory
+                   if e.is_custom_resource and e.ref not in key_of}
         return cls(objects={k: tuple(v) for k, v in objects.items()}, key_of=key_of,
                    by_ref={o.ref: o for o in prepared.objects}, crs=crs,
-                   inventory=inventory, hooks=hooks)
+                   inventory=inventory, hooks=hooks, leaving=leaving)
 
     def with_part(self, keys: set[str], prepared: RenderedSet, inventory: Inventory) -> Plan:
         """This plan with the objects of these keys replaced by `prepared` (a scoped
@@ -176,6 +181,8 @@ class DriftRepair:
             for kind in current.kinds():
                 for obj in self.informers.items(kind) or []:
                     self._consider("MODIFIED", obj)
+            for key in current.leaving:
+                self.queue.add(key, "teardown")
 
     def hold(self, keys: set[str]) -> None:
         """A scoped sync of these keys starts: their events wait for `release`."""
@@ -302,6 +309,10 @@ class DriftRepair:
             trigger = self._rerender.pop(key, None)
         if plan is None or not self.leading():
             return
+        leaving = plan.leaving.get(key)
+        if leaving is not None:
+            self._finish_leaving(plan, leaving)
+            return
         if trigger is not None and self.reconcile is not None and key != ROOT:
             try:
                 self.reconcile(key, trigger)
@@ -354,6 +365,16 @@ class DriftRepair:
                         self._written.pop(o.ref, None)
                 return
             self._stopping.wait(0.01)
+
+    def _finish_leaving(self, plan: Plan, cr: ObjRef) -> None:
+        """The teardown of a custom resource that left Git, which the full sync started
+        and left under way; the next full sync drops it from the inventory."""
+        live = self.informers.get(cr)
+        if live is None:
+            live = self.kube.get_or_none(self.kube.resource(cr.api_version, cr.kind),
+                                         cr.namespace, cr.name)
+        if live is not None and (live.get("metadata") or {}).get("deletionTimestamp"):
+            self._teardown(plan, cr, live)
 
     def _teardown(self, plan: Plan, cr: ObjRef, live: dict[str, Any]) -> None:
         """A custom resource deleted by hand: onDelete, its children no owner reference

@@ -44,6 +44,7 @@ from orksync.agent.lease import LeaderElector
 from orksync.agent.metrics import Metrics
 from orksync.agent.server import serve
 from orksync.agent.shard import shard_filter, shard_of
+from orksync.apply.delete import DeletionOptions
 from orksync.apply.engine import ApplyOptions
 from orksync.apply.impersonation import Identities, Impersonation
 from orksync.apply.inventory import inventory_identity
@@ -392,6 +393,9 @@ class Agent:
             view, live = self.drift.apply_view, WatchedView(self.drift.informers, self.kube,
                                                             strict=False)
         return SyncOptions(apply=ApplyOptions(workers=self.config.workers),
+                           # a teardown waiting for its onDelete Jobs goes on in the work
+                           # queue, in its custom resource's key (orksync.agent.drift)
+                           deletion=DeletionOptions(wait=self.drift is None),
                            allow_empty=self.config.allow_empty,
                            prune_crds=self.config.prune_crds,
                            impersonation=Impersonation.of_catalog(

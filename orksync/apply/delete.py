@@ -34,6 +34,11 @@ class DeletionOptions:
     identities: Identities | None = None
     clock: Callable[[], float] = time.monotonic
     sleep: Callable[[float], None] = time.sleep
+    # False: a teardown whose onDelete Jobs have not finished (or whose ordered stage's
+    # objects are not gone yet) returns at once, not done, its state WAITING, instead of
+    # polling them until the timeout; the agent's full sync, whose work queue finishes
+    # the teardown in the custom resource's own key, so that no other waits for it
+    wait: bool = True
 
 
 # --- what the teardown needs from the render engine ----------------------------------------

@@ -140,6 +140,10 @@ def finalize_custom_resource(kube: Kube, live: Mapping[str, Any],
                               f"finalizer removed; the garbage collector takes the rest{note}"))
         return changes, True
     failed = "; ".join(f"{c.ref}: {c.message}" for c in changes if c.action is Action.FAILED)
+    if not failed and any(c.action is Action.WAITING for c in changes):
+        changes.append(Change(ref=ref, action=Action.WAITING, message="teardown under way "
+                              "(onDelete running): the finalizer is kept until it is done"))
+        return changes, False
     changes.append(Change(ref=ref, action=Action.FAILED, message="finalizer kept, retried "
                           f"on the next sync: {failed or 'teardown incomplete'}"))
     return changes, False
@@ -210,8 +214,14 @@ def _run_ordered(kube: Kube, cr_live: Mapping[str, Any], hooks: OnDeleteRenderer
         if any(c.action is Action.FAILED for c in changes):
             return changes, False
         for ref in _wait_gone(kube, waiting, deadline, options):
+            if not options.wait:
+                changes.append(Change(ref=ref, action=Action.WAITING,
+                                      message=f"onDelete {name}: being deleted"))
+                continue
             changes.append(Change(ref=ref, action=Action.FAILED, message=f"onDelete {name}: "
                                   f"still present after {timeout:g}s"))
+        if any(c.action is Action.WAITING for c in changes):
+            return changes, False
         if any(c.action is Action.FAILED for c in changes):
             return changes, False
     return changes, True
@@ -269,13 +279,16 @@ def run_jobs(kube: Kube, jobs: Sequence[RenderedObject], cr_live: Mapping[str, A
                 results[ref] = Change(ref=ref, action=Action.FAILED, message=err.detail)
         for ref in results:
             pending.pop(ref, None)
-        if not pending or options.clock() >= deadline:
+        if not pending or options.clock() >= deadline or not options.wait:
             break
         options.sleep(options.poll)
         kube.check_gate()  # a long wait ends as soon as this process may not write
     for ref in pending:
         results[ref] = Change(ref=ref, action=Action.FAILED,
-                              message="onDelete job not finished in time")
+                              message="onDelete job not finished in time") if options.wait \
+            else Change(ref=ref, action=Action.WAITING, message="onDelete job running")
+    if pending and not options.wait:
+        return [results[j.ref] for j in jobs], False
     changes = [results[j.ref] for j in jobs]
     return changes, not any(c.action is Action.FAILED for c in changes)
 
@@ -309,7 +322,7 @@ def _wait_gone(kube: Kube, refs: list[ObjRef], deadline: float,
             except ClusterError:
                 left.append(ref)
         refs = left
-        if not refs or options.clock() >= deadline:
+        if not refs or options.clock() >= deadline or not options.wait:
             break
         options.sleep(options.poll)
         kube.check_gate()
