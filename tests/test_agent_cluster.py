@@ -230,3 +230,57 @@ def test_a_childs_status_change_renders_its_custom_resource_again_without_a_comm
     finally:
         agent.stop(signal.SIGKILL)
         kube.close()
+
+
+CROSS_READER = """
+apiVersion: orkestra.orkspace.io/v1
+kind: Katalog
+metadata: {name: widgets}
+spec:
+  crds:
+    widget:
+      crdFile: ./crd.yaml
+      operatorBox:
+        cross:
+          - crd: widget
+            as: peer
+            selector: {name: a}
+        onReconcile:
+          configMaps:
+            - name: "{{ .metadata.name }}-peer"
+              data: {phase: "{{ .cross.peer.status.phase }}"}
+"""
+
+
+def test_a_custom_resources_status_change_renders_those_that_cross_read_it_again(
+        control_plane: ControlPlane, git_daemon: tuple[Path, str, GitDaemon],
+        tmp_path: Path) -> None:
+    """b cross-reads a's status: a status written on a by someone else (its controller)
+    renders b again at once, with no full sync (an hour's resync interval)."""
+    repo, url, _ = git_daemon
+    ns = f"t-{uuid.uuid4().hex[:8]}"
+    write_repo(repo, {"katalog.yaml": CROSS_READER, "crd.yaml": CRD,
+                      "a.yaml": widget("a", ns), "b.yaml": widget("b", ns)})
+    commit(repo, "first")
+    kube = Kube.from_kubeconfig(control_plane.kubeconfig)
+    maps = kube.resource("v1", "ConfigMap")
+    agent = AgentProcess(control_plane, url, tmp_path / "state",
+                         name=f"cross-{uuid.uuid4().hex[:6]}",
+                         flags=["--resync-interval", "3600"])
+
+    def phase() -> object:
+        return ((kube.get_or_none(maps, ns, "b-peer") or {}).get("data") or {}).get("phase")
+
+    try:
+        wait_for("b's ConfigMap", lambda: kube.get_or_none(maps, ns, "b-peer") is not None)
+        wait_for("readiness", lambda: http_get(agent.port, "/readyz")[0] == 200)
+        assert phase() in (None, "")
+        widgets = kube.resource("test.orksync.io/v1", "Widget")
+        kube.request("PATCH", widgets.path(ns, "a", "status"),
+                     body={"status": {"phase": "Ready"}},
+                     content_type="application/merge-patch+json")
+        wait_for("b rendered with a's status", lambda: phase() == "Ready")
+        assert agent.text().count("sync rev=") == 1
+    finally:
+        agent.stop(signal.SIGKILL)
+        kube.close()
