@@ -586,23 +586,6 @@ def test_any_of_warns_that_the_katalog_is_not_portable_and_still_works(tmp_path:
     assert "ConfigMap/default/a-cm" in {str(o.ref) for o in render_catalog(catalog).objects}
 
 
-def test_a_komposer_is_not_read_and_says_so(tmp_path: Path) -> None:
-    catalog = load(tmp_path, HEAD + ENTRY, {"op/komposer.yaml": """
-        apiVersion: orkestra.orkspace.io/v1
-        kind: Komposer
-        metadata: {name: platform}
-        spec:
-          crds:
-            widget: {enabled: false}
-        """})
-    assert not catalog.errors
-    assert catalog.warnings == (
-        "op/komposer.yaml:1: Komposer/platform: not read: a Komposer merges Katalogs (files, "
-        "helm, registries) with its own spec.crds overrides; orksync reads the Katalogs of "
-        "the repository as they are, so those overrides are not applied",)
-    assert [cr.ref.name for cr in catalog.crs] == ["a"]
-
-
 def test_a_problem_of_a_grouped_setting_is_named_where_it_is_written(tmp_path: Path) -> None:
     catalog = load(tmp_path, entry_with(
         "      admission:\n        validation:\n          rules:\n"

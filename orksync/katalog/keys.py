@@ -29,7 +29,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["KATALOG", "Finding", "Key", "check", "docs_markdown", "docs_table"]
+__all__ = ["KATALOG", "KOMPOSER", "Finding", "Key", "check", "docs_markdown", "docs_table"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -380,9 +380,37 @@ KATALOG = acts("a Katalog document", {
     "providers": refused("provider libraries are Go code run by Orkestra"),
     "lifecycle": info("maturity and deprecation, read by Orkestra's tooling only"),
     "policy": info("Komposer import policy, read by Orkestra's tooling only"),
-    "imports": refused("a Komposer's Katalog sources (files, helm, registry) are merged "
-                       "by Orkestra's tooling; vendor the Katalog into the repository"),
+    "imports": refused("Orkestra refuses imports in a kind: Katalog (a Komposer's "
+                       "sources); write kind: Komposer to compose Katalogs"),
     "crossAccess": acts("the crossAccess of every entry that sets none"),
+})
+
+# A Komposer has a Katalog's keys; `imports` names the Katalogs it composes, and its
+# `spec.crds` entries override theirs (orksync.katalog.komposer).
+KOMPOSER_IMPORTS = acts("the Katalogs the Komposer composes (orksync.katalog.komposer)", {
+    "files": acts("Katalog files of the repository (a path, or {url: <path>}), relative to "
+                  "the Komposer's file; each is loaded through the Komposer only, with the "
+                  "Komposer's spec.crds overrides merged into its entries as Orkestra "
+                  "merges them; a remote URL or a $VARIABLE is refused (network, process "
+                  "environment), and so is a Komposer"),
+    "helm": refused("a Helm chart is fetched and rendered while loading (network, the helm "
+                    "tool); vendor the rendered Katalog into the repository"),
+    "registry": refused("an OCI registry is pulled while loading (network); vendor the "
+                        "Katalog into the repository"),
+})
+KOMPOSER = acts("a Komposer document", {
+    **(KATALOG.children or {}),
+    "kind": acts("Komposer"),
+    "imports": KOMPOSER_IMPORTS,
+    "spec": acts("the Komposer's overrides and new entries", {
+        "crds": acts("by name: an entry named like an imported one overrides it (the fields "
+                     "Orkestra merges: orksync.katalog.komposer.MERGED_FIELDS; any other "
+                     "warns that it is not merged); any other is a new entry",
+                     each=CRD_ENTRY),
+        "imports": refused("Orkestra refuses spec.imports in a Komposer: declare notes: "
+                           "and profiles: in it instead"),
+        "finalizers": _FINALIZERS,
+    }),
 })
 
 
@@ -454,6 +482,13 @@ def docs_table(schema: Key = KATALOG, prefix: str = "") -> list[tuple[str, str, 
 def docs_markdown() -> str:
     """The table of docs/katalog-schema.md, between its generated-section markers."""
     lines = ["| key | orksync | what orksync does, or why not |", "|---|---|---|"]
-    for path, label, detail in docs_table():
+    spec = (KOMPOSER.children or {})["spec"]
+    komposer_only = Key("acts", "", {"imports": KOMPOSER_IMPORTS, "spec": Key(
+        "acts", spec.what, {k: v for k, v in (spec.children or {}).items()
+                            if k in ("crds", "imports")})})
+    for path, label, detail in [*docs_table(),
+                                *[(f"(Komposer) {p}", lb, d)
+                                  for p, lb, d in docs_table(komposer_only)
+                                  if not p.startswith("spec.crds.<name>")]]:
         lines.append(f"| `{path}` | {label} | {detail.replace('|', '/')} |")
     return "\n".join(lines) + "\n"
