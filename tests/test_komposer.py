@@ -251,3 +251,10 @@ def test_validate_reads_a_komposer(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert "spec.crds.widget.labelSelector: not merged" in done.stderr, done.stderr
     assert "errors=0" in done.stderr + done.stdout, done.stderr
+
+
+def test_a_problem_of_a_value_an_override_gave_names_the_komposer(tmp_path: Path) -> None:
+    catalog = load(tmp_path, KOMPOSER + "      dependsOn: [nosuch]\n")
+    assert messages(catalog.errors) == [
+        "op/komposer.yaml:10 Komposer/platform spec.crds.widget.dependsOn[0]: names "
+        "'nosuch', which is not a CRD entry of this Katalog that loaded"]

@@ -60,10 +60,11 @@ MERGED_FIELDS: tuple[str, ...] = (
 
 
 def merge_entry(base: Mapping[str, Any], override: Mapping[str, Any]
-                ) -> tuple[dict[str, Any], list[Path_]]:
+                ) -> tuple[dict[str, Any], list[Path_], list[Path_]]:
     """`base` (an imported entry, flat layout) with `override` (the Komposer's entry of the
     same name, flat layout) merged in as Orkestra merges it: (the merged entry, the paths
-    of the override's settings that Orkestra does not merge)."""
+    whose value the override gave, the paths of the override's settings that Orkestra
+    does not merge)."""
     out, override = _box_named(copy.deepcopy(dict(base))), _box_named(override)
     taken: set[Path_] = set()
     api = override.get("apiTypes")
@@ -92,7 +93,8 @@ def merge_entry(base: Mapping[str, Any], override: Mapping[str, Any]
         out["deletionProtection"] = {**(own if isinstance(own, Mapping) else {}),
                                      **copy.deepcopy(dict(protection))}
         taken.add(("deletionProtection",))
-    return out, [p for p in _unmerged(override, (), taken) if p not in _NAME_ONLY]
+    return out, sorted(taken), [p for p in _unmerged(override, (), taken)
+                                if p not in _NAME_ONLY]
 
 
 def _box_named(entry: Mapping[str, Any]) -> dict[str, Any]:

@@ -182,6 +182,12 @@ class _Loader:
         self.setup_files: set[Path | None] = set()  # named by an entry's setup.apply
         self.classified: set[int] = set()  # id() of the documents the walk loaded
         self.prefix = os.path.join(str(root), "")  # the root with its trailing separator
+        # (imported Katalog's file, document index, entry key) -> (its Komposer's document,
+        # the Komposer's name, [(flat path in the entry a Komposer override gave, where
+        # the override writes it)]): a problem of such a value names the Komposer
+        self.overrides: dict[tuple[Path, int, str],
+                             tuple[Document, str, list[tuple[tuple[str, ...],
+                                                             list[str | int]]]]] = {}
 
     def rel(self, path: Path) -> str:
         """`path` (resolved) as shown in messages and origins: relative to the root. Asked
@@ -234,6 +240,7 @@ class _Loader:
     def error(self, doc: Document, message: str, field: Iterable[str | int] = (),
               obj: str = "") -> InputError:
         fields = list(field)
+        doc, fields, obj = self.written(doc, fields, obj)
         line = locate(doc.file, doc.index, fields)
         return InputError(message, file=self.rel(doc.file), line=line,
                           path=dotted(fields), obj=obj)
@@ -443,7 +450,9 @@ class _Loader:
                 assert flat is not None
                 base = flatten(entry) if isinstance(entry, dict) else None
                 if base is not None and not base.problems:
-                    entry, unmerged = merge_entry(base.raw, flat.raw)
+                    entry, taken, unmerged = merge_entry(base.raw, flat.raw)
+                    self.overrides[(src.file, src.index, str(key))] = (
+                        doc, obj, [(t, [*where, *flat.written_at(list(t))]) for t in taken])
                     for path in unmerged:
                         self.warn(doc, obj, [*where, *flat.written_at(list(path))],
                                   "not merged: Orkestra's Komposer merge does not take "
@@ -657,8 +666,21 @@ class _Loader:
         self.failed += len(entries) - len(ok)
         return ok
 
+    def written(self, doc: Document, fields: list[str | int], obj: str
+                ) -> tuple[Document, list[str | int], str]:
+        """Where a field of a loaded entry is written: in its Komposer when an override
+        gave its value (doc, field path, object name), else where it is."""
+        if len(fields) > 3 and fields[:2] == ["spec", "crds"]:
+            found = self.overrides.get((doc.file, doc.index, str(fields[2])))
+            for given, where in found[2] if found else ():
+                if tuple(fields[3:3 + len(given)]) == given:
+                    assert found is not None
+                    return found[0], [*where, *fields[3 + len(given):]], found[1]
+        return doc, fields, obj
+
     def warn(self, doc: Document, obj: str, path: Sequence[str | int], message: str) -> None:
         """A warning about a Katalog field: `file:line: Katalog/x: field.path: message`."""
+        doc, path, obj = self.written(doc, list(path), obj)
         line = locate(doc.file, doc.index, list(path))
         where = f"{self.rel(doc.file)}:{line}" if line else self.rel(doc.file)
         self.warnings.append(f"{where}: {obj}: {dotted(path)}: {message}")
