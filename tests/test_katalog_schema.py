@@ -530,6 +530,21 @@ def test_custom_resources_orkestra_would_not_reconcile_are_left_out_and_named(
                                    "out (not rendered, not pruned): "), lines
 
 
+def test_operator_box_when_and_or_are_ignored_as_orkestra_ignores_them(
+        tmp_path: Path) -> None:
+    # a condition that no custom resource meets: Orkestra reconciles them all the same
+    catalog = load(tmp_path, entry_with("", (
+        "        when:\n          - {field: metadata.labels.tier, equals: gold}\n"
+        "        or:\n          - {field: metadata.name, equals: nobody}\n")), SELECTED)
+    assert not catalog.errors, messages(catalog.errors)
+    assert not catalog.warnings, catalog.warnings
+    rendered = render_catalog(catalog)
+    assert not rendered.errors, messages(rendered.errors)
+    assert not rendered.skipped
+    assert {o.ref.name for o in rendered.objects if o.ref.kind == "ConfigMap"} == {
+        "a-cm", "b-cm"}
+
+
 def test_validate_names_each_custom_resource_left_out(tmp_path: Path) -> None:
     import subprocess
     import sys

@@ -160,6 +160,14 @@ _SERVICE_ACCOUNT = own("the ServiceAccount (`name` in each custom resource's nam
                        "every write, delete and read of them impersonates it "
                        "(docs/multi-tenancy.md)", portable=False)
 
+# Orkestra's flat OperatorBoxConfig declares when/or, and none of its reconcile paths
+# (GenericReconciler: reconcileCore, reconcileImpl, runTemplateReconcile) reads them: a
+# custom resource is gated by preReconcile only.
+_BOX_CONDITIONS = ("accepted and ignored, as Orkestra ignores it: its types declare "
+                   "operatorBox-level when/or but no reconcile reads them (a custom resource "
+                   "is gated by preReconcile's reconcileGate / enqueueGate); the grouped "
+                   "layout of v0.7.18 has no such key")
+
 # The grouped layout of v0.7.18: each key names its place in the flat layout.
 _GROUPS: dict[str, Key] = {
     "observe": acts("group (v0.7.18): cross, watch, events", {
@@ -220,8 +228,8 @@ OPERATOR_BOX = acts("what the custom resources render and how", {
     "autoscale": _AUTOSCALE_RUNTIME,
     "rollback": _ROLLBACK,
     "rollBackOnError": _ROLLBACK,
-    "when": warns("operatorBox-level conditions are not evaluated by orksync"),
-    "or": warns("operatorBox-level conditions are not evaluated by orksync"),
+    "when": info(_BOX_CONDITIONS),
+    "or": info(_BOX_CONDITIONS),
     "imports": own(_IMPORTS.what + "; Orkestra reads imports on the CRD entry only",
                    portable=False),
     "validation": own("orksync also reads validation here; Orkestra only on the CRD "
