@@ -545,6 +545,42 @@ def test_operator_box_when_and_or_are_ignored_as_orkestra_ignores_them(
         "a-cm", "b-cm"}
 
 
+def test_entry_labels_are_added_to_each_custom_resource_as_orkestra_adds_them(
+        tmp_path: Path) -> None:
+    labels = "      labels: {team: '{{ .spec.team }}', tier: gold}\n"
+    extra = {"apps/a.yaml": widget("a", team="blue").replace(
+                 "metadata:\n", "metadata:\n  labels: {tier: bronze, app: a}\n"),
+             "apps/b.yaml": widget("b", team="'not a label value'")}
+    catalog = load(tmp_path, entry_with(labels), extra)
+    assert not catalog.errors, messages(catalog.errors)
+    assert not catalog.warnings, catalog.warnings
+    rendered = render_catalog(catalog)
+    crs = {o.ref.name: o.body for o in rendered.objects if o.ref.kind == "Widget"}
+    # the entry's value wins over the one written in Git, as Orkestra's patch does
+    assert crs["a"]["metadata"]["labels"] == {"tier": "gold", "app": "a", "team": "blue"}
+    assert "b" not in crs  # its label value is not one: that custom resource fails
+    assert messages(rendered.errors) == [
+        "op/katalog.yaml:9 Widget.test.orksync.io/default/b spec.crds.widget.labels.team: "
+        "label value 'not a label value' is not valid (at most 63 characters of "
+        "[A-Za-z0-9-_.])"]
+
+
+@pytest.mark.parametrize(("labels", "field", "message"), [
+    ("{'{{ .spec.k }}': x}", "labels.{{ .spec.k }}",
+     "key '{{ .spec.k }}' must be a static label key, not a template"),
+    ("{'bad key!': x}", "labels.bad key!", "label key 'bad key!' is not valid"),
+    ("{team: [a]}", "labels.team", "must be a label value or a template (a string), not "
+     "a list"),
+    ("[team]", "labels", "must be a map of label key to value, not a list"),
+])
+def test_entry_labels_orkestra_refuses_are_an_error_naming_the_field(
+        tmp_path: Path, labels: str, field: str, message: str) -> None:
+    catalog = load(tmp_path, entry_with(f"      labels: {labels}\n"))
+    assert [m for m in messages(catalog.errors) if "labels" in m] == [
+        f"op/katalog.yaml:9 Katalog/widgets spec.crds.widget.{field}: {message}"]
+    assert not [o for o in render_catalog(catalog).objects if o.ref.kind == "Widget"]
+
+
 def test_validate_names_each_custom_resource_left_out(tmp_path: Path) -> None:
     import subprocess
     import sys

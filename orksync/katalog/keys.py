@@ -295,8 +295,11 @@ CRD_ENTRY = acts("one custom resource kind and what its instances render", {
                         "nothing (found: \"false\", orksync.render.cross)"),
     "operatorBox": OPERATOR_BOX,
     "reconciler": own("the operatorBox under its name of orksync.konductor.io/v1Alpha"),
-    "labels": warns("labels Orkestra attaches to the custom resources; orksync applies "
-                    "custom resources as Git holds them"),
+    "labels": acts("labels added to each custom resource as it is applied (Orkestra "
+                   "patches them onto it): static label keys, values are templates "
+                   "rendered against the custom resource and win over the same key "
+                   "written in Git; a value that renders to no valid label value fails "
+                   "that custom resource (orksync.render.engine)"),
     "labelSelector": acts(_SELECTOR),
     "fieldSelector": acts(_SELECTOR),
     "ignoreStatusPatch": _IGNORE_STATUS,

@@ -85,6 +85,7 @@ from orksync.katalog.tenancy import ALLOWED_HOSTS_FIELD, allowed_hosts_problem, 
 from orksync.model import ObjRef
 from orksync.names import (
     kind_problem,
+    label_key_problem,
     label_problem,
     subdomain_problem,
 )
@@ -1232,6 +1233,27 @@ def _entry_type_problem(raw: dict[str, Any]) -> tuple[list[str | int], str] | No
     for key, value in (api or {}).items():
         if value is not None and not isinstance(value, str):
             return ["apiTypes", str(key)], f"must be a string, not {_type(value)}"
+    return _labels_problem(raw.get("labels"))
+
+
+def _labels_problem(labels: Any) -> tuple[list[str | int], str] | None:
+    """Orkestra's check of an entry's `labels` (labels added to each custom resource):
+    static, valid label keys; values are templates (text), rendered per custom
+    resource."""
+    if labels is None:
+        return None
+    if not isinstance(labels, dict):
+        return ["labels"], f"must be a map of label key to value, not {_type(labels)}"
+    for key, value in labels.items():
+        if not isinstance(key, str) or "{{" in key:
+            return ["labels", str(key)], (f"key {key!r} must be a static label key, not a "
+                                          "template")
+        problem = label_key_problem(key)
+        if problem:
+            return ["labels", key], problem
+        if not isinstance(value, str):
+            return ["labels", key], (f"must be a label value or a template (a string), not "
+                                     f"{_type(value)}")
     return None
 
 
