@@ -248,6 +248,10 @@ ADMISSION = acts("group (v0.7.18): admission settings of the CRD entry", {
     "webhooks": warns(_WEBHOOKS.what, moves_to=("webhooks",)),
 })
 
+_ENRICH = ("Orkestra reads more live objects into the children's template data before the "
+           "templates run (a Deployment's pods, ReplicaSets and events, ..., per enrich "
+           "target); orksync's .children holds each declared child only, so a template "
+           "reading an enriched key finds nothing there")
 _SELECTOR = "custom resources that do not match are left out, as Orkestra does not " \
     "reconcile them (`orksync validate` names each)"
 
@@ -289,8 +293,8 @@ CRD_ENTRY = acts("one custom resource kind and what its instances render", {
                       "until every custom resource of each entry it names with `healthy` "
                       "or `ready` is Ready, in a live sync; `started` (and the list form) "
                       "waits for nothing; `pending`, `degraded` and `deleted` are refused"),
-    "enrichAll": warns("enriched children (pods, events) are not read by orksync's render"),
-    "enrich": warns("enriched children (pods, events) are not read by orksync's render"),
+    "enrichAll": warns(_ENRICH),
+    "enrich": warns(_ENRICH),
     "crossAccess": acts("false: a cross read of this entry's custom resources finds "
                         "nothing (found: \"false\", orksync.render.cross)"),
     "operatorBox": OPERATOR_BOX,
