@@ -258,3 +258,25 @@ def test_a_problem_of_a_value_an_override_gave_names_the_komposer(tmp_path: Path
     assert messages(catalog.errors) == [
         "op/komposer.yaml:10 Komposer/platform spec.crds.widget.dependsOn[0]: names "
         "'nosuch', which is not a CRD entry of this Katalog that loaded"]
+
+
+def test_the_komposer_security_applies_to_the_entries_it_composes(tmp_path: Path) -> None:
+    komposer = KOMPOSER.replace("imports:\n", """security:
+  namespaceProtection: {allowedNamespaces: [team-b]}
+  deletionProtection: {enabled: true}
+imports:
+""").replace("    - ./katalogs/widgets.yaml\n",
+             "    - url: ./katalogs/widgets.yaml\n    - ./katalogs/../katalogs/widgets.yaml\n")
+    catalog = load(tmp_path, komposer)
+    assert not catalog.errors, messages(catalog.errors)
+    assert not catalog.warnings, catalog.warnings
+    assert [(k.name, e.key) for k in catalog.katalogs for e in k.crds] == [
+        ("widgets", "widget")]  # the file named twice is read once
+    rendered = render_catalog(catalog)
+    assert not rendered.errors, messages(rendered.errors)
+    # the Komposer's guard is added to the Katalog's own (default), as Orkestra adds it
+    assert config_maps(rendered) == {"a-cm": {"from": "katalog"},
+                                     "b-cm": {"from": "katalog"}}
+    # and its deletion protection replaces the Katalog's (none): the CRD is protected
+    crd = [o for o in rendered.objects if o.ref.kind == "CustomResourceDefinition"]
+    assert crd[0].body["metadata"]["labels"] == {"orkestra.io/deletion-protection": "true"}
