@@ -280,3 +280,16 @@ imports:
     # and its deletion protection replaces the Katalog's (none): the CRD is protected
     crd = [o for o in rendered.objects if o.ref.kind == "CustomResourceDefinition"]
     assert crd[0].body["metadata"]["labels"] == {"orkestra.io/deletion-protection": "true"}
+
+
+def test_a_warning_about_the_imported_katalog_names_it_even_where_an_override_replaced(
+        tmp_path: Path) -> None:
+    # both set the reconciler's workers (warned: orksync runs no workers); the override
+    # replaces the Katalog's value, and each warning names where it is written
+    katalog = KATALOG_FLAT.replace("      operatorBox:\n",
+                                   "      operatorBox:\n        reconciler: {workers: 2}\n")
+    catalog = load(tmp_path, KOMPOSER + "      operatorBox: {reconciler: {workers: 3}}\n",
+                   katalog)
+    assert not catalog.errors, messages(catalog.errors)
+    assert sorted(w.split(": ")[0] for w in catalog.warnings) == [
+        "op/katalogs/widgets.yaml:10", "op/komposer.yaml:10"], catalog.warnings

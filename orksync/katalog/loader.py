@@ -239,9 +239,12 @@ class _Loader:
         return Source(file=self.rel(doc.file), path=doc.file, index=doc.index)
 
     def error(self, doc: Document, message: str, field: Iterable[str | int] = (),
-              obj: str = "") -> InputError:
+              obj: str = "", *, as_written: bool = False) -> InputError:
+        """An error about a field of `doc`; `as_written`: the field path is one of the
+        document as written (a schema finding), never one a Komposer override gave."""
         fields = list(field)
-        doc, fields, obj = self.written(doc, fields, obj)
+        if not as_written:
+            doc, fields, obj = self.written(doc, fields, obj)
         line = locate(doc.file, doc.index, fields)
         return InputError(message, file=self.rel(doc.file), line=line,
                           path=dotted(fields), obj=obj)
@@ -562,11 +565,12 @@ class _Loader:
         katalog_errors = 0
         for finding in check(c if checked is None else checked, schema):
             if finding.level == "warning":
-                self.warn(doc, obj, list(finding.path), finding.message)
+                self.warn(doc, obj, list(finding.path), finding.message, as_written=True)
             elif finding.path[:2] == ("spec", "crds") and len(finding.path) > 3:
                 by_entry.setdefault(str(finding.path[2]), []).append(finding)
             else:
-                self.errors.append(self.error(doc, finding.message, finding.path, obj))
+                self.errors.append(self.error(doc, finding.message, finding.path, obj,
+                                              as_written=True))
                 katalog_errors += 1
         if katalog_errors:
             return None  # Orkestra refuses the whole Katalog
@@ -600,7 +604,8 @@ class _Loader:
                     continue
                 problems = by_entry.get(key, [])
                 if problems:
-                    *rest, last = [self.error(doc, f.message, f.path, obj) for f in problems]
+                    *rest, last = [self.error(doc, f.message, f.path, obj, as_written=True)
+                                   for f in problems]
                     self.errors.extend(rest)
                     raise last
                 entries.append(self.crd_entry(doc, name, key, raw, fpath, crds, profiles))
@@ -679,9 +684,12 @@ class _Loader:
                     return found[0], [*where, *fields[3 + len(given):]], found[1]
         return doc, fields, obj
 
-    def warn(self, doc: Document, obj: str, path: Sequence[str | int], message: str) -> None:
-        """A warning about a Katalog field: `file:line: Katalog/x: field.path: message`."""
-        doc, path, obj = self.written(doc, list(path), obj)
+    def warn(self, doc: Document, obj: str, path: Sequence[str | int], message: str, *,
+             as_written: bool = False) -> None:
+        """A warning about a Katalog field: `file:line: Katalog/x: field.path: message`
+        (`as_written`: as for `error`)."""
+        if not as_written:
+            doc, path, obj = self.written(doc, list(path), obj)
         line = locate(doc.file, doc.index, list(path))
         where = f"{self.rel(doc.file)}:{line}" if line else self.rel(doc.file)
         self.warnings.append(f"{where}: {obj}: {dotted(path)}: {message}")
