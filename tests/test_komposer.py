@@ -293,3 +293,10 @@ def test_a_warning_about_the_imported_katalog_names_it_even_where_an_override_re
     assert not catalog.errors, messages(catalog.errors)
     assert sorted(w.split(": ")[0] for w in catalog.warnings) == [
         "op/katalogs/widgets.yaml:10", "op/komposer.yaml:10"], catalog.warnings
+
+
+def test_an_override_crd_file_is_read_from_the_komposer_directory(tmp_path: Path) -> None:
+    # ./crd.yaml beside the Komposer (op/), not beside the imported Katalog (op/katalogs/)
+    catalog = load(tmp_path, KOMPOSER + "      crdFile: ./crd.yaml\n")
+    assert not catalog.errors, messages(catalog.errors)
+    assert config_maps(render_catalog(catalog)) == {"a-cm": {"from": "katalog"}}

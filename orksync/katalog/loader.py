@@ -454,6 +454,12 @@ class _Loader:
                 assert flat is not None
                 base = flatten(entry) if isinstance(entry, dict) else None
                 if base is not None and not base.problems:
+                    # Orkestra resolves an override's crdFile from the Komposer's
+                    # directory; the merged entry is read from the Katalog's
+                    crd_file = flat.raw.get("crdFile")
+                    if isinstance(crd_file, str) and crd_file:
+                        flat.raw["crdFile"] = os.path.relpath(
+                            doc.file.parent / crd_file, src.file.parent)
                     entry, taken, unmerged = merge_entry(base.raw, flat.raw)
                     self.overrides[(src.file, src.index, str(key))] = (
                         doc, obj, [(t, [*where, *flat.written_at(list(t))]) for t in taken])
