@@ -248,10 +248,12 @@ ADMISSION = acts("group (v0.7.18): admission settings of the CRD entry", {
     "webhooks": warns(_WEBHOOKS.what, moves_to=("webhooks",)),
 })
 
-_ENRICH = ("Orkestra reads more live objects into the children's template data before the "
-           "templates run (a Deployment's pods, ReplicaSets and events, ..., per enrich "
-           "target); orksync's .children holds each declared child only, so a template "
-           "reading an enriched key finds nothing there")
+_ENRICH = ("Orkestra reads more live objects into each child's template data, under keys "
+           "such as _pods, _replicaSets, _warnings, _endpoints, _backingPods, _node, _pv, "
+           "_pvc, _pvcs, _storageClass, _activeJobs, _lastJob, _lastSuccessfulJob, "
+           "_loadBalancerIPs, _tlsSecrets, _currentMetrics, _scaleTarget (per enrich "
+           "target, some behind conditions); orksync's .children holds each declared child "
+           "as read, so a template reading one of those keys finds nothing there")
 _SELECTOR = "custom resources that do not match are left out, as Orkestra does not " \
     "reconcile them (`orksync validate` names each)"
 
