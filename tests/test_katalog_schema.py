@@ -530,6 +530,57 @@ def test_custom_resources_orkestra_would_not_reconcile_are_left_out_and_named(
                                    "out (not rendered, not pruned): "), lines
 
 
+def test_operator_box_when_and_or_are_ignored_as_orkestra_ignores_them(
+        tmp_path: Path) -> None:
+    # a condition that no custom resource meets: Orkestra reconciles them all the same
+    catalog = load(tmp_path, entry_with("", (
+        "        when:\n          - {field: metadata.labels.tier, equals: gold}\n"
+        "        or:\n          - {field: metadata.name, equals: nobody}\n")), SELECTED)
+    assert not catalog.errors, messages(catalog.errors)
+    assert not catalog.warnings, catalog.warnings
+    rendered = render_catalog(catalog)
+    assert not rendered.errors, messages(rendered.errors)
+    assert not rendered.skipped
+    assert {o.ref.name for o in rendered.objects if o.ref.kind == "ConfigMap"} == {
+        "a-cm", "b-cm"}
+
+
+def test_entry_labels_are_added_to_each_custom_resource_as_orkestra_adds_them(
+        tmp_path: Path) -> None:
+    labels = "      labels: {team: '{{ .spec.team }}', tier: gold}\n"
+    extra = {"apps/a.yaml": widget("a", team="blue").replace(
+                 "metadata:\n", "metadata:\n  labels: {tier: bronze, app: a}\n"),
+             "apps/b.yaml": widget("b", team="'not a label value'")}
+    catalog = load(tmp_path, entry_with(labels), extra)
+    assert not catalog.errors, messages(catalog.errors)
+    assert not catalog.warnings, catalog.warnings
+    rendered = render_catalog(catalog)
+    crs = {o.ref.name: o.body for o in rendered.objects if o.ref.kind == "Widget"}
+    # the entry's value wins over the one written in Git, as Orkestra's patch does
+    assert crs["a"]["metadata"]["labels"] == {"tier": "gold", "app": "a", "team": "blue"}
+    assert "b" not in crs  # its label value is not one: that custom resource fails
+    assert messages(rendered.errors) == [
+        "op/katalog.yaml:9 Widget.test.orksync.io/default/b spec.crds.widget.labels.team: "
+        "label value 'not a label value' is not valid (at most 63 characters of "
+        "[A-Za-z0-9-_.])"]
+
+
+@pytest.mark.parametrize(("labels", "field", "message"), [
+    ("{'{{ .spec.k }}': x}", "labels.{{ .spec.k }}",
+     "key '{{ .spec.k }}' must be a static label key, not a template"),
+    ("{'bad key!': x}", "labels.bad key!", "label key 'bad key!' is not valid"),
+    ("{team: [a]}", "labels.team", "must be a label value or a template (a string), not "
+     "a list"),
+    ("[team]", "labels", "must be a map of label key to value, not a list"),
+])
+def test_entry_labels_orkestra_refuses_are_an_error_naming_the_field(
+        tmp_path: Path, labels: str, field: str, message: str) -> None:
+    catalog = load(tmp_path, entry_with(f"      labels: {labels}\n"))
+    assert [m for m in messages(catalog.errors) if "labels" in m] == [
+        f"op/katalog.yaml:9 Katalog/widgets spec.crds.widget.{field}: {message}"]
+    assert not [o for o in render_catalog(catalog).objects if o.ref.kind == "Widget"]
+
+
 def test_validate_names_each_custom_resource_left_out(tmp_path: Path) -> None:
     import subprocess
     import sys
@@ -584,23 +635,6 @@ def test_any_of_warns_that_the_katalog_is_not_portable_and_still_works(tmp_path:
         "configMaps[0].anyOf: not portable to Orkestra: anyOf was renamed or in v0.7.16, "
         "and Orkestra refuses the old name"]
     assert "ConfigMap/default/a-cm" in {str(o.ref) for o in render_catalog(catalog).objects}
-
-
-def test_a_komposer_is_not_read_and_says_so(tmp_path: Path) -> None:
-    catalog = load(tmp_path, HEAD + ENTRY, {"op/komposer.yaml": """
-        apiVersion: orkestra.orkspace.io/v1
-        kind: Komposer
-        metadata: {name: platform}
-        spec:
-          crds:
-            widget: {enabled: false}
-        """})
-    assert not catalog.errors
-    assert catalog.warnings == (
-        "op/komposer.yaml:1: Komposer/platform: not read: a Komposer merges Katalogs (files, "
-        "helm, registries) with its own spec.crds overrides; orksync reads the Katalogs of "
-        "the repository as they are, so those overrides are not applied",)
-    assert [cr.ref.name for cr in catalog.crs] == ["a"]
 
 
 def test_a_problem_of_a_grouped_setting_is_named_where_it_is_written(tmp_path: Path) -> None:

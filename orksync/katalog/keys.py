@@ -29,7 +29,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["KATALOG", "Finding", "Key", "check", "docs_markdown", "docs_table"]
+__all__ = ["KATALOG", "KOMPOSER", "Finding", "Key", "check", "docs_markdown", "docs_table"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,6 +160,14 @@ _SERVICE_ACCOUNT = own("the ServiceAccount (`name` in each custom resource's nam
                        "every write, delete and read of them impersonates it "
                        "(docs/multi-tenancy.md)", portable=False)
 
+# Orkestra's flat OperatorBoxConfig declares when/or, and none of its reconcile paths
+# (GenericReconciler: reconcileCore, reconcileImpl, runTemplateReconcile) reads them: a
+# custom resource is gated by preReconcile only.
+_BOX_CONDITIONS = ("accepted and ignored, as Orkestra ignores it: its types declare "
+                   "operatorBox-level when/or but no reconcile reads them (a custom resource "
+                   "is gated by preReconcile's reconcileGate / enqueueGate); the grouped "
+                   "layout of v0.7.18 has no such key")
+
 # The grouped layout of v0.7.18: each key names its place in the flat layout.
 _GROUPS: dict[str, Key] = {
     "observe": acts("group (v0.7.18): cross, watch, events", {
@@ -220,8 +228,8 @@ OPERATOR_BOX = acts("what the custom resources render and how", {
     "autoscale": _AUTOSCALE_RUNTIME,
     "rollback": _ROLLBACK,
     "rollBackOnError": _ROLLBACK,
-    "when": warns("operatorBox-level conditions are not evaluated by orksync"),
-    "or": warns("operatorBox-level conditions are not evaluated by orksync"),
+    "when": info(_BOX_CONDITIONS),
+    "or": info(_BOX_CONDITIONS),
     "imports": own(_IMPORTS.what + "; Orkestra reads imports on the CRD entry only",
                    portable=False),
     "validation": own("orksync also reads validation here; Orkestra only on the CRD "
@@ -240,6 +248,12 @@ ADMISSION = acts("group (v0.7.18): admission settings of the CRD entry", {
     "webhooks": warns(_WEBHOOKS.what, moves_to=("webhooks",)),
 })
 
+_ENRICH = ("Orkestra reads more live objects into each child's template data, under keys "
+           "such as _pods, _replicaSets, _warnings, _endpoints, _backingPods, _node, _pv, "
+           "_pvc, _pvcs, _storageClass, _activeJobs, _lastJob, _lastSuccessfulJob, "
+           "_loadBalancerIPs, _tlsSecrets, _currentMetrics, _scaleTarget (per enrich "
+           "target, some behind conditions); orksync's .children holds each declared child "
+           "as read, so a template reading one of those keys finds nothing there")
 _SELECTOR = "custom resources that do not match are left out, as Orkestra does not " \
     "reconcile them (`orksync validate` names each)"
 
@@ -281,14 +295,17 @@ CRD_ENTRY = acts("one custom resource kind and what its instances render", {
                       "until every custom resource of each entry it names with `healthy` "
                       "or `ready` is Ready, in a live sync; `started` (and the list form) "
                       "waits for nothing; `pending`, `degraded` and `deleted` are refused"),
-    "enrichAll": warns("enriched children (pods, events) are not read by orksync's render"),
-    "enrich": warns("enriched children (pods, events) are not read by orksync's render"),
+    "enrichAll": warns(_ENRICH),
+    "enrich": warns(_ENRICH),
     "crossAccess": acts("false: a cross read of this entry's custom resources finds "
                         "nothing (found: \"false\", orksync.render.cross)"),
     "operatorBox": OPERATOR_BOX,
     "reconciler": own("the operatorBox under its name of orksync.konductor.io/v1Alpha"),
-    "labels": warns("labels Orkestra attaches to the custom resources; orksync applies "
-                    "custom resources as Git holds them"),
+    "labels": acts("labels added to each custom resource as it is applied (Orkestra "
+                   "patches them onto it): static label keys, values are templates "
+                   "rendered against the custom resource and win over the same key "
+                   "written in Git; a value that renders to no valid label value fails "
+                   "that custom resource (orksync.render.engine)"),
     "labelSelector": acts(_SELECTOR),
     "fieldSelector": acts(_SELECTOR),
     "ignoreStatusPatch": _IGNORE_STATUS,
@@ -380,9 +397,37 @@ KATALOG = acts("a Katalog document", {
     "providers": refused("provider libraries are Go code run by Orkestra"),
     "lifecycle": info("maturity and deprecation, read by Orkestra's tooling only"),
     "policy": info("Komposer import policy, read by Orkestra's tooling only"),
-    "imports": refused("a Komposer's Katalog sources (files, helm, registry) are merged "
-                       "by Orkestra's tooling; vendor the Katalog into the repository"),
+    "imports": refused("Orkestra refuses imports in a kind: Katalog (a Komposer's "
+                       "sources); write kind: Komposer to compose Katalogs"),
     "crossAccess": acts("the crossAccess of every entry that sets none"),
+})
+
+# A Komposer has a Katalog's keys; `imports` names the Katalogs it composes, and its
+# `spec.crds` entries override theirs (orksync.katalog.komposer).
+KOMPOSER_IMPORTS = acts("the Katalogs the Komposer composes (orksync.katalog.komposer)", {
+    "files": acts("Katalog files of the repository (a path, or {url: <path>}), relative to "
+                  "the Komposer's file; each is loaded through the Komposer only, with the "
+                  "Komposer's spec.crds overrides merged into its entries as Orkestra "
+                  "merges them; a remote URL or a $VARIABLE is refused (network, process "
+                  "environment), and so is a Komposer"),
+    "helm": refused("a Helm chart is fetched and rendered while loading (network, the helm "
+                    "tool); vendor the rendered Katalog into the repository"),
+    "registry": refused("an OCI registry is pulled while loading (network); vendor the "
+                        "Katalog into the repository"),
+})
+KOMPOSER = acts("a Komposer document", {
+    **(KATALOG.children or {}),
+    "kind": acts("Komposer"),
+    "imports": KOMPOSER_IMPORTS,
+    "spec": acts("the Komposer's overrides and new entries", {
+        "crds": acts("by name: an entry named like an imported one overrides it (the fields "
+                     "Orkestra merges: orksync.katalog.komposer.MERGED_FIELDS; any other "
+                     "warns that it is not merged); any other is a new entry",
+                     each=CRD_ENTRY),
+        "imports": refused("Orkestra refuses spec.imports in a Komposer: declare notes: "
+                           "and profiles: in it instead"),
+        "finalizers": _FINALIZERS,
+    }),
 })
 
 
@@ -454,6 +499,13 @@ def docs_table(schema: Key = KATALOG, prefix: str = "") -> list[tuple[str, str, 
 def docs_markdown() -> str:
     """The table of docs/katalog-schema.md, between its generated-section markers."""
     lines = ["| key | orksync | what orksync does, or why not |", "|---|---|---|"]
-    for path, label, detail in docs_table():
+    spec = (KOMPOSER.children or {})["spec"]
+    komposer_only = Key("acts", "", {"imports": KOMPOSER_IMPORTS, "spec": Key(
+        "acts", spec.what, {k: v for k, v in (spec.children or {}).items()
+                            if k in ("crds", "imports")})})
+    for path, label, detail in [*docs_table(),
+                                *[(f"(Komposer) {p}", lb, d)
+                                  for p, lb, d in docs_table(komposer_only)
+                                  if not p.startswith("spec.crds.<name>")]]:
         lines.append(f"| `{path}` | {label} | {detail.replace('|', '/')} |")
     return "\n".join(lines) + "\n"

@@ -32,7 +32,12 @@ Decisions (the Orkestra spec is silent on them):
 * Custom resources Orkestra would not reconcile (a disabled entry, `namespace`,
   `labelSelector`, `fieldSelector`) are left out: `Catalog.left_out`, one warning each;
   the render neither renders nor prunes them (the preReconcile gates are the render's,
-  orksync.render.engine.gate_refusal). A Komposer is not read (a warning says so).
+  orksync.render.engine.gate_refusal).
+* A Komposer's imported Katalogs are loaded through it, its spec.crds overrides merged
+  into their entries (orksync.katalog.komposer); a Katalog it imports is not loaded again
+  on its own. A Komposer that fails (a refused import, a duplicate entry, a broken key
+  outside spec.crds) loads none of the Katalogs it imports; a broken override fails the
+  imported entry it overrides.
 * A custom resource left out because of another error says "reported above": a warning
   when its Katalog entry did not load, an error when the entry loaded but is broken
   (orksync.render.engine), so that its status can say why.
@@ -45,7 +50,7 @@ import difflib
 import logging
 import os
 import re
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +59,14 @@ from orksync.errors import InputError, LoadError, printable
 from orksync.forked import fork_chunks_into
 from orksync.gcpause import gc_paused
 from orksync.ignore import IGNORE_FILE, IgnoreRules
-from orksync.katalog.keys import Finding, check
+from orksync.katalog.keys import KATALOG, KOMPOSER, Finding, Key, check
+from orksync.katalog.komposer import (
+    MERGED_FIELDS,
+    add_guard,
+    file_problem,
+    import_refs,
+    merge_entry,
+)
 from orksync.katalog.layout import flatten, get_in, read_include, resolve_includes
 from orksync.katalog.model import (
     KATALOG_API_VERSIONS,
@@ -73,6 +85,7 @@ from orksync.katalog.tenancy import ALLOWED_HOSTS_FIELD, allowed_hosts_problem, 
 from orksync.model import ObjRef
 from orksync.names import (
     kind_problem,
+    label_key_problem,
     label_problem,
     subdomain_problem,
 )
@@ -85,7 +98,7 @@ log = logging.getLogger(__name__)
 DIALECT_ANNOTATION = "orksync.io/template-dialect"
 DIALECTS = ("go", "jinja2")
 
-IGNORED_ORKESTRA_KINDS = ("E2E", "Simulate", "Komposer")
+IGNORED_ORKESTRA_KINDS = ("E2E", "Simulate")
 ORKESTRA_GROUPS = frozenset(v.partition("/")[0] for v in KATALOG_API_VERSIONS)
 # Entry fields that must be lists of namespace patterns: a lone string would be read
 # character by character, and a `*` among them would open the guard to every namespace.
@@ -143,6 +156,10 @@ def _ignore_rules(root: Path) -> IgnoreRules:
 MIN_FILES_PER_JOB = 256
 FILES_CHUNK = 64  # files a process takes at a time (orksync.forked.fork_chunks)
 
+# A document loaded as a Katalog: (the document, the content its keys are checked in, or
+# None for its own, the schema they are checked against)
+Load = tuple[Document, Mapping[str, Any] | None, Key]
+
 # A file's documents, as (index, content), parsed ahead (load_repository's jobs), or the
 # error that stopped them
 Parsed = list[tuple[int, Any]] | LoadError
@@ -166,6 +183,12 @@ class _Loader:
         self.setup_files: set[Path | None] = set()  # named by an entry's setup.apply
         self.classified: set[int] = set()  # id() of the documents the walk loaded
         self.prefix = os.path.join(str(root), "")  # the root with its trailing separator
+        # (imported Katalog's file, document index, entry key) -> (its Komposer's document,
+        # the Komposer's name, [(flat path in the entry a Komposer override gave, where
+        # the override writes it)]): a problem of such a value names the Komposer
+        self.overrides: dict[tuple[Path, int, str],
+                             tuple[Document, str, list[tuple[tuple[str, ...],
+                                                             list[str | int]]]]] = {}
 
     def rel(self, path: Path) -> str:
         """`path` (resolved) as shown in messages and origins: relative to the root. Asked
@@ -216,14 +239,18 @@ class _Loader:
         return Source(file=self.rel(doc.file), path=doc.file, index=doc.index)
 
     def error(self, doc: Document, message: str, field: Iterable[str | int] = (),
-              obj: str = "") -> InputError:
+              obj: str = "", *, as_written: bool = False) -> InputError:
+        """An error about a field of `doc`; `as_written`: the field path is one of the
+        document as written (a schema finding), never one a Komposer override gave."""
         fields = list(field)
+        if not as_written:
+            doc, fields, obj = self.written(doc, fields, obj)
         line = locate(doc.file, doc.index, fields)
         return InputError(message, file=self.rel(doc.file), line=line,
                           path=dotted(fields), obj=obj)
 
     def finish(self) -> Catalog:
-        katalog_docs, crd_docs, other = [], [], []
+        katalog_docs, komposer_docs, crd_docs, other = [], [], [], []
         self.classified = {id(d) for d in self.documents}  # the rest is loaded late
         for doc in self.documents:
             c = doc.content
@@ -239,14 +266,9 @@ class _Loader:
                 continue
             if api in KATALOG_API_VERSIONS and kind == "Katalog":
                 katalog_docs.append(doc)
+            elif api in KATALOG_API_VERSIONS and kind == "Komposer":
+                komposer_docs.append(doc)
             elif api in KATALOG_API_VERSIONS and kind in (*IGNORED_ORKESTRA_KINDS, "Motif"):
-                if kind == "Komposer":
-                    self.warnings.append(
-                        f"{self.rel(doc.file)}:{locate(doc.file, doc.index, []) or 1}: "
-                        f"{document_identity(c)}: not read: a Komposer merges Katalogs "
-                        "(files, helm, registries) with its own spec.crds overrides; "
-                        "orksync reads the Katalogs of the repository as they are, so "
-                        "those overrides are not applied")
                 continue
             elif api == "apiextensions.k8s.io/v1" and kind == "CustomResourceDefinition":
                 crd_docs.append(doc)
@@ -254,8 +276,10 @@ class _Loader:
                 other.append(doc)
         crds = [m for m in (self.crd_manifest(d) for d in crd_docs) if m is not None]
         by_name = {m.name: m for m in crds}
-        katalogs = [k for k in (self.katalog(d, by_name) for d in katalog_docs) if k]
-        self.failed += len(katalog_docs) - len(katalogs)
+        loads = self.compose(komposer_docs, katalog_docs)
+        katalogs = [k for k in (self.katalog(d, by_name, checked, schema)
+                                for d, checked, schema in loads) if k]
+        self.failed += len(loads) - len(katalogs)
         # Files named by crdFile / crFiles outside the walked tree are loaded too.
         crs = self.custom_resources(other, katalogs, crds)
         protected = {e.crd_name for k in katalogs for e in k.crds if e.protect_crd}
@@ -265,6 +289,199 @@ class _Loader:
                        crs=tuple(crs), errors=tuple(self.errors),
                        warnings=tuple(self.warnings), left_out=tuple(self.left_out),
                        plain=tuple(self.plain[ref] for ref in sorted(self.plain)))
+
+    # --- Komposers ------------------------------------------------------------------------
+
+    def compose(self, komposers: list[Document], katalogs: list[Document]) -> list[Load]:
+        """What is loaded as a Katalog: each Katalog document on its own, except those a
+        Komposer imports, which are loaded through it (its overrides merged into their
+        entries), and each Komposer's own new entries."""
+        composed_by: dict[int, str] = {}  # id() of an imported Katalog -> its Komposer
+        loads: list[Load] = []
+        for doc in komposers:
+            loads.extend(self.komposer(doc, composed_by))
+        return [(d, None, KATALOG) for d in katalogs if id(d) not in composed_by] + loads
+
+    def komposer(self, doc: Document, composed_by: dict[int, str]) -> list[Load]:
+        """The loads of one Komposer (orksync.katalog.komposer): each imported Katalog with
+        the overrides merged, then the Komposer's own new entries; none when the Komposer
+        fails. The Katalogs it imports are marked in `composed_by` either way."""
+        c = doc.content
+        meta = c.get("metadata")
+        raw_name = meta.get("name") if isinstance(meta, dict) else None
+        name = raw_name if isinstance(raw_name, str) and raw_name else Path(doc.file).stem
+        obj = f"Komposer/{name}"
+        before = len(self.errors)
+        findings = [f for f in check(c, KOMPOSER) if f.level == "error"]
+        entry_findings: dict[str, list[Finding]] = {}
+        for f in findings:
+            if f.path[:2] == ("spec", "crds") and len(f.path) > 3:
+                entry_findings.setdefault(str(f.path[2]), []).append(f)
+            else:
+                self.errors.append(self.error(doc, f.message, f.path, obj))
+        sources = self.komposer_sources(doc, obj, composed_by)
+        owner: dict[str, Document] = {}
+        for i, src in sources:
+            entries = get_in(src.content, ("spec", "crds"))
+            for key in entries if isinstance(entries, dict) else ():
+                first = owner.setdefault(str(key), src)
+                if first is not src:
+                    self.errors.append(self.error(
+                        doc, f"duplicate CRD {str(key)!r}: defined in {self.rel(first.file)} "
+                        f"and {self.rel(src.file)}: names must be unique across all imports",
+                        ["imports", "files", i], obj))
+        own = get_in(c, ("spec", "crds"))
+        if own is not None and not isinstance(own, dict):
+            self.errors.append(self.error(doc, "Komposer spec.crds must be a map of entries",
+                                          ["spec", "crds"], obj))
+        if len(self.errors) > before:  # Orkestra loads nothing of a broken Komposer
+            self.errors.extend(self.error(doc, f.message, f.path, obj)
+                               for fs in entry_findings.values() for f in fs)
+            self.failed += 1 + len(sources)
+            return []
+        own = own or {}
+        for key in ("notes", "profiles"):
+            if c.get(key) and sources:
+                self.warn(doc, obj, [key], "applies to the Komposer's own new entries only: "
+                          "orksync keeps each imported Katalog's notes and profiles (Orkestra "
+                          "merges them all into one registry)")
+        loads: list[Load] = []
+        for _, src in sources:
+            content = self.composed(doc, obj, src, {str(k): v for k, v in own.items()
+                                                    if str(k) in owner}, entry_findings)
+            loads.append((Document(file=src.file, index=src.index, content=content),
+                          src.content, KATALOG))
+        new = {}
+        for key, raw in own.items():
+            if str(key) in owner:
+                continue
+            if owner and isinstance(raw, dict) and not raw.get("crdFile") and not (
+                    isinstance(raw.get("apiTypes"), dict) and raw["apiTypes"].get("kind")):
+                near = difflib.get_close_matches(str(key), sorted(owner), n=1)
+                hint = f" (did you mean {near[0]!r}?)" if near else ""
+                self.errors.append(self.error(
+                    doc, f"names no entry of the imported Katalogs{hint}; as a new entry it "
+                    "needs apiTypes (with a kind) or crdFile", ["spec", "crds", str(key)], obj))
+                self.failed += 1
+                continue
+            new[key] = raw
+        mine = {k: v for k, v in c.items() if k != "imports"}
+        mine["spec"] = {**(c.get("spec") or {}), "crds": new}
+        loads.append((Document(file=doc.file, index=doc.index, content=mine), c, KOMPOSER))
+        return loads
+
+    def komposer_sources(self, doc: Document, obj: str, composed_by: dict[int, str]
+                         ) -> list[tuple[int, Document]]:
+        """(index in imports.files, the Katalog document) of each file a Komposer imports,
+        each marked in `composed_by` as this Komposer's; each problem is an error naming
+        its item."""
+        imports = doc.content.get("imports")
+        if imports is not None and not isinstance(imports, dict):
+            self.errors.append(self.error(doc, "imports must be a map (files, helm, "
+                                          "registry)", ["imports"], obj))
+            return []
+        files = get_in(imports, ("files",))
+        if files is not None and not isinstance(files, list):
+            self.errors.append(self.error(doc, f"must be a list, not {_type(files)}",
+                                          ["imports", "files"], obj))
+            return []
+        sources: list[tuple[int, Document]] = []
+        here = f"{obj} ({self.rel(doc.file)})"
+        for i, ref in import_refs(imports):
+            problem = file_problem(ref)
+            found: list[Document] = []
+            if not problem:
+                target = (doc.file.parent / ref).resolve()
+                if not target.is_relative_to(self.root):
+                    problem = f"{ref!r} points outside the repository"
+                elif not target.is_file():
+                    problem = f"file {ref!r} does not exist"
+                else:
+                    self.add_file(target)
+                    found = [d for d in self.documents if d.file == target
+                             and isinstance(d.content, dict)
+                             and d.content.get("apiVersion") in KATALOG_API_VERSIONS
+                             and d.content.get("kind") in ("Katalog", "Komposer")]
+                    if any(d.content["kind"] == "Komposer" for d in found):
+                        problem = ("a Komposer cannot import another Komposer (only Katalog "
+                                   "files are valid imports)"
+                                   + (": it imports itself" if target == doc.file else ""))
+                    elif len(found) != 1:
+                        problem = (f"{ref!r} holds {len(found)} Katalogs" if found
+                                   else f"{ref!r} holds no Katalog") + (
+                                       ": a Komposer imports files of one Katalog each")
+                    elif composed_by.get(id(found[0]), here) != here:
+                        problem = (f"{ref!r} is composed by {composed_by[id(found[0])]} "
+                                   "already: a Katalog is composed by one Komposer (its "
+                                   "entries would be loaded twice)")
+            if problem:
+                self.errors.append(self.error(doc, problem, ["imports", "files", i], obj))
+            elif not any(d is found[0] for _, d in sources):  # a file named twice: once
+                sources.append((i, found[0]))
+                composed_by[id(found[0])] = here
+        return sources
+
+    def composed(self, doc: Document, obj: str, src: Document, overrides: dict[str, Any],
+                 entry_findings: dict[str, list[Finding]]) -> dict[str, Any]:
+        """The content of an imported Katalog as the Komposer composes it: its entries with
+        the overrides merged, the Komposer's namespace guard added to each, and the
+        Komposer's deletion protection when it declares one. An entry whose override is
+        broken is left out (an error names the override)."""
+        content = dict(src.content)
+        entries = get_in(content, ("spec", "crds"))
+        if not isinstance(entries, dict):
+            return content  # its own load reports it
+        guard = get_in(doc.content, ("security", "namespaceProtection"))
+        merged: dict[str, Any] = {}
+        for key, entry in entries.items():
+            override = overrides.get(str(key))
+            if override is not None:
+                where = ["spec", "crds", str(key)]
+                problems = [self.error(doc, f.message, f.path, obj)
+                            for f in entry_findings.get(str(key), [])]
+                flat = flatten(override) if isinstance(override, dict) else None
+                if flat is None:
+                    problems.append(self.error(doc, "CRD entry must be a map", where, obj))
+                else:
+                    if not flat.problems:
+                        resolve_includes(flat, doc.file, self.root)
+                    problems.extend(self.error(doc, message, [*where, *path], obj)
+                                    for path, message in flat.problems)
+                if problems:
+                    self.errors.extend(problems)
+                    self.failed += 1
+                    continue
+                assert flat is not None
+                base = flatten(entry) if isinstance(entry, dict) else None
+                if base is not None and not base.problems:
+                    # Orkestra resolves an override's crdFile from the Komposer's
+                    # directory; the merged entry is read from the Katalog's
+                    crd_file = flat.raw.get("crdFile")
+                    if isinstance(crd_file, str) and crd_file:
+                        flat.raw["crdFile"] = os.path.relpath(
+                            doc.file.parent / crd_file, src.file.parent)
+                    entry, taken, unmerged = merge_entry(base.raw, flat.raw)
+                    self.overrides[(src.file, src.index, str(key))] = (
+                        doc, obj, [(t, [*where, *flat.written_at(list(t))]) for t in taken])
+                    for path in unmerged:
+                        self.warn(doc, obj, [*where, *flat.written_at(list(path))],
+                                  "not merged: Orkestra's Komposer merge does not take "
+                                  "this key from an override (it takes "
+                                  f"{', '.join(MERGED_FIELDS)}); the value of "
+                                  f"{self.rel(src.file)} stays")
+            if isinstance(guard, dict) and isinstance(entry, dict):
+                base = flatten(entry)
+                if not base.problems:
+                    entry = base.raw
+                    add_guard(entry, guard)
+            merged[key] = entry
+        content["spec"] = {**content["spec"], "crds": merged}
+        protection = get_in(doc.content, ("security", "deletionProtection"))
+        if protection is not None:
+            security = content.get("security")
+            content["security"] = {**(security if isinstance(security, dict) else {}),
+                                   "deletionProtection": protection}
+        return content
 
     # --- CRDs ---------------------------------------------------------------------------
 
@@ -326,12 +543,18 @@ class _Loader:
 
     # --- Katalogs -----------------------------------------------------------------------
 
-    def katalog(self, doc: Document, crds: dict[str, CrdManifest]) -> Katalog | None:
+    def katalog(self, doc: Document, crds: dict[str, CrdManifest],
+                checked: Mapping[str, Any] | None = None, schema: Key = KATALOG
+                ) -> Katalog | None:
+        """The Katalog of a document (a Katalog, or a Komposer's own new entries);
+        `checked`: the document as written, checked against `schema` (a composed
+        Katalog's content has its Komposer's overrides merged in: those were checked
+        where they are written)."""
         c = doc.content
         meta = c.get("metadata")
         raw_name = meta.get("name") if isinstance(meta, dict) else None
         name = raw_name if isinstance(raw_name, str) and raw_name else Path(doc.file).stem
-        obj = f"Katalog/{name}"
+        obj = f"{'Komposer' if c.get('kind') == 'Komposer' else 'Katalog'}/{name}"
         for field, value in (("metadata", meta), ("spec", c.get("spec"))):
             if not isinstance(value, dict):
                 self.errors.append(self.error(doc, f"Katalog {field} must be a map, not "
@@ -346,13 +569,14 @@ class _Loader:
         # fail that entry only), deliberately unimplemented ones one warning each
         by_entry: dict[str, list[Finding]] = {}
         katalog_errors = 0
-        for finding in check(c):
+        for finding in check(c if checked is None else checked, schema):
             if finding.level == "warning":
-                self.warn(doc, obj, list(finding.path), finding.message)
+                self.warn(doc, obj, list(finding.path), finding.message, as_written=True)
             elif finding.path[:2] == ("spec", "crds") and len(finding.path) > 3:
                 by_entry.setdefault(str(finding.path[2]), []).append(finding)
             else:
-                self.errors.append(self.error(doc, finding.message, finding.path, obj))
+                self.errors.append(self.error(doc, finding.message, finding.path, obj,
+                                              as_written=True))
                 katalog_errors += 1
         if katalog_errors:
             return None  # Orkestra refuses the whole Katalog
@@ -386,7 +610,8 @@ class _Loader:
                     continue
                 problems = by_entry.get(key, [])
                 if problems:
-                    *rest, last = [self.error(doc, f.message, f.path, obj) for f in problems]
+                    *rest, last = [self.error(doc, f.message, f.path, obj, as_written=True)
+                                   for f in problems]
                     self.errors.extend(rest)
                     raise last
                 entries.append(self.crd_entry(doc, name, key, raw, fpath, crds, profiles))
@@ -453,8 +678,24 @@ class _Loader:
         self.failed += len(entries) - len(ok)
         return ok
 
-    def warn(self, doc: Document, obj: str, path: Sequence[str | int], message: str) -> None:
-        """A warning about a Katalog field: `file:line: Katalog/x: field.path: message`."""
+    def written(self, doc: Document, fields: list[str | int], obj: str
+                ) -> tuple[Document, list[str | int], str]:
+        """Where a field of a loaded entry is written: in its Komposer when an override
+        gave its value (doc, field path, object name), else where it is."""
+        if len(fields) > 3 and fields[:2] == ["spec", "crds"]:
+            found = self.overrides.get((doc.file, doc.index, str(fields[2])))
+            for given, where in found[2] if found else ():
+                if tuple(fields[3:3 + len(given)]) == given:
+                    assert found is not None
+                    return found[0], [*where, *fields[3 + len(given):]], found[1]
+        return doc, fields, obj
+
+    def warn(self, doc: Document, obj: str, path: Sequence[str | int], message: str, *,
+             as_written: bool = False) -> None:
+        """A warning about a Katalog field: `file:line: Katalog/x: field.path: message`
+        (`as_written`: as for `error`)."""
+        if not as_written:
+            doc, path, obj = self.written(doc, list(path), obj)
         line = locate(doc.file, doc.index, list(path))
         where = f"{self.rel(doc.file)}:{line}" if line else self.rel(doc.file)
         self.warnings.append(f"{where}: {obj}: {dotted(path)}: {message}")
@@ -800,7 +1041,7 @@ class _Loader:
                        == api.partition("/")[0])
         if api.partition("/")[0] in ORKESTRA_GROUPS:
             message = (f"unknown Orkestra kind {kind!r} in {api} (orksync reads Katalog and "
-                       "Motif; E2E, Simulate and Komposer are ignored)")
+                       "Motif and Komposer; E2E and Simulate are ignored)")
         elif self.failed:  # most likely the entry that failed: a consequence, not a cause
             self.warnings.append(
                 f"{self.rel(doc.file)}: {document_identity(doc.content)}: not loaded: no "
@@ -1006,6 +1247,27 @@ def _entry_type_problem(raw: dict[str, Any]) -> tuple[list[str | int], str] | No
     for key, value in (api or {}).items():
         if value is not None and not isinstance(value, str):
             return ["apiTypes", str(key)], f"must be a string, not {_type(value)}"
+    return _labels_problem(raw.get("labels"))
+
+
+def _labels_problem(labels: Any) -> tuple[list[str | int], str] | None:
+    """Orkestra's check of an entry's `labels` (labels added to each custom resource):
+    static, valid label keys; values are templates (text), rendered per custom
+    resource."""
+    if labels is None:
+        return None
+    if not isinstance(labels, dict):
+        return ["labels"], f"must be a map of label key to value, not {_type(labels)}"
+    for key, value in labels.items():
+        if not isinstance(key, str) or "{{" in key:
+            return ["labels", str(key)], (f"key {key!r} must be a static label key, not a "
+                                          "template")
+        problem = label_key_problem(key)
+        if problem:
+            return ["labels", key], problem
+        if not isinstance(value, str):
+            return ["labels", key], (f"must be a label value or a template (a string), not "
+                                     f"{_type(value)}")
     return None
 
 

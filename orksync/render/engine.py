@@ -38,6 +38,7 @@ from orksync.model import (
     WritePolicy,
     copy_tree,
 )
+from orksync.names import label_value_problem
 from orksync.render.children import LiveView
 from orksync.render.cleanup import cleanup_block, cleanup_due, fingerprint
 from orksync.render.conditions import evaluate_conditions
@@ -49,6 +50,7 @@ from orksync.render.resource import BLOCKS, STAGE_CR, STAGE_CRD, CrRenderer, cr_
 from orksync.render.templates import Clock, Templates, templates_for, utc_now
 from orksync.render.user_profiles import shadow_warnings
 from orksync.render.validate import cross_warnings, katalog_problems, portability_warnings
+from orksync.yamlio import locate, split_path
 
 __all__ = ["CrResult", "CrSummary", "Extras", "Merger", "Outcome", "RefKey", "RenderPlan",
            "Templates", "crd_object", "dependency_refusal", "plain_object", "ref_key",
@@ -428,6 +430,31 @@ def dependency_refusal(cr: CustomResource,
     return ""
 
 
+def entry_labels(cr: CustomResource, templates: Templates,
+                 data: Mapping[str, object]) -> dict[str, str]:
+    """The entry's `labels` for this custom resource: each value rendered against it (its
+    data as the templates see it), as Orkestra resolves them before patching them onto the
+    custom resource. A template error or a value that is no label value fails it."""
+    labels = cr.entry.raw.get("labels")
+    if not isinstance(labels, Mapping) or not labels:
+        return {}
+    out: dict[str, str] = {}
+    for key, template in labels.items():
+        path = f"{cr.entry.path}.labels.{key}"
+        try:
+            value = templates.text(str(template), data)
+        except GoTemplateError as err:
+            problem: str | None = f"template error: {err}"
+        else:
+            problem = label_value_problem(value)
+        if problem:
+            source = cr.entry.source
+            raise RenderError(problem, file=source.file, obj=str(cr.ref), path=path,
+                              line=locate(source.path, source.index, split_path(path)))
+        out[str(key)] = value
+    return out
+
+
 def render_custom_resource(cr: CustomResource, templates: Templates,
                            others: Sequence[CustomResource] = (), *,
                            scope: ClusterScope | None = None,
@@ -440,10 +467,17 @@ def render_custom_resource(cr: CustomResource, templates: Templates,
     origin = Origin(file=cr.source.file, katalog=cr.entry.katalog, crd=cr.entry.key,
                     cr=str(cr.ref))
     account = service_account_of(cr.entry.tenancy, cr.ref.namespace)
-    result = CrResult(resource=RenderedObject(
-        ref=cr.ref, body=cr.body, policy=WritePolicy.APPLY, origin=origin, stage=STAGE_CR,
-        directives={SERVICE_ACCOUNT_DIRECTIVE: account} if account else {}))
     renderer = CrRenderer(cr, templates, origin, others, scope, live, egress)
+    body = cr.body
+    labels = entry_labels(cr, templates, renderer.data)
+    if labels:
+        meta = body["metadata"]
+        own = meta.get("labels")
+        body = {**body, "metadata": {
+            **meta, "labels": {**(own if isinstance(own, Mapping) else {}), **labels}}}
+    result = CrResult(resource=RenderedObject(
+        ref=cr.ref, body=body, policy=WritePolicy.APPLY, origin=origin, stage=STAGE_CR,
+        directives={SERVICE_ACCOUNT_DIRECTIVE: account} if account else {}))
     by_ref: dict[ObjRef, RenderedObject] = {}
     for block_name in BLOCKS:
         for obj in renderer.block(block_name):
