@@ -108,9 +108,12 @@ _WINDOWS = st.fixed_dictionaries({}, optional={"after": _HHMM, "before": _HHMM})
 
 @st.composite
 def instants(draw: st.DrawFn) -> datetime:
-    """Instants in 2026-2027, often exactly on a minute or one microsecond off it."""
+    """Instants in 2026-2027, often exactly on a minute or one microsecond off it, in UTC
+    or a fixed offset (a condition reads the clock in its own time zone)."""
+    zones = st.sampled_from([UTC, timezone(timedelta(hours=2)),
+                             timezone(-timedelta(hours=5, minutes=30))])
     moment = draw(st.datetimes(min_value=datetime(2026, 1, 1), max_value=datetime(2027, 12, 31),
-                               timezones=st.just(UTC)))
+                               timezones=zones))
     offset = draw(st.sampled_from([None, 0, 1, -1]))
     if offset is None:
         return moment
