@@ -60,12 +60,13 @@ import functools
 import re
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
+from datetime import time as dtime
 from typing import Any
 
 from orksync.durations import parse_duration
 from orksync.render.coercion import scan_float
 from orksync.render.govalues import NO_VALUE, format_value
-from orksync.render.notes.cron import cron_valid, parse_cron, window_open
+from orksync.render.notes.cron import CronSchedule, cron_valid, parse_cron, window_open
 from orksync.render.notes.time import (
     DAYS,
     day_matches,
@@ -76,9 +77,9 @@ from orksync.render.notes.time import (
 )
 from orksync.render.notes.types import type_of
 
-__all__ = ["CONDITION_KEYS", "OPERATORS", "SHORTHAND_ORDER", "compile_regex",
-           "evaluate_condition", "evaluate_conditions", "resolve_operator",
-           "validate_condition"]
+__all__ = ["CONDITION_KEYS", "OPERATORS", "SHORTHAND_ORDER", "compile_regex", "cron_window",
+           "evaluate_condition", "evaluate_conditions", "resolve_operator", "time_bounds",
+           "validate_condition", "wall_clock_key"]
 
 Render = Callable[[str, Mapping[str, Any]], str]
 Clock = Callable[[], datetime]
@@ -168,17 +169,47 @@ def _navigate(data: Any, path: str) -> Any:
     return current
 
 
-def _time_window(spec: Any, now: datetime) -> bool:
+def wall_clock_key(cond: Mapping[str, Any]) -> str | None:
+    """Which wall-clock condition `cond` is ("time", "dayOfWeek", "cron"), in the order
+    `evaluate_condition` checks them; None for a field comparison."""
+    if cond.get("time") is not None:
+        return "time"
+    if cond.get("dayOfWeek") is not None:
+        return "dayOfWeek"
+    if _text(cond.get("cron")):
+        return "cron"
+    return None
+
+
+def time_bounds(spec: Any) -> tuple[dtime | None, dtime | None] | None:
+    """A `time:` block's (after, before), either None when not set; None when the block
+    is not a map or a bound does not read as HH:MM (the condition never passes)."""
     if not isinstance(spec, Mapping):
-        return False
+        return None
     bounds = []
     for key in ("after", "before"):
         text = _text(spec.get(key))
         bound = parse_hhmm(text) if text else None
         if text and bound is None:
-            return False
+            return None
         bounds.append(bound)
-    return in_window(now.time(), bounds[0], bounds[1], before_inclusive=True)
+    return bounds[0], bounds[1]
+
+
+def cron_window(cond: Mapping[str, Any]) -> tuple[CronSchedule, timedelta | None] | None:
+    """A `cron` condition's schedule and `duration` (None: one period); None when either
+    does not parse (the condition never passes)."""
+    try:
+        schedule = parse_cron(_text(cond.get("cron")))
+        duration = parse_duration(_text(cond["duration"])) if cond.get("duration") else None
+    except ValueError:
+        return None
+    return schedule, duration
+
+
+def _time_window(spec: Any, now: datetime) -> bool:
+    bounds = time_bounds(spec)
+    return bounds is not None and in_window(now.time(), *bounds, before_inclusive=True)
 
 
 def _cron_window(cond: Mapping[str, Any], data: Mapping[str, Any], now: datetime) -> bool:
@@ -186,12 +217,8 @@ def _cron_window(cond: Mapping[str, Any], data: Mapping[str, Any], now: datetime
     windows = data.get("_cronWindows")
     if isinstance(windows, Mapping) and expr in windows:
         return _text(windows[expr]) == "true"
-    try:
-        schedule = parse_cron(expr)
-        duration = parse_duration(_text(cond["duration"])) if cond.get("duration") else None
-    except ValueError:
-        return False
-    return window_open(schedule, now, duration)
+    window = cron_window(cond)
+    return window is not None and window_open(window[0], now, window[1])
 
 
 def _numbers(field: str, expected: str) -> tuple[float, float] | None:
@@ -270,11 +297,12 @@ def evaluate_condition(cond: Mapping[str, Any], data: Mapping[str, Any], render:
 
 def _evaluate(cond: Mapping[str, Any], data: Mapping[str, Any], render: Render, clock: Clock,
               unique_checker: UniqueChecker | None) -> bool:
-    if cond.get("time") is not None:
+    wall_clock = wall_clock_key(cond)
+    if wall_clock == "time":
         return _time_window(cond["time"], clock())
-    if cond.get("dayOfWeek") is not None:
+    if wall_clock == "dayOfWeek":
         return day_of_week_matches(cond["dayOfWeek"], clock())
-    if _text(cond.get("cron")):
+    if wall_clock == "cron":
         return _cron_window(cond, data, clock())
     op, expected = resolve_operator(cond)
     if "{{" in expected:
