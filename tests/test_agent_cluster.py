@@ -284,3 +284,53 @@ def test_a_custom_resources_status_change_renders_those_that_cross_read_it_again
     finally:
         agent.stop(signal.SIGKILL)
         kube.close()
+
+
+CRON_GATED = """
+apiVersion: orkestra.orkspace.io/v1
+kind: Katalog
+metadata: {name: widgets}
+spec:
+  crds:
+    widget:
+      crdFile: ./crd.yaml
+      operatorBox:
+        onReconcile:
+          configMaps:
+            - name: "{{ .metadata.name }}-base"
+            - name: "{{ .metadata.name }}-window"
+              when:
+                - cron: "* * * * *"
+                  duration: 30s
+"""
+
+
+def test_a_cron_window_is_acted_on_at_its_edges_without_a_full_sync(
+        control_plane: ControlPlane, git_daemon: tuple[Path, str, GitDaemon],
+        tmp_path: Path) -> None:
+    """A ConfigMap open for the first 30 s of every minute: created when its window
+    opens and deleted when it closes, each at the edge (a time trigger), with no full sync
+    (an hour's resync interval)."""
+    repo, url, _ = git_daemon
+    ns = f"t-{uuid.uuid4().hex[:8]}"
+    write_repo(repo, {"katalog.yaml": CRON_GATED, "crd.yaml": CRD, "a.yaml": widget("a", ns)})
+    commit(repo, "first")
+    kube = Kube.from_kubeconfig(control_plane.kubeconfig)
+    maps = kube.resource("v1", "ConfigMap")
+    agent = AgentProcess(control_plane, url, tmp_path / "state",
+                         name=f"cron-{uuid.uuid4().hex[:6]}",
+                         flags=["--resync-interval", "3600"])
+
+    def present() -> bool:
+        return kube.get_or_none(maps, ns, "a-window") is not None
+
+    try:
+        wait_for("the first sync", lambda: "sync rev=" in agent.text())
+        wait_for("readiness", lambda: http_get(agent.port, "/readyz")[0] == 200)
+        first = present()
+        wait_for("the window's next edge", lambda: present() != first, 45)
+        wait_for("the edge after it", lambda: present() == first, 45)
+        assert agent.text().count("sync rev=") == 1
+    finally:
+        agent.stop(signal.SIGKILL)
+        kube.close()

@@ -129,12 +129,12 @@ def test_two_agents_never_write_at_once_and_the_standby_takes_over_after_a_full_
     assert silence is not None and float(silence.group(1)) >= LEASE_DURATION, standby.text()
 
 
-def test_a_leader_cut_off_from_the_api_server_abandons_its_sync_and_never_writes_again(
+def test_a_leader_cut_off_from_the_api_server_abandons_its_work_and_never_writes_again(
         control_plane: ControlPlane, git_daemon: tuple[Path, str, GitDaemon],  # noqa: F811
         tmp_path: Path) -> None:
     """The leader reaches the API server through a relay that then holds every connection
     without relaying a byte: its renewals time out, its gate closes at the renew deadline,
-    the sync waiting in a teardown is abandoned at its next request, and once the relay
+    the teardown waiting for its Job is abandoned at its next request, and once the relay
     passes traffic again it stays a standby of the new leader."""
     assert control_plane.audit_log is not None
     repo, url, _ = git_daemon
@@ -168,8 +168,9 @@ def test_a_leader_cut_off_from_the_api_server_abandons_its_sync_and_never_writes
             wait_for("the standby to start", lambda: "a standby" in standby.text(), 60)
             relay.stall(connections=10_000)
             relay.cut_all()
-            wait_for("the sync to be abandoned", lambda: "sync abandoned" in leader.text(),
-                     60)
+            # the teardown waiting for its Job (in the work queue since the full sync
+            # started it) stops at its next request
+            wait_for("the teardown to be abandoned", lambda: "abandoned" in leader.text(), 60)
             wait_for("the standby to take over", lambda: "now the leader" in standby.text(),
                      60)
             relay.clear()

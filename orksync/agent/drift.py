@@ -146,6 +146,7 @@ class DriftRepair:
         self._syncing = False
         self._held: set[str] = set()  # keys a scoped sync is writing: their events wait
         self._rerender: dict[str, str] = {}  # keys to render again, by their trigger
+        self._timers: dict[str, float] = {}  # keys to render again later: when (monotonic)
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         # objects this module applied, with the resourceVersion the apply left, until an
@@ -217,12 +218,22 @@ class DriftRepair:
         """Render `key`'s custom resource again (the scoped sync) after `delay` seconds."""
         if self.reconcile is None:
             return
+        now = time.monotonic()
         with self._lock:
-            self._rerender.setdefault(key, trigger)
+            if delay > 0:  # one timer per key: the earliest instant asked for
+                due = self._timers.get(key)
+                if due is not None and now < due <= now + delay:
+                    return
+                self._timers[key] = now + delay
+            else:
+                self._rerender.setdefault(key, trigger)
         self.queue.add_after(key, delay, trigger)
 
     def lost_leadership(self) -> None:
         self.queue.clear()
+        with self._lock:
+            self._timers.clear()
+            self._rerender.clear()
 
     def unsynced(self) -> list[Kind]:
         """The watched kinds not listed yet."""
@@ -307,6 +318,10 @@ class DriftRepair:
         with self._lock:
             plan = self._plan
             trigger = self._rerender.pop(key, None)
+            due = self._timers.get(key)
+            if due is not None and due <= time.monotonic():  # its timer: render again
+                del self._timers[key]
+                trigger = trigger or "time"
         if plan is None or not self.leading():
             return
         leaving = plan.leaving.get(key)

@@ -59,6 +59,7 @@ from orksync.katalog.loader import load_repository
 from orksync.katalog.model import Catalog, CustomResource
 from orksync.logs import log_change, summary_line
 from orksync.model import Action, ObjRef, RenderedObject, RenderedSet, Source
+from orksync.render.boundaries import entry_boundary
 from orksync.render.engine import CrResult, RenderPlan, ref_key
 from orksync.rendered.directory import write_rendered
 from orksync.secrets.random import CryptoRandom
@@ -440,6 +441,7 @@ class Agent:
         self.state.inventory = SharedInventory(result.inventory)
         if plan is not None and result.prepared is not None:
             plan.append(Plan.of(result.prepared, result.inventory, hooks))
+        self._schedule_boundaries([cr for cr in catalog.crs if self._mine(cr)])
         for change in result.changes.changes:
             self.metrics.objects.labels(action=change.action.value).inc()
         log.info(summary_line("sync", result.changes, revision=revision.sha,
@@ -508,6 +510,7 @@ class Agent:
         finally:
             drift.release(keys, plan.with_part(keys, result.prepared, result.inventory)
                           if result is not None and result.prepared is not None else None)
+        self._schedule_boundaries(crs)
         for change in result.changes.changes:
             self.metrics.objects.labels(action=change.action.value).inc()
         log.info(summary_line(f"scoped sync of {len(crs)} custom resource(s)", result.changes,
@@ -551,6 +554,23 @@ class Agent:
             self._readers = (catalog, {ref: frozenset(by_entry.get(entry, ()))
                                        for ref, entry in entries.items()})
         return set(self._readers[1].get(ref, ())) - {str(ref)}
+
+    def _schedule_boundaries(self, crs: list[CustomResource]) -> None:
+        """Each custom resource whose conditions read the clock is rendered again at the
+        next instant one of them may change (a time window's edge, a cron fire)."""
+        if self.drift is None:
+            return
+        now = datetime.now(UTC)
+        found: dict[tuple[str, str], datetime | None] = {}
+        for cr in crs:
+            key = (cr.entry.katalog, cr.entry.key)
+            if key not in found:
+                found[key] = entry_boundary(cr.entry, now)
+            when = found[key]
+            if when is not None:
+                # a little after the instant: a timer may fire early, never late
+                self.drift.render_again(str(cr.ref), "time",
+                                        delay=max((when - now).total_seconds(), 0.0) + 0.05)
 
     def write_revision(self, rendered: RenderedSet, sha: str) -> None:
         """`<state dir>/rendered/<sha>/`, written atomically; the last N kept."""
