@@ -34,6 +34,15 @@ LISTs (a key taken again right after its own repair first waits, briefly, until 
 informers have seen that repair's writes); a failure is retried with the queue's backoff.
 Workers take different keys, so a slow key (a teardown waiting for its onDelete Job)
 delays no other.
+
+Besides drift, a key is rendered again (the agent's `reconcile`, a scoped sync) when a
+child's status changes (`status`), when the status of a custom resource it reads changes
+(`cross`: `dependents` names the readers), or at a timer (`time`: the next edge of a
+wall-clock condition); a status change is compared without `status.orksync`, so orksync's
+own status writes trigger nothing. While a scoped sync writes some keys (`hold`), their
+events wait; after it (`release`), their objects are checked against the new plan. A
+custom resource that left Git and whose teardown the full sync left under way
+(`Plan.leaving`) is torn down in its own key.
 """
 
 from __future__ import annotations
@@ -105,11 +114,12 @@ class Plan:
                    by_ref={o.ref: o for o in prepared.objects}, crs=crs,
                    inventory=inventory, hooks=hooks, leaving=leaving)
 
-    def with_part(self, keys: set[str], prepared: RenderedSet, inventory: Inventory) -> Plan:
+    def with_part(self, keys: set[str], prepared: RenderedSet, inventory: Inventory,
+                  hooks: Mapping[tuple[str, str], OnDeleteRenderer]) -> Plan:
         """This plan with the objects of these keys replaced by `prepared` (a scoped
-        sync's), and the inventory that sync left."""
+        sync's), and the inventory and onDelete renderers of that sync."""
         kept = [o for o in self.by_ref.values() if self.key_of[o.ref] not in keys]
-        return Plan.of(RenderedSet(objects=(*kept, *prepared.objects)), inventory, self.hooks)
+        return Plan.of(RenderedSet(objects=(*kept, *prepared.objects)), inventory, hooks)
 
     def kinds(self) -> set[Kind]:
         return {(r.api_version, r.kind) for r in self.by_ref} | \
@@ -214,11 +224,19 @@ class DriftRepair:
         with self._lock:
             return self._plan
 
-    def render_again(self, key: str, trigger: str, delay: float = 0.0) -> None:
-        """Render `key`'s custom resource again (the scoped sync) after `delay` seconds."""
+    def render_again(self, key: str, trigger: str, delay: float = 0.0, *,
+                     later: float = 0.0) -> None:
+        """Render `key`'s custom resource again (the scoped sync): now, at a timer's
+        instant `delay` seconds from now (one timer per key, the earliest), or, `later`,
+        after that many seconds, for a trigger that could not run yet."""
         if self.reconcile is None:
             return
         now = time.monotonic()
+        if later > 0:
+            with self._lock:
+                self._rerender.setdefault(key, trigger)
+            self.queue.add_after(key, later, trigger)
+            return
         with self._lock:
             if delay > 0:  # one timer per key: the earliest instant asked for
                 due = self._timers.get(key)

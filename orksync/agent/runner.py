@@ -1,21 +1,29 @@
-"""The agent loop: every interval (with jitter), as the leader, fetch the repository (loaded
-again when the revision moved), render it against the live cluster (`.children`, own
-`.status`, `.cross` status: a render per sync, so conditions on them converge) and sync
-it; rotate due Secrets on a schedule of its own.
+"""The agent: a controller over the sync recipe (docs/operations.md, "What the agent reacts
+to").
+
+The sync job runs every interval (with jitter), at once after a webhook, and when this
+replica becomes the leader. It fetches the repository; when the revision did not move and
+no full sync is due, it does nothing more. A new revision that changes only some custom
+resources (orksync.agent.incremental) is a scoped sync of those (orksync.sync.Scope):
+rendered against the informers' view, applied, their part of the inventory replaced.
+Everything else, and every `resync_interval`, a new leadership or a failure, is a full
+sync: the live render of every custom resource (this shard's), apply, teardown, prune,
+inventory, status, with the informers instead of LISTs once they are synced.
+
+Drift repair (orksync.agent.drift) owns the informers and the work queue: a hand edit
+re-applies one custom resource's objects; a child's status, a cross-read custom
+resource's status or a time boundary (orksync.render.boundaries) renders one custom
+resource again through `reconcile_key`, a scoped sync; a custom resource that left Git
+is torn down in its own key. Scoped syncs and the sync job hold one lock, as they share
+the inventory; a worker that finds it held tries again shortly, so no worker waits.
 
 Leader election (orksync.agent.lease) runs on a thread of its own, with connections of its
-own; every request of the jobs passes its gate (`Kube.gate`), so a leader that could not
-renew in time stops writing at once and its running job is abandoned (LeadershipLost). Becoming the
-leader starts a sync at once. APScheduler runs the two jobs, never overlapping (one
-instance each); a failed sync backs off exponentially (interval x 2^failures, at most 15
-minutes). SIGTERM lets the current job finish, releases the lease and stops the HTTP
-server. An unreachable remote keeps the last good revision: the agent keeps syncing it and
-says so in /readyz and the metrics.
-
-Between syncs, drift repair (orksync.agent.drift) watches the managed objects and applies
-again the objects of a custom resource one of which was edited or deleted by hand, from
-the last sync's render, on worker threads of its own (beside the jobs' lock, so a sync
-and a repair never wait for each other); its requests pass the same gate.
+own; every request passes its gate (`Kube.gate`), so a leader that could not renew in
+time stops writing at once and its running work is abandoned (LeadershipLost). A failed
+sync backs off exponentially (interval x 2^failures, at most 15 minutes). SIGTERM lets the
+current job finish, releases the lease and stops the HTTP server. An unreachable remote
+keeps the last good revision: the agent keeps it and says so in /readyz and the metrics.
+Rotation of due Secrets runs on a schedule of its own.
 """
 
 from __future__ import annotations
@@ -30,6 +38,7 @@ import signal
 import socket
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -44,7 +53,7 @@ from orksync.agent.lease import LeaderElector
 from orksync.agent.metrics import Metrics
 from orksync.agent.server import serve
 from orksync.agent.shard import shard_filter, shard_of
-from orksync.apply.delete import DeletionOptions
+from orksync.apply.delete import DeletionOptions, OnDeleteRenderer
 from orksync.apply.engine import ApplyOptions
 from orksync.apply.impersonation import Identities, Impersonation
 from orksync.apply.inventory import inventory_identity
@@ -78,6 +87,7 @@ from orksync.sync import (
 log = logging.getLogger("orksync.agent")
 
 MAX_BACKOFF = 900.0
+BUSY_RETRY = 0.5  # seconds until a key to render again, found a sync running, is tried again
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -132,7 +142,9 @@ class _State:
     full_at: float | None = None  # when the last full sync that succeeded started
     full_wanted: bool = True  # a full sync at the next run of the job (see `full_due`)
     inventory: SharedInventory | None = None  # as the last sync left it
-    render_plan: RenderPlan | None = None  # the catalog's compiled templates, for scoped syncs
+    # the catalog's compiled templates and onDelete renderers, for scoped syncs
+    render_plan: RenderPlan | None = None
+    hooks: Mapping[tuple[str, str], OnDeleteRenderer] | None = None
 
 
 class Agent:
@@ -373,7 +385,7 @@ class Agent:
                     self.drift is not None and self.drift.plan() is not None:
                 scope = changed_custom_resources(self.state.catalog, catalog)
             self.state.catalog, self.state.revision = catalog, revision
-            self.state.render_plan = None
+            self.state.render_plan = self.state.hooks = None
             if scope is not None:
                 done = self.scoped_sync(scope, revision.sha)
                 if done is not None:
@@ -428,7 +440,7 @@ class Agent:
         rendered = shard_filter(rendered, self.config.shard, self.config.shards)
         self.state.rendered = rendered
         start = time.monotonic()
-        hooks = hook_renderers(catalog)
+        hooks = self._hooks()
         result = sync_rendered(
             self.kube, rendered, catalog, inventory_name=self.config.name,
             inventory_namespace=self.config.inventory_namespace, hooks=hooks,
@@ -479,6 +491,7 @@ class Agent:
                 catalog, strict_cluster_scope=self.config.strict_cluster_scope)
         render_plan = self.state.render_plan
         merger = render_plan.merger()
+        known = len(merger.errors)  # the catalog's own (a full sync reports them)
         merger.claimed.update((ref_key(ref), plan.crs.get(key, ref))
                               for ref, key in plan.key_of.items() if key not in keys)
         live = WatchedView(drift.informers, self.kube)
@@ -486,9 +499,9 @@ class Agent:
         objects: list[RenderedObject] = []
         for cr in crs:
             outcome = render_plan.outcome(cr, live, egress)
-            if not merger.accept(cr, outcome) or merger.errors:
+            if not merger.accept(cr, outcome) or len(merger.errors) > known:
                 log.info("%s: cannot be synced alone (%s): a full sync follows", cr.ref,
-                         merger.errors[-1] if merger.errors else "left out")
+                         merger.errors[-1] if len(merger.errors) > known else "left out")
                 self.state.full_wanted = True
                 return None
             assert isinstance(outcome, CrResult)
@@ -501,14 +514,15 @@ class Agent:
         try:
             result = sync_rendered(
                 self.kube, rendered, catalog, inventory_name=self.config.name,
-                inventory_namespace=self.config.inventory_namespace, hooks=plan.hooks,
+                inventory_namespace=self.config.inventory_namespace, hooks=self._hooks(),
                 options=self._options(),
                 source=Source.of(self.config.repo_url, self.config.path), revision=revision,
                 on_change=lambda change: log_change(change, log),
                 status_of=dataclasses.replace(catalog, crs=tuple(crs)),
                 scope=Scope(frozenset(cr.ref for cr in crs), shared))
         finally:
-            drift.release(keys, plan.with_part(keys, result.prepared, result.inventory)
+            drift.release(keys, plan.with_part(keys, result.prepared, result.inventory,
+                                               self._hooks())
                           if result is not None and result.prepared is not None else None)
         self._schedule_boundaries(crs)
         for change in result.changes.changes:
@@ -523,7 +537,12 @@ class Agent:
         """A work-queue key to render again (drift repair's `reconcile`: a status, cross
         or time trigger): its custom resource's scoped sync, beside no other job. A
         scoped sync that cannot decide alone makes the next sync a full one, now."""
-        with self.lock:
+        if self.drift is None:
+            return
+        if not self.lock.acquire(blocking=False):  # a sync runs: this worker stays free
+            self.drift.render_again(key, trigger, later=BUSY_RETRY)
+            return
+        try:
             catalog, revision = self.state.catalog, self.state.revision
             if catalog is None or revision is None or not self.is_leader():
                 return
@@ -532,10 +551,21 @@ class Agent:
                 return
             log.debug("%s: rendered again (%s)", key, trigger)
             done = self.scoped_sync(frozenset({ref}), revision.sha)
-        if done is None:
-            self._sync_now()
+        finally:
+            self.lock.release()
+        if done is None:  # a full sync, unless syncs back off after a failure
+            self.state.full_wanted = True
+            if time.monotonic() >= self.state.next_attempt:
+                self._run_at("sync", datetime.now(UTC))
         elif not done:
             raise ClusterError("scoped sync failed", subject=key)
+
+    def _hooks(self) -> Mapping[tuple[str, str], OnDeleteRenderer]:
+        """The current catalog's onDelete renderers, made once per catalog."""
+        assert self.state.catalog is not None
+        if self.state.hooks is None:
+            self.state.hooks = hook_renderers(self.state.catalog)
+        return self.state.hooks
 
     def dependents(self, ref: ObjRef) -> set[str]:
         """The keys of the custom resources that read `ref`'s (drift repair's
