@@ -18,7 +18,15 @@ from orksync.apply.inventory import Inventory
 from orksync.cluster.kube import Kube
 from testbed.controlplane import ControlPlane
 from testbed.gitdaemon import GitDaemon, free_port
-from tests.helpers import CRD, KATALOG, finished_job_status, wait_for, widget, write_repo
+from tests.helpers import (
+    CRD,
+    KATALOG,
+    finished_job_status,
+    katalog,
+    wait_for,
+    widget,
+    write_repo,
+)
 
 pytestmark = pytest.mark.cluster
 
@@ -232,15 +240,7 @@ def test_a_childs_status_change_renders_its_custom_resource_again_without_a_comm
         kube.close()
 
 
-CROSS_READER = """
-apiVersion: orkestra.orkspace.io/v1
-kind: Katalog
-metadata: {name: widgets}
-spec:
-  crds:
-    widget:
-      crdFile: ./crd.yaml
-      operatorBox:
+CROSS_READER = katalog("""\
         cross:
           - crd: widget
             as: peer
@@ -249,7 +249,7 @@ spec:
           configMaps:
             - name: "{{ .metadata.name }}-peer"
               data: {phase: "{{ .cross.peer.status.phase }}"}
-"""
+""")
 
 
 def test_a_custom_resources_status_change_renders_those_that_cross_read_it_again(
@@ -286,15 +286,7 @@ def test_a_custom_resources_status_change_renders_those_that_cross_read_it_again
         kube.close()
 
 
-CRON_GATED = """
-apiVersion: orkestra.orkspace.io/v1
-kind: Katalog
-metadata: {name: widgets}
-spec:
-  crds:
-    widget:
-      crdFile: ./crd.yaml
-      operatorBox:
+CRON_GATED = katalog("""\
         onReconcile:
           configMaps:
             - name: "{{ .metadata.name }}-base"
@@ -302,7 +294,7 @@ spec:
               when:
                 - cron: "* * * * *"
                   duration: 30s
-"""
+""")
 
 
 def test_a_cron_window_is_acted_on_at_its_edges_without_a_full_sync(

@@ -80,16 +80,23 @@ def metric(port: int, line: str) -> float:
 
 
 @pytest.fixture
-def setup(control_plane: ControlPlane,
-          git_daemon: tuple[Path, str, GitDaemon]) -> Any:  # noqa: F811
+def served(control_plane: ControlPlane,
+           git_daemon: tuple[Path, str, GitDaemon]) -> Any:  # noqa: F811
+    """Widgets a and b committed to a served repository: (kube, namespace, url, repo)."""
     repo, url, _ = git_daemon
     ns = f"d-{uuid.uuid4().hex[:8]}"
     write_repo(repo, {"katalog.yaml": KATALOG, "crd.yaml": CRD, "a.yaml": widget("a", ns),
                       "b.yaml": widget("b", ns)})
     commit(repo, "first")
     kube = Kube.from_kubeconfig(control_plane.kubeconfig)
-    yield kube, ns, url
+    yield kube, ns, url, repo
     kube.close()
+
+
+@pytest.fixture
+def setup(served: Any) -> Any:
+    kube, ns, url, _ = served
+    return kube, ns, url
 
 
 def test_a_hand_edit_and_a_hand_delete_are_repaired_without_a_poll_nor_a_loop(
@@ -203,17 +210,11 @@ def test_a_standby_keeps_its_view_warm_writes_nothing_and_repairs_once_it_leads(
 
 
 def test_a_custom_resource_leaving_git_with_a_stuck_on_delete_job_delays_no_other(
-        control_plane: ControlPlane, git_daemon: tuple[Path, str, GitDaemon],  # noqa: F811
-        tmp_path: Path) -> None:
+        control_plane: ControlPlane, served: Any, tmp_path: Path) -> None:
     """The full sync that removes a from Git starts its teardown and ends without waiting
     for its onDelete Job (a success, not a failure); a commit changing b is synced
     meanwhile; the work queue finishes a's teardown once the Job completes."""
-    repo, url, _ = git_daemon
-    ns = f"d-{uuid.uuid4().hex[:8]}"
-    write_repo(repo, {"katalog.yaml": KATALOG, "crd.yaml": CRD, "a.yaml": widget("a", ns),
-                      "b.yaml": widget("b", ns)})
-    commit(repo, "first")
-    kube = Kube.from_kubeconfig(control_plane.kubeconfig)
+    kube, ns, url, repo = served
     jobs = kube.resource("batch/v1", "Job")
     agent = AgentProcess(control_plane, url, tmp_path / "state", interval=1,
                          name=f"leave-{uuid.uuid4().hex[:6]}",
@@ -239,4 +240,3 @@ def test_a_custom_resource_leaving_git_with_a_stuck_on_delete_job_delays_no_othe
         wait_for("a's teardown finished", lambda: kube.get_or_none(widgets, ns, "a") is None)
     finally:
         agent.stop(signal.SIGKILL)
-        kube.close()
