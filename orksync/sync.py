@@ -121,11 +121,33 @@ class SyncOptions:
 
 class SharedInventory:
     """The agent's copy of its stored inventory, which its scoped syncs (`Scope`) read
-    their part of and write back in turn, under `lock`; a full sync replaces it."""
+    their part of and write back in turn, under `lock`; a full sync replaces it. A part
+    is found through an index by custom resource, so a scoped sync costs its own size,
+    not the inventory's."""
 
     def __init__(self, inventory: Inventory) -> None:
-        self.value = inventory
         self.lock = threading.Lock()
+        self._index: dict[ObjRef, list[InventoryEntry]] | None = None
+        self._value = inventory
+
+    @property
+    def value(self) -> Inventory:
+        return self._value
+
+    @value.setter
+    def value(self, inventory: Inventory) -> None:
+        self._value, self._index = inventory, None
+
+    def part(self, crs: frozenset[ObjRef]) -> Inventory:
+        """`Inventory.part`, from the index."""
+        if self._index is None:
+            index: dict[ObjRef, list[InventoryEntry]] = {}
+            for entry in self._value:
+                index.setdefault(entry.owner or entry.ref, []).append(entry)
+            self._index = index
+        found = Inventory.of(e for cr in crs for e in self._index.get(cr, ()))
+        return Inventory(found.entries, self._value.source,
+                         tuple(c for c in self._value.cleaned if c[0] in crs))
 
 
 @dataclass(frozen=True, slots=True)
@@ -234,7 +256,7 @@ def sync_once(kube: Kube, rendered: RenderedSet, *, inventory_name: str,
                 read_inventory(kube, inventory_name, inventory_namespace)
         if not options.adopt_inventory:
             check_source(whole, source, name=inventory_name, namespace=inventory_namespace)
-        old = whole.part(scope.crs) if scope is not None else whole
+        old = scope.inventory.part(scope.crs) if scope is not None else whole
         rendered, held, kept_notes = hold_cleaned(rendered, old)
         # who each custom resource's children are written as: decided once, recorded in
         # the inventory with it (for its teardown after it, and its entry, left Git)
@@ -298,8 +320,10 @@ def sync_once(kube: Kube, rendered: RenderedSet, *, inventory_name: str,
     if scope is not None and not dry_run:
         with scope.inventory.lock:  # the other scoped syncs' parts as they are now
             current = scope.inventory.value
-            inventory = current.with_part(scope.crs, inventory)
-            if inventory != current:
+            if (inventory.entries, inventory.cleaned) == (old.entries, old.cleaned):
+                inventory = current  # the common case: its part did not change
+            else:
+                inventory = current.with_part(scope.crs, inventory)
                 write_inventory(kube, inventory, inventory_name, inventory_namespace,
                                 field_manager=manager)
                 scope.inventory.value = inventory

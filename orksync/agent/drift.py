@@ -118,8 +118,23 @@ class Plan:
                   hooks: Mapping[tuple[str, str], OnDeleteRenderer]) -> Plan:
         """This plan with the objects of these keys replaced by `prepared` (a scoped
         sync's), and the inventory and onDelete renderers of that sync."""
-        kept = [o for o in self.by_ref.values() if self.key_of[o.ref] not in keys]
-        return Plan.of(RenderedSet(objects=(*kept, *prepared.objects)), inventory, hooks)
+        part = Plan.of(prepared, inventory, hooks)
+        objects, key_of, by_ref = dict(self.objects), dict(self.key_of), dict(self.by_ref)
+        crs = dict(self.crs)
+        for key in keys:
+            for obj in objects.pop(key, ()):
+                key_of.pop(obj.ref, None)
+                by_ref.pop(obj.ref, None)
+            crs.pop(key, None)
+        objects.update(part.objects)
+        key_of.update(part.key_of)
+        by_ref.update(part.by_ref)
+        crs.update(part.crs)
+        leaving = self.leaving if inventory is self.inventory else \
+            {str(e.ref): e.ref for e in inventory
+             if e.is_custom_resource and e.ref not in key_of}
+        return Plan(objects=objects, key_of=key_of, by_ref=by_ref, crs=crs,
+                    inventory=inventory, hooks=hooks, leaving=leaving)
 
     def kinds(self) -> set[Kind]:
         return {(r.api_version, r.kind) for r in self.by_ref} | \
@@ -210,7 +225,8 @@ class DriftRepair:
             current = self._plan
         if current is None:
             return
-        self.informers.watch(current.kinds() | self.informers.kinds())
+        self.informers.watch(self.informers.kinds() | {
+            (o.ref.api_version, o.ref.kind) for key in keys for o in current.objects.get(key, ())})
         if self.leading():
             for key in keys:
                 for obj in current.objects.get(key, ()):
@@ -320,8 +336,8 @@ class DriftRepair:
         if want.owner is not None:
             owner = self.informers.get(want.owner)
             uid = ((owner or {}).get("metadata") or {}).get("uid")
-            if not uid:
-                return True
+            if not uid:  # its owner not in the view yet (a sync just created both)
+                return False
         body = self._checker.desired(want, uid)
         # the Secrets' hash on a pod template is known only to an apply of them
         template = pod_template(body)

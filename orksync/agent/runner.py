@@ -69,7 +69,7 @@ from orksync.katalog.model import Catalog, CustomResource
 from orksync.logs import log_change, summary_line
 from orksync.model import Action, ObjRef, RenderedObject, RenderedSet, Source
 from orksync.render.boundaries import entry_boundary
-from orksync.render.engine import CrResult, RenderPlan, ref_key
+from orksync.render.engine import CrResult, RenderPlan
 from orksync.rendered.directory import write_rendered
 from orksync.secrets.random import CryptoRandom
 from orksync.source.git import GitAuth, GitSource, GitSourceSpec, GitVerify, Revision
@@ -188,6 +188,7 @@ class Agent:
         self.hook_at: float | None = None  # when the first hook not yet synced came
         # the catalog and, by custom resource, the keys of those that read it (`dependents`)
         self._readers: tuple[Catalog | None, dict[ObjRef, frozenset[str]]] = (None, {})
+        self._keys: tuple[Catalog | None, dict[str, ObjRef]] = (None, {})
 
     # --- readiness -----------------------------------------------------------------------
 
@@ -492,16 +493,20 @@ class Agent:
         render_plan = self.state.render_plan
         merger = render_plan.merger()
         known = len(merger.errors)  # the catalog's own (a full sync reports them)
-        merger.claimed.update((ref_key(ref), plan.crs.get(key, ref))
-                              for ref, key in plan.key_of.items() if key not in keys)
         live = WatchedView(drift.informers, self.kube)
         egress = HttpEgress()
         objects: list[RenderedObject] = []
         for cr in crs:
             outcome = render_plan.outcome(cr, live, egress)
-            if not merger.accept(cr, outcome) or len(merger.errors) > known:
-                log.info("%s: cannot be synced alone (%s): a full sync follows", cr.ref,
-                         merger.errors[-1] if len(merger.errors) > known else "left out")
+            # an object another custom resource (or manifest) of the last render owns
+            taken = next((c.ref for c in outcome.children
+                          if plan.key_of.get(c.ref, str(cr.ref)) not in keys),
+                         None) if isinstance(outcome, CrResult) else None
+            if taken is not None or not merger.accept(cr, outcome) or \
+                    len(merger.errors) > known:
+                why = f"{taken} belongs to {plan.key_of[taken]}" if taken is not None else \
+                    merger.errors[-1] if len(merger.errors) > known else "left out"
+                log.info("%s: cannot be synced alone (%s): a full sync follows", cr.ref, why)
                 self.state.full_wanted = True
                 return None
             assert isinstance(outcome, CrResult)
@@ -546,7 +551,7 @@ class Agent:
             catalog, revision = self.state.catalog, self.state.revision
             if catalog is None or revision is None or not self.is_leader():
                 return
-            ref = next((cr.ref for cr in catalog.crs if str(cr.ref) == key), None)
+            ref = self._refs(catalog).get(key)
             if ref is None:  # left Git: the next full sync prunes it
                 return
             log.debug("%s: rendered again (%s)", key, trigger)
@@ -566,6 +571,12 @@ class Agent:
         if self.state.hooks is None:
             self.state.hooks = hook_renderers(self.state.catalog)
         return self.state.hooks
+
+    def _refs(self, catalog: Catalog) -> Mapping[str, ObjRef]:
+        """The catalog's custom resources by work-queue key, made once per catalog."""
+        if self._keys[0] is not catalog:
+            self._keys = (catalog, {str(cr.ref): cr.ref for cr in catalog.crs})
+        return self._keys[1]
 
     def dependents(self, ref: ObjRef) -> set[str]:
         """The keys of the custom resources that read `ref`'s (drift repair's
