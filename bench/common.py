@@ -294,11 +294,19 @@ class Agent:
 
     def wait_synced(self, objects: int, timeout: float) -> None:
         """Until the first successful sync, then until the watched view holds `objects`
-        managed objects."""
+        managed objects and the work queue is empty (after a first sync of many objects,
+        the view still catching up with the sync's writes can queue custom resources)."""
         wait_until("the agent's first sync", lambda: self.check_alive() or self.syncs() >= 1,
                    timeout, 0.5)
         wait_until(f"the agent's view of {objects:,} objects", lambda: self.check_alive() or
                    self.metric("orksync_view_objects") >= objects, timeout, 0.5)
+        wait_until("the agent's work queue to drain", lambda: self.check_alive() or
+                   self.metric("orksync_queue_depth") == 0, timeout, 0.5)
+
+    def queue_reconciles(self) -> int:
+        """Keys the agent's work queue reconciled so far, whatever their outcome."""
+        return sum(int(float(v)) for v in re.findall(
+            r'^orksync_queue_reconciles_total\{[^}]*\} ([0-9.e+]+)$', self.metrics(), re.M))
 
     def wait_idle(self, *, quiet: float = 0.03, window: float = 1.0,
                   timeout: float = 120.0) -> float:
@@ -337,6 +345,12 @@ class Agent:
         lines = (ln.split(" ", 1)[1] if ln[:4].isdigit() and " " in ln else ln
                  for ln in self.log.read_text().splitlines())
         return [ln for ln in lines if ln.startswith("sync ")]
+
+    def diagnosis(self) -> str:
+        """For an error: the agent's own metrics (no histogram buckets) and its log's tail."""
+        metrics = [ln for ln in self.metrics().splitlines()
+                   if ln.startswith("orksync_") and "_bucket{" not in ln]
+        return "\n".join(metrics) + "\n--- agent log ---\n" + self.log.read_text()[-4000:]
 
     def check_alive(self) -> bool:
         """Raises when the agent exited; False otherwise, so that a wait's condition
