@@ -9,7 +9,8 @@ its timeout is opened again: that is the price of keeping it open) and that ende
 from /proc/PID/stat (utime + stime) over the window, as a fraction of one core. The control
 plane (etcd, kube-apiserver, kube-controller-manager) runs on the same cores.
 
-    python bench/agent_idle.py [--crs 2500] [--minutes 3] [--interval 60] [--no-record]
+    python bench/agent_idle.py [--crs 2500] [--minutes 3] [--interval 60] [--agent-args ARGS]
+                               [--no-record]
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ def main() -> int:
     parser.add_argument("--settle", type=float, default=30.0,
                         help="seconds left to the first sync's aftermath before the window "
                              "(default 30)")
+    parser.add_argument("--agent-args", default="",
+                        help="more flags for the agent, e.g. '--resync-interval 10m'")
     parser.add_argument("--timeout", type=float, default=900.0)
     parser.add_argument("--no-record", action="store_true",
                         help="do not append to bench/results/agent_idle.jsonl")
@@ -51,7 +54,8 @@ def main() -> int:
         assert env.audit is not None
         common.write_sites(repo, n)
         common.commit(repo, f"{n} sites")
-        agent = common.Agent(env, url, env.work / "state", interval=args.interval)
+        agent = common.Agent(env, url, env.work / "state", interval=args.interval,
+                             extra=args.agent_args.split())
         try:
             agent.wait_synced(objects, args.timeout)
             print(f"synced {objects:,} objects; settling {args.settle:.0f} s",

@@ -15,7 +15,7 @@ Two shapes of custom resources (bench/common.py):
   a fraction of the control plane's work.
 
     python bench/agent_memory.py [--objects 10000] [--configmaps 0] [--interval 5]
-                                 [--samples 3] [--every 10] [--no-record]
+                                 [--samples 3] [--every 10] [--agent-args ARGS] [--no-record]
 """
 
 from __future__ import annotations
@@ -43,6 +43,8 @@ def main() -> int:
     parser.add_argument("--samples", type=int, default=3)
     parser.add_argument("--every", type=float, default=10.0,
                         help="seconds between two samples (default 10)")
+    parser.add_argument("--agent-args", default="",
+                        help="more flags for the agent, e.g. '--resync-interval 10m'")
     parser.add_argument("--timeout", type=float, default=1800.0)
     parser.add_argument("--no-record", action="store_true",
                         help="do not append to bench/results/agent_memory.jsonl")
@@ -61,7 +63,8 @@ def main() -> int:
             else:
                 common.write_sites(repo, n)
             common.commit(repo, shape)
-            agent = common.Agent(env, url, env.work / "state", interval=args.interval)
+            agent = common.Agent(env, url, env.work / "state", interval=args.interval,
+                                 extra=args.agent_args.split())
             rows = []
             try:
                 start = time.monotonic()

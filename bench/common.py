@@ -245,10 +245,12 @@ AGENT_IDENTITY = "bench-agent"
 class Agent:
     """`orksync agent` in a process of its own (stderr to a log file), leader election off,
     identity AGENT_IDENTITY (its requests' User-Agent ends in `(agent bench-agent)`).
-    `webhook_secret`: serve POST /hooks/git with this secret (written to a file)."""
+    `webhook_secret`: serve POST /hooks/git with this secret (written to a file); `extra`:
+    more flags (`--resync-interval 10m`: an agent that has the flag)."""
 
     def __init__(self, env: Env, url: str, state: Path, *, name: str = "bench",
-                 interval: float = 2.0, webhook_secret: bytes | None = None) -> None:
+                 interval: float = 2.0, webhook_secret: bytes | None = None,
+                 extra: Sequence[str] = ()) -> None:
         self.port = free_port()
         state.mkdir(parents=True, exist_ok=True)
         self.log = state / "agent.log"
@@ -261,6 +263,7 @@ class Agent:
             secret_file = state.parent / f"{state.name}-webhook-secret"
             secret_file.write_bytes(webhook_secret)
             argv += ["--webhook-secret-file", str(secret_file)]
+        argv += extra
         self.argv = argv
         self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL,
                                      stderr=self.log.open("w"), start_new_session=True)

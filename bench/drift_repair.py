@@ -8,7 +8,8 @@ patch's answer until a GET (every 20 ms) finds the label as orksync wrote it. Th
 own count of configured objects must grow by exactly one per edit (no self-triggered
 applies). The control plane (etcd, kube-apiserver, kube-controller-manager) shares the cores.
 
-    python bench/drift_repair.py [--crs 250] [--edits 50] [--timeout 900] [--no-record]
+    python bench/drift_repair.py [--crs 250] [--edits 50] [--timeout 900]
+                                   [--agent-args ARGS] [--no-record]
 """
 
 from __future__ import annotations
@@ -42,6 +43,8 @@ def main() -> int:
                         "1,000 children)")
     parser.add_argument("--edits", type=int, default=50)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--agent-args", default="",
+                        help="more flags for the agent, e.g. '--resync-interval 10m'")
     parser.add_argument("--timeout", type=float, default=900.0,
                         help="seconds for the first sync and for the view (default 900)")
     parser.add_argument("--no-record", action="store_true",
@@ -54,7 +57,8 @@ def main() -> int:
             common.git_daemon(env.work / "served") as (repo, url):
         common.write_sites(repo, n)
         common.commit(repo, f"{n} sites")
-        agent = common.Agent(env, url, env.work / "state", interval=3600)
+        agent = common.Agent(env, url, env.work / "state", interval=3600,
+                             extra=args.agent_args.split())
         try:
             agent.wait_synced(n * (1 + len(common.SITE_CHILDREN)), args.timeout)
             time.sleep(5)  # the first sync's own events settle

@@ -13,7 +13,7 @@ is idle (the agent's CPU from its start to its first sync, which creates everyth
 reported beside). The control plane (etcd, kube-apiserver, kube-controller-manager) shares
 the cores.
 
-    python bench/webhook_one_cr.py [--crs 2000] [--hooks 20] [--no-record]
+    python bench/webhook_one_cr.py [--crs 2000] [--hooks 20] [--agent-args ARGS] [--no-record]
 """
 
 from __future__ import annotations
@@ -51,6 +51,8 @@ def main() -> int:
                         help="Site custom resources, 5 objects each (default 2000)")
     parser.add_argument("--hooks", type=int, default=20, help="one-CR commits (default 20)")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--agent-args", default="",
+                        help="more flags for the agent, e.g. '--resync-interval 10m'")
     parser.add_argument("--timeout", type=float, default=900.0)
     parser.add_argument("--no-record", action="store_true",
                         help="do not append to bench/results/webhook_one_cr.jsonl")
@@ -64,7 +66,8 @@ def main() -> int:
         common.write_sites(repo, n)
         common.commit(repo, f"{n} sites")
         agent = common.Agent(env, url, env.work / "state", interval=3600,
-                             webhook_secret=secrets.token_hex(32).encode())
+                             webhook_secret=secrets.token_hex(32).encode(),
+                             extra=args.agent_args.split())
         try:
             agent.wait_synced(objects, args.timeout)
             startup_cpu = agent.wait_idle()
