@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import compileall
 import contextlib
+import hashlib
+import hmac
+import json
 import os
 import re
 import resource
@@ -166,6 +169,39 @@ def write_sites(repo: Path, count: int, *, ns_count: int = 20) -> None:
             f"  namespace: bench-ns{i % ns_count:02d}\nspec:\n  image: nginx:1.{i % 30}\n")
 
 
+def set_site_image(repo: Path, i: int, image: str) -> None:
+    """Site i's spec.image (its Deployment's container image) in the repository."""
+    path = repo / "sites" / f"site-{i:05d}.yaml"
+    text = path.read_text()
+    start = text.index("  image: ")
+    path.write_text(text[:start] + f"  image: {image}\n")
+
+
+# the custom resources of 1 + N small ConfigMaps each, for sizes where Sites (four children
+# of four kinds, a Deployment among them) would take too long to create
+BUNDLE_KIND = "Bundle"
+
+
+def write_bundles(repo: Path, count: int, configmaps: int, *, ns_count: int = 20) -> None:
+    """A Katalog of one kind, Bundle, whose custom resources have `configmaps` ConfigMaps
+    each (server-side applied, one key of 16 bytes), its CRD and `count` Bundles over
+    `ns_count` namespaces, one file each."""
+    entries = "".join(f'            - name: "{{{{ .metadata.name }}}}-{j:03d}"\n'
+                      f'              data: {{key: "{{{{ .spec.value }}}}"}}\n'
+                      f"              reconcile: true\n" for j in range(configmaps))
+    (repo / "bundles").mkdir(parents=True, exist_ok=True)
+    (repo / "katalog.yaml").write_text(
+        "apiVersion: orkestra.orkspace.io/v1\nkind: Katalog\nmetadata: {name: bench-bundles}\n"
+        "spec:\n  crds:\n    bundle:\n      crdFile: ./crd.yaml\n      operatorBox:\n"
+        "        onCreate:\n          configMaps:\n" + entries)
+    (repo / "crd.yaml").write_text(SITE_CRD.replace("sites", "bundles").replace(
+        f"kind: {SITE_KIND}", f"kind: {BUNDLE_KIND}").replace("site}", "bundle}"))
+    for i in range(count):
+        (repo / "bundles" / f"bundle-{i:05d}.yaml").write_text(
+            f"apiVersion: {SITE_API}\nkind: {BUNDLE_KIND}\nmetadata:\n  name: bundle-{i:05d}\n"
+            f"  namespace: bench-ns{i % ns_count:02d}\nspec:\n  value: v{i:014d}\n")
+
+
 # --- git served on 127.0.0.1 -----------------------------------------------------------------
 
 GIT = ["git", "-c", "user.name=bench", "-c", "user.email=bench@example.com"]
@@ -203,19 +239,41 @@ def head(repo: Path) -> str:
 # --- the agent as a process ------------------------------------------------------------------
 
 
+AGENT_IDENTITY = "bench-agent"
+
+
 class Agent:
-    """`orksync agent` in a process of its own (stderr to a log file), leader election off."""
+    """`orksync agent` in a process of its own (stderr to a log file), leader election off,
+    identity AGENT_IDENTITY (its requests' User-Agent ends in `(agent bench-agent)`).
+    `webhook_secret`: serve POST /hooks/git with this secret (written to a file); `extra`:
+    more flags (`--resync-interval 10m`: an agent that has the flag)."""
 
     def __init__(self, env: Env, url: str, state: Path, *, name: str = "bench",
-                 interval: float = 2.0) -> None:
+                 interval: float = 2.0, webhook_secret: bytes | None = None,
+                 extra: Sequence[str] = ()) -> None:
         self.port = free_port()
         state.mkdir(parents=True, exist_ok=True)
         self.log = state / "agent.log"
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "orksync", "agent", "--repo-url", url, "--interval",
-             str(interval), "--state-dir", str(state), "--listen", f"127.0.0.1:{self.port}",
-             "--kubeconfig", env.kubeconfig, "--name", name, "--no-leader-elect"],
-            stdout=subprocess.DEVNULL, stderr=self.log.open("w"), start_new_session=True)
+        self.webhook_secret = webhook_secret
+        argv = [sys.executable, "-m", "orksync", "agent", "--repo-url", url, "--interval",
+                f"{interval:g}", "--state-dir", str(state), "--listen", f"127.0.0.1:{self.port}",
+                "--kubeconfig", env.kubeconfig, "--name", name, "--no-leader-elect",
+                "--identity", AGENT_IDENTITY]
+        if webhook_secret is not None:
+            secret_file = state.parent / f"{state.name}-webhook-secret"
+            secret_file.write_bytes(webhook_secret)
+            argv += ["--webhook-secret-file", str(secret_file)]
+        argv += extra
+        self.argv = argv
+        self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL,
+                                     stderr=self.log.open("w"), start_new_session=True)
+
+    @property
+    def command(self) -> str:
+        """The agent's command line as run, with the temporary paths and port as names."""
+        words = ["orksync agent", *self.argv[4:]]
+        text = " ".join(re.sub(r"^/tmp/\S+$", "PATH", w) for w in words)
+        return re.sub(r"127\.0\.0\.1:\d+", "127.0.0.1:PORT", text)
 
     def metrics(self) -> str:
         try:
@@ -225,10 +283,61 @@ class Agent:
         except (urllib.error.URLError, OSError):
             return ""
 
+    def metric(self, name: str) -> float:
+        """One sample of /metrics by its full name with labels (0 when absent)."""
+        m = re.search("^" + re.escape(name) + r" ([0-9.e+]+)$", self.metrics(), re.M)
+        return float(m.group(1)) if m else 0.0
+
     def syncs(self, result: str = "success") -> int:
-        pattern = r'^orksync_syncs_total\{result="' + result + r'"\} ([0-9.e+]+)$'
-        m = re.search(pattern, self.metrics(), re.M)
-        return int(float(m.group(1))) if m else 0
+        return int(self.metric(f'orksync_syncs_total{{result="{result}"}}'))
+
+    def cpu(self) -> float:
+        """User + system CPU seconds of the agent process so far."""
+        return cpu_seconds(self.proc.pid)
+
+    def wait_synced(self, objects: int, timeout: float) -> None:
+        """Until the first successful sync, then until the watched view holds `objects`
+        managed objects and the work queue is empty (after a first sync of many objects,
+        the view still catching up with the sync's writes can queue custom resources)."""
+        wait_until("the agent's first sync", lambda: self.check_alive() or self.syncs() >= 1,
+                   timeout, 0.5)
+        wait_until(f"the agent's view of {objects:,} objects", lambda: self.check_alive() or
+                   self.metric("orksync_view_objects") >= objects, timeout, 0.5)
+        wait_until("the agent's work queue to drain", lambda: self.check_alive() or
+                   self.metric("orksync_queue_depth") == 0, timeout, 0.5)
+
+    def queue_reconciles(self) -> int:
+        """Keys the agent's work queue reconciled so far, whatever their outcome."""
+        return sum(int(float(v)) for v in re.findall(
+            r'^orksync_queue_reconciles_total\{[^}]*\} ([0-9.e+]+)$', self.metrics(), re.M))
+
+    def wait_idle(self, *, quiet: float = 0.03, window: float = 1.0,
+                  timeout: float = 120.0) -> float:
+        """Until the agent used less than `quiet` CPU seconds in `window` seconds; its CPU
+        seconds then."""
+        deadline = time.monotonic() + timeout
+        last = self.cpu()
+        while True:
+            time.sleep(window)
+            self.check_alive()
+            now = self.cpu()
+            if now - last < quiet or time.monotonic() > deadline:
+                return now
+            last = now
+
+    def post_hook(self, body: bytes = b'{"ref": "refs/heads/main"}') -> int:
+        """POST a push hook to /hooks/git signed as GitHub signs it; the HTTP status."""
+        assert self.webhook_secret is not None
+        signature = hmac.new(self.webhook_secret, body, hashlib.sha256).hexdigest()
+        req = urllib.request.Request(
+            f"http://127.0.0.1:{self.port}/hooks/git", data=body, method="POST",
+            headers={"Content-Type": "application/json", "X-GitHub-Event": "push",
+                     "X-Hub-Signature-256": f"sha256={signature}"})
+        try:
+            with urllib.request.urlopen(req, timeout=10) as resp:
+                return int(resp.status)
+        except urllib.error.HTTPError as err:
+            return int(err.code)
 
     def memory(self) -> dict[str, float]:
         """VmRSS and VmHWM (the peak) of the agent process, in MiB."""
@@ -240,10 +349,19 @@ class Agent:
                  for ln in self.log.read_text().splitlines())
         return [ln for ln in lines if ln.startswith("sync ")]
 
-    def check_alive(self) -> None:
+    def diagnosis(self) -> str:
+        """For an error: the agent's own metrics (no histogram buckets) and its log's tail."""
+        metrics = [ln for ln in self.metrics().splitlines()
+                   if ln.startswith("orksync_") and "_bucket{" not in ln]
+        return "\n".join(metrics) + "\n--- agent log ---\n" + self.log.read_text()[-4000:]
+
+    def check_alive(self) -> bool:
+        """Raises when the agent exited; False otherwise, so that a wait's condition
+        reads `agent.check_alive() or condition`."""
         if self.proc.poll() is not None:
             raise RuntimeError(f"the agent exited {self.proc.returncode}:\n"
                                f"{self.log.read_text()[-3000:]}")
+        return False
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -278,6 +396,7 @@ class Env:
     cp: ControlPlane
     kube: Kube
     work: Path
+    audit: Audit | None = None
 
     @property
     def kubectl(self) -> str:
@@ -299,15 +418,20 @@ def compile_bytecode() -> None:
 
 
 @contextlib.contextmanager
-def environment(*, controller_manager: bool = False) -> Iterator[Env]:
+def environment(*, controller_manager: bool = False, audit: bool = False) -> Iterator[Env]:
+    """A control plane of its own in a temporary directory; `audit`: with the API server's
+    audit log of every request's metadata (Env.audit)."""
     compile_bytecode()
     work = Path(tempfile.mkdtemp(prefix="orksync-bench-"))
     try:
         print("starting control plane ...", file=sys.stderr, flush=True)
-        with ControlPlane(controller_manager=controller_manager) as cp:
+        audit_log = work / "audit.log" if audit else None
+        with ControlPlane(controller_manager=controller_manager, audit_log=audit_log,
+                          audit_policy=AUDIT_METADATA) as cp:
             kube = Kube.from_kubeconfig(cp.kubeconfig, pool_size=32)
             try:
-                yield Env(cp=cp, kube=kube, work=work)
+                yield Env(cp=cp, kube=kube, work=work,
+                          audit=Audit(audit_log) if audit_log is not None else None)
             finally:
                 kube.close()
     finally:
@@ -452,6 +576,67 @@ def request_delta(before: dict[tuple[str, str], float],
     return sum(by.values()), by
 
 
+# every request, reads and watches included, with its metadata only (no bodies)
+AUDIT_METADATA = """\
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+  - level: Metadata
+"""
+
+
+@dataclass
+class AuditCount:
+    requests: dict[str, int]  # completed requests other than watches, by 'verb resource'
+    watch_opens: dict[str, int]  # watches opened (stage ResponseStarted), by resource
+    watch_ends: int  # watches that ended (stage ResponseComplete of a watch)
+
+    @property
+    def total(self) -> int:
+        return sum(self.requests.values())
+
+
+class Audit:
+    """The API server's audit log (policy AUDIT_METADATA), read from a mark on: the
+    requests of one client, told apart by its User-Agent."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def mark(self) -> int:
+        """A position: the requests logged after it are counted by `count`."""
+        return self.path.stat().st_size if self.path.exists() else 0
+
+    def count(self, since: int, user_agent: str, until: int | None = None) -> AuditCount:
+        """The requests logged between two marks whose User-Agent contains `user_agent`."""
+        requests: dict[str, int] = {}
+        opens: dict[str, int] = {}
+        ends = 0
+        with self.path.open("rb") as fh:
+            fh.seek(since)
+            data = fh.read() if until is None else fh.read(until - since)
+        for line in data.decode("utf-8", "replace").splitlines():
+            if user_agent not in line:
+                continue
+            event = json.loads(line)
+            if user_agent not in event.get("userAgent", ""):
+                continue
+            ref = event.get("objectRef") or {}
+            what = ref.get("resource", "") + (f"/{ref['subresource']}"
+                                              if ref.get("subresource") else "")
+            what = what or event.get("requestURI", "").split("?")[0]
+            if event.get("verb") == "watch":
+                if event.get("stage") == "ResponseStarted":
+                    opens[what] = opens.get(what, 0) + 1
+                elif event.get("stage") == "ResponseComplete":
+                    ends += 1
+            elif event.get("stage") == "ResponseComplete":
+                key = f"{event.get('verb', '').upper()} {what}"
+                requests[key] = requests.get(key, 0) + 1
+        return AuditCount(requests, opens, ends)
+
+
 # --- reporting ---------------------------------------------------------------------------
 
 
@@ -461,6 +646,12 @@ def ratio(a: float, b: float) -> float:
 
 def median(values: Sequence[float]) -> float:
     return statistics.median(values)
+
+
+def percentile(values: Sequence[float], p: float) -> float:
+    """The nearest-rank percentile."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(p / 100 * len(ordered) + 0.5) - 1))]
 
 
 def table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:

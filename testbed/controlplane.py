@@ -502,6 +502,8 @@ class ControlPlane:
     ``audit_log``: write kube-apiserver's audit log there (JSON lines, see
     :data:`AUDIT_POLICY`): the bodies of every write, and the responses of Secret writes.
     The test suite scans it for leaked secret values (tests/leakscan.py).
+    ``audit_policy``: the audit policy's YAML instead of :data:`AUDIT_POLICY` (the
+    benchmarks log the metadata of every request, reads included).
     """
 
     def __init__(
@@ -513,9 +515,11 @@ class ControlPlane:
         work_dir: Path | None = None,
         ready_timeout: float = 90.0,
         audit_log: Path | None = None,
+        audit_policy: str = AUDIT_POLICY,
     ) -> None:
         self._bin_dir = bin_dir
         self.audit_log = audit_log
+        self._audit_policy = audit_policy
         self._want_controller_manager = controller_manager
         self._keep = keep
         self.detached = False  # True: processes outlive this Python process (`up`)
@@ -829,7 +833,7 @@ class ControlPlane:
         if self.audit_log is None:
             return []
         policy = paths.root / "audit-policy.yaml"
-        policy.write_text(AUDIT_POLICY)
+        policy.write_text(self._audit_policy)
         return [f"--audit-policy-file={policy}", f"--audit-log-path={self.audit_log}",
                 "--audit-log-format=json", "--audit-log-maxsize=0", "--audit-log-mode=blocking"]
 
