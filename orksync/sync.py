@@ -29,6 +29,11 @@ Order of one run:
 
 A dry run applies with dryRun=All, deletes nothing, and writes no inventory.
 
+A scoped sync (`Scope`, the agent's reconcile of a few custom resources) runs the same
+steps on the render of those custom resources only, against their part of the inventory
+(their entries and their children's): nothing else is pruned or recorded, and the
+inventory is written back, merged, only when that part changed.
+
 `render_live` is the render of a sync: the repository rendered against the cluster's live
 state (`.children`, the custom resources' own `.status`, `.cross.<as>.status`), one LIST
 per kind for all custom resources (orksync.lifecycle.status.LiveIndex, strict: a failed read

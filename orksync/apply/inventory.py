@@ -190,12 +190,6 @@ class Inventory:
         return Inventory(Inventory.of([*self.entries, *other]).entries, self.source,
                          self.cleaned)
 
-    def part(self, crs: Collection[ObjRef]) -> Inventory:
-        """The entries of these custom resources and of their children, with their
-        runtime.cleanup notes and this inventory's source (a scoped sync's inventory)."""
-        return Inventory(tuple(e for e in self.entries if e.ref in crs or e.owner in crs),
-                         self.source, tuple(c for c in self.cleaned if c[0] in crs))
-
     def with_part(self, crs: Collection[ObjRef], part: Inventory) -> Inventory:
         """This inventory with the entries and notes of these custom resources (and of
         their children) replaced by `part`'s."""
