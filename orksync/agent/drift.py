@@ -240,19 +240,12 @@ class DriftRepair:
         with self._lock:
             return self._plan
 
-    def render_again(self, key: str, trigger: str, delay: float = 0.0, *,
-                     later: float = 0.0) -> None:
-        """Render `key`'s custom resource again (the scoped sync): now, at a timer's
-        instant `delay` seconds from now (one timer per key, the earliest), or, `later`,
-        after that many seconds, for a trigger that could not run yet."""
+    def render_again(self, key: str, trigger: str, delay: float = 0.0) -> None:
+        """Render `key`'s custom resource again (the scoped sync): now, or at a timer's
+        instant `delay` seconds from now (one timer per key, the earliest)."""
         if self.reconcile is None:
             return
         now = time.monotonic()
-        if later > 0:
-            with self._lock:
-                self._rerender.setdefault(key, trigger)
-            self.queue.add_after(key, later, trigger)
-            return
         with self._lock:
             if delay > 0:  # one timer per key: the earliest instant asked for
                 due = self._timers.get(key)
@@ -298,17 +291,16 @@ class DriftRepair:
     def _consider(self, event: str, obj: dict[str, Any],
                   previous: dict[str, Any] | None = None) -> None:
         with self._lock:
-            plan, syncing = self._plan, self._syncing
-        if plan is None or syncing:
+            plan = self._plan
+        if plan is None:
             return
         ref = ObjRef.of(obj)
         want = plan.by_ref.get(ref)
         if want is None:
             return
         key = plan.key_of[ref]
-        with self._lock:
-            if key in self._held:
-                return
+        # a status change renders again even while a sync writes the key: its render may
+        # have read the status before the change
         if event == "MODIFIED" and previous is not None and \
                 _reported(obj) != _reported(previous):
             if want.owner is not None:  # a child's status: its conditions, status fields
@@ -316,6 +308,9 @@ class DriftRepair:
             else:  # a custom resource's: those that read it
                 for other in self.dependents(ref):
                     self.render_again(other, "cross")
+        with self._lock:
+            if self._syncing or key in self._held:
+                return  # the sync writes it anyway; its objects are checked after it
         try:
             drifted = event == "DELETED" or self._drifted(want, obj)
         except ClusterError as err:  # discovery: the worker will know

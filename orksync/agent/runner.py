@@ -14,8 +14,9 @@ Drift repair (orksync.agent.drift) owns the informers and the work queue: a hand
 re-applies one custom resource's objects; a child's status, a cross-read custom
 resource's status or a time boundary (orksync.render.boundaries) renders one custom
 resource again through `reconcile_key`, a scoped sync; a custom resource that left Git
-is torn down in its own key. Scoped syncs and the sync job hold one lock, as they share
-the inventory; a worker that finds it held tries again shortly, so no worker waits.
+is torn down in its own key. Scoped syncs and the jobs hold one lock, as they share the
+inventory; a worker that finds it held leaves its key to be queued again when the lock is
+released, so no worker waits.
 
 Leader election (orksync.agent.lease) runs on a thread of its own, with connections of its
 own; every request passes its gate (`Kube.gate`), so a leader that could not renew in
@@ -87,7 +88,6 @@ from orksync.sync import (
 log = logging.getLogger("orksync.agent")
 
 MAX_BACKOFF = 900.0
-BUSY_RETRY = 0.5  # seconds until a key to render again, found a sync running, is tried again
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -189,6 +189,9 @@ class Agent:
         # the catalog and, by custom resource, the keys of those that read it (`dependents`)
         self._readers: tuple[Catalog | None, dict[ObjRef, frozenset[str]]] = (None, {})
         self._keys: tuple[Catalog | None, dict[str, ObjRef]] = (None, {})
+        # keys to render again that found a job holding the lock: queued when it ends
+        self._deferred: dict[str, str] = {}
+        self._deferred_lock = threading.Lock()
 
     # --- readiness -----------------------------------------------------------------------
 
@@ -287,6 +290,12 @@ class Agent:
         stopping or backs off; whether it ran, or the lease came while it did not."""
         if self.stop_event.is_set() or time.monotonic() < self.state.next_attempt:
             return False
+        try:
+            return self._sync_job_locked()
+        finally:
+            self._flush_deferred()
+
+    def _sync_job_locked(self) -> bool:
         with self.lock:
             if not self.is_leader():
                 self.standby_view()
@@ -545,7 +554,10 @@ class Agent:
         if self.drift is None:
             return
         if not self.lock.acquire(blocking=False):  # a sync runs: this worker stays free
-            self.drift.render_again(key, trigger, later=BUSY_RETRY)
+            with self._deferred_lock:
+                self._deferred[key] = trigger
+            if not self.lock.locked():  # the sync ended meanwhile
+                self._flush_deferred()
             return
         try:
             catalog, revision = self.state.catalog, self.state.revision
@@ -558,12 +570,21 @@ class Agent:
             done = self.scoped_sync(frozenset({ref}), revision.sha)
         finally:
             self.lock.release()
+            self._flush_deferred()
         if done is None:  # a full sync, unless syncs back off after a failure
             self.state.full_wanted = True
             if time.monotonic() >= self.state.next_attempt:
                 self._run_at("sync", datetime.now(UTC))
         elif not done:
             raise ClusterError("scoped sync failed", subject=key)
+
+    def _flush_deferred(self) -> None:
+        """The keys that found the lock held, handed back to the work queue."""
+        with self._deferred_lock:
+            deferred, self._deferred = self._deferred, {}
+        if self.drift is not None:
+            for key, trigger in deferred.items():
+                self.drift.render_again(key, trigger)
 
     def _hooks(self) -> Mapping[tuple[str, str], OnDeleteRenderer]:
         """The current catalog's onDelete renderers, made once per catalog."""
@@ -628,6 +649,12 @@ class Agent:
     def rotate_job(self) -> None:
         if self.stop_event.is_set():
             return
+        try:
+            self._rotate()
+        finally:
+            self._flush_deferred()
+
+    def _rotate(self) -> None:
         with self.lock:
             if not self.is_leader():
                 return
