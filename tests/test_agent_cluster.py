@@ -194,7 +194,9 @@ def test_a_commit_that_changes_one_custom_resource_syncs_only_it(
         write_repo(repo, {"a.yaml": widget("a", ns, image="nginx:2", replicas=1, port=80)})
         commit(repo, "a: nginx:2")
         wait_for("a's new image", lambda: image("a") == "nginx:2")
-        assert "scoped sync of 1 custom resource(s)" in agent.text()
+        # its summary is logged once its status is written too, after the apply
+        wait_for("the scoped sync's summary", lambda: "scoped sync of 1 custom resource(s)"
+                 in agent.text())
         assert agent.text().count("sync rev=") == 1  # no full sync after the first
         assert version("b") == untouched
 
@@ -232,9 +234,11 @@ def test_a_childs_status_change_renders_its_custom_resource_again_without_a_comm
                      content_type="application/merge-patch+json")
         wait_for("the gated ConfigMap", lambda: kube.get_or_none(maps, ns, "a-done")
                  is not None)
+        # the inventory is written after the apply
+        wait_for("a-done in the inventory", lambda: "a-done" in {
+            ref.name for ref in Inventory.from_configmap(kube.get_or_none(
+                maps, "orksync-system", f"orksync-inventory-{name}")).refs()})
         assert agent.text().count("sync rev=") == 1  # the first sync only
-        inventory = kube.get_or_none(maps, "orksync-system", f"orksync-inventory-{name}")
-        assert "a-done" in {ref.name for ref in Inventory.from_configmap(inventory).refs()}
     finally:
         agent.stop(signal.SIGKILL)
         kube.close()
