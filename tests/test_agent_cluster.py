@@ -200,6 +200,16 @@ def test_a_commit_that_changes_one_custom_resource_syncs_only_it(
         assert agent.text().count("sync rev=") == 1  # no full sync after the first
         assert version("b") == untouched
 
+        # a revision that changes no custom resource: nothing to sync, the revision served
+        write_repo(repo, {"README.md": "the platform\n"})
+        commit(repo, "readme")
+        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, check=True,
+                             capture_output=True, text=True).stdout.strip()
+        served = f'orksync_last_applied_revision_info{{revision="{sha}"}} 1.0'
+        wait_for("the new revision served", lambda: served in http_get(agent.port,
+                                                                      "/metrics")[1])
+        assert version("b") == untouched and agent.text().count("sync rev=") == 1
+
         widgets = kube.resource("test.orksync.io/v1", "Widget")
         (repo / "b.yaml").unlink()
         commit(repo, "remove b")

@@ -493,7 +493,9 @@ class Agent:
         if plan is None or shared is None:
             return None
         crs = [cr for cr in catalog.crs if cr.ref in refs and self._mine(cr)]
-        if not crs:
+        if not crs:  # a revision that changed none of this shard's custom resources
+            self.metrics.revision.clear()
+            self.metrics.revision.labels(revision=revision).set(1)
             return True
         keys = {str(cr.ref) for cr in crs}
         if self.state.render_plan is None:
