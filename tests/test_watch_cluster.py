@@ -90,6 +90,12 @@ def test_a_cut_watch_resumes_and_misses_nothing_written_while_it_was_down(
                             on_event=seen).start()
         try:
             assert informer.synced.wait(30)
+            # the watch is open once an event comes through it (synced means listed only):
+            # a cut before it opens would cut nothing
+            kube.create(maps, configmap(ns, "w", label, "1"), field_manager="test")
+            wait_for("the watch to stream", lambda: seen.has(("ADDED", "w", "1")))
+            kube.delete(maps, ns, "w")
+            wait_for("the watch to stream the delete", lambda: seen.has(("DELETED", "w", "1")))
             relay.refuse()
             relay.cut_all()  # the open watch is cut; new connections are refused
             wait_for("the watch to fail", lambda: informer.restarts >= 1)
