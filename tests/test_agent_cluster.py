@@ -9,8 +9,9 @@ import subprocess
 import sys
 import urllib.request
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
@@ -89,6 +90,44 @@ class AgentProcess:
         return self.proc.wait(30)
 
 
+class Hourly(NamedTuple):
+    kube: Kube
+    ns: str
+    agent: AgentProcess
+    repo: Path
+    name: str  # the agent's --name
+
+
+@pytest.fixture
+def hourly(control_plane: ControlPlane, git_daemon: tuple[Path, str, GitDaemon],
+           tmp_path: Path) -> Iterator[Callable[[str, dict[str, dict[str, object]], str],
+                                                Hourly]]:
+    """Starts an agent whose full syncs are an hour apart (`--resync-interval 3600`: only
+    the trigger under test can explain what it does), named `<prefix>-<random>`, on a
+    repository of a Katalog, its CRD and Widgets in a fresh namespace (`widgets`: name ->
+    spec); stops it after the test."""
+    repo, url, _ = git_daemon
+    started: list[Hourly] = []
+
+    def start(katalog_text: str, widgets: dict[str, dict[str, object]],
+              prefix: str) -> Hourly:
+        ns = f"t-{uuid.uuid4().hex[:8]}"
+        write_repo(repo, {"katalog.yaml": katalog_text, "crd.yaml": CRD, **{
+            f"{name}.yaml": widget(name, ns, **spec) for name, spec in widgets.items()}})
+        commit(repo, "first")
+        kube = Kube.from_kubeconfig(control_plane.kubeconfig)
+        name = f"{prefix}-{uuid.uuid4().hex[:6]}"
+        agent = AgentProcess(control_plane, url, tmp_path / "state", name=name,
+                             flags=["--resync-interval", "3600"])
+        started.append(Hourly(kube, ns, agent, repo, name))
+        return started[-1]
+
+    yield start
+    for run in started:
+        run.agent.stop(signal.SIGKILL)
+        run.kube.close()
+
+
 def test_the_agent_follows_commits_and_survives_a_broken_commit_and_a_dead_remote(
         control_plane: ControlPlane, git_daemon: tuple[Path, str, GitDaemon],
         tmp_path: Path) -> None:
@@ -161,22 +200,13 @@ spec:
 
 
 def test_a_commit_that_changes_one_custom_resource_syncs_only_it(
-        control_plane: ControlPlane, git_daemon: tuple[Path, str, GitDaemon],
-        tmp_path: Path) -> None:
+        hourly: Callable[[str, dict[str, dict[str, object]], str], Hourly]) -> None:
     """A revision that changes one custom resource's spec renders and applies only that
     custom resource (a scoped sync: the other's objects are not written); one that
     removes a custom resource is a full sync, which prunes it."""
-    repo, url, _ = git_daemon
-    ns = f"t-{uuid.uuid4().hex[:8]}"
-    write_repo(repo, {"katalog.yaml": KATALOG, "crd.yaml": CRD,
-                      "a.yaml": widget("a", ns, image="nginx:1", replicas=1, port=80),
-                      "b.yaml": widget("b", ns, image="nginx:1", replicas=1, port=80)})
-    commit(repo, "first")
-    kube = Kube.from_kubeconfig(control_plane.kubeconfig)
+    spec: dict[str, object] = {"image": "nginx:1", "replicas": 1, "port": 80}
+    kube, ns, agent, repo, _ = hourly(KATALOG, {"a": spec, "b": spec}, "scoped")
     deploys = kube.resource("apps/v1", "Deployment")
-    agent = AgentProcess(control_plane, url, tmp_path / "state",
-                         name=f"scoped-{uuid.uuid4().hex[:6]}",
-                         flags=["--resync-interval", "3600"])
 
     def image(name: str) -> str:
         live = kube.get_or_none(deploys, ns, name) or {}
@@ -187,71 +217,55 @@ def test_a_commit_that_changes_one_custom_resource_syncs_only_it(
     def version(name: str) -> str:
         return str((kube.get_or_none(deploys, ns, name) or {})["metadata"]["resourceVersion"])
 
-    try:
-        wait_for("the first sync", lambda: image("b") == "nginx:1")
-        wait_for("readiness", lambda: http_get(agent.port, "/readyz")[0] == 200)
-        untouched = version("b")
-        write_repo(repo, {"a.yaml": widget("a", ns, image="nginx:2", replicas=1, port=80)})
-        commit(repo, "a: nginx:2")
-        wait_for("a's new image", lambda: image("a") == "nginx:2")
-        # its summary is logged once its status is written too, after the apply
-        wait_for("the scoped sync's summary", lambda: "scoped sync of 1 custom resource(s)"
-                 in agent.text())
-        assert agent.text().count("sync rev=") == 1  # no full sync after the first
-        assert version("b") == untouched
+    wait_for("the first sync", lambda: image("b") == "nginx:1")
+    wait_for("readiness", lambda: http_get(agent.port, "/readyz")[0] == 200)
+    untouched = version("b")
+    write_repo(repo, {"a.yaml": widget("a", ns, image="nginx:2", replicas=1, port=80)})
+    commit(repo, "a: nginx:2")
+    wait_for("a's new image", lambda: image("a") == "nginx:2")
+    # its summary is logged once its status is written too, after the apply
+    wait_for("the scoped sync's summary", lambda: "scoped sync of 1 custom resource(s)"
+             in agent.text())
+    assert agent.text().count("sync rev=") == 1  # no full sync after the first
+    assert version("b") == untouched
 
-        # a revision that changes no custom resource: nothing to sync, the revision served
-        write_repo(repo, {"README.md": "the platform\n"})
-        commit(repo, "readme")
-        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, check=True,
-                             capture_output=True, text=True).stdout.strip()
-        served = f'orksync_last_applied_revision_info{{revision="{sha}"}} 1.0'
-        wait_for("the new revision served", lambda: served in http_get(agent.port,
-                                                                      "/metrics")[1])
-        assert version("b") == untouched and agent.text().count("sync rev=") == 1
+    # a revision that changes no custom resource: nothing to sync, the revision served
+    write_repo(repo, {"README.md": "the platform\n"})
+    commit(repo, "readme")
+    sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, check=True,
+                         capture_output=True, text=True).stdout.strip()
+    served = f'orksync_last_applied_revision_info{{revision="{sha}"}} 1.0'
+    wait_for("the new revision served",
+             lambda: served in http_get(agent.port, "/metrics")[1])
+    assert version("b") == untouched and agent.text().count("sync rev=") == 1
 
-        widgets = kube.resource("test.orksync.io/v1", "Widget")
-        (repo / "b.yaml").unlink()
-        commit(repo, "remove b")
-        wait_for("b to be pruned", lambda: kube.get_or_none(widgets, ns, "b") is None)
-        assert agent.text().count("sync rev=") == 2
-    finally:
-        agent.stop(signal.SIGKILL)
-        kube.close()
+    widgets = kube.resource("test.orksync.io/v1", "Widget")
+    (repo / "b.yaml").unlink()
+    commit(repo, "remove b")
+    wait_for("b to be pruned", lambda: kube.get_or_none(widgets, ns, "b") is None)
+    assert agent.text().count("sync rev=") == 2
 
 
 def test_a_childs_status_change_renders_its_custom_resource_again_without_a_commit(
-        control_plane: ControlPlane, git_daemon: tuple[Path, str, GitDaemon],
-        tmp_path: Path) -> None:
+        hourly: Callable[[str, dict[str, dict[str, object]], str], Hourly]) -> None:
     """The Job's status, watched, renders its custom resource again at once (a scoped
     sync): no full sync runs (an hour's resync interval), and the ConfigMap the condition
     now lets through is created and recorded in the inventory."""
-    repo, url, _ = git_daemon
-    ns = f"t-{uuid.uuid4().hex[:8]}"
-    write_repo(repo, {"katalog.yaml": CHILD_GATED, "crd.yaml": CRD, "a.yaml": widget("a", ns)})
-    commit(repo, "first")
-    kube = Kube.from_kubeconfig(control_plane.kubeconfig)
+    kube, ns, agent, _, name = hourly(CHILD_GATED, {"a": {}}, "live")
     jobs, maps = kube.resource("batch/v1", "Job"), kube.resource("v1", "ConfigMap")
-    name = f"live-{uuid.uuid4().hex[:6]}"
-    agent = AgentProcess(control_plane, url, tmp_path / "state", name=name,
-                         flags=["--resync-interval", "3600"])
-    try:
-        wait_for("the Job", lambda: kube.get_or_none(jobs, ns, "a-build") is not None)
-        wait_for("readiness", lambda: http_get(agent.port, "/readyz")[0] == 200)
-        assert kube.get_or_none(maps, ns, "a-done") is None
-        kube.request("PATCH", jobs.path(ns, "a-build", "status"),
-                     body={"status": finished_job_status(ok=True)},
-                     content_type="application/merge-patch+json")
-        wait_for("the gated ConfigMap", lambda: kube.get_or_none(maps, ns, "a-done")
-                 is not None)
-        # the inventory is written after the apply
-        wait_for("a-done in the inventory", lambda: "a-done" in {
-            ref.name for ref in Inventory.from_configmap(kube.get_or_none(
-                maps, "orksync-system", f"orksync-inventory-{name}")).refs()})
-        assert agent.text().count("sync rev=") == 1  # the first sync only
-    finally:
-        agent.stop(signal.SIGKILL)
-        kube.close()
+    wait_for("the Job", lambda: kube.get_or_none(jobs, ns, "a-build") is not None)
+    wait_for("readiness", lambda: http_get(agent.port, "/readyz")[0] == 200)
+    assert kube.get_or_none(maps, ns, "a-done") is None
+    kube.request("PATCH", jobs.path(ns, "a-build", "status"),
+                 body={"status": finished_job_status(ok=True)},
+                 content_type="application/merge-patch+json")
+    wait_for("the gated ConfigMap", lambda: kube.get_or_none(maps, ns, "a-done")
+             is not None)
+    # the inventory is written after the apply
+    wait_for("a-done in the inventory", lambda: "a-done" in {
+        ref.name for ref in Inventory.from_configmap(kube.get_or_none(
+            maps, "orksync-system", f"orksync-inventory-{name}")).refs()})
+    assert agent.text().count("sync rev=") == 1  # the first sync only
 
 
 CROSS_READER = katalog("""\
@@ -267,37 +281,24 @@ CROSS_READER = katalog("""\
 
 
 def test_a_custom_resources_status_change_renders_those_that_cross_read_it_again(
-        control_plane: ControlPlane, git_daemon: tuple[Path, str, GitDaemon],
-        tmp_path: Path) -> None:
+        hourly: Callable[[str, dict[str, dict[str, object]], str], Hourly]) -> None:
     """b cross-reads a's status: a status written on a by someone else (its controller)
     renders b again at once, with no full sync (an hour's resync interval)."""
-    repo, url, _ = git_daemon
-    ns = f"t-{uuid.uuid4().hex[:8]}"
-    write_repo(repo, {"katalog.yaml": CROSS_READER, "crd.yaml": CRD,
-                      "a.yaml": widget("a", ns), "b.yaml": widget("b", ns)})
-    commit(repo, "first")
-    kube = Kube.from_kubeconfig(control_plane.kubeconfig)
+    kube, ns, agent, _, _ = hourly(CROSS_READER, {"a": {}, "b": {}}, "cross")
     maps = kube.resource("v1", "ConfigMap")
-    agent = AgentProcess(control_plane, url, tmp_path / "state",
-                         name=f"cross-{uuid.uuid4().hex[:6]}",
-                         flags=["--resync-interval", "3600"])
 
     def phase() -> object:
         return ((kube.get_or_none(maps, ns, "b-peer") or {}).get("data") or {}).get("phase")
 
-    try:
-        wait_for("b's ConfigMap", lambda: kube.get_or_none(maps, ns, "b-peer") is not None)
-        wait_for("readiness", lambda: http_get(agent.port, "/readyz")[0] == 200)
-        assert phase() in (None, "")
-        widgets = kube.resource("test.orksync.io/v1", "Widget")
-        kube.request("PATCH", widgets.path(ns, "a", "status"),
-                     body={"status": {"phase": "Ready"}},
-                     content_type="application/merge-patch+json")
-        wait_for("b rendered with a's status", lambda: phase() == "Ready")
-        assert agent.text().count("sync rev=") == 1
-    finally:
-        agent.stop(signal.SIGKILL)
-        kube.close()
+    wait_for("b's ConfigMap", lambda: kube.get_or_none(maps, ns, "b-peer") is not None)
+    wait_for("readiness", lambda: http_get(agent.port, "/readyz")[0] == 200)
+    assert phase() in (None, "")
+    widgets = kube.resource("test.orksync.io/v1", "Widget")
+    kube.request("PATCH", widgets.path(ns, "a", "status"),
+                 body={"status": {"phase": "Ready"}},
+                 content_type="application/merge-patch+json")
+    wait_for("b rendered with a's status", lambda: phase() == "Ready")
+    assert agent.text().count("sync rev=") == 1
 
 
 CRON_GATED = katalog("""\
@@ -312,31 +313,19 @@ CRON_GATED = katalog("""\
 
 
 def test_a_cron_window_is_acted_on_at_its_edges_without_a_full_sync(
-        control_plane: ControlPlane, git_daemon: tuple[Path, str, GitDaemon],
-        tmp_path: Path) -> None:
+        hourly: Callable[[str, dict[str, dict[str, object]], str], Hourly]) -> None:
     """A ConfigMap open for the first 30 s of every minute: created when its window
     opens and deleted when it closes, each at the edge (a time trigger), with no full sync
     (an hour's resync interval)."""
-    repo, url, _ = git_daemon
-    ns = f"t-{uuid.uuid4().hex[:8]}"
-    write_repo(repo, {"katalog.yaml": CRON_GATED, "crd.yaml": CRD, "a.yaml": widget("a", ns)})
-    commit(repo, "first")
-    kube = Kube.from_kubeconfig(control_plane.kubeconfig)
+    kube, ns, agent, _, _ = hourly(CRON_GATED, {"a": {}}, "cron")
     maps = kube.resource("v1", "ConfigMap")
-    agent = AgentProcess(control_plane, url, tmp_path / "state",
-                         name=f"cron-{uuid.uuid4().hex[:6]}",
-                         flags=["--resync-interval", "3600"])
 
     def present() -> bool:
         return kube.get_or_none(maps, ns, "a-window") is not None
 
-    try:
-        wait_for("the first sync", lambda: "sync rev=" in agent.text())
-        wait_for("readiness", lambda: http_get(agent.port, "/readyz")[0] == 200)
-        first = present()
-        wait_for("the window's next edge", lambda: present() != first, 45)
-        wait_for("the edge after it", lambda: present() == first, 45)
-        assert agent.text().count("sync rev=") == 1
-    finally:
-        agent.stop(signal.SIGKILL)
-        kube.close()
+    wait_for("the first sync", lambda: "sync rev=" in agent.text())
+    wait_for("readiness", lambda: http_get(agent.port, "/readyz")[0] == 200)
+    first = present()
+    wait_for("the window's next edge", lambda: present() != first, 45)
+    wait_for("the edge after it", lambda: present() == first, 45)
+    assert agent.text().count("sync rev=") == 1
