@@ -778,7 +778,36 @@ def test_git_remote_down_corrupted_clone_and_force_push_through_the_agent(
     assert restarted.sync()
     assert restarted.state.revision is not None and restarted.state.revision.sha == sha
     assert live(kube, ref("Widget", ns, "c")) is None, "c left Git and was pruned"
+    restarted.copied()
     rendered_dir = tmp_path / "state" / "rendered" / sha
     assert {o.ref for o in read_rendered(rendered_dir).objects} == \
         {o.ref for o in w.render()[1].objects}, "the rendered index matches the revision"
     w.assert_converged(kube, kept)
+
+
+def test_a_revision_copy_that_cannot_be_written_fails_no_sync_and_is_written_later(
+        kube: Kube, tmp_path: Path, ns: str, served: tuple[Upstream, GitDaemon],
+        caplog: pytest.LogCaptureFixture) -> None:
+    """The agent's copy of a revision's render (`<state dir>/rendered/<sha>/`) is for people
+    to read: a disk that refuses it stops no apply, and the next full sync writes it."""
+    upstream, daemon = served
+    w = World(tmp_path / "mirror", ns).put("a").put("b")
+    sha = publish(upstream, w, "two widgets")
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "rendered").write_text("a file where the copies' directory goes\n")
+    agent = agent_for(kube, daemon, w, state)
+    with caplog.at_level(logging.ERROR, logger="orksync"):
+        assert agent.sync()
+        agent.copied()
+    assert w.live_children(kube) == {o.ref for o in w.render()[1].objects if o.owner}
+    assert agent.metrics.registry.get_sample_value(
+        "orksync_errors_total", {"reason": "revision_copy"}) == 1
+    assert any(f"the rendered copy of {sha} was not written" in r.getMessage()
+               for r in caplog.records), caplog.text
+
+    (state / "rendered").unlink()
+    assert agent.sync()
+    agent.copied()
+    assert {o.ref for o in read_rendered(state / "rendered" / sha).objects} == \
+        {o.ref for o in w.render()[1].objects}

@@ -185,6 +185,7 @@ class Agent:
         self.lock = threading.Lock()  # one job touches the cluster at a time
         # drift repair (made by `run`): its own workers, beside the jobs
         self.drift: DriftRepair | None = None
+        self._copy: threading.Thread | None = None  # the revision copy being written
         self.hook_at: float | None = None  # when the first hook not yet synced came
         # the catalog and, by custom resource, the keys of those that read it (`dependents`)
         self._readers: tuple[Catalog | None, dict[ObjRef, frozenset[str]]] = (None, {})
@@ -445,21 +446,24 @@ class Agent:
             for err in rendered.errors:
                 log.error("error: %s", err)
             self.state.said = said
-        if not (self.config.state_dir / "rendered" / revision.sha).exists():
-            self.write_revision(rendered, revision.sha)  # a revision's first full render
+        full = rendered
         rendered = shard_filter(rendered, self.config.shard, self.config.shards)
         self.state.rendered = rendered
         start = time.monotonic()
         hooks = self._hooks()
-        result = sync_rendered(
-            self.kube, rendered, catalog, inventory_name=self.config.name,
-            inventory_namespace=self.config.inventory_namespace, hooks=hooks,
-            options=self._options(),
-            source=Source.of(self.config.repo_url, self.config.path), revision=revision.sha,
-            on_change=lambda change: log_change(change, log),
-            # status only for this shard's custom resources
-            status_of=dataclasses.replace(catalog, crs=tuple(filter(self._mine, catalog.crs)))
-            if self.config.shards > 1 else None)
+        try:
+            result = sync_rendered(
+                self.kube, rendered, catalog, inventory_name=self.config.name,
+                inventory_namespace=self.config.inventory_namespace, hooks=hooks,
+                options=self._options(),
+                source=Source.of(self.config.repo_url, self.config.path),
+                revision=revision.sha, on_change=lambda change: log_change(change, log),
+                # status only for this shard's custom resources
+                status_of=dataclasses.replace(catalog,
+                                              crs=tuple(filter(self._mine, catalog.crs)))
+                if self.config.shards > 1 else None)
+        finally:
+            self._copy_revision(full, revision.sha)  # a failed sync's render too
         self.state.inventory = SharedInventory(result.inventory)
         if plan is not None and result.prepared is not None:
             plan.append(Plan.of(result.prepared, result.inventory, hooks))
@@ -636,15 +640,38 @@ class Agent:
                 self.drift.render_again(str(cr.ref), "time",
                                         delay=max((when - now).total_seconds(), 0.0) + 0.05)
 
+    def _copy_revision(self, rendered: RenderedSet, sha: str) -> None:
+        """The revision's first full render to `<state dir>/rendered/<sha>/`, written by a
+        thread of its own after the apply: the apply reads the objects in memory, and on a
+        slow disk thousands of new files take seconds."""
+        self.copied()
+        if (self.config.state_dir / "rendered" / sha).exists():
+            return
+        self._copy = threading.Thread(target=self.write_revision, args=(rendered, sha),
+                                      name="orksync-revision-copy", daemon=True)
+        self._copy.start()
+
+    def copied(self) -> None:
+        """Returns once the revision copy being written, if any, is on disk."""
+        if self._copy is not None:
+            self._copy.join()
+            self._copy = None
+
     def write_revision(self, rendered: RenderedSet, sha: str) -> None:
-        """`<state dir>/rendered/<sha>/`, written atomically; the last N kept."""
+        """`<state dir>/rendered/<sha>/`, written atomically; the last N kept. The copy is
+        for people and tools to read, not for the sync: a failure to write it is logged
+        and counted, and the next full sync of the revision tries again."""
         root = self.config.state_dir / "rendered"
-        target = root / sha
-        if not target.exists():
-            write_rendered(rendered, target, revision=sha,
+        try:
+            write_rendered(rendered, root / sha, revision=sha,
                            source=Source.of(self.config.repo_url, self.config.path))
-        old = sorted((p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")),
-                     key=lambda p: p.stat().st_mtime, reverse=True)
+            old = sorted((p for p in root.iterdir()
+                          if p.is_dir() and not p.name.startswith(".")),
+                         key=lambda p: p.stat().st_mtime, reverse=True)
+        except (OSError, OrksyncError) as err:
+            self.metrics.errors.labels(reason="revision_copy").inc()
+            log.error("the rendered copy of %s was not written: %s", sha, err)
+            return
         for path in old[self.config.keep_revisions:]:
             shutil.rmtree(path, ignore_errors=True)
 
@@ -727,6 +754,7 @@ class Agent:
         self.stop_event.set()
         log.info("agent: stopping (finishing the current job)")
         scheduler.shutdown(wait=True)
+        self.copied()
         if self.drift is not None:
             self.drift.stop()
             self.drift.view_kube.close()
