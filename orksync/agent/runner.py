@@ -52,12 +52,13 @@ from orksync.agent.drift import DriftRepair, Plan
 from orksync.agent.incremental import changed_custom_resources, cross_readers
 from orksync.agent.lease import LeaderElector
 from orksync.agent.metrics import Metrics
+from orksync.agent.relabel import label_shard
 from orksync.agent.server import serve
-from orksync.agent.shard import shard_filter, shard_of
+from orksync.agent.shard import shard_filter, shard_label, shard_of
 from orksync.apply.delete import DeletionOptions, OnDeleteRenderer
 from orksync.apply.engine import ApplyOptions
 from orksync.apply.impersonation import Identities, Impersonation
-from orksync.apply.inventory import inventory_identity
+from orksync.apply.inventory import Inventory, inventory_identity
 from orksync.apply.secrets import rotate_due
 from orksync.cluster.kube import Kube
 from orksync.cluster.retry import RetryPolicy
@@ -72,6 +73,7 @@ from orksync.model import Action, ObjRef, RenderedObject, RenderedSet, Source
 from orksync.render.boundaries import entry_boundary
 from orksync.render.engine import CrResult, RenderPlan
 from orksync.rendered.directory import write_rendered
+from orksync.secrets.ca import ca_secret_ref, has_ca_secret
 from orksync.secrets.random import CryptoRandom
 from orksync.source.git import GitAuth, GitSource, GitSourceSpec, GitVerify, Revision
 from orksync.sync import (
@@ -193,6 +195,10 @@ class Agent:
         # keys to render again that found a job holding the lock: queued when it ends
         self._deferred: dict[str, str] = {}
         self._deferred_lock = threading.Lock()
+        # a shard's `orksync.io/shard` value ("" unsharded), and whether the objects it
+        # owns carry it since this leadership term began (`_sync`, orksync.agent.relabel)
+        self.shard_label = shard_label(config.shard, config.shards)
+        self.labelled = False
 
     # --- readiness -----------------------------------------------------------------------
 
@@ -221,6 +227,7 @@ class Agent:
         self.metrics.leader.set(1)
         self.state.said = ((), ())
         self.state.full_wanted = True
+        self.labelled = False
         self._sync_now()
         self._run_at("rotate", datetime.now(UTC) + timedelta(seconds=5))
 
@@ -410,10 +417,11 @@ class Agent:
         finally:
             self.drift.sync_ended(plan[0] if plan else None)
 
-    def _options(self) -> SyncOptions:
+    def _options(self, *, listed: bool = False) -> SyncOptions:
+        """`listed`: the apply and the status report read LISTs, not the informers."""
         assert self.state.catalog is not None
         view = live = None
-        if self.drift is not None:  # the informers instead of LISTs
+        if self.drift is not None and not listed:  # the informers instead of LISTs
             view, live = self.drift.apply_view, WatchedView(self.drift.informers, self.kube,
                                                             strict=False)
         return SyncOptions(apply=ApplyOptions(workers=self.config.workers),
@@ -424,7 +432,7 @@ class Agent:
                            prune_crds=self.config.prune_crds,
                            impersonation=Impersonation.of_catalog(
                                self.state.catalog, self.config.default_service_account),
-                           view=view, live=live)
+                           view=view, live=live, shard=self.shard_label)
 
     def _mine(self, cr: CustomResource) -> bool:
         return self.config.shards <= 1 or \
@@ -435,9 +443,14 @@ class Agent:
         assert revision is not None and catalog is not None
         started = time.monotonic()
         self.state.full_wanted = False
+        # a shard's first full sync of its leadership term reads LISTs, not its view: the
+        # objects written before the shard label (or with another N's) are not in the
+        # view until `_label_shard` labels them after the apply
+        relabel = bool(self.shard_label) and not self.labelled
         rendered = render_live(
             self.kube, catalog, strict_cluster_scope=self.config.strict_cluster_scope,
-            live=WatchedView(self.drift.informers, self.kube) if self.drift else None,
+            live=WatchedView(self.drift.informers, self.kube)
+            if self.drift is not None and not relabel else None,
             select=self._mine)
         said = (rendered.warnings, tuple(map(str, rendered.errors)))
         if said != self.state.said:  # once per revision, and when they change
@@ -455,7 +468,7 @@ class Agent:
             result = sync_rendered(
                 self.kube, rendered, catalog, inventory_name=self.config.name,
                 inventory_namespace=self.config.inventory_namespace, hooks=hooks,
-                options=self._options(),
+                options=self._options(listed=relabel),
                 source=Source.of(self.config.repo_url, self.config.path),
                 revision=revision.sha, on_change=lambda change: log_change(change, log),
                 # status only for this shard's custom resources
@@ -465,6 +478,8 @@ class Agent:
         finally:
             self._copy_revision(full, revision.sha)  # a failed sync's render too
         self.state.inventory = SharedInventory(result.inventory)
+        if relabel:
+            self.labelled = self._label_shard(rendered, result.inventory)
         if plan is not None and result.prepared is not None:
             plan.append(Plan.of(result.prepared, result.inventory, hooks))
         self._schedule_boundaries([cr for cr in catalog.crs if self._mine(cr)])
@@ -484,6 +499,19 @@ class Agent:
             f"{len(rendered.errors)} render error(s), {len(result.changes.failed)} failed")
         return ok
 
+    def _label_shard(self, rendered: RenderedSet, inventory: Inventory) -> bool:
+        """The shard label on the objects this shard owns (rendered by it now, or in its
+        inventory, and the CA Secrets of its TLS Secrets) that lack it: written before it
+        existed or by a shard of another N (orksync.agent.relabel); one LIST per kind it
+        applies or has in its inventory. Whether all of them carry it now."""
+        mine = {o.ref for o in rendered.objects} | inventory.refs()
+        mine |= {ca_secret_ref(o.ref) for o in rendered.objects if has_ca_secret(o)}
+        _, failures = label_shard(self.kube, {(r.api_version, r.kind) for r in mine},
+                                  mine.__contains__, self.shard_label)
+        for failure in failures:
+            log.error("shard %s: %s", self.shard_label, failure)
+        return not failures
+
     # --- scoped syncs --------------------------------------------------------------------
 
     def scoped_sync(self, refs: frozenset[ObjRef], revision: str) -> bool | None:
@@ -494,8 +522,8 @@ class Agent:
         catalog, drift, shared = self.state.catalog, self.drift, self.state.inventory
         assert catalog is not None and drift is not None
         plan = drift.plan()
-        if plan is None or shared is None:
-            return None
+        if plan is None or shared is None or (self.shard_label and not self.labelled):
+            return None  # (a shard's view lacks what it wrote before its label: `_sync`)
         crs = [cr for cr in catalog.crs if cr.ref in refs and self._mine(cr)]
         if not crs:  # a revision that changed none of this shard's custom resources
             self.metrics.revision.clear()
@@ -712,6 +740,16 @@ class Agent:
 
     # --- lifecycle -----------------------------------------------------------------------
 
+    def drift_repair(self) -> DriftRepair:
+        """The informers and the work queue (orksync.agent.drift), on connections of their
+        own; the informers select this shard's objects."""
+        return DriftRepair(
+            self.kube, self.kube.sibling(timeout=30.0, retry=RetryPolicy(), pool_size=4),
+            inventory=inventory_identity(self.config.name, self.config.inventory_namespace),
+            workers=self.config.repair_workers, metrics=self.metrics,
+            leading=self.is_leader, on_change=lambda change: log_change(change, log),
+            reconcile=self.reconcile_key, dependents=self.dependents, shard=self.shard_label)
+
     def run(self) -> int:
         self.config.state_dir.mkdir(parents=True, exist_ok=True)
         if self.elector is not None:  # before leading: through the ungated connection
@@ -738,12 +776,7 @@ class Agent:
             # held by the main thread at that instant
             signal.signal(sig, lambda signum, _: received.append(signum))
         if self.config.repair_workers > 0:
-            self.drift = DriftRepair(
-                self.kube, self.kube.sibling(timeout=30.0, retry=RetryPolicy(), pool_size=4),
-                inventory=inventory_identity(self.config.name, self.config.inventory_namespace),
-                workers=self.config.repair_workers, metrics=self.metrics,
-                leading=self.is_leader, on_change=lambda change: log_change(change, log),
-                reconcile=self.reconcile_key, dependents=self.dependents)
+            self.drift = self.drift_repair()
         scheduler.start()
         elector_thread = self.elector.start(self.stop_event) if self.elector else None
         # polled, not an endless wait: Python runs a handler only when the main thread

@@ -1,0 +1,88 @@
+"""The shard label put on what a shard owns but wrote before the label existed. I/O.
+
+A sharded agent's watches select `orksync.io/shard: I-of-N` (orksync.agent.shard). Every
+object a sync writes gets it (orksync.sync.mark_for_cleanup), but an object written once
+(`create-if-absent`, a Job, a generated Secret, a TLS Secret's CA Secret) is never written
+again, so one written by an unsharded agent, or by a shard of another N, would stay out of
+the shard's view for good, and be taken for absent. `label_shard` finds them, one
+metadata-only LIST per kind selecting orksync's objects whose label is missing or another
+value, and gives those this shard owns the label: a JSON merge patch of that one label
+(field manager `orksync-shard`), nothing else. An object of another shard is left as it is.
+The agent runs it at the first full sync of each leadership term (orksync.agent.runner).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+
+from orksync.cluster.kube import Kube
+from orksync.errors import ClusterError
+from orksync.model import MANAGED_SELECTOR, SHARD_LABEL, ObjRef
+
+__all__ = ["FIELD_MANAGER", "label_shard"]
+
+log = logging.getLogger("orksync.agent")
+
+FIELD_MANAGER = "orksync-shard"
+_METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1, " \
+    "application/json"
+
+
+def label_shard(kube: Kube, kinds: Iterable[tuple[str, str]], mine: Callable[[ObjRef], bool],
+                label: str) -> tuple[list[ObjRef], list[str]]:
+    """Label with `orksync.io/shard: label` every object orksync labels, of these kinds
+    (apiVersion, kind), that lacks it or carries another value and that `mine` says this
+    shard owns. Returns the objects labelled and the failures (one message each, naming
+    the kind or object); a failure stops no other kind nor object. Raises LeadershipLost
+    when `kube`'s gate closes."""
+    selector = f"{MANAGED_SELECTOR},{SHARD_LABEL}!={label}"
+    labelled: list[ObjRef] = []
+    failures: list[str] = []
+    for api_version, kind in sorted(set(kinds)):
+        try:
+            res = kube.resource(api_version, kind)
+            found = [ref for ref in _list(kube, res.path(), api_version, kind, selector)
+                     if mine(ref)]
+        except ClusterError as err:
+            if err.status == 404:  # a kind not served any more: nothing of it to label
+                continue
+            failures.append(f"{kind} ({api_version}): cannot be listed: {err}")
+            continue
+        for ref in found:
+            try:
+                kube.request("PATCH", res.path(ref.namespace, ref.name),
+                             query={"fieldManager": FIELD_MANAGER},
+                             body={"metadata": {"labels": {SHARD_LABEL: label}}},
+                             content_type="application/merge-patch+json", subject=str(ref))
+            except ClusterError as err:
+                if err.status == 404:  # deleted since the list
+                    continue
+                failures.append(f"{ref}: the shard label cannot be set: {err}")
+                continue
+            labelled.append(ref)
+    if labelled:
+        log.info("shard %s: labelled %d object(s) written before the shard label: %s",
+                 label, len(labelled), ", ".join(map(str, labelled[:5])) +
+                 (", ..." if len(labelled) > 5 else ""))
+    return labelled, failures
+
+
+def _list(kube: Kube, path: str, api_version: str, kind: str, selector: str
+          ) -> list[ObjRef]:
+    """The identities of the objects of a kind the selector selects (their metadata only,
+    paginated)."""
+    refs: list[ObjRef] = []
+    cont: str | None = None
+    while True:
+        _, page = kube.request_with_status("GET", path, query={
+            "labelSelector": selector, "limit": 500, "continue": cont},
+            accept=_METADATA_LIST, subject=f"{kind} ({api_version})")
+        for item in (page or {}).get("items") or []:
+            meta = item.get("metadata") or {}
+            refs.append(ObjRef(api_version=api_version, kind=kind,
+                               namespace=str(meta.get("namespace") or ""),
+                               name=str(meta.get("name") or "")))
+        cont = ((page or {}).get("metadata") or {}).get("continue")
+        if not cont:
+            return refs
