@@ -273,6 +273,7 @@ def sync_once(kube: Kube, rendered: RenderedSet, *, inventory_name: str,
         prepared = identities.resolved(mark_for_cleanup(rendered, identity, options.shard))
         deletion = dataclasses.replace(options.deletion, field_manager=manager,
                                        dry_run=dry_run, inventory=identity,
+                                       shard=options.shard,
                                        identities=identities)
         scaler = Autoscaler(kube, prepared.objects, now=options.apply.clock,
                             dry_run=dry_run, on_change=on_change, identities=identities)

@@ -6,8 +6,9 @@ which keeps it as a `Plan`: every object under a key, the identity of the custom
 that owns it (the custom resource's own objects: itself and its children), or `ROOT` for
 the objects of no custom resource (CRDs). Informers (orksync.cluster.watch) watch every
 kind of the plan and of the inventory, by orksync's label (every object a sync applies
-carries it; a sharded agent's by its shard label too, orksync.agent.shard), on connections of their own that pass no leadership gate, so a standby keeps
-its view current too.
+carries it; a sharded agent's by its shard label too, orksync.agent.shard), on
+connections of their own that pass no leadership gate, so a standby keeps its view current
+too.
 
 An event about an object of the plan enqueues its key when the object drifted:
 
@@ -432,7 +433,7 @@ class DriftRepair:
             return
         changes, done = finalize_custom_resource(
             self.kube, live, plan.inventory.owned_by(cr), find_hooks(plan.hooks, cr),
-            DeletionOptions(inventory=self.inventory, sleep=self._sleep,
+            DeletionOptions(inventory=self.inventory, sleep=self._sleep, shard=self.shard,
                             # its children deleted as the sync wrote them (impersonation)
                             identities=Identities(self.kube, None, plan.by_ref.values(),
                                                   recorded=plan.inventory)))

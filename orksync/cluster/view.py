@@ -16,9 +16,10 @@ taken for absent by an unfiltered lookup.
 
 The apply's view (`apply_view`) is the same store: the kinds listed whole by an apply
 (custom resources, CRDs) hold only labelled objects there (a shard's: its own), so an
-object orksync (this shard) never applied is seen as absent, which a server-side apply does not mind and a create-if-absent
-answers with a conflict that changes nothing; Namespaces (listed whole for the custom
-resources' namespaces, most of which orksync did not make) are always listed.
+object orksync (this shard) never applied is seen as absent, which a server-side apply
+does not mind and a create-if-absent answers with a conflict that changes nothing;
+Namespaces (listed whole for the custom resources' namespaces, most of which orksync did
+not make) are always listed.
 
 The store may be a moment behind a write that was just made: a decision taken on it is
 taken again when the informer's event for that write arrives (the agent's triggers), the
