@@ -298,3 +298,47 @@ def test_a_shard_labels_what_it_wrote_before_the_label_and_nothing_else(
         assert len([w for w in later if "fieldManager=orksync-shard" in w[2]]) == len(once)
     finally:
         kube.close()
+
+
+BREAKABLE = katalog("""\
+        onCreate:
+          configMaps:
+            - name: "{{ .metadata.name }}-once"
+              data: {made: once}
+        onReconcile:
+          configMaps:
+            - name: "{{ .metadata.name }}-live"
+              data: {check: "{{ if .spec.broken }}{{ index .spec.broken 9 }}{{ end }}"}
+""")
+
+
+def test_a_shard_labels_the_objects_of_its_custom_resource_that_fails_to_render(
+        control_plane: ControlPlane, agents: tuple[Agents, Path]) -> None:
+    """A custom resource of the shard that does not render at its first sync is neither
+    applied nor in its inventory: what it wrote before is labelled by its owner."""
+    started, repo = agents
+    ns = f"b-{uuid.uuid4().hex[:8]}"
+    zero, one = names_by_shard(ns)
+    write_repo(repo, {"katalog.yaml": BREAKABLE, "crd.yaml": CRD,
+                      f"{zero[0]}.yaml": widget(zero[0], ns),
+                      f"{one[0]}.yaml": widget(one[0], ns)})
+    commit(repo, "before sharding")
+    name = f"brk-{uuid.uuid4().hex[:6]}"
+    kube = Kube.from_kubeconfig(control_plane.kubeconfig)
+    try:
+        full_sync(started.start(name, repair=False))
+        write_repo(repo, {f"{one[0]}.yaml": widget(one[0], ns, broken="x")})
+        commit(repo, "broken")
+        shard = started.start(name, shard=1, shards=2, repair=False)
+        with shard.lock:
+            assert shard.sync() is False  # the render error
+        assert shard.state.rendered is not None and shard.state.rendered.errors
+        for ref in owned(ns, [one[0]]):
+            live = kube.get(kube.resource(ref.api_version, ref.kind), ns, ref.name)
+            assert live["metadata"]["labels"].get(SHARD_LABEL) == "1-of-2", ref
+        assert live_map(kube, ns, f"{one[0]}-live")["data"] == {"check": ""}  # not applied
+        for ref in owned(ns, [zero[0]]):
+            live = kube.get(kube.resource(ref.api_version, ref.kind), ns, ref.name)
+            assert SHARD_LABEL not in live["metadata"]["labels"], ref
+    finally:
+        kube.close()

@@ -14,13 +14,15 @@ The agent runs it at the first full sync of each leadership term (orksync.agent.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 from orksync.cluster.kube import Kube
 from orksync.errors import ClusterError
 from orksync.model import MANAGED_SELECTOR, SHARD_LABEL, ObjRef
+from orksync.render.kinds import BY_KEY
 
-__all__ = ["FIELD_MANAGER", "label_shard"]
+__all__ = ["FIELD_MANAGER", "block_kinds", "label_shard"]
 
 log = logging.getLogger("orksync.agent")
 
@@ -29,21 +31,24 @@ _METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=
     "application/json"
 
 
-def label_shard(kube: Kube, kinds: Iterable[tuple[str, str]], mine: Callable[[ObjRef], bool],
+Owns = Callable[[ObjRef, Mapping[str, Any]], bool]  # (identity, metadata): this shard's?
+
+
+def label_shard(kube: Kube, kinds: Iterable[tuple[str, str]], mine: Owns,
                 label: str) -> tuple[list[ObjRef], list[str]]:
     """Label with `orksync.io/shard: label` every object orksync labels, of these kinds
     (apiVersion, kind), that lacks it or carries another value and that `mine` says this
-    shard owns. Returns the objects labelled and the failures (one message each, naming
-    the kind or object); a failure stops no other kind nor object. Raises LeadershipLost
-    when `kube`'s gate closes."""
+    shard owns (told its identity and live metadata). Returns the objects labelled and
+    the failures (one message each, naming the kind or object); a failure stops no other
+    kind nor object. Raises LeadershipLost when `kube`'s gate closes."""
     selector = f"{MANAGED_SELECTOR},{SHARD_LABEL}!={label}"
     labelled: list[ObjRef] = []
     failures: list[str] = []
     for api_version, kind in sorted(set(kinds)):
         try:
             res = kube.resource(api_version, kind)
-            found = [ref for ref in _list(kube, res.path(), api_version, kind, selector)
-                     if mine(ref)]
+            found = [ref for ref, meta in _list(kube, res.path(), api_version, kind, selector)
+                     if mine(ref, meta)]
         except ClusterError as err:
             if err.status == 404:  # a kind not served any more: nothing of it to label
                 continue
@@ -68,11 +73,24 @@ def label_shard(kube: Kube, kinds: Iterable[tuple[str, str]], mine: Callable[[Ob
     return labelled, failures
 
 
+def block_kinds(operator_box: Mapping[str, Any]) -> set[tuple[str, str]]:
+    """The kinds (apiVersion, kind) an entry's `onCreate` and `onReconcile` blocks name by
+    their keys (`configMaps`, `deployments`, ...): where the children of a custom resource
+    that did not render may be. A `custom` child's kind is known only to its render."""
+    kinds: set[tuple[str, str]] = set()
+    for name in ("onCreate", "onReconcile"):
+        block = operator_box.get(name)
+        if isinstance(block, Mapping):
+            kinds |= {(BY_KEY[key].api_version, BY_KEY[key].kind) for key in block
+                      if key in BY_KEY and key != "custom"}
+    return kinds
+
+
 def _list(kube: Kube, path: str, api_version: str, kind: str, selector: str
-          ) -> list[ObjRef]:
-    """The identities of the objects of a kind the selector selects (their metadata only,
-    paginated)."""
-    refs: list[ObjRef] = []
+          ) -> list[tuple[ObjRef, Mapping[str, Any]]]:
+    """The identities and metadata of the objects of a kind the selector selects (their
+    metadata only, paginated)."""
+    refs: list[tuple[ObjRef, Mapping[str, Any]]] = []
     cont: str | None = None
     while True:
         _, page = kube.request_with_status("GET", path, query={
@@ -80,9 +98,9 @@ def _list(kube: Kube, path: str, api_version: str, kind: str, selector: str
             accept=_METADATA_LIST, subject=f"{kind} ({api_version})")
         for item in (page or {}).get("items") or []:
             meta = item.get("metadata") or {}
-            refs.append(ObjRef(api_version=api_version, kind=kind,
-                               namespace=str(meta.get("namespace") or ""),
-                               name=str(meta.get("name") or "")))
+            refs.append((ObjRef(api_version=api_version, kind=kind,
+                                namespace=str(meta.get("namespace") or ""),
+                                name=str(meta.get("name") or "")), meta))
         cont = ((page or {}).get("metadata") or {}).get("continue")
         if not cont:
             return refs

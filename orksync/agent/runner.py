@@ -52,7 +52,7 @@ from orksync.agent.drift import DriftRepair, Plan
 from orksync.agent.incremental import changed_custom_resources, cross_readers
 from orksync.agent.lease import LeaderElector
 from orksync.agent.metrics import Metrics
-from orksync.agent.relabel import label_shard
+from orksync.agent.relabel import block_kinds, label_shard
 from orksync.agent.server import serve
 from orksync.agent.shard import shard_filter, shard_label, shard_of
 from orksync.apply.delete import DeletionOptions, OnDeleteRenderer
@@ -69,7 +69,7 @@ from orksync.errors import ClusterError, LeadershipLost, OrksyncError, SourceErr
 from orksync.katalog.loader import load_repository
 from orksync.katalog.model import Catalog, CustomResource
 from orksync.logs import log_change, summary_line
-from orksync.model import Action, ObjRef, RenderedObject, RenderedSet, Source
+from orksync.model import OWNER_ANNOTATION, Action, ObjRef, RenderedObject, RenderedSet, Source
 from orksync.render.boundaries import entry_boundary
 from orksync.render.engine import CrResult, RenderPlan
 from orksync.rendered.directory import write_rendered
@@ -501,13 +501,27 @@ class Agent:
 
     def _label_shard(self, rendered: RenderedSet, inventory: Inventory) -> bool:
         """The shard label on the objects this shard owns (rendered by it now, or in its
-        inventory, and the CA Secrets of its TLS Secrets) that lack it: written before it
-        existed or by a shard of another N (orksync.agent.relabel); one LIST per kind it
-        applies or has in its inventory. Whether all of them carry it now."""
-        mine = {o.ref for o in rendered.objects} | inventory.refs()
-        mine |= {ca_secret_ref(o.ref) for o in rendered.objects if has_ca_secret(o)}
-        _, failures = label_shard(self.kube, {(r.api_version, r.kind) for r in mine},
-                                  mine.__contains__, self.shard_label)
+        inventory, the CA Secrets of its TLS Secrets, and its custom resources this render
+        left out, skipped or failing to render, with their children) that lack it: written
+        before it existed or by a shard of another N (orksync.agent.relabel); one LIST per
+        kind it applies or has in its inventory, or a left-out custom resource's entry
+        names. Whether all of them carry it now."""
+        assert self.state.catalog is not None
+        refs = {o.ref for o in rendered.objects} | inventory.refs()
+        refs |= {ca_secret_ref(o.ref) for o in rendered.objects if has_ca_secret(o)}
+        crs = [cr for cr in self.state.catalog.crs if self._mine(cr)]
+        owners = {str(cr.ref) for cr in crs}
+        kinds = {(r.api_version, r.kind) for r in refs}
+        for cr in crs:  # a custom resource left out: its kind and its blocks' kinds
+            if cr.ref not in refs:
+                kinds.add((cr.ref.api_version, cr.ref.kind))
+                kinds |= block_kinds(cr.entry.operator_box)
+
+        def mine(ref: ObjRef, meta: Mapping[str, Any]) -> bool:
+            return ref in refs or str(ref) in owners or \
+                (meta.get("annotations") or {}).get(OWNER_ANNOTATION) in owners
+
+        _, failures = label_shard(self.kube, kinds, mine, self.shard_label)
         for failure in failures:
             log.error("shard %s: %s", self.shard_label, failure)
         return not failures
