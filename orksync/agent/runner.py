@@ -8,7 +8,10 @@ resources (orksync.agent.incremental) is a scoped sync of those (orksync.sync.Sc
 rendered against the informers' view, applied, their part of the inventory replaced.
 Everything else, and every `resync_interval`, a new leadership or a failure, is a full
 sync: the live render of every custom resource (this shard's), apply, teardown, prune,
-inventory, status, with the informers instead of LISTs once they are synced.
+inventory, status, with the informers instead of LISTs once they are synced. A shard
+(`--shards N`) watches only what carries its label (orksync.agent.shard); the first full
+sync of each of its leadership terms reads LISTs instead, and then labels what it owns but
+wrote without that label (orksync.agent.relabel).
 
 Drift repair (orksync.agent.drift) owns the informers and the work queue: a hand edit
 re-applies one custom resource's objects; a child's status, a cross-read custom
