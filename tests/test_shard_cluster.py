@@ -29,8 +29,8 @@ WIDGETS = "test.orksync.io/v1"
 
 def shard_katalog(target: str) -> str:
     """Every Widget reads `target`'s status (`.cross.peer`) into its `-live` ConfigMap
-    (server-side applied), has a `-once` ConfigMap (create-if-absent) and an onDelete
-    Job."""
+    (server-side applied), has a `-once` ConfigMap (create-if-absent), a generated Secret
+    `-db`, a TLS Secret `-tls` (with its CA Secret `-tls-ca`) and an onDelete Job."""
     return katalog(f"""\
         cross:
           - crd: widget
@@ -40,6 +40,15 @@ def shard_katalog(target: str) -> str:
           configMaps:
             - name: "{{{{ .metadata.name }}}}-once"
               data: {{made: once}}
+          secrets:
+            - name: "{{{{ .metadata.name }}}}-db"
+              once: true
+              data:
+                password: "{{{{ randomAlphanumeric 32 }}}}"
+            - name: "{{{{ .metadata.name }}}}-tls"
+              once: true
+              tls:
+                dnsNames: ["{{{{ .metadata.name }}}}.{{{{ .metadata.namespace }}}}.svc"]
         onReconcile:
           configMaps:
             - name: "{{{{ .metadata.name }}}}-live"
@@ -65,14 +74,16 @@ def names_by_shard(ns: str) -> tuple[list[str], list[str]]:
     return found
 
 
-def owned(ns: str, names: list[str]) -> set[ObjRef]:
-    """The Widgets and their ConfigMaps."""
+def owned(ns: str, names: list[str], *, secrets: bool = True) -> set[ObjRef]:
+    """The Widgets and their ConfigMaps and Secrets (`shard_katalog`)."""
     out = set()
     for name in names:
         out.add(ObjRef(api_version=WIDGETS, kind="Widget", namespace=ns, name=name))
         for suffix in ("-once", "-live"):
             out.add(ObjRef(api_version="v1", kind="ConfigMap", namespace=ns,
                            name=name + suffix))
+        for suffix in ("-db", "-tls", "-tls-ca") if secrets else ():
+            out.add(ObjRef(api_version="v1", kind="Secret", namespace=ns, name=name + suffix))
     return out
 
 
@@ -267,12 +278,15 @@ def test_a_shard_labels_what_it_wrote_before_the_label_and_nothing_else(
             assert after[ref]["labels"].get(SHARD_LABEL) == "1-of-2", ref
         for ref in theirs:  # the other shard's objects: not written at all
             assert after[ref] == before[ref], ref
-        # the objects written once: the label, nothing else
+        # the objects written once: the label, nothing else; no Secret generated again
         once = {ref for ref in mine if ref.name.endswith("-once")}
         for ref in once:
             assert after[ref]["labels"] == {**before[ref]["labels"], SHARD_LABEL: "1-of-2"}
             for field in ("annotations", "data"):
                 assert after[ref][field] == before[ref][field], (ref, field)
+        for ref in mine:
+            if ref.kind == "Secret":
+                assert after[ref]["data"] == before[ref]["data"], ref
         audit = control_plane.audit_log
         assert audit is not None
         identity = shard.config.identity
@@ -333,11 +347,11 @@ def test_a_shard_labels_the_objects_of_its_custom_resource_that_fails_to_render(
         with shard.lock:
             assert shard.sync() is False  # the render error
         assert shard.state.rendered is not None and shard.state.rendered.errors
-        for ref in owned(ns, [one[0]]):
+        for ref in owned(ns, [one[0]], secrets=False):
             live = kube.get(kube.resource(ref.api_version, ref.kind), ns, ref.name)
             assert live["metadata"]["labels"].get(SHARD_LABEL) == "1-of-2", ref
         assert live_map(kube, ns, f"{one[0]}-live")["data"] == {"check": ""}  # not applied
-        for ref in owned(ns, [zero[0]]):
+        for ref in owned(ns, [zero[0]], secrets=False):
             live = kube.get(kube.resource(ref.api_version, ref.kind), ns, ref.name)
             assert SHARD_LABEL not in live["metadata"]["labels"], ref
     finally:

@@ -76,7 +76,6 @@ from orksync.model import OWNER_ANNOTATION, Action, ObjRef, RenderedObject, Rend
 from orksync.render.boundaries import entry_boundary
 from orksync.render.engine import CrResult, RenderPlan
 from orksync.rendered.directory import write_rendered
-from orksync.secrets.ca import ca_secret_ref, has_ca_secret
 from orksync.secrets.random import CryptoRandom
 from orksync.source.git import GitAuth, GitSource, GitSourceSpec, GitVerify, Revision
 from orksync.sync import (
@@ -504,14 +503,14 @@ class Agent:
 
     def _label_shard(self, rendered: RenderedSet, inventory: Inventory) -> bool:
         """The shard label on the objects this shard owns (rendered by it now, or in its
-        inventory, the CA Secrets of its TLS Secrets, and its custom resources this render
-        left out, skipped or failing to render, with their children) that lack it: written
+        inventory, and its custom resources this render left out, skipped or failing to
+        render; and whatever names one of its custom resources as its owner
+        (`orksync.io/owner`): their children, a TLS Secret's CA Secret) that lack it: written
         before it existed or by a shard of another N (orksync.agent.relabel); one LIST per
         kind it applies or has in its inventory, or a left-out custom resource's entry
         names. Whether all of them carry it now."""
         assert self.state.catalog is not None
         refs = {o.ref for o in rendered.objects} | inventory.refs()
-        refs |= {ca_secret_ref(o.ref) for o in rendered.objects if has_ca_secret(o)}
         crs = [cr for cr in self.state.catalog.crs if self._mine(cr)]
         owners = {str(cr.ref) for cr in crs}
         kinds = {(r.api_version, r.kind) for r in refs}
