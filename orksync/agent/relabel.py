@@ -2,9 +2,9 @@
 
 A sharded agent's watches select `orksync.io/shard: I-of-N` (orksync.agent.shard). Every
 object a sync writes gets it (orksync.sync.mark_for_cleanup), but an object written once
-(`create-if-absent`, a Job, a generated Secret, a TLS Secret's CA Secret) is never written
-again, so one written by an unsharded agent, or by a shard of another N, would stay out of
-the shard's view for good, and be taken for absent. `label_shard` finds them, one
+(`create-if-absent`, a Job) is never written again, so one written by an unsharded agent,
+or by a shard of another N, would stay out of the shard's view for good, and be taken for
+absent. `label_shard` finds them, one
 metadata-only LIST per kind selecting orksync's objects whose label is missing or another
 value, and gives those this shard owns the label: a JSON merge patch of that one label
 (field manager `orksync-shard`), nothing else. An object of another shard is left as it is.
