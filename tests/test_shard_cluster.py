@@ -20,7 +20,16 @@ from orksync.model import SHARD_LABEL, ObjRef
 from testbed.controlplane import ControlPlane
 from testbed.gitdaemon import GitDaemon
 from tests.helpers import CRD, finished_job_status, katalog, wait_for, widget, write_repo
+from tests.kind_cases import katalog as entry_katalog
 from tests.test_agent_cluster import commit, git_daemon  # noqa: F401 - a fixture
+from tests.test_impersonation_cluster import (
+    CONFIGMAPS_ONLY,
+    TENANT,
+    allow,
+    as_whom,
+    audit_events,
+    user,
+)
 
 pytestmark = pytest.mark.cluster
 
@@ -354,5 +363,40 @@ def test_a_shard_labels_the_objects_of_its_custom_resource_that_fails_to_render(
         for ref in owned(ns, [zero[0]], secrets=False):
             live = kube.get(kube.resource(ref.api_version, ref.kind), ns, ref.name)
             assert SHARD_LABEL not in live["metadata"]["labels"], ref
+    finally:
+        kube.close()
+
+
+def test_a_shard_labels_a_child_as_the_service_account_that_writes_it(
+        control_plane: ControlPlane, agents: tuple[Agents, Path]) -> None:
+    """The label patch of a child goes out as its custom resource's ServiceAccount
+    (serviceAccountName), as every other write of it does: the agent's own ClusterRole
+    may allow it only reads (deploy/overlays/impersonation)."""
+    started, repo = agents
+    ns = f"i-{uuid.uuid4().hex[:8]}"
+    _, one = names_by_shard(ns)
+    kube = Kube.from_kubeconfig(control_plane.kubeconfig)
+    try:
+        kube.apply(kube.resource("v1", "Namespace"),
+                   {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}},
+                   field_manager="orksync-tests", force=True)
+        allow(kube, ns, CONFIGMAPS_ONLY)
+        write_repo(repo, {"katalog.yaml": entry_katalog(
+            {"onCreate": {"configMaps": [{"name": "{{ .metadata.name }}-once",
+                                          "data": {"made": "once"}}]}},
+            serviceAccountName=TENANT),
+            "crd.yaml": CRD, f"{one[0]}.yaml": widget(one[0], ns)})
+        commit(repo, "a tenant's")
+        name = f"sa-{uuid.uuid4().hex[:6]}"
+        full_sync(started.start(name, repair=False))
+        shard = started.start(name, shard=1, shards=2, repair=False)
+        full_sync(shard)
+        child = live_map(kube, ns, f"{one[0]}-once")
+        assert child["metadata"]["labels"][SHARD_LABEL] == "1-of-2"
+        audit = control_plane.audit_log
+        (patched,) = [e for e in audit_events(audit, resource="configmaps",
+                                              name=f"{one[0]}-once", namespace=ns)
+                      if "fieldManager=orksync-shard" in e["requestURI"]]
+        assert as_whom(patched) == user(ns) and patched["responseStatus"]["code"] == 200
     finally:
         kube.close()

@@ -7,7 +7,9 @@ or by a shard of another N, would stay out of the shard's view for good, and be 
 absent. `label_shard` finds them, one
 metadata-only LIST per kind selecting orksync's objects whose label is missing or another
 value, and gives those this shard owns the label: a JSON merge patch of that one label
-(field manager `orksync-shard`), nothing else. An object of another shard is left as it is.
+(field manager `orksync-shard`), nothing else, sent as the identity that writes the object
+(a child: its custom resource's ServiceAccount, orksync.apply.impersonation). An object of
+another shard is left as it is.
 The agent runs it at the first full sync of each leadership term (orksync.agent.runner).
 """
 
@@ -32,34 +34,37 @@ _METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=
 
 
 Owns = Callable[[ObjRef, Mapping[str, Any]], bool]  # (identity, metadata): this shard's?
+Writer = Callable[[Mapping[str, Any]], Kube]  # metadata -> the connection that writes it
 
 
 def label_shard(kube: Kube, kinds: Iterable[tuple[str, str]], mine: Owns,
-                label: str) -> tuple[list[ObjRef], list[str]]:
+                label: str, writer: Writer | None = None) -> tuple[list[ObjRef], list[str]]:
     """Label with `orksync.io/shard: label` every object orksync labels, of these kinds
     (apiVersion, kind), that lacks it or carries another value and that `mine` says this
-    shard owns (told its identity and live metadata). Returns the objects labelled and
-    the failures (one message each, naming the kind or object); a failure stops no other
-    kind nor object. Raises LeadershipLost when `kube`'s gate closes."""
+    shard owns (told its identity and live metadata); listed through `kube`, patched
+    through `writer(metadata)` (default `kube`). Returns the objects labelled and the
+    failures (one message each, naming the kind or object); a failure stops no other kind
+    nor object. Raises LeadershipLost when `kube`'s gate closes."""
     selector = f"{MANAGED_SELECTOR},{SHARD_LABEL}!={label}"
     labelled: list[ObjRef] = []
     failures: list[str] = []
     for api_version, kind in sorted(set(kinds)):
         try:
             res = kube.resource(api_version, kind)
-            found = [ref for ref, meta in _list(kube, res.path(), api_version, kind, selector)
-                     if mine(ref, meta)]
+            found = [(ref, meta) for ref, meta in
+                     _list(kube, res.path(), api_version, kind, selector) if mine(ref, meta)]
         except ClusterError as err:
             if err.status == 404:  # a kind not served any more: nothing of it to label
                 continue
             failures.append(f"{kind} ({api_version}): cannot be listed: {err}")
             continue
-        for ref in found:
+        for ref, meta in found:
             try:
-                kube.request("PATCH", res.path(ref.namespace, ref.name),
-                             query={"fieldManager": FIELD_MANAGER},
-                             body={"metadata": {"labels": {SHARD_LABEL: label}}},
-                             content_type="application/merge-patch+json", subject=str(ref))
+                sender = writer(meta) if writer is not None else kube
+                sender.request("PATCH", res.path(ref.namespace, ref.name),
+                               query={"fieldManager": FIELD_MANAGER},
+                               body={"metadata": {"labels": {SHARD_LABEL: label}}},
+                               content_type="application/merge-patch+json", subject=str(ref))
             except ClusterError as err:
                 if err.status == 404:  # deleted since the list
                     continue

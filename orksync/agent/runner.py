@@ -508,7 +508,8 @@ class Agent:
         (`orksync.io/owner`): their children, a TLS Secret's CA Secret) that lack it: written
         before it existed or by a shard of another N (orksync.agent.relabel); one LIST per
         kind it applies or has in its inventory, or a left-out custom resource's entry
-        names. Whether all of them carry it now."""
+        names; each patched as the identity that writes it. Whether all of them carry it
+        now."""
         assert self.state.catalog is not None
         refs = {o.ref for o in rendered.objects} | inventory.refs()
         crs = [cr for cr in self.state.catalog.crs if self._mine(cr)]
@@ -523,7 +524,15 @@ class Agent:
             return ref in refs or str(ref) in owners or \
                 (meta.get("annotations") or {}).get(OWNER_ANNOTATION) in owners
 
-        _, failures = label_shard(self.kube, kinds, mine, self.shard_label)
+        identities = Identities(self.kube, Impersonation.of_catalog(
+            self.state.catalog, self.config.default_service_account), rendered.objects,
+            recorded=inventory)
+
+        def writer(meta: Mapping[str, Any]) -> Kube:  # as the sync writes it
+            owner = (meta.get("annotations") or {}).get(OWNER_ANNOTATION)
+            return identities.kube_for_owner(str(owner)) if owner else self.kube
+
+        _, failures = label_shard(self.kube, kinds, mine, self.shard_label, writer)
         for failure in failures:
             log.error("shard %s: %s", self.shard_label, failure)
         return not failures
