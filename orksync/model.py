@@ -91,6 +91,9 @@ MANAGED_BY = "orksync"
 MANAGED_SELECTOR = f"{MANAGED_BY_LABEL}={MANAGED_BY}"
 OWNER_ANNOTATION = "orksync.io/owner"  # the owning custom resource, `str(ObjRef)`
 OWNER_LABEL = "orkestra-owner"  # the owning custom resource's name (Orkestra's label)
+# With N > 1 agent shards, every object shard I writes carries `I-of-N` under this label,
+# and that shard's watches select it (orksync.agent.shard)
+SHARD_LABEL = "orksync.io/shard"
 
 
 def is_managed(obj: Mapping[str, Any]) -> bool:

@@ -87,6 +87,7 @@ from orksync.lifecycle.teardown import (
 from orksync.model import (
     MANAGED_BY,
     MANAGED_BY_LABEL,
+    SHARD_LABEL,
     Action,
     Change,
     ChangeSet,
@@ -122,6 +123,9 @@ class SyncOptions:
     # children (a WatchedView); None: LISTs
     view: View | None = None
     live: LiveReader | None = None
+    # an agent shard's `I-of-N` (orksync.agent.shard.shard_label), stamped on every object
+    # as `orksync.io/shard` (`mark_for_cleanup`); "": no such label
+    shard: str = ""
 
 
 class SharedInventory:
@@ -266,9 +270,10 @@ def sync_once(kube: Kube, rendered: RenderedSet, *, inventory_name: str,
         # who each custom resource's children are written as: decided once, recorded in
         # the inventory with it (for its teardown after it, and its entry, left Git)
         identities = Identities(kube, impersonation, rendered.objects, recorded=old)
-        prepared = identities.resolved(mark_for_cleanup(rendered, identity))
+        prepared = identities.resolved(mark_for_cleanup(rendered, identity, options.shard))
         deletion = dataclasses.replace(options.deletion, field_manager=manager,
                                        dry_run=dry_run, inventory=identity,
+                                       shard=options.shard,
                                        identities=identities)
         scaler = Autoscaler(kube, prepared.objects, now=options.apply.clock,
                             dry_run=dry_run, on_change=on_change, identities=identities)
@@ -401,21 +406,27 @@ def hold_cleaned(rendered: RenderedSet, old: Inventory
     return dataclasses.replace(rendered, objects=objects), held, kept
 
 
-def mark_for_cleanup(rendered: RenderedSet, inventory: str = "") -> RenderedSet:
+def mark_for_cleanup(rendered: RenderedSet, inventory: str = "", shard: str = ""
+                     ) -> RenderedSet:
     """CRDs, plain manifests and custom resources get orksync's managed-by label; custom
     resources also the finalizer that holds them until their teardown ran; with `inventory`
-    (`inventory_identity`), every object the annotation `orksync.io/inventory` naming it.
+    (`inventory_identity`), every object the annotation `orksync.io/inventory` naming it;
+    with `shard` (an agent shard's `I-of-N`, orksync.agent.shard), every object the label
+    `orksync.io/shard` its watches select. Every write of a sync (the apply, the Secret
+    runner, create-if-absent and Jobs) sends these bodies, so the marks are made here only.
     The new bodies share all but their `metadata`, labels, annotations and finalizers
     with the rendered ones (no deep copy at every sync): nothing downstream writes into a
     body (the applier and the diff copy what they send)."""
     def mark(obj: RenderedObject) -> RenderedObject:
-        if obj.owner is not None and not inventory:
+        if obj.owner is not None and not inventory and not shard:
             return obj
         body = dict(obj.body)
         meta = body["metadata"] = dict(body.get("metadata") or {})
         if inventory:
             meta["annotations"] = {**(meta.get("annotations") or {}),
                                    INVENTORY_ANNOTATION: inventory}
+        if shard:
+            meta["labels"] = {**(meta.get("labels") or {}), SHARD_LABEL: shard}
         if obj.owner is not None:
             return dataclasses.replace(obj, body=body)
         meta["labels"] = {**(meta.get("labels") or {}), MANAGED_BY_LABEL: MANAGED_BY}

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from orksync.agent.shard import shard_filter
+from orksync.agent.shard import shard_filter, shard_label, shard_selector
 from orksync.katalog.loader import load_repository
-from orksync.model import is_plain
+from orksync.model import MANAGED_SELECTOR, SHARD_LABEL, is_plain
 from orksync.render.engine import render_catalog
+from orksync.sync import mark_for_cleanup
 from tests.helpers import REPO_EXAMPLE
 
 
@@ -28,3 +29,19 @@ def test_every_object_lands_in_exactly_one_shard_with_its_owner() -> None:
 def test_one_shard_is_the_whole_render() -> None:
     rendered = render_catalog(load_repository(REPO_EXAMPLE))
     assert shard_filter(rendered, 0, 1) is rendered
+
+
+def test_a_shard_stamps_its_label_on_every_object_and_one_shard_on_none() -> None:
+    rendered = shard_filter(render_catalog(load_repository(REPO_EXAMPLE)), 1, 2)
+    assert rendered.objects and any(o.owner is not None for o in rendered.objects)
+    stamped = mark_for_cleanup(rendered, "orksync-system/x", shard_label(1, 2))
+    assert all(o.body["metadata"]["labels"][SHARD_LABEL] == "1-of-2" for o in stamped.objects)
+    assert shard_selector(shard_label(1, 2)) == f"{MANAGED_SELECTOR},{SHARD_LABEL}=1-of-2"
+    # one shard: no label, the same bodies and selector as without sharding
+    assert shard_label(0, 1) == ""
+    assert shard_selector(shard_label(0, 1)) == MANAGED_SELECTOR
+    unsharded = render_catalog(load_repository(REPO_EXAMPLE))
+    assert mark_for_cleanup(unsharded, "orksync-system/x", shard_label(0, 1)) == \
+        mark_for_cleanup(unsharded, "orksync-system/x")
+    assert not any(SHARD_LABEL in (o.body["metadata"].get("labels") or {})
+                   for o in mark_for_cleanup(unsharded, "orksync-system/x").objects)

@@ -6,8 +6,9 @@ which keeps it as a `Plan`: every object under a key, the identity of the custom
 that owns it (the custom resource's own objects: itself and its children), or `ROOT` for
 the objects of no custom resource (CRDs). Informers (orksync.cluster.watch) watch every
 kind of the plan and of the inventory, by orksync's label (every object a sync applies
-carries it), on connections of their own that pass no leadership gate, so a standby keeps
-its view current too.
+carries it; a sharded agent's by its shard label too, orksync.agent.shard), on
+connections of their own that pass no leadership gate, so a standby keeps its view current
+too.
 
 An event about an object of the plan enqueues its key when the object drifted:
 
@@ -57,6 +58,7 @@ from typing import Any
 
 from orksync.agent.metrics import Metrics
 from orksync.agent.queue import Item, Workers, WorkQueue
+from orksync.agent.shard import shard_selector
 from orksync.apply.compare import unchanged
 from orksync.apply.delete import DeletionOptions, OnDeleteRenderer, find_hooks
 from orksync.apply.engine import Applier, ApplyOptions, Kind
@@ -68,7 +70,7 @@ from orksync.cluster.view import apply_view
 from orksync.cluster.watch import Informers
 from orksync.errors import ClusterError, LeadershipLost
 from orksync.lifecycle.teardown import FINALIZER, finalize_custom_resource
-from orksync.model import MANAGED_SELECTOR, Change, ObjRef, RenderedObject, RenderedSet, WritePolicy
+from orksync.model import Change, ObjRef, RenderedObject, RenderedSet, WritePolicy
 
 __all__ = ["ROOT", "DriftRepair", "Plan"]
 
@@ -150,8 +152,12 @@ class DriftRepair:
                  metrics: Metrics, leading: Callable[[], bool],
                  on_change: Callable[[Change], None],
                  reconcile: Callable[[str, str], None] | None = None,
-                 dependents: Callable[[ObjRef], set[str]] | None = None) -> None:
+                 dependents: Callable[[ObjRef], set[str]] | None = None,
+                 shard: str = "") -> None:
         self.kube = kube
+        # this agent shard's `I-of-N` (orksync.agent.shard): the informers hold only the
+        # objects labelled with it; "": one shard, every object orksync labels
+        self.shard = shard
         # renders a key's custom resource again and syncs it (the agent's scoped sync),
         # for the triggers a re-apply of the plan does not answer: status, cross, time
         self.reconcile = reconcile
@@ -163,7 +169,7 @@ class DriftRepair:
         self.leading = leading
         self.on_change = on_change
         self.queue: WorkQueue[str] = WorkQueue()
-        self.informers = Informers(view_kube, label_selector=MANAGED_SELECTOR,
+        self.informers = Informers(view_kube, label_selector=shard_selector(shard),
                                    on_event=self._event, on_restart=self._restarted)
         self.apply_view = apply_view(self.informers)
         self._checker = Applier(view_kube)  # `desired` bodies only: it never writes
@@ -427,7 +433,7 @@ class DriftRepair:
             return
         changes, done = finalize_custom_resource(
             self.kube, live, plan.inventory.owned_by(cr), find_hooks(plan.hooks, cr),
-            DeletionOptions(inventory=self.inventory, sleep=self._sleep,
+            DeletionOptions(inventory=self.inventory, sleep=self._sleep, shard=self.shard,
                             # its children deleted as the sync wrote them (impersonation)
                             identities=Identities(self.kube, None, plan.by_ref.values(),
                                                   recorded=plan.inventory)))

@@ -8,7 +8,10 @@ resources (orksync.agent.incremental) is a scoped sync of those (orksync.sync.Sc
 rendered against the informers' view, applied, their part of the inventory replaced.
 Everything else, and every `resync_interval`, a new leadership or a failure, is a full
 sync: the live render of every custom resource (this shard's), apply, teardown, prune,
-inventory, status, with the informers instead of LISTs once they are synced.
+inventory, status, with the informers instead of LISTs once they are synced. A shard
+(`--shards N`) watches only what carries its label (orksync.agent.shard); the first full
+sync of each of its leadership terms reads LISTs instead, and then labels what it owns but
+wrote without that label (orksync.agent.relabel).
 
 Drift repair (orksync.agent.drift) owns the informers and the work queue: a hand edit
 re-applies one custom resource's objects; a child's status, a cross-read custom
@@ -52,12 +55,13 @@ from orksync.agent.drift import DriftRepair, Plan
 from orksync.agent.incremental import changed_custom_resources, cross_readers
 from orksync.agent.lease import LeaderElector
 from orksync.agent.metrics import Metrics
+from orksync.agent.relabel import block_kinds, label_shard
 from orksync.agent.server import serve
-from orksync.agent.shard import shard_filter, shard_of
+from orksync.agent.shard import shard_filter, shard_label, shard_of
 from orksync.apply.delete import DeletionOptions, OnDeleteRenderer
 from orksync.apply.engine import ApplyOptions
 from orksync.apply.impersonation import Identities, Impersonation
-from orksync.apply.inventory import inventory_identity
+from orksync.apply.inventory import Inventory, inventory_identity
 from orksync.apply.secrets import rotate_due
 from orksync.cluster.kube import Kube
 from orksync.cluster.retry import RetryPolicy
@@ -68,7 +72,7 @@ from orksync.errors import ClusterError, LeadershipLost, OrksyncError, SourceErr
 from orksync.katalog.loader import load_repository
 from orksync.katalog.model import Catalog, CustomResource
 from orksync.logs import log_change, summary_line
-from orksync.model import Action, ObjRef, RenderedObject, RenderedSet, Source
+from orksync.model import OWNER_ANNOTATION, Action, ObjRef, RenderedObject, RenderedSet, Source
 from orksync.render.boundaries import entry_boundary
 from orksync.render.engine import CrResult, RenderPlan
 from orksync.rendered.directory import write_rendered
@@ -193,6 +197,10 @@ class Agent:
         # keys to render again that found a job holding the lock: queued when it ends
         self._deferred: dict[str, str] = {}
         self._deferred_lock = threading.Lock()
+        # a shard's `orksync.io/shard` value ("" unsharded), and whether the objects it
+        # owns carry it since this leadership term began (`_sync`, orksync.agent.relabel)
+        self.shard_label = shard_label(config.shard, config.shards)
+        self.labelled = False
 
     # --- readiness -----------------------------------------------------------------------
 
@@ -221,6 +229,7 @@ class Agent:
         self.metrics.leader.set(1)
         self.state.said = ((), ())
         self.state.full_wanted = True
+        self.labelled = False
         self._sync_now()
         self._run_at("rotate", datetime.now(UTC) + timedelta(seconds=5))
 
@@ -410,10 +419,11 @@ class Agent:
         finally:
             self.drift.sync_ended(plan[0] if plan else None)
 
-    def _options(self) -> SyncOptions:
+    def _options(self, *, listed: bool = False) -> SyncOptions:
+        """`listed`: the apply and the status report read LISTs, not the informers."""
         assert self.state.catalog is not None
         view = live = None
-        if self.drift is not None:  # the informers instead of LISTs
+        if self.drift is not None and not listed:  # the informers instead of LISTs
             view, live = self.drift.apply_view, WatchedView(self.drift.informers, self.kube,
                                                             strict=False)
         return SyncOptions(apply=ApplyOptions(workers=self.config.workers),
@@ -424,7 +434,7 @@ class Agent:
                            prune_crds=self.config.prune_crds,
                            impersonation=Impersonation.of_catalog(
                                self.state.catalog, self.config.default_service_account),
-                           view=view, live=live)
+                           view=view, live=live, shard=self.shard_label)
 
     def _mine(self, cr: CustomResource) -> bool:
         return self.config.shards <= 1 or \
@@ -435,9 +445,14 @@ class Agent:
         assert revision is not None and catalog is not None
         started = time.monotonic()
         self.state.full_wanted = False
+        # a shard's first full sync of its leadership term reads LISTs, not its view: the
+        # objects written before the shard label (or with another N's) are not in the
+        # view until `_label_shard` labels them after the apply
+        relabel = bool(self.shard_label) and not self.labelled
         rendered = render_live(
             self.kube, catalog, strict_cluster_scope=self.config.strict_cluster_scope,
-            live=WatchedView(self.drift.informers, self.kube) if self.drift else None,
+            live=WatchedView(self.drift.informers, self.kube)
+            if self.drift is not None and not relabel else None,
             select=self._mine)
         said = (rendered.warnings, tuple(map(str, rendered.errors)))
         if said != self.state.said:  # once per revision, and when they change
@@ -455,7 +470,7 @@ class Agent:
             result = sync_rendered(
                 self.kube, rendered, catalog, inventory_name=self.config.name,
                 inventory_namespace=self.config.inventory_namespace, hooks=hooks,
-                options=self._options(),
+                options=self._options(listed=relabel),
                 source=Source.of(self.config.repo_url, self.config.path),
                 revision=revision.sha, on_change=lambda change: log_change(change, log),
                 # status only for this shard's custom resources
@@ -465,6 +480,8 @@ class Agent:
         finally:
             self._copy_revision(full, revision.sha)  # a failed sync's render too
         self.state.inventory = SharedInventory(result.inventory)
+        if relabel:
+            self.labelled = self._label_shard(rendered, result.inventory)
         if plan is not None and result.prepared is not None:
             plan.append(Plan.of(result.prepared, result.inventory, hooks))
         self._schedule_boundaries([cr for cr in catalog.crs if self._mine(cr)])
@@ -484,6 +501,42 @@ class Agent:
             f"{len(rendered.errors)} render error(s), {len(result.changes.failed)} failed")
         return ok
 
+    def _label_shard(self, rendered: RenderedSet, inventory: Inventory) -> bool:
+        """The shard label on the objects this shard owns (rendered by it now, or in its
+        inventory, and its custom resources this render left out, skipped or failing to
+        render; and whatever names one of its custom resources as its owner
+        (`orksync.io/owner`): their children, a TLS Secret's CA Secret) that lack it: written
+        before it existed or by a shard of another N (orksync.agent.relabel); one LIST per
+        kind it applies or has in its inventory, or a left-out custom resource's entry
+        names; each patched as the identity that writes it. Whether all of them carry it
+        now."""
+        assert self.state.catalog is not None
+        refs = {o.ref for o in rendered.objects} | inventory.refs()
+        crs = [cr for cr in self.state.catalog.crs if self._mine(cr)]
+        owners = {str(cr.ref) for cr in crs}
+        kinds = {(r.api_version, r.kind) for r in refs}
+        for cr in crs:  # a custom resource left out: its kind and its blocks' kinds
+            if cr.ref not in refs:
+                kinds.add((cr.ref.api_version, cr.ref.kind))
+                kinds |= block_kinds(cr.entry.operator_box)
+
+        def mine(ref: ObjRef, meta: Mapping[str, Any]) -> bool:
+            return ref in refs or str(ref) in owners or \
+                (meta.get("annotations") or {}).get(OWNER_ANNOTATION) in owners
+
+        identities = Identities(self.kube, Impersonation.of_catalog(
+            self.state.catalog, self.config.default_service_account), rendered.objects,
+            recorded=inventory)
+
+        def writer(meta: Mapping[str, Any]) -> Kube:  # as the sync writes it
+            owner = (meta.get("annotations") or {}).get(OWNER_ANNOTATION)
+            return identities.kube_for_owner(str(owner)) if owner else self.kube
+
+        _, failures = label_shard(self.kube, kinds, mine, self.shard_label, writer)
+        for failure in failures:
+            log.error("shard %s: %s", self.shard_label, failure)
+        return not failures
+
     # --- scoped syncs --------------------------------------------------------------------
 
     def scoped_sync(self, refs: frozenset[ObjRef], revision: str) -> bool | None:
@@ -494,8 +547,8 @@ class Agent:
         catalog, drift, shared = self.state.catalog, self.drift, self.state.inventory
         assert catalog is not None and drift is not None
         plan = drift.plan()
-        if plan is None or shared is None:
-            return None
+        if plan is None or shared is None or (self.shard_label and not self.labelled):
+            return None  # (a shard's view lacks what it wrote before its label: `_sync`)
         crs = [cr for cr in catalog.crs if cr.ref in refs and self._mine(cr)]
         if not crs:  # a revision that changed none of this shard's custom resources
             self.metrics.revision.clear()
@@ -712,6 +765,16 @@ class Agent:
 
     # --- lifecycle -----------------------------------------------------------------------
 
+    def drift_repair(self) -> DriftRepair:
+        """The informers and the work queue (orksync.agent.drift), on connections of their
+        own; the informers select this shard's objects."""
+        return DriftRepair(
+            self.kube, self.kube.sibling(timeout=30.0, retry=RetryPolicy(), pool_size=4),
+            inventory=inventory_identity(self.config.name, self.config.inventory_namespace),
+            workers=self.config.repair_workers, metrics=self.metrics,
+            leading=self.is_leader, on_change=lambda change: log_change(change, log),
+            reconcile=self.reconcile_key, dependents=self.dependents, shard=self.shard_label)
+
     def run(self) -> int:
         self.config.state_dir.mkdir(parents=True, exist_ok=True)
         if self.elector is not None:  # before leading: through the ungated connection
@@ -738,12 +801,7 @@ class Agent:
             # held by the main thread at that instant
             signal.signal(sig, lambda signum, _: received.append(signum))
         if self.config.repair_workers > 0:
-            self.drift = DriftRepair(
-                self.kube, self.kube.sibling(timeout=30.0, retry=RetryPolicy(), pool_size=4),
-                inventory=inventory_identity(self.config.name, self.config.inventory_namespace),
-                workers=self.config.repair_workers, metrics=self.metrics,
-                leading=self.is_leader, on_change=lambda change: log_change(change, log),
-                reconcile=self.reconcile_key, dependents=self.dependents)
+            self.drift = self.drift_repair()
         scheduler.start()
         elector_thread = self.elector.start(self.stop_event) if self.elector else None
         # polled, not an endless wait: Python runs a handler only when the main thread

@@ -1,13 +1,15 @@
 """Sharding one sync root across agent replicas: each shard owns the custom resources whose
 stable hash falls in it (with their children); shard 0 also owns the CRDs and the plain
-manifests (a Namespace or Secret a custom resource of any shard may need). Pure."""
+manifests (a Namespace or Secret a custom resource of any shard may need). Every object a
+shard writes carries `orksync.io/shard: I-of-N` (`shard_label`), which its watches select
+(`shard_selector`); one shard (N = 1) writes no such label. Pure."""
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
 
-from orksync.model import ObjRef, RenderedSet, is_plain
+from orksync.model import MANAGED_SELECTOR, SHARD_LABEL, ObjRef, RenderedSet, is_plain
 
 
 def shard_of(ref: ObjRef, shards: int) -> int:
@@ -15,6 +17,18 @@ def shard_of(ref: ObjRef, shards: int) -> int:
     digest = hashlib.sha256(f"{ref.api_version}/{ref.kind}/{ref.namespace}/{ref.name}"
                             .encode()).digest()
     return int.from_bytes(digest[:8], "big") % shards
+
+
+def shard_label(shard: int, shards: int) -> str:
+    """The value of `orksync.io/shard` on what shard `shard` of `shards` writes; "" for
+    one shard (no label at all)."""
+    return f"{shard}-of-{shards}" if shards > 1 else ""
+
+
+def shard_selector(label: str) -> str:
+    """The label selector of the watches of the shard whose `shard_label` is `label`:
+    orksync's objects, and with N > 1 only those this shard wrote."""
+    return f"{MANAGED_SELECTOR},{SHARD_LABEL}={label}" if label else MANAGED_SELECTOR
 
 
 def shard_filter(rendered: RenderedSet, shard: int, shards: int) -> RenderedSet:

@@ -29,6 +29,9 @@ class DeletionOptions:
     field_manager: str = FIELD_MANAGER
     dry_run: bool = False
     inventory: str = ""  # the deleting sync root's identity (inventory_identity); see below
+    # an agent shard's `I-of-N`: the label `orksync.io/shard` on the onDelete Jobs it
+    # creates, as on everything it writes (orksync.sync.mark_for_cleanup); "": none
+    shard: str = ""
     # as whom a custom resource's children are deleted and its onDelete written
     # (orksync.apply.impersonation); None: as the agent
     identities: Identities | None = None

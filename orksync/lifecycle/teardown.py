@@ -52,7 +52,7 @@ from orksync.cluster.kube import Kube, Resource
 from orksync.cluster.retry import JSON_PATCH
 from orksync.durations import parse_duration
 from orksync.errors import ClusterError, InputError
-from orksync.model import Action, Change, ObjRef, RenderedObject
+from orksync.model import SHARD_LABEL, Action, Change, ObjRef, RenderedObject
 
 FINALIZER = "orksync.io/cleanup"
 OWNER_UID_ANNOTATION = "orksync.io/owner-uid"
@@ -244,7 +244,7 @@ def run_jobs(kube: Kube, jobs: Sequence[RenderedObject], cr_live: Mapping[str, A
                 live = kube.get_or_none(res, ref.namespace, ref.name)
                 if live is None:
                     try:
-                        kube.create(res, _job_body(job, uid),
+                        kube.create(res, _job_body(job, uid, options.shard),
                                     field_manager=options.field_manager, subject=str(ref))
                     except ClusterError as err:
                         if err.status != 403 or "being terminated" not in err.detail:
@@ -293,9 +293,11 @@ def run_jobs(kube: Kube, jobs: Sequence[RenderedObject], cr_live: Mapping[str, A
     return changes, not any(c.action is Action.FAILED for c in changes)
 
 
-def _job_body(job: RenderedObject, owner_uid: str) -> dict[str, Any]:
+def _job_body(job: RenderedObject, owner_uid: str, shard: str = "") -> dict[str, Any]:
     body = copy.deepcopy(dict(job.body))
     meta = body.setdefault("metadata", {})
+    if shard:
+        meta["labels"] = {**(meta.get("labels") or {}), SHARD_LABEL: shard}
     meta.pop("ownerReferences", None)  # the Job must outlive the custom resource
     meta.setdefault("annotations", {})[OWNER_UID_ANNOTATION] = owner_uid
     return body
