@@ -6,6 +6,8 @@ and labels at its first full sync what it owns but wrote before the label existe
 from __future__ import annotations
 
 import json
+import logging
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -398,5 +400,60 @@ def test_a_shard_labels_a_child_as_the_service_account_that_writes_it(
                                               name=f"{one[0]}-once", namespace=ns)
                       if "fieldManager=orksync-shard" in e["requestURI"]]
         assert as_whom(patched) == user(ns) and patched["responseStatus"]["code"] == 200
+    finally:
+        kube.close()
+
+
+SHARED = katalog("""\
+        onReconcile:
+          configMaps:
+            - name: shared
+              data: {writer: "{{ .metadata.name }}"}
+""")
+
+
+def test_an_object_two_shards_render_is_not_taken_back_and_forth(
+        control_plane: ControlPlane, agents: tuple[Agents, Path],
+        caplog: pytest.LogCaptureFixture) -> None:
+    """A ConfigMap rendered by a custom resource of each shard (a conflict no render sees:
+    each shard renders only its own) is written by each full sync, and the drift repair of
+    the shard that lost it leaves it, with a warning naming the other writer, instead of
+    taking it back (each taking would move it out of the other's view, whose repair would
+    take it again, without end)."""
+    started, repo = agents
+    ns = f"c-{uuid.uuid4().hex[:8]}"
+    zero, one = names_by_shard(ns)
+    write_repo(repo, {"katalog.yaml": SHARED, "crd.yaml": CRD,
+                      **{f"{n}.yaml": widget(n, ns) for n in (zero[0], one[0])}})
+    commit(repo, "one object, two shards")
+    name = f"both-{uuid.uuid4().hex[:6]}"
+    first, second = started.start(name, shard=0, shards=2), started.start(name, shard=1,
+                                                                          shards=2)
+    kube = Kube.from_kubeconfig(control_plane.kubeconfig)
+    audit = control_plane.audit_log
+    assert audit is not None and first.drift is not None and second.drift is not None
+
+    def shared_writes() -> int:
+        return sum(1 for identity in (first.config.identity, second.config.identity)
+                   for w in writes(audit, identity, ns) if w[1] == "shared")
+
+    try:
+        with caplog.at_level(logging.WARNING, logger="orksync"):
+            full_sync(first)
+            wait_for("shard 0's view", lambda: any(
+                r.name == "shared" for r in view(first, ns)))
+            full_sync(second)  # takes it: shard 0's view loses it
+            assert live_map(kube, ns, "shared")["data"] == {"writer": one[0]}
+            wait_for("shard 0's repair declined", lambda: any(
+                "ConfigMap" in r.getMessage() and "not repaired" in r.getMessage() and
+                f"/{ns}/{one[0]}," in r.getMessage() for r in caplog.records))
+        wait_for("both queues empty", lambda: not len(first.drift.queue) and  # type: ignore[union-attr]
+                 not len(second.drift.queue))  # type: ignore[union-attr]
+        settled = shared_writes()
+        # a while later nothing wrote the ConfigMap again: no repair of either shard took
+        # it back (without the check, each repair's write queues the other's)
+        time.sleep(3)
+        assert shared_writes() == settled
+        assert live_map(kube, ns, "shared")["data"] == {"writer": one[0]}
     finally:
         kube.close()

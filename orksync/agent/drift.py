@@ -70,7 +70,14 @@ from orksync.cluster.view import apply_view
 from orksync.cluster.watch import Informers
 from orksync.errors import ClusterError, LeadershipLost
 from orksync.lifecycle.teardown import FINALIZER, finalize_custom_resource
-from orksync.model import Change, ObjRef, RenderedObject, RenderedSet, WritePolicy
+from orksync.model import (
+    OWNER_ANNOTATION,
+    Change,
+    ObjRef,
+    RenderedObject,
+    RenderedSet,
+    WritePolicy,
+)
 
 __all__ = ["ROOT", "DriftRepair", "Plan"]
 
@@ -381,6 +388,8 @@ class DriftRepair:
             self._teardown(plan, cr, live)
             return
         self._caught_up(objects)
+        if self.shard:
+            objects = self._not_taken(objects)
         applier = Applier(self.kube, ApplyOptions(workers=2), on_change=self._changed,
                           view=self.apply_view)
         try:
@@ -397,6 +406,29 @@ class DriftRepair:
         if failed:
             raise ClusterError(f"{len(failed)} object(s) failed: " + "; ".join(
                 f"{c.ref}: {c.message}" for c in failed[:3]), subject=key)
+
+    def _not_taken(self, objects: tuple[RenderedObject, ...]) -> tuple[RenderedObject, ...]:
+        """These objects without those a custom resource of another shard has taken. A
+        shard's view holds only what carries its label, so a child missing from it may
+        exist, rewritten by a custom resource of another shard that renders it too (each
+        shard renders only its own custom resources, so no render sees that conflict).
+        Taking it back would make that shard's repair take it again, without end: it is
+        left to its writer, and said. The next full sync writes it again (once a resync)."""
+        kept = []
+        for obj in objects:
+            if obj.owner is not None and self.informers.get(obj.ref) is None:
+                live = self.view_kube.get_or_none(
+                    self.view_kube.resource(obj.ref.api_version, obj.ref.kind),
+                    obj.ref.namespace, obj.ref.name)
+                annotations = ((live or {}).get("metadata") or {}).get("annotations") or {}
+                owner = annotations.get(OWNER_ANNOTATION)
+                if owner and owner != str(obj.owner):
+                    log.warning("%s: not repaired: %s, a custom resource of another shard, "
+                                "renders it too and wrote it; one of them must stop "
+                                "rendering it", obj.ref, owner)
+                    continue
+            kept.append(obj)
+        return tuple(kept)
 
     def _caught_up(self, objects: tuple[RenderedObject, ...]) -> None:
         """Wait (a little) until the informers have seen this module's last writes of
