@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import textwrap
 import time
@@ -140,3 +141,20 @@ def wait_for(what: str, check: Callable[[], bool], timeout: float = 60.0) -> Non
             return
         time.sleep(0.2)
     raise AssertionError(f"timed out waiting for {what}")
+
+
+def configmap_writes(audit_log: Path, identity: str, namespace: str
+                     ) -> list[tuple[str, str, str]]:
+    """(verb, name, requestURI) of every ConfigMap write (create, update, patch, delete)
+    that the agent `identity` made in the namespace, from the API server's audit log."""
+    found = []
+    for line in audit_log.read_text().splitlines():
+        event = json.loads(line)
+        ref = event.get("objectRef") or {}
+        if f"(agent {identity})" in event.get("userAgent", "") and \
+                event.get("stage") == "ResponseComplete" and \
+                event.get("verb") in ("create", "update", "patch", "delete") and \
+                ref.get("resource") == "configmaps" and ref.get("namespace") == namespace:
+            found.append((str(event["verb"]), str(ref.get("name")),
+                          str(event.get("requestURI"))))
+    return found

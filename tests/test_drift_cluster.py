@@ -6,7 +6,6 @@ cut, and a custom resource whose onDelete Job never finishes delays no other's r
 
 from __future__ import annotations
 
-import json
 import signal
 import uuid
 from pathlib import Path
@@ -18,7 +17,15 @@ from orksync.cluster.kube import Kube
 from testbed.controlplane import ControlPlane
 from testbed.faultproxy import TcpFaultProxy
 from testbed.gitdaemon import GitDaemon
-from tests.helpers import CRD, finished_job_status, katalog, wait_for, widget, write_repo
+from tests.helpers import (
+    CRD,
+    configmap_writes,
+    finished_job_status,
+    katalog,
+    wait_for,
+    widget,
+    write_repo,
+)
 from tests.test_agent_cluster import (  # noqa: F401 - git_daemon is a fixture
     AgentProcess,
     commit,
@@ -45,15 +52,7 @@ KATALOG = katalog("""\
 
 def agent_writes(audit_log: Path, identity: str, namespace: str) -> list[tuple[str, str]]:
     """(verb, name) of every ConfigMap write the agent made in the namespace."""
-    found = []
-    for line in audit_log.read_text().splitlines():
-        event = json.loads(line)
-        ref = event.get("objectRef") or {}
-        if f"(agent {identity})" in event.get("userAgent", "") and \
-                event.get("stage") == "ResponseComplete" and \
-                ref.get("resource") == "configmaps" and ref.get("namespace") == namespace:
-            found.append((str(event["verb"]), str(ref.get("name"))))
-    return found
+    return [(verb, name) for verb, name, _ in configmap_writes(audit_log, identity, namespace)]
 
 
 def colour(kube: Kube, ns: str, name: str) -> Any:

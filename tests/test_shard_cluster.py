@@ -5,7 +5,6 @@ and labels at its first full sync what it owns but wrote before the label existe
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 import uuid
@@ -21,7 +20,15 @@ from orksync.cluster.kube import Kube
 from orksync.model import SHARD_LABEL, ObjRef
 from testbed.controlplane import ControlPlane
 from testbed.gitdaemon import GitDaemon
-from tests.helpers import CRD, finished_job_status, katalog, wait_for, widget, write_repo
+from tests.helpers import (
+    CRD,
+    configmap_writes,
+    finished_job_status,
+    katalog,
+    wait_for,
+    widget,
+    write_repo,
+)
 from tests.kind_cases import katalog as entry_katalog
 from tests.test_agent_cluster import commit, git_daemon  # noqa: F401 - a fixture
 from tests.test_impersonation_cluster import (
@@ -108,21 +115,6 @@ def view(agent: Agent, ns: str) -> set[ObjRef]:
     informers = agent.drift.informers
     return {ref for kind in informers.kinds() for obj in informers.items(kind) or []
             if (ref := ObjRef.of(obj)).namespace == ns or ref == CRD_REF}
-
-
-def writes(audit_log: Path, identity: str, ns: str) -> list[tuple[str, str, str]]:
-    """(verb, name, requestURI) of every ConfigMap write the agent made in the namespace."""
-    found = []
-    for line in audit_log.read_text().splitlines():
-        event = json.loads(line)
-        ref = event.get("objectRef") or {}
-        if f"(agent {identity})" in event.get("userAgent", "") and \
-                event.get("stage") == "ResponseComplete" and \
-                event.get("verb") in ("create", "patch", "update", "delete") and \
-                ref.get("resource") == "configmaps" and ref.get("namespace") == ns:
-            found.append((str(event["verb"]), str(ref.get("name")),
-                          str(event.get("requestURI"))))
-    return found
 
 
 class Agents:
@@ -216,16 +208,16 @@ def test_two_shards_each_watch_repair_and_cross_read_only_as_theirs(
         # a hand edit of a shard-1 child is repaired by shard 1
         audit = control_plane.audit_log
         assert audit is not None
-        before = len(writes(audit, second.config.identity, ns))
+        before = len(configmap_writes(audit, second.config.identity, ns))
         edited = f"{one[0]}-live"
         kube.request("PATCH", kube.resource("v1", "ConfigMap").path(ns, edited),
                      body={"data": {"colour": "red"}},
                      content_type="application/merge-patch+json")
         wait_for("the edit repaired",
                  lambda: live_map(kube, ns, edited)["data"].get("colour") == "blue")
-        assert [w[:2] for w in writes(audit, second.config.identity, ns)[before:]] == \
+        assert [w[:2] for w in configmap_writes(audit, second.config.identity, ns)[before:]] == \
             [("patch", edited)]
-        assert not [w for w in writes(audit, first.config.identity, ns) if w[1] == edited]
+        assert not [w for w in configmap_writes(audit, first.config.identity, ns) if w[1] == edited]
 
         # a shard-1 Widget deleted by hand: its onDelete Job carries the shard's label
         jobs = kube.resource("batch/v1", "Job")
@@ -301,7 +293,7 @@ def test_a_shard_labels_what_it_wrote_before_the_label_and_nothing_else(
         audit = control_plane.audit_log
         assert audit is not None
         identity = shard.config.identity
-        labelled = sorted(w[1] for w in writes(audit, identity, ns)
+        labelled = sorted(w[1] for w in configmap_writes(audit, identity, ns)
                           if "fieldManager=orksync-shard" in w[2])
         assert labelled == sorted(r.name for r in once)
 
@@ -310,13 +302,13 @@ def test_a_shard_labels_what_it_wrote_before_the_label_and_nothing_else(
         # bounded: a second full sync, and a repair after it, write none of them again,
         # and nothing labels or creates anything any more
         full_sync(shard)
-        count = len(writes(audit, identity, ns))
+        count = len(configmap_writes(audit, identity, ns))
         edited = f"{one[1]}-live"
         kube.request("PATCH", maps.path(ns, edited), body={"data": {"colour": "red"}},
                      content_type="application/merge-patch+json")
         wait_for("the edit repaired",
                  lambda: live_map(kube, ns, edited)["data"].get("colour") == "blue")
-        later = writes(audit, identity, ns)
+        later = configmap_writes(audit, identity, ns)
         assert [w[:2] for w in later[count:]] == [("patch", edited)]
         # (the view would have had the apply create them again: refused, 409)
         assert not [w for w in later if w[0] == "create"]
@@ -435,7 +427,7 @@ def test_an_object_two_shards_render_is_not_taken_back_and_forth(
 
     def shared_writes() -> int:
         return sum(1 for identity in (first.config.identity, second.config.identity)
-                   for w in writes(audit, identity, ns) if w[1] == "shared")
+                   for w in configmap_writes(audit, identity, ns) if w[1] == "shared")
 
     try:
         with caplog.at_level(logging.WARNING, logger="orksync"):
