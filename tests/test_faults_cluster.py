@@ -789,7 +789,8 @@ def test_a_revision_copy_that_cannot_be_written_fails_no_sync_and_is_written_lat
         kube: Kube, tmp_path: Path, ns: str, served: tuple[Upstream, GitDaemon],
         caplog: pytest.LogCaptureFixture) -> None:
     """The agent's copy of a revision's render (`<state dir>/rendered/<sha>/`) is for people
-    to read: a disk that refuses it stops no apply, and the next full sync writes it."""
+    to read: a disk that refuses it stops no apply, and the next full sync writes it (and
+    removes what a killed writer left half-written)."""
     upstream, daemon = served
     w = World(tmp_path / "mirror", ns).put("a").put("b")
     sha = publish(upstream, w, "two widgets")
@@ -806,8 +807,14 @@ def test_a_revision_copy_that_cannot_be_written_fails_no_sync_and_is_written_lat
     assert any(f"the rendered copy of {sha} was not written" in r.getMessage()
                for r in caplog.records), caplog.text
 
+    # and what a process killed while writing a copy left is removed with the next copy
     (state / "rendered").unlink()
+    stale = [state / "rendered" / f".{sha}.tmp-killed", state / "rendered" / f".{sha}.old-1"]
+    for path in stale:
+        path.mkdir(parents=True)
+        (path / "index.yaml").write_text("half written\n")
     assert agent.sync()
     agent.copied()
     assert {o.ref for o in read_rendered(state / "rendered" / sha).objects} == \
         {o.ref for o in w.render()[1].objects}
+    assert sorted(p.name for p in (state / "rendered").iterdir()) == [sha]

@@ -711,21 +711,25 @@ class Agent:
             self._copy = None
 
     def write_revision(self, rendered: RenderedSet, sha: str) -> None:
-        """`<state dir>/rendered/<sha>/`, written atomically; the last N kept. The copy is
-        for people and tools to read, not for the sync: a failure to write it is logged
-        and counted, and the next full sync of the revision tries again."""
+        """`<state dir>/rendered/<sha>/`, written atomically; the last N kept, and the
+        half-written directories of a process killed while writing one (`.<sha>.tmp-*`,
+        `.<sha>.old-*`: this agent writes one copy at a time) removed. The copy is for
+        people and tools to read, not for the sync: a failure to write it is logged and
+        counted, and the next full sync of the revision tries again."""
         root = self.config.state_dir / "rendered"
         try:
             write_rendered(rendered, root / sha, revision=sha,
                            source=Source.of(self.config.repo_url, self.config.path))
-            old = sorted((p for p in root.iterdir()
-                          if p.is_dir() and not p.name.startswith(".")),
-                         key=lambda p: p.stat().st_mtime, reverse=True)
+            found = [p for p in root.iterdir() if p.is_dir()]
         except (OSError, OrksyncError) as err:
             self.metrics.errors.labels(reason="revision_copy").inc()
             log.error("the rendered copy of %s was not written: %s", sha, err)
             return
-        for path in old[self.config.keep_revisions:]:
+        copies = sorted((p for p in found if not p.name.startswith(".")),
+                        key=lambda p: p.stat().st_mtime, reverse=True)
+        stale = [p for p in found if p.name.startswith(".") and
+                 (".tmp-" in p.name or ".old-" in p.name)]
+        for path in [*copies[self.config.keep_revisions:], *stale]:
             shutil.rmtree(path, ignore_errors=True)
 
     def rotate_job(self) -> None:
