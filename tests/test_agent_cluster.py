@@ -243,6 +243,8 @@ def test_a_commit_that_changes_one_custom_resource_syncs_only_it(
     (repo / "b.yaml").unlink()
     commit(repo, "remove b")
     wait_for("b to be pruned", lambda: kube.get_or_none(widgets, ns, "b") is None)
+    # the full sync's summary comes after its prune (inventory and status first)
+    wait_for("the full sync's summary", lambda: agent.text().count("sync rev=") >= 2)
     assert agent.text().count("sync rev=") == 2
 
 
