@@ -117,8 +117,7 @@ class Plan:
                 crs[key] = obj.ref
             objects[key].append(obj)
             key_of[obj.ref] = key
-        leaving = {str(e.ref): e.ref for e in inventory
-                   if e.is_custom_resource and e.ref not in key_of}
+        leaving = _leaving(inventory, key_of)
         return cls(objects={k: tuple(v) for k, v in objects.items()}, key_of=key_of,
                    by_ref={o.ref: o for o in prepared.objects}, crs=crs,
                    inventory=inventory, hooks=hooks, leaving=leaving)
@@ -140,8 +139,7 @@ class Plan:
         by_ref.update(part.by_ref)
         crs.update(part.crs)
         leaving = self.leaving if inventory is self.inventory else \
-            {str(e.ref): e.ref for e in inventory
-             if e.is_custom_resource and e.ref not in key_of}
+            _leaving(inventory, key_of)
         return Plan(objects=objects, key_of=key_of, by_ref=by_ref, crs=crs,
                     inventory=inventory, hooks=hooks, leaving=leaving)
 
@@ -488,6 +486,12 @@ class DriftRepair:
         if outcome == "ok" and item.trigger != "retry":
             self.metrics.reconcile_duration.labels(trigger=item.trigger).observe(
                 time.monotonic() - item.added)
+
+
+def _leaving(inventory: Inventory, key_of: Mapping[ObjRef, str]) -> dict[str, ObjRef]:
+    """By key, the custom resources the inventory holds and the plan does not."""
+    return {str(e.ref): e.ref for e in inventory
+            if e.is_custom_resource and e.ref not in key_of}
 
 
 def _reported(obj: dict[str, Any]) -> Any:

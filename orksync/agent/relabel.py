@@ -29,8 +29,6 @@ __all__ = ["FIELD_MANAGER", "block_kinds", "label_shard"]
 log = logging.getLogger("orksync.agent")
 
 FIELD_MANAGER = "orksync-shard"
-_METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1, " \
-    "application/json"
 
 
 Owns = Callable[[ObjRef, Mapping[str, Any]], bool]  # (identity, metadata): this shard's?
@@ -51,8 +49,9 @@ def label_shard(kube: Kube, kinds: Iterable[tuple[str, str]], mine: Owns,
     for api_version, kind in sorted(set(kinds)):
         try:
             res = kube.resource(api_version, kind)
-            found = [(ref, meta) for ref, meta in
-                     _list(kube, res.path(), api_version, kind, selector) if mine(ref, meta)]
+            listed = [(ObjRef.of(item), item.get("metadata") or {}) for item in
+                      kube.list(res, label_selector=selector, metadata_only=True)]
+            found = [(ref, meta) for ref, meta in listed if mine(ref, meta)]
         except ClusterError as err:
             if err.status == 404:  # a kind not served any more: nothing of it to label
                 continue
@@ -89,23 +88,3 @@ def block_kinds(operator_box: Mapping[str, Any]) -> set[tuple[str, str]]:
             kinds |= {(BY_KEY[key].api_version, BY_KEY[key].kind) for key in block
                       if key in BY_KEY and key != "custom"}
     return kinds
-
-
-def _list(kube: Kube, path: str, api_version: str, kind: str, selector: str
-          ) -> list[tuple[ObjRef, Mapping[str, Any]]]:
-    """The identities and metadata of the objects of a kind the selector selects (their
-    metadata only, paginated)."""
-    refs: list[tuple[ObjRef, Mapping[str, Any]]] = []
-    cont: str | None = None
-    while True:
-        _, page = kube.request_with_status("GET", path, query={
-            "labelSelector": selector, "limit": 500, "continue": cont},
-            accept=_METADATA_LIST, subject=f"{kind} ({api_version})")
-        for item in (page or {}).get("items") or []:
-            meta = item.get("metadata") or {}
-            refs.append((ObjRef(api_version=api_version, kind=kind,
-                                namespace=str(meta.get("namespace") or ""),
-                                name=str(meta.get("name") or "")), meta))
-        cont = ((page or {}).get("metadata") or {}).get("continue")
-        if not cont:
-            return refs

@@ -53,6 +53,9 @@ FIELD_VALIDATION = "Ignore"
 # whole object (less to encode, send and decode); a server that does not offer it picks
 # the plain JSON named second (content negotiation), so no request fails over it.
 METADATA_ONLY = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1, application/json"
+# The same for a LIST (`Kube.list(metadata_only=True)`): each item's metadata only
+METADATA_LIST = ("application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1, "
+                 "application/json")
 # json.dumps with `separators` builds a new encoder on every call; one is enough (it keeps
 # no state between calls)
 _encode_json = json.JSONEncoder(separators=(",", ":")).encode
@@ -248,15 +251,23 @@ class Kube:
             raise
 
     def list(self, res: Resource, *, namespace: str = "",
-             label_selector: str | None = None, limit: int = 500) -> Iterator[dict[str, Any]]:
-        """Every object of a kind (paginated), in one namespace or cluster-wide."""
+             label_selector: str | None = None, limit: int = 500,
+             metadata_only: bool = False) -> Iterator[dict[str, Any]]:
+        """Every object of a kind (paginated), in one namespace or cluster-wide;
+        `metadata_only`: each its apiVersion, kind and metadata only."""
         cont: str | None = None
         while True:
-            page = self.request("GET", res.path(namespace), query={
-                "labelSelector": label_selector, "limit": limit, "continue": cont})
+            _, page = self.request_with_status(
+                "GET", res.path(namespace), query={
+                    "labelSelector": label_selector, "limit": limit, "continue": cont},
+                accept=METADATA_LIST if metadata_only else "application/json")
+            page = page or {}
             for item in page.get("items") or []:
-                item.setdefault("apiVersion", res.api_version)
-                item.setdefault("kind", res.kind)
+                if metadata_only:  # a PartialObjectMetadata: named as the kind it is
+                    item["apiVersion"], item["kind"] = res.api_version, res.kind
+                else:
+                    item.setdefault("apiVersion", res.api_version)
+                    item.setdefault("kind", res.kind)
                 yield item
             cont = (page.get("metadata") or {}).get("continue")
             if not cont:
