@@ -41,6 +41,9 @@ spec:
           configMaps:
             - name: "{{ .metadata.name }}-cfg"
               data: {color: "{{ .spec.color }}"}
+            - name: "{{ .metadata.name }}-remote"
+              namespace: "{{ .spec.remote }}"
+              data: {color: "{{ .spec.color }}"}
           deployments:
             - name: "{{ .metadata.name }}"
               image: "{{ .spec.image }}"
@@ -59,8 +62,11 @@ spec:
 
 
 def widget(name: str, ns: str, image: str, color: str) -> str:
+    """A Widget; its `-remote` ConfigMap in the namespace `<ns>-remote` (no owner reference
+    reaches it: the teardown deletes it)."""
     return (f"apiVersion: test.orksync.io/v1\nkind: Widget\nmetadata:\n  name: {name}\n"
-            f"  namespace: {ns}\nspec:\n  image: {image}\n  color: {color}\n")
+            f"  namespace: {ns}\nspec:\n  image: {image}\n  color: {color}\n"
+            f"  remote: {ns}-remote\n")
 
 
 def plain(ns: str, level: str) -> str:
@@ -117,6 +123,8 @@ def test_a_dry_run_reports_object_by_object_what_the_real_run_then_does(
     repo = write_repo(tmp_path / "repo", {
         "katalog.yaml": KATALOG, "crd.yaml": CRD,
         "platform/ns.yaml": f"apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {ns}\n",
+        "platform/remote.yaml": f"apiVersion: v1\nkind: Namespace\nmetadata:\n  name: "
+                                f"{ns}-remote\n",
         "platform/settings.yaml": plain(ns, "low"),
         "platform/quota.yaml": QUOTA.format(ns=ns),
         "apps/a.yaml": widget("a", ns, "nginx:1.27", "blue"),
@@ -159,7 +167,8 @@ def test_a_dry_run_reports_object_by_object_what_the_real_run_then_does(
         f"Job/{ns}/kept-init": "unchanged",
         f"Widget.test.orksync.io/{ns}/c": "created", f"Deployment/{ns}/c": "created",
         f"Secret/{ns}/c-credentials": "created", f"Job/{ns}/c-init": "created",
-        f"Widget.test.orksync.io/{ns}/b": "deleted", f"ResourceQuota/{ns}/quota": "unchanged"}
+        f"Widget.test.orksync.io/{ns}/b": "deleted", f"ConfigMap/{ns}-remote/b-remote": "deleted",
+        f"ConfigMap/{ns}-remote/a-remote": "configured", f"ResourceQuota/{ns}/quota": "unchanged"}
     assert {k: done.get(k) for k in expected} == expected, done
     kube.close()
 
@@ -179,6 +188,8 @@ def test_a_dry_run_of_a_new_crd_and_new_namespaces_reports_what_the_real_run_cre
     repo = write_repo(tmp_path / "repo", {
         "katalog.yaml": KATALOG, "crd.yaml": crd,
         "platform/ns.yaml": f"apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {other}\n",
+        "platform/remote.yaml": f"apiVersion: v1\nkind: Namespace\nmetadata:\n  name: "
+                                f"{ns}-remote\n",
         "platform/settings.yaml": plain(other, "low"),
         "apps/a.yaml": widget("a", ns, "nginx:1.27", "blue").replace("test.orksync.io",
                                                                      group)})
@@ -198,5 +209,5 @@ def test_a_dry_run_of_a_new_crd_and_new_namespaces_reports_what_the_real_run_cre
     assert set(done.values()) == {"created"}, done
     assert {f"Namespace/{ns}", f"Namespace/{other}", f"ConfigMap/{other}/settings",
             f"Widget.{group}/{ns}/a", f"Deployment/{ns}/a", f"Job/{ns}/a-init",
-            f"Secret/{ns}/a-credentials"} <= set(done), done
+            f"Secret/{ns}/a-credentials", f"ConfigMap/{ns}-remote/a-remote"} <= set(done), done
     kube.close()

@@ -538,10 +538,12 @@ class Applier:
     def _unsent(self, obj: RenderedObject, live: Mapping[ObjRef, dict[str, Any]],
                 run: _Run) -> Change | None:
         """A dry run's outcome for an object the API server cannot dry-run because it
-        depends on a write the dry run did not make: its namespace, its kind's CRD or its
-        owner the real run creates first. Such an object does not exist yet (created),
-        except a child whose owner is new: an existing one gets the new owner's reference
-        (configured), or is left alone by a create policy. None: send the dry run."""
+        depends on a write the dry run did not make: its namespace or its kind's CRD,
+        which the real run creates first. Such an object does not exist yet: created. A
+        child of a custom resource reported so is sent as a dry run without owner
+        reference when it does not exist (the server still checks it); an existing one
+        gets the new owner's reference (configured), or is left alone by a create policy.
+        None: send the dry run."""
         if not self.options.dry_run:
             return None
         ref = obj.ref
@@ -550,16 +552,16 @@ class Applier:
         elif (ref.api_version, ref.kind) in run.coming_kinds and \
                 not self._served(ref.api_version, ref.kind):
             why = "its CRD is created by this sync"
-        elif obj.owner is not None and obj.owner in run.unsent:
-            why = f"its owner {obj.owner} is created by this sync"
-            if live.get(ref) is not None:
-                if obj.policy is not WritePolicy.APPLY:
-                    return Change(ref=ref, action=Action.UNCHANGED)
-                return Change(ref=ref, action=Action.CONFIGURED,
-                              message=f"dry run, not sent: {why}")
+        elif obj.owner is not None and obj.owner in run.unsent and live.get(ref) is not None:
+            if obj.policy is not WritePolicy.APPLY:
+                return Change(ref=ref, action=Action.UNCHANGED)
+            return Change(ref=ref, action=Action.CONFIGURED, message="dry run, not sent: "
+                          f"its owner {obj.owner} is created by this sync")
         else:
             return None
         run.unsent.add(ref)
+        if obj.owner is None:
+            run.uids[ref] = ""  # its children are dry-run without owner reference
         return Change(ref=ref, action=Action.CREATED, message=f"dry run, not sent: {why}")
 
     def _served(self, api_version: str, kind: str) -> bool:
@@ -722,7 +724,7 @@ class Applier:
             if uid is None:
                 raise ClusterError("its owner was not applied in this run",
                                    subject=str(obj.ref))
-            if owner_reference_allowed(obj.owner, obj.ref, res.namespaced):
+            if uid and owner_reference_allowed(obj.owner, obj.ref, res.namespaced):
                 meta["ownerReferences"] = [{
                     "apiVersion": obj.owner.api_version, "kind": obj.owner.kind,
                     "name": obj.owner.name, "uid": uid, "controller": True,
