@@ -5,6 +5,9 @@ fingerprint of the desired body (nothing changed in Git) and every field we set 
 there with the value we set (nobody edited it since): the desired body is a subset of the
 live one. When in doubt the answer is "changed", which costs one server-side apply that the
 API server turns into a no-op.
+
+A dry run's outcome is decided here too (`dry_run_unchanged`): from its answer, which
+carries no new resourceVersion to go by.
 """
 
 from __future__ import annotations
