@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -15,20 +16,25 @@ from orksync.secrets import pki
 
 
 @contextmanager
-def validated_loads() -> Iterator[list[bytes]]:
+def validated_loads() -> Iterator[list[str]]:
     """Within the block, every private key `pki` loads with cryptography's consistency
-    check is appended (its PEM bytes) to the list yielded."""
-    calls: list[bytes] = []
+    check is appended to the list yielded, as `digest(pem)` (a failing assertion then
+    prints no key)."""
+    calls: list[str] = []
     real = serialization.load_pem_private_key
 
     def counting(data: bytes, password: Any, *args: Any, **kwargs: Any) -> Any:
         if not kwargs.get("unsafe_skip_rsa_key_validation"):
-            calls.append(bytes(data))
+            calls.append(digest(data))
         return real(data, password, *args, **kwargs)
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(pki.serialization, "load_pem_private_key", counting)
         yield calls
+
+
+def digest(pem: bytes) -> str:
+    return hashlib.sha256(pem).hexdigest()
 
 
 def tampered_rsa_key(pem: bytes) -> bytes:
