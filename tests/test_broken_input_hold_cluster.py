@@ -110,6 +110,8 @@ def test_a_misspelled_api_version_is_an_error_and_holds_the_prune_of_its_file(
              "document has 'apiversion' (did you mean apiVersion?)")
     validate = orksync("validate", str(repo))
     assert validate.returncode == 1 and error in validate.stderr, validate.stderr
+    render = orksync("render", str(repo), "-o", str(tmp_path / "out"))
+    assert render.returncode == 1 and error in render.stderr, render.stderr
     broken = sync(control_plane, repo, name)
     assert broken.returncode == 1, broken.stderr
     assert error in broken.stderr, broken.stderr

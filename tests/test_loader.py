@@ -273,3 +273,31 @@ def test_a_setup_file_in_the_walk_is_read_once_and_outside_it_holds_plain_manife
         "CustomResourceDefinition in a setup.apply file outside the repository's walk "
         "(.orksyncignore lists it) is not read: setup.apply loads plain manifests only"]
     assert [str(m.ref) for m in catalog.plain] == ["Namespace/platform"]
+
+
+API_TYPES = "      apiTypes: {group: test.orksync.io, version: v1, kind: Widget, plural: widgets}\n"
+
+
+@pytest.mark.parametrize("broken", [
+    # the entry fails: its crdFile is missing, its apiTypes tell the kind
+    KATALOG.replace("      crdFile: ./crd.yaml\n",
+                    "      crdFile: ./missing.yaml\n" + API_TYPES),
+    # the whole Katalog fails (an unknown key outside spec.crds), its crdFile tells the kind
+    KATALOG.replace("metadata: {name: widgets}", "metadata: {name: widgets}\nspek: {}"),
+    # the entry fails on a dependsOn cycle
+    KATALOG.replace("      crdFile: ./crd.yaml\n",
+                    "      crdFile: ./crd.yaml\n      dependsOn: [widget]\n"),
+])
+def test_custom_resources_of_a_katalog_entry_that_did_not_load_are_held_not_plain(
+        tmp_path: Path, broken: str) -> None:
+    write_repo(tmp_path, {"katalog.yaml": broken, "crd.yaml": CRD,
+                          "apps/a.yaml": widget("a", "team-a", image="nginx")})
+    catalog = load_repository(tmp_path)
+    assert len(catalog.errors) == 1 and str(catalog.errors[0]).startswith("katalog.yaml:")
+    assert not catalog.crs and not catalog.plain
+    (ref, reason), = catalog.left_out  # neither rendered nor pruned, nor its children
+    assert str(ref) == "Widget.test.orksync.io/team-a/a"
+    assert reason == f"held: Katalog widgets entry widget did not load ({catalog.errors[0]})"
+    assert [w for w in catalog.warnings if w.startswith("apps/a.yaml:1: Widget/team-a/a: not "
+                                                        "loaded: Katalog widgets entry widget "
+                                                        "did not load (katalog.yaml:")]

@@ -12,7 +12,9 @@ Decisions (the Orkestra spec is silent on them):
   kind or version must not go unnoticed. A document of any other group with apiVersion
   and kind is a plain manifest (`Catalog.plain`: a Namespace, RBAC, a source Secret),
   applied as it is; YAML without apiVersion and kind is not a manifest and is ignored
-  (`.orksyncignore` keeps other tools' manifests out). A plain manifest needs a valid
+  (`.orksyncignore` keeps other tools' manifests out), but a document with `metadata` and
+  only one of them usable (the other missing, empty or misspelled) is an error: skipped,
+  the object it applied before would be pruned. A plain manifest needs a valid
   metadata.name; its metadata.namespace is taken as written (a built-in kind whose scope
   is known is refused without one, or with one it cannot have: orksync does not guess a
   namespace); `status` and the fields the API server sets are dropped.
@@ -40,7 +42,10 @@ Decisions (the Orkestra spec is silent on them):
   imported entry it overrides.
 * A custom resource left out because of another error says "reported above": a warning
   when its Katalog entry did not load, an error when the entry loaded but is broken
-  (orksync.render.engine), so that its status can say why.
+  (orksync.render.engine), so that its status can say why. One of an entry that did not
+  load whose kind the repository tells (its apiTypes, its crdFile's CRD) is held: left out,
+  never taken for a plain manifest (orksync.sync.hold_reclassified holds the ones only the
+  inventory knows).
 """
 
 from __future__ import annotations
