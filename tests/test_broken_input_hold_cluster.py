@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+import signal
 import subprocess
 import sys
 import uuid
@@ -26,7 +27,13 @@ from orksync.lifecycle.teardown import FINALIZER, remove_finalizer
 from orksync.model import ObjRef
 from orksync.sync import read_inventory
 from testbed.controlplane import ControlPlane
-from tests.helpers import CRD, KATALOG, katalog, widget, write_repo
+from testbed.gitdaemon import GitDaemon
+from tests.helpers import CRD, KATALOG, katalog, wait_for, widget, write_repo
+from tests.test_agent_cluster import (  # noqa: F401 - git_daemon is a fixture
+    AgentProcess,
+    commit,
+    git_daemon,
+)
 
 pytestmark = pytest.mark.cluster
 
@@ -228,3 +235,44 @@ def test_a_missing_crd_file_holds_its_custom_resources_as_they_are(
     live_shop = get(kube, shop)
     assert live_shop is not None and FINALIZER in live_shop["metadata"]["finalizers"]
     assert uid(kube, shop) == before[shop]
+
+
+def test_the_agent_holds_the_custom_resources_of_a_katalog_whose_crd_file_is_missing(
+        control_plane: ControlPlane, kube: Kube, ns: str,
+        git_daemon: tuple[Path, str, GitDaemon], tmp_path: Path) -> None:  # noqa: F811
+    """The same through `orksync agent`: its sync holds the custom resources, and a hand
+    delete meanwhile reaches its drift repair, whose teardown waits for the Katalog."""
+    repo, url, _ = git_daemon
+    write_repo(repo, {"crd.yaml": CRD, "katalog.yaml": ON_DELETE,
+                      "platform/base.yaml": platform(ns),
+                      "apps/shop.yaml": widget("shop", ns), "apps/blog.yaml": widget("blog", ns)})
+    commit(repo, "first")
+    agent = AgentProcess(control_plane, url, tmp_path / "state", interval=1,
+                         name=f"held-{uuid.uuid4().hex[:6]}",
+                         flags=["--resync-interval", "3600"])
+    shop, blog = ref("Widget", "shop", ns), ref("Widget", "blog", ns)
+    try:
+        wait_for("the first sync", lambda: "sync rev=" in agent.text()
+                 and get(kube, ref("ConfigMap", "blog-config", ns)) is not None)
+        before = {r: uid(kube, r) for r in (shop, blog)}
+        (repo / "crd.yaml").unlink()
+        commit(repo, "the CRD file leaves")
+        wait_for("the held custom resources", lambda: f"failed {shop}: held, not applied as "
+                 "a plain manifest" in agent.text())
+        kube.delete(kube.resource(blog.api_version, blog.kind), ns, "blog")
+        wait_for("blog's teardown to wait", lambda: re.search(
+            rf"skipped {re.escape(str(blog))}: being deleted: its teardown waits",
+            agent.text()) is not None)
+        live = get(kube, blog)
+        assert live is not None and FINALIZER in live["metadata"]["finalizers"], agent.text()
+        live = get(kube, shop)
+        assert live is not None and FINALIZER in live["metadata"]["finalizers"], agent.text()
+        assert get(kube, ref("Job", "blog-cleanup", ns)) is None
+        assert {r: uid(kube, r) for r in before} == before
+
+        write_repo(repo, {"crd.yaml": CRD})
+        commit(repo, "the CRD file is back")
+        wait_for("blog's onDelete", lambda: get(kube, ref("Job", "blog-cleanup", ns))
+                 is not None)
+    finally:
+        agent.stop(signal.SIGKILL)
