@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -301,3 +302,25 @@ def test_custom_resources_of_a_katalog_entry_that_did_not_load_are_held_not_plai
     assert [w for w in catalog.warnings if w.startswith("apps/a.yaml:1: Widget/team-a/a: not "
                                                         "loaded: Katalog widgets entry widget "
                                                         "did not load (katalog.yaml:")]
+
+
+def test_a_katalog_whose_crd_file_is_missing_holds_the_kind_its_text_names(
+        tmp_path: Path) -> None:
+    """The bundled example without its CRD file: neither apiTypes nor a CRD tell the kind,
+    the entry's key does (`webapp`: WebApp); a kind of a Kubernetes API group is never
+    taken for it."""
+    shutil.copytree(REPO_EXAMPLE, tmp_path / "repo")
+    (tmp_path / "repo/crds/webapps.yaml").unlink()
+    write_repo(tmp_path / "repo", {"platform/more.yaml": (
+        "apiVersion: other.example.com/v1\nkind: Gadget\nmetadata: {name: g}\n---\n"
+        "apiVersion: networking.k8s.io/v1\nkind: WebApp\nmetadata: {name: w, namespace: a}\n")})
+    catalog = load_repository(tmp_path / "repo")
+    assert [str(e) for e in catalog.errors] == [
+        "katalogs/webapp.yaml:14 Katalog/webapp spec.crds.webapp.crdFile: file "
+        "'../crds/webapps.yaml' does not exist"]
+    assert sorted(str(ref) for ref, _ in catalog.left_out) == [
+        "WebApp.platform.example.com/team-a/shop", "WebApp.platform.example.com/team-b/blog"]
+    assert {m.ref.kind for m in catalog.plain} == {
+        "Namespace", "ClusterRole", "RoleBinding", "Gadget", "WebApp"}
+    assert {m.ref.api_version for m in catalog.plain if m.ref.kind == "WebApp"} == {
+        "networking.k8s.io/v1"}

@@ -181,6 +181,9 @@ class _Loader:
         # (group, kind) of the Katalog entries that did not load, as far as it is known
         # ("" kind: the group only) -> why: their custom resources are held (`hold_kind`)
         self.held: dict[tuple[str, str], str] = {}
+        # the same, by a name of the kind (lower case), when the repository does not tell
+        # the kind of such an entry but its Katalog's text names it (`hold_kind`)
+        self.held_names: dict[str, str] = {}
         self.manifests: dict[int, CrdManifest | None] = {}  # by id(document): checked once
         # (apiVersion, kind) of the entries with `enabled: false` -> why their custom
         # resources are left out
@@ -773,8 +776,10 @@ class _Loader:
                   err: Exception | None) -> None:
         """The kind of a Katalog entry that did not load, as far as the repository tells
         it (the entry's apiTypes, else its crdFile's CustomResourceDefinition when that
-        loads): a document of that kind is its custom resource, held while the entry does
-        not load (`custom_resources`), never taken for a plain manifest."""
+        loads; without either, the names the Katalog's text gives it: the entry's key and
+        the parts of its crdFile's name, `webapp`, `platform.example.com_webapps.yaml`): a
+        document of that kind is its custom resource, held while the entry does not load
+        (`custom_resources`), never taken for a plain manifest."""
         if not isinstance(raw, dict):
             return
         flat = flatten(raw)
@@ -788,10 +793,18 @@ class _Loader:
             manifest = self.crd_of_file(doc, crd_file)
             if manifest is not None:
                 group, kind = group or manifest.group, kind or manifest.kind
+        where = f" ({err})" if err is not None else f" ({self.rel(doc.file)})"
+        reason = f"Katalog {katalog} entry {key} did not load{where}"
         if isinstance(group, str) and group and isinstance(kind, str | None):
-            where = f" ({err})" if err is not None else f" ({self.rel(doc.file)})"
-            self.held.setdefault((group, kind or ""),
-                                 f"Katalog {katalog} entry {key} did not load{where}")
+            self.held.setdefault((group, kind or ""), reason)
+            return
+        if isinstance(kind, str) and kind:
+            names = {kind.lower()}
+        else:
+            names = {key.lower(), *(re.split(r"[._-]", Path(crd_file).stem.lower())
+                                    if isinstance(crd_file, str) else ())}
+        for name in names - {""}:
+            self.held_names.setdefault(name, reason)
 
     def crd_of_file(self, doc: Document, crd_file: str) -> CrdManifest | None:
         """The valid CustomResourceDefinition a Katalog's crdFile names, if it has one."""
@@ -1105,7 +1118,13 @@ class _Loader:
         group = api.rpartition("/")[0]
         if not group:
             return None
-        return self.held.get((group, kind)) or self.held.get((group, ""))
+        found = self.held.get((group, kind)) or self.held.get((group, ""))
+        if found is None and "." in group and not group.endswith("k8s.io"):
+            # a group of no Kubernetes API: a kind named like an entry that did not load
+            name = kind.lower()
+            found = self.held_names.get(name) or self.held_names.get(f"{name}s") or \
+                self.held_names.get(f"{name}es")
+        return found
 
     def hold(self, doc: Document, reason: str) -> None:
         """A custom resource whose Katalog entry did not load: left out of the render
