@@ -43,9 +43,9 @@ Decisions (the Orkestra spec is silent on them):
 * A custom resource left out because of another error says "reported above": a warning
   when its Katalog entry did not load, an error when the entry loaded but is broken
   (orksync.render.engine), so that its status can say why. One of an entry that did not
-  load whose kind the repository tells (its apiTypes, its crdFile's CRD) is held: left out,
-  never taken for a plain manifest (orksync.sync.hold_reclassified holds the ones only the
-  inventory knows).
+  load whose kind the repository tells (its apiTypes, its crdFile's CRD, or else a name
+  the Katalog gives it: `hold_kind`) is held: left out, never taken for a plain manifest
+  (orksync.sync.hold_reclassified holds the ones only the inventory knows).
 """
 
 from __future__ import annotations
@@ -706,12 +706,10 @@ class _Loader:
                     doc, f"names {name!r}, which is not a CRD entry of this Katalog that "
                     f"loaded{hint}",
                     [*entry.path.split("."), *entry.written_at(["dependsOn", at])], obj))
+                self.held.setdefault((entry.group, entry.kind), (
+                    f"Katalog {entry.katalog} entry {entry.key} did not load "
+                    f"({self.errors[-1]})"))
             dropped = set(first)
-            for entry in ok:
-                if entry.key in dropped:
-                    self.held.setdefault((entry.group, entry.kind), (
-                        f"Katalog {entry.katalog} entry {entry.key} did not load "
-                        f"({self.errors[-1]})"))
             ok = [e for e in ok if e.key not in dropped]
         self.failed += len(entries) - len(ok)
         return ok
