@@ -324,3 +324,17 @@ def test_a_katalog_whose_crd_file_is_missing_holds_the_kind_its_text_names(
         "Namespace", "ClusterRole", "RoleBinding", "Gadget", "WebApp"}
     assert {m.ref.api_version for m in catalog.plain if m.ref.kind == "WebApp"} == {
         "networking.k8s.io/v1"}
+
+
+def test_yaml_that_is_no_manifest_is_still_ignored(tmp_path: Path) -> None:
+    """A document needs `metadata` and apiVersion or kind (or the same name spelt
+    otherwise) to be taken for a manifest missing the other: values files and includes
+    stay out of it."""
+    write_repo(tmp_path, {"values.yaml": "metadata: {team: a}\nkinds: [web, db]\n",
+                          "include.yaml": "functions:\n  - {name: f, expression: x}\n",
+                          "half.yaml": "Kind: ConfigMap\nmetadata: {name: a, namespace: b}\n"})
+    catalog = load_repository(tmp_path)
+    assert [str(e) for e in catalog.errors] == [
+        "half.yaml:2 ?/b/a apiVersion: missing: a manifest needs apiVersion and kind, this "
+        "one is not applied"]
+    assert not catalog.plain

@@ -1605,10 +1605,15 @@ def _half_manifest(content: dict[str, Any]) -> tuple[str, str, str] | None:
         return None
     fields = ("apiVersion", "kind")
     missing = [f for f in fields if not content.get(f)]
+    if not missing:
+        return None
+    # with neither field written, only the same name spelt otherwise (`Kind`,
+    # `api_version`) makes it a manifest; with one of them, any close misspelling
+    loose = len(missing) == 1
     near = {f: next((k for k in content if isinstance(k, str) and k != f and (
-        _squashed(k) == _squashed(f) or difflib.get_close_matches(k, [f], n=1, cutoff=0.75))),
-        None) for f in missing}
-    if not missing or (len(missing) == 2 and not any(near.values())):
+        _squashed(k) == _squashed(f) or (loose and difflib.get_close_matches(
+            k, [f], n=1, cutoff=0.75)))), None) for f in missing}
+    if not loose and not any(near.values()):
         return None
     field = missing[0]
     other = next((f for f in fields if f not in missing), "metadata")
