@@ -1,0 +1,447 @@
+"""Templates checked against the CRD: every `.spec...` and `.status...` path a Katalog
+entry reads, looked up in the `openAPIV3Schema` its CRD (from the repository) gives the
+version the entry watches. Pure.
+
+The API server prunes every field a structural schema does not declare, so a template
+reading one always gets nothing: `{{ .spec.teir }}` (a typo of `tier`) renders "" and
+says nothing, in Orkestra and in orksync. `field_problems` finds each such read, with the
+Katalog's file and line, the path read and the nearest field that exists (difflib).
+
+What is read: every Go template of the entry (its parse tree, the render's own parser:
+`GoTemplateEngine.parse_tree`), and the dot paths conditions (`when`, `or`, `anyOf`,
+`validation.rules`) and `forEach.field` name without a template. What the walk knows of
+dot and of variables:
+
+* at the top of a template, dot and `$` are the custom resource's data: `.spec` and
+  `.status` are checked, every other key (`.metadata`, `.children`, `.cross`, `.inputs`,
+  forEach's `.item`, ...) is not;
+* `with PIPE` sets dot to what PIPE reads; `range PIPE` to an element of it (an array's
+  `items`, a map's `additionalProperties`); a variable keeps what it was given
+  (`$db := .spec.db`, `range $i, $e := .spec.list`); `index X k` reaches an element or a
+  declared key; `{{template "n" PIPE}}` checks n's body with dot and `$` what PIPE reads;
+* anything else is unknown and nothing under it is checked: a function's result, a
+  variable assigned again with `=` anywhere in the template, a schema that keeps unknown
+  fields (`x-kubernetes-preserve-unknown-fields`, `additionalProperties: true`) or
+  declares no type, `{{define}}` bodies no `{{template}}` of the same text calls. The
+  checker never warns when unsure.
+
+Paths the entry puts into the data itself (`normalize.spec` keys, `mutation.rules[].field`)
+count as present. Not checked: Katalog-level notes (they serve every entry of the
+Katalog), Katalogs in the Jinja2 dialect, an entry whose forEach alias is `spec` or
+`status` (it hides the custom resource's).
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from orksync.errors import RenderError
+from orksync.katalog.model import CrdEntry, CrdManifest, Katalog
+from orksync.katalog.motifs import MOTIF_KEY
+from orksync.katalog.schema import SKIPPED_TOP_LEVEL, version_schema
+from orksync.render.gotemplate import GoTemplateEngine, GoTemplateError
+from orksync.render.gotemplate import nodes as n
+from orksync.render.templates import TemplateEngine
+from orksync.yamldoc import dotted
+from orksync.yamlio import locate
+
+__all__ = ["Shape", "field_problems", "template_misses"]
+
+Schema = Mapping[str, Any]
+FieldPath = list[str | int]
+
+CHECKED_ROOTS = ("spec", "status")
+CONDITION_LISTS = ("when", "or", "anyOf")
+MAX_TEMPLATE_CALLS = 100  # {{template}} bodies walked per template (recursion included)
+# a YAML literal block scalar's header at the end of a line: `key: |`, `- |-`, `|2+`
+_LITERAL_BLOCK = re.compile(r"(?:^|[\s:-])\|[-+0-9]*\s*(?:#.*)?$")
+
+
+@dataclass(frozen=True, slots=True)
+class Shape:
+    """What the walk knows of a value: the schema it has (None: unknown, not checked) and
+    the path of the custom resource it was read at, for messages (`.spec.db`,
+    `.spec.list[]` for an element). `root`: the custom resource's data itself, of which
+    only `spec` and `status` are checked."""
+
+    schema: Schema | None
+    path: str = ""
+    root: bool = False
+
+
+UNKNOWN = Shape(None)
+
+
+@dataclass(frozen=True, slots=True)
+class Miss:
+    """A path read that the schema does not have: where in the template (character
+    offset), the path (`.spec.teir`) and what exists instead (`nearest field: .spec.tier`,
+    `.spec.image is a string`)."""
+
+    pos: int
+    read: str
+    hint: str
+
+    def message(self, schema_of: str) -> str:
+        return f"reads {self.read}, which the schema of {schema_of} does not have ({self.hint})"
+
+
+def root_shape(schema: Schema) -> Shape:
+    return Shape(schema, "", root=True)
+
+
+def _field(shape: Shape, name: str) -> tuple[Shape, tuple[str, str] | None]:
+    """The shape of `name` read on `shape`, and (path, hint) when the schema says the
+    value can never hold it."""
+    schema = shape.schema
+    if schema is None or (shape.root and name not in CHECKED_ROOTS):
+        return UNKNOWN, None
+    path = f"{shape.path}.{name}"
+    raw = schema.get("properties")
+    properties: Schema = raw if isinstance(raw, Mapping) else {}
+    sub = properties.get(name)
+    if isinstance(sub, Mapping):
+        return Shape(sub, path), None
+    additional = schema.get("additionalProperties")
+    if isinstance(additional, Mapping):
+        return Shape(additional, path), None
+    if additional is True or schema.get("x-kubernetes-preserve-unknown-fields") is True or \
+            (schema.get("x-kubernetes-embedded-resource") is True and
+             name in SKIPPED_TOP_LEVEL) or schema.get("x-kubernetes-int-or-string"):
+        return UNKNOWN, None
+    kind = schema.get("type")
+    if properties or kind == "object":
+        return UNKNOWN, (path, _nearest(shape, name, properties))
+    if kind in ("string", "integer", "number", "boolean", "array"):
+        return UNKNOWN, (path, f"{shape.path} is {_a(str(kind))}")
+    return UNKNOWN, None
+
+
+def _nearest(shape: Shape, name: str, properties: Schema) -> str:
+    names = sorted(str(k) for k in properties)
+    near = difflib.get_close_matches(name, names, n=1)
+    if near:
+        return f"nearest field: {shape.path}.{near[0]}"
+    where = shape.path or "the custom resource"
+    if not names:
+        return f"{where} declares no field"
+    shown = ", ".join(names[:8]) + (", ..." if len(names) > 8 else "")
+    return f"{where} has: {shown}"
+
+
+def _element(shape: Shape) -> Shape:
+    """An element of `shape` as `range` and `index` reach it: an array's items, a map's
+    additionalProperties; unknown otherwise."""
+    schema = shape.schema
+    if schema is None or shape.root:
+        return UNKNOWN
+    items = schema.get("items")
+    if schema.get("type") in ("array", None) and isinstance(items, Mapping):
+        return Shape(items, f"{shape.path}[]")
+    additional = schema.get("additionalProperties")
+    if isinstance(additional, Mapping):
+        return Shape(additional, f"{shape.path}.*")
+    return UNKNOWN
+
+
+def _a(type_name: str) -> str:
+    return ("an " if type_name[:1] in "aeiou" else "a ") + type_name
+
+
+class _Walk:
+    """One template's parse tree walked beside the schema (the module doc's rules)."""
+
+    def __init__(self, defines: Mapping[str, n.ListNode], assigned: set[str]) -> None:
+        self.defines = defines
+        self.assigned = assigned  # variables some `=` assigns: unknown everywhere
+        self.misses: list[Miss] = []
+        self.calls = 0
+        self.active: set[tuple[str, str]] = set()  # {{template}} calls being walked
+
+    def body(self, node: n.ListNode, dot: Shape, scope: dict[str, Shape]) -> None:
+        for child in node.nodes:
+            self.statement(child, dot, scope)
+
+    def statement(self, node: n.Node, dot: Shape, scope: dict[str, Shape]) -> None:
+        if isinstance(node, n.ActionNode):
+            self.pipe(node.pipe, dot, scope)
+        elif isinstance(node, n.RangeNode):
+            inner = dict(scope)
+            element = _element(self.pipe(node.pipe, dot, inner, declare=False))
+            decl = [v.idents[0] for v in node.pipe.decl]
+            if decl:
+                inner[decl[-1]] = UNKNOWN if decl[-1] in self.assigned else element
+                if len(decl) == 2:
+                    inner[decl[0]] = UNKNOWN  # the index or key
+            self.body(node.body, element, dict(inner))
+            if node.else_body is not None:
+                self.body(node.else_body, dot, dict(inner))
+        elif isinstance(node, n.BranchNode):  # if, with
+            inner = dict(scope)
+            value = self.pipe(node.pipe, dot, inner)
+            self.body(node.body, value if isinstance(node, n.WithNode) else dot, dict(inner))
+            if node.else_body is not None:
+                self.body(node.else_body, dot, dict(inner))
+        elif isinstance(node, n.TemplateNode):
+            value = self.pipe(node.pipe, dot, scope) if node.pipe is not None else UNKNOWN
+            self.call(node.name, value)
+
+    def call(self, name: str, value: Shape) -> None:
+        """{{template name value}}: the body with dot and `$` the value, once per value."""
+        body = self.defines.get(name)
+        key = (name, value.path)
+        if body is None or value.schema is None or key in self.active or \
+                self.calls >= MAX_TEMPLATE_CALLS:
+            return
+        self.calls += 1
+        self.active.add(key)
+        try:
+            self.body(body, value, {"$": value})
+        finally:
+            self.active.discard(key)
+
+    def pipe(self, pipe: n.PipeNode, dot: Shape, scope: dict[str, Shape], *,
+             declare: bool = True) -> Shape:
+        value = UNKNOWN
+        for i, cmd in enumerate(pipe.cmds):
+            value = self.command(cmd, dot, scope, piped=i > 0)
+        if declare:
+            for var in pipe.decl:
+                name = var.idents[0]
+                scope[name] = UNKNOWN if pipe.is_assign or name in self.assigned else value
+        return value
+
+    def command(self, cmd: n.CommandNode, dot: Shape, scope: dict[str, Shape], *,
+                piped: bool) -> Shape:
+        first, *rest = cmd.args
+        if isinstance(first, n.IdentifierNode):  # a function call
+            shapes = [self.operand(arg, dot, scope) for arg in rest]
+            if first.name == "index" and not piped and shapes:
+                return self.index(shapes[0], rest[1:], first.pos)
+            return UNKNOWN
+        value = self.operand(first, dot, scope)
+        for arg in rest:
+            self.operand(arg, dot, scope)
+        return value if not rest and not piped else UNKNOWN
+
+    def operand(self, node: n.Node, dot: Shape, scope: dict[str, Shape]) -> Shape:
+        if isinstance(node, n.FieldNode):
+            return self.path(dot, node.idents, node.pos)
+        if isinstance(node, n.VariableNode):
+            return self.path(scope.get(node.idents[0], UNKNOWN), node.idents[1:], node.pos)
+        if isinstance(node, n.DotNode):
+            return dot
+        if isinstance(node, n.ChainNode):
+            return self.path(self.operand(node.node, dot, scope), node.fields, node.pos)
+        if isinstance(node, n.PipeNode):
+            return self.pipe(node, dot, scope)
+        return UNKNOWN
+
+    def path(self, shape: Shape, idents: Sequence[str], pos: int) -> Shape:
+        for name in idents:
+            shape, problem = _field(shape, name)
+            if problem is not None:
+                self.misses.append(Miss(pos, *problem))
+            if shape.schema is None:
+                return UNKNOWN
+        return shape
+
+    def index(self, shape: Shape, keys: Sequence[n.Node], pos: int) -> Shape:
+        for key in keys:
+            if shape.schema is None:
+                return UNKNOWN
+            if isinstance(key, n.StringNode):
+                shape = self.path(shape, [key.text], pos)
+            else:
+                shape = _element(shape)
+        return shape
+
+
+def _assigned(nodes: Sequence[n.Node]) -> Iterator[str]:
+    """The variables some `=` of the tree assigns."""
+    for node in nodes:
+        if isinstance(node, n.PipeNode):
+            if node.is_assign:
+                yield from (v.idents[0] for v in node.decl)
+            for cmd in node.cmds:
+                yield from _assigned(cmd.args)
+        elif isinstance(node, n.ListNode):
+            yield from _assigned(node.nodes)
+        elif isinstance(node, n.ActionNode):
+            yield from _assigned([node.pipe])
+        elif isinstance(node, n.BranchNode):
+            yield from _assigned([node.pipe, node.body])
+            if node.else_body is not None:
+                yield from _assigned([node.else_body])
+        elif isinstance(node, n.TemplateNode) and node.pipe is not None:
+            yield from _assigned([node.pipe])
+        elif isinstance(node, n.ChainNode):
+            yield from _assigned([node.node])
+
+
+def template_misses(engine: GoTemplateEngine, source: str, schema: Schema) -> list[Miss]:
+    """The reads of one template that `schema` (a CRD version's openAPIV3Schema) does not
+    have; none for a template that does not parse (that is reported as an error)."""
+    try:
+        root, defines = engine.parse_tree(source)
+    except GoTemplateError:
+        return []
+    assigned = set(_assigned([root, *defines.values()]))
+    walk = _Walk(defines, assigned)
+    top = root_shape(schema)
+    walk.body(root, top, {"$": top})
+    return list(dict.fromkeys(walk.misses))  # one per place and path (a Miss is a value)
+
+
+def path_misses(path: str, schema: Schema) -> list[Miss]:
+    """A condition's dot path (`spec.tier`) checked as a template's `.spec.tier` is."""
+    walk = _Walk({}, set())
+    walk.path(root_shape(schema), [p for p in path.strip().split(".") if p], 0)
+    return walk.misses
+
+
+# --- a Katalog's entries -------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Reads:
+    """What one entry reads: (field path in the entry, template or dot path, is a template,
+    motif file or "")."""
+
+    items: list[tuple[FieldPath, str, bool, str]] = field(default_factory=list)
+
+
+def field_problems(katalog: Katalog, crds: Sequence[CrdManifest],
+                   engine: TemplateEngine) -> dict[str, list[RenderError]]:
+    """Per entry key of `katalog`, one error per path its templates and conditions read
+    that the schema of its CRD does not have (entries without any are absent). An entry
+    whose CRD is not in `crds`, or declares no schema for its version, is not checked."""
+    if not isinstance(engine, GoTemplateEngine):
+        return {}
+    by_type = {(m.group, m.kind): m for m in crds}
+    lines = _Lines()
+    out: dict[str, list[RenderError]] = {}
+    for entry in katalog.crds:
+        crd = by_type.get((entry.group, entry.kind))
+        schema = version_schema(crd.body, entry.version)[0] if crd is not None else None
+        if crd is None or schema is None:
+            continue
+        problems = list(_entry_problems(katalog, entry, crd, schema, engine, lines))
+        if problems:
+            out[entry.key] = problems
+    return out
+
+
+def _entry_problems(katalog: Katalog, entry: CrdEntry, crd: CrdManifest, schema: Schema,
+                    engine: GoTemplateEngine, lines: _Lines) -> Iterator[RenderError]:
+    own = _own_paths(entry.raw)
+    reads = _Reads()
+    _collect(entry.raw, [], reads, "")
+    where = f"{crd.kind} {entry.api_version} ({crd.source.file})"
+    for path, text, is_template, motif in reads.items:
+        at = ["spec", "crds", entry.key, *entry.written_at(path)]
+        if motif:
+            file, first = motif, None
+        else:
+            file, first = entry.source.file, locate(entry.source.path, entry.source.index, at)
+        misses = template_misses(engine, text, schema) if is_template else \
+            path_misses(text, schema)
+        for miss in misses:
+            if _declared_by_entry(miss.read, own):
+                continue
+            line, offset = first, text.count("\n", 0, miss.pos)
+            if line is not None and offset and not motif and \
+                    lines.literal_block(entry.source.path, line):
+                line += 1 + offset  # the template's own line in a `|` block
+            yield RenderError(miss.message(where), file=file, line=line, path=dotted(at),
+                              obj=f"Katalog/{katalog.name}")
+
+
+def _collect(value: Any, path: FieldPath, reads: _Reads, motif: str,
+             shadowed: bool = False) -> None:
+    """Every template and condition dot path under `value` (an entry), into `reads`."""
+    if isinstance(value, str):
+        if "{{" in value and not shadowed:
+            reads.items.append((path, value, True, motif))
+        return
+    if isinstance(value, list):
+        for i, item in enumerate(value):
+            _collect(item, [*path, i], reads, motif, shadowed)
+        return
+    if not isinstance(value, Mapping):
+        return
+    marker = value.get(MOTIF_KEY)
+    if isinstance(marker, Mapping):
+        motif = str(marker.get("file") or motif)
+    each = value.get("forEach")
+    if isinstance(each, Mapping):
+        shadowed = shadowed or str(each.get("as") or "item") in CHECKED_ROOTS
+        _path_read(each.get("field"), [*path, "forEach", "field"], reads, motif, shadowed)
+    for key, item in value.items():
+        key = str(key)
+        if key == MOTIF_KEY:
+            continue
+        conditions = key in CONDITION_LISTS or (key == "rules" and path[-1:] == ["validation"])
+        if conditions and isinstance(item, list):
+            for i, cond in enumerate(item):
+                if isinstance(cond, Mapping):
+                    _path_read(cond.get("field"), [*path, key, i, "field"], reads, motif,
+                               shadowed)
+        _collect(item, [*path, key], reads, motif, shadowed)
+
+
+def _path_read(value: Any, path: FieldPath, reads: _Reads, motif: str, shadowed: bool) -> None:
+    """A condition's `field` that is a dot path (a template is collected as one)."""
+    if isinstance(value, str) and value.strip() and "{{" not in value and not shadowed \
+            and not value.startswith("."):
+        reads.items.append((path, value, False, motif))
+
+
+def _own_paths(raw: Mapping[str, Any]) -> list[str]:
+    """The paths of the data the entry writes itself before its templates run:
+    `normalize.spec` keys (under spec) and `mutation.rules[].field`, as `.spec.x`."""
+    out: list[str] = []
+    for holder in (raw, raw.get("operatorBox")):
+        if not isinstance(holder, Mapping):
+            continue
+        normalize = holder.get("normalize")
+        spec = normalize.get("spec") if isinstance(normalize, Mapping) else None
+        if isinstance(spec, Mapping):
+            out.extend(f".spec.{str(key).strip('.')}" for key in spec)
+        mutation = holder.get("mutation")
+        rules = mutation.get("rules") if isinstance(mutation, Mapping) else None
+        for rule in rules if isinstance(rules, list) else ():
+            target = rule.get("field") if isinstance(rule, Mapping) else None
+            if isinstance(target, str) and target.strip():
+                out.append("." + target.strip().lstrip("."))
+    return out
+
+
+def _declared_by_entry(read: str, own: Sequence[str]) -> bool:
+    """Whether `read` is a path the entry writes itself, or lies under or above one."""
+    return any(read == p or read.startswith(p + ".") or p.startswith(read + ".")
+               for p in own)
+
+
+class _Lines:
+    """The lines of the Katalog files, read once each, to place a template's own line."""
+
+    def __init__(self) -> None:
+        self.files: dict[Path, list[str]] = {}
+
+    def literal_block(self, path: Path, line: int) -> bool:
+        """Whether the field at `line` holds a literal block scalar (`key: |`), whose
+        lines are the template's lines one for one."""
+        text = self.files.get(path)
+        if text is None:
+            try:
+                text = path.read_text(encoding="utf-8", errors="replace").splitlines()
+            except OSError:
+                text = []
+            self.files[path] = text
+        return 0 < line <= len(text) and bool(_LITERAL_BLOCK.search(text[line - 1]))
