@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -47,8 +47,9 @@ from orksync.katalog.schema import SKIPPED_TOP_LEVEL, version_schema
 from orksync.render.gotemplate import GoTemplateEngine, GoTemplateError
 from orksync.render.gotemplate import nodes as n
 from orksync.render.templates import TemplateEngine
+from orksync.render.validate import MAX_KATALOG_ACTIONS
 from orksync.yamldoc import dotted
-from orksync.yamlio import locate
+from orksync.yamlio import locator
 
 __all__ = ["Shape", "field_problems", "template_misses"]
 
@@ -57,6 +58,7 @@ FieldPath = list[str | int]
 
 CHECKED_ROOTS = ("spec", "status")
 CONDITION_LISTS = ("when", "or", "anyOf")
+MAX_PROBLEMS_PER_ENTRY = 100  # listed one by one; the rest are counted
 MAX_TEMPLATE_CALLS = 100  # {{template}} bodies walked per template (recursion included)
 # a YAML literal block scalar's header at the end of a line: `key: |`, `- |-`, `|2+`
 _LITERAL_BLOCK = re.compile(r"(?:^|[\s:-])\|[-+0-9]*\s*(?:#.*)?$")
@@ -320,8 +322,9 @@ def field_problems(katalog: Katalog, crds: Sequence[CrdManifest],
                    engine: TemplateEngine) -> dict[str, list[RenderError]]:
     """Per entry key of `katalog`, one error per path its templates and conditions read
     that the schema of its CRD does not have (entries without any are absent). An entry
-    whose CRD is not in `crds`, or declares no schema for its version, is not checked."""
-    if not isinstance(engine, GoTemplateEngine):
+    whose CRD is not in `crds`, or declares no schema for its version, is not checked; nor
+    is a Katalog the render refuses for its number of actions."""
+    if not isinstance(engine, GoTemplateEngine) or _actions(katalog) > MAX_KATALOG_ACTIONS:
         return {}
     by_type = {(m.group, m.kind): m for m in crds}
     lines = _Lines()
@@ -337,29 +340,60 @@ def field_problems(katalog: Katalog, crds: Sequence[CrdManifest],
     return out
 
 
+def _actions(katalog: Katalog) -> int:
+    """The template actions of the Katalog's entries (`{{`), as the render counts them."""
+    count = 0
+    stack: list[Any] = [entry.raw for entry in katalog.crds]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, str):
+            count += value.count("{{")
+        elif isinstance(value, Mapping):
+            stack.extend(value.values())
+        elif isinstance(value, list):
+            stack.extend(value)
+    return count
+
+
 def _entry_problems(katalog: Katalog, entry: CrdEntry, crd: CrdManifest, schema: Schema,
                     engine: GoTemplateEngine, lines: _Lines) -> Iterator[RenderError]:
+    """One error per path read and place, at most MAX_PROBLEMS_PER_ENTRY (then one
+    saying how many more); the Katalog file is parsed for lines only when there is one."""
     own = _own_paths(entry.raw)
     reads = _Reads()
     _collect(entry.raw, [], reads, "")
     where = f"{crd.kind} {entry.api_version} ({crd.source.file})"
+    obj = f"Katalog/{katalog.name}"
+    find: Callable[[Sequence[str | int]], int | None] | None = None
+    said: set[tuple[str, int | None, str, str]] = set()
     for path, text, is_template, motif in reads.items:
+        misses = [m for m in (template_misses(engine, text, schema) if is_template else
+                              path_misses(text, schema))
+                  if not _declared_by_entry(m.read, own)]
+        if not misses:
+            continue
         at = ["spec", "crds", entry.key, *entry.written_at(path)]
-        if motif:
-            file, first = motif, None
-        else:
-            file, first = entry.source.file, locate(entry.source.path, entry.source.index, at)
-        misses = template_misses(engine, text, schema) if is_template else \
-            path_misses(text, schema)
+        first = None
+        if not motif:
+            find = find or locator(entry.source.path, entry.source.index)
+            first = find(at)
+        file = motif or entry.source.file
         for miss in misses:
-            if _declared_by_entry(miss.read, own):
-                continue
             line, offset = first, text.count("\n", 0, miss.pos)
-            if line is not None and offset and not motif and \
-                    lines.literal_block(entry.source.path, line):
+            if line is not None and offset and lines.literal_block(entry.source.path, line):
                 line += 1 + offset  # the template's own line in a `|` block
+            key = (file, line, dotted(at), miss.read)
+            if key in said:
+                continue  # the same path read again on the same line
+            said.add(key)
+            if len(said) > MAX_PROBLEMS_PER_ENTRY:
+                continue
             yield RenderError(miss.message(where), file=file, line=line, path=dotted(at),
-                              obj=f"Katalog/{katalog.name}")
+                              obj=obj)
+    if len(said) > MAX_PROBLEMS_PER_ENTRY:
+        yield RenderError(f"{len(said) - MAX_PROBLEMS_PER_ENTRY} more paths read that the "
+                          f"schema of {where} does not have, not listed",
+                          file=entry.source.file, path=entry.path, obj=obj)
 
 
 def _collect(value: Any, path: FieldPath, reads: _Reads, motif: str,

@@ -336,7 +336,11 @@ class GoTemplateEngine:
     def parse_tree(self, source: str) -> tuple[n.ListNode, dict[str, n.ListNode]]:
         """The parse tree a template runs as, and the templates it defines ({{define}},
         {{block}}) by name, for static checks (orksync.render.fieldcheck). Raises
-        GoTemplateError when it does not parse (unknown functions are accepted)."""
+        GoTemplateError when it does not parse (unknown functions are accepted) or has
+        more actions than a render accepts."""
+        refusal = too_many_actions(source)
+        if refusal:
+            raise GoTemplateError(refusal, source)
         try:
             return _main_tree(*parse_templates(source, self._names, check_functions=False)[:2])
         except GoParseError as exc:
