@@ -149,6 +149,21 @@ def test_unsure_means_no_warning() -> None:
     assert reads("{{ .spec.teir ") == []
 
 
+def test_a_foreach_element_is_checked_against_the_items_of_its_field() -> None:
+    def each(source: str, field: str, alias: str = "item") -> list[str]:
+        return [m.read for m in template_misses(ENGINE, source, SCHEMA, each=(field, alias))]
+
+    assert each("{{ .item.name }} {{ .b.port }} {{ .index }} {{ .item.nmae }} {{ .b.prot }}",
+                "spec.backends", "b") == [".spec.backends[].nmae", ".spec.backends[].prot"]
+    # a map's element is also .value; the key is not checked
+    assert each("{{ .key }} {{ .value.replicas }} {{ .z.replica }}", "spec.zones", "z") == [
+        ".spec.zones.*.replica"]
+    # `.value` is not the element of a list; an element of unknown schema is not checked
+    assert each("{{ .value.nmae }}", "spec.backends") == []
+    assert each("{{ .item.x }}", "spec.free") == []
+    assert each("{{ .item.x }}", "spec.nothere") == []
+
+
 def test_defined_templates_are_checked_with_the_value_passed() -> None:
     assert reads('{{ define "db" }}{{ .host }}{{ .hots }}{{ $.size }}{{ end }}'
                  '{{ template "db" .spec.db }}') == [".spec.db.hots"]
@@ -235,7 +250,7 @@ spec:
               when:
                 - field: spec.imgae
                   operator: exists
-            - name: "{{ .metadata.name }}-{{ .item.name }}"
+            - name: "{{ .metadata.name }}-{{ .item.name }}{{ .item.nmae }}"
               forEach: {field: spec.backends}
 """
 
@@ -266,6 +281,8 @@ def test_seeded_typos_warn_with_file_line_path_and_nearest_field(tmp_path: Path)
         f".spec.backends[].nmae, which {schema} (nearest field: .spec.backends[].name)",
         f"katalog.yaml:30 {box}.onCreate.configMaps[0].when[0].field: reads .spec.imgae, "
         f"which {schema} (nearest field: .spec.image)",
+        f"katalog.yaml:32 {box}.onCreate.configMaps[1].name: reads .spec.backends[].nmae, "
+        f"which {schema} (nearest field: .spec.backends[].name)",
     ]
     # warnings: the custom resource still renders; the ConfigMap whose condition reads the
     # typo is left out, as it always would be (the condition never holds)
@@ -295,7 +312,7 @@ def test_strict_fields_makes_them_errors_of_the_entry_only(tmp_path: Path) -> No
     })
     rendered = render_catalog(load_repository(tmp_path), strict_fields=True)
     field_errors = [e for e in rendered.errors if "does not have" in str(e)]
-    assert len(field_errors) == 4
+    assert len(field_errors) == 5
     assert all(e.file == "katalog.yaml" and e.line for e in field_errors)
     assert not any("does not have" in w for w in rendered.warnings)
     # the broken entry's custom resource is not rendered; the other Katalog's is
@@ -303,7 +320,7 @@ def test_strict_fields_makes_them_errors_of_the_entry_only(tmp_path: Path) -> No
     assert ("Store", "a") in names and ("ConfigMap", "a") in names
     assert ("Shop", "a") not in names and ("ConfigMap", "a-b1") not in names
     assert [e.detail for e in rendered.errors if e.file == "shop.yaml"] == [
-        "not rendered: Katalog shops entry shop has 4 error(s), reported above"]
+        "not rendered: Katalog shops entry shop has 5 error(s), reported above"]
 
 
 def test_validate_and_render_warn_and_strict_fields_fails_them(
@@ -325,7 +342,7 @@ def test_a_katalog_full_of_typos_lists_a_hundred_and_counts_the_rest(tmp_path: P
     warnings = [w for w in render_catalog(load_repository(tmp_path)).warnings
                 if "schema of Shop" in w]
     assert len(warnings) == 101
-    assert warnings[-1] == ("katalog.yaml Katalog/shops spec.crds.shop: 54 more paths read "
+    assert warnings[-1] == ("katalog.yaml Katalog/shops spec.crds.shop: 55 more paths read "
                             "that the schema of Shop test.orksync.io/v1 (crd.yaml) does not "
                             "have, not listed")
 

@@ -13,8 +13,9 @@ What is read: every Go template of the entry (its parse tree, the render's own p
 dot and of variables:
 
 * at the top of a template, dot and `$` are the custom resource's data: `.spec` and
-  `.status` are checked, every other key (`.metadata`, `.children`, `.cross`, `.inputs`,
-  forEach's `.item`, ...) is not;
+  `.status` are checked, and in an entry with `forEach: {field: spec.list, as: x}` its
+  `.item` and `.x` (`.value` for a map's) against the field's element; every other key
+  (`.metadata`, `.children`, `.cross`, `.inputs`, `.index`, ...) is not;
 * `with PIPE` sets dot to what PIPE reads; `range PIPE` to an element of it (an array's
   `items`, a map's `additionalProperties`); a variable keeps what it was given
   (`$db := .spec.db`, `range $i, $e := .spec.list`); `index X k` reaches an element or a
@@ -36,7 +37,7 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -69,11 +70,13 @@ class Shape:
     """What the walk knows of a value: the schema it has (None: unknown, not checked) and
     the path of the custom resource it was read at, for messages (`.spec.db`,
     `.spec.list[]` for an element). `root`: the custom resource's data itself, of which
-    only `spec` and `status` are checked."""
+    only `spec` and `status` are checked, and the `names` a forEach puts beside them
+    (`item`, its alias: an element of the list it expands)."""
 
     schema: Schema | None
     path: str = ""
     root: bool = False
+    names: tuple[tuple[str, Shape], ...] = ()
 
 
 UNKNOWN = Shape(None)
@@ -93,15 +96,29 @@ class Miss:
         return f"reads {self.read}, which the schema of {schema_of} does not have ({self.hint})"
 
 
-def root_shape(schema: Schema) -> Shape:
-    return Shape(schema, "", root=True)
+def root_shape(schema: Schema, each: tuple[str, str] | None = None) -> Shape:
+    """The custom resource's data; with `each` (a forEach's field path and alias), the
+    element of that field as `.item` and `.<alias>` (and `.value` for a map's)."""
+    top = Shape(schema, "", root=True)
+    if each is None:
+        return top
+    field, alias = each
+    element = _element(_Walk({}, set()).path(top, [p for p in field.split(".") if p], 0))
+    if element.schema is None:
+        return top
+    names = [("item", element), (alias, element)]
+    if element.path.endswith(".*"):
+        names.append(("value", element))
+    return Shape(schema, "", root=True, names=tuple(names))
 
 
 def _field(shape: Shape, name: str) -> tuple[Shape, tuple[str, str] | None]:
     """The shape of `name` read on `shape`, and (path, hint) when the schema says the
     value can never hold it."""
     schema = shape.schema
-    if schema is None or (shape.root and name not in CHECKED_ROOTS):
+    if shape.root and name not in CHECKED_ROOTS:
+        return next((bound for key, bound in shape.names if key == name), UNKNOWN), None
+    if schema is None:
         return UNKNOWN, None
     path = f"{shape.path}.{name}"
     raw = schema.get("properties")
@@ -286,16 +303,18 @@ def _assigned(nodes: Sequence[n.Node]) -> Iterator[str]:
             yield from _assigned([node.node])
 
 
-def template_misses(engine: GoTemplateEngine, source: str, schema: Schema) -> list[Miss]:
+def template_misses(engine: GoTemplateEngine, source: str, schema: Schema, *,
+                    each: tuple[str, str] | None = None) -> list[Miss]:
     """The reads of one template that `schema` (a CRD version's openAPIV3Schema) does not
-    have; none for a template that does not parse (that is reported as an error)."""
+    have; none for a template that does not parse (that is reported as an error).
+    `each`: the forEach (field path, alias) the template renders under."""
     try:
         root, defines = engine.parse_tree(source)
     except GoTemplateError:
         return []
     assigned = set(_assigned([root, *defines.values()]))
     walk = _Walk(defines, assigned)
-    top = root_shape(schema)
+    top = root_shape(schema, each)
     walk.body(root, top, {"$": top})
     return list(dict.fromkeys(walk.misses))  # one per place and path (a Miss is a value)
 
@@ -310,12 +329,25 @@ def path_misses(path: str, schema: Schema) -> list[Miss]:
 # --- a Katalog's entries -------------------------------------------------------------------
 
 
-@dataclass(slots=True)
-class _Reads:
-    """What one entry reads: (field path in the entry, template or dot path, is a template,
-    motif file or "")."""
+@dataclass(frozen=True, slots=True)
+class _Scope:
+    """Where a read sits: the motif file it was imported from ("": the Katalog's own),
+    whether a forEach alias hides `spec` or `status` (nothing is checked then), and the
+    forEach (field path, alias) it renders under."""
 
-    items: list[tuple[FieldPath, str, bool, str]] = field(default_factory=list)
+    motif: str = ""
+    shadowed: bool = False
+    each: tuple[str, str] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Read:
+    """A template (`template`) or a condition's dot path, at `path` in the entry."""
+
+    path: FieldPath
+    text: str
+    template: bool
+    scope: _Scope
 
 
 def field_problems(katalog: Katalog, crds: Sequence[CrdManifest],
@@ -360,15 +392,16 @@ def _entry_problems(katalog: Katalog, entry: CrdEntry, crd: CrdManifest, schema:
     """One error per path read and place, at most MAX_PROBLEMS_PER_ENTRY (then one
     saying how many more); the Katalog file is parsed for lines only when there is one."""
     own = _own_paths(entry.raw)
-    reads = _Reads()
-    _collect(entry.raw, [], reads, "")
+    reads: list[_Read] = []
+    _collect(entry.raw, [], reads, _Scope())
     where = f"{crd.kind} {entry.api_version} ({crd.source.file})"
     obj = f"Katalog/{katalog.name}"
     find: Callable[[Sequence[str | int]], int | None] | None = None
     said: set[tuple[str, int | None, str, str]] = set()
-    for path, text, is_template, motif in reads.items:
-        misses = [m for m in (template_misses(engine, text, schema) if is_template else
-                              path_misses(text, schema))
+    for read in reads:
+        path, text, motif = read.path, read.text, read.scope.motif
+        misses = [m for m in (template_misses(engine, text, schema, each=read.scope.each)
+                              if read.template else path_misses(text, schema))
                   if not _declared_by_entry(m.read, own)]
         if not misses:
             continue
@@ -396,26 +429,29 @@ def _entry_problems(katalog: Katalog, entry: CrdEntry, crd: CrdManifest, schema:
                           file=entry.source.file, path=entry.path, obj=obj)
 
 
-def _collect(value: Any, path: FieldPath, reads: _Reads, motif: str,
-             shadowed: bool = False) -> None:
+def _collect(value: Any, path: FieldPath, reads: list[_Read], scope: _Scope) -> None:
     """Every template and condition dot path under `value` (an entry), into `reads`."""
     if isinstance(value, str):
-        if "{{" in value and not shadowed:
-            reads.items.append((path, value, True, motif))
+        if "{{" in value and not scope.shadowed:
+            reads.append(_Read(path, value, True, scope))
         return
     if isinstance(value, list):
         for i, item in enumerate(value):
-            _collect(item, [*path, i], reads, motif, shadowed)
+            _collect(item, [*path, i], reads, scope)
         return
     if not isinstance(value, Mapping):
         return
     marker = value.get(MOTIF_KEY)
     if isinstance(marker, Mapping):
-        motif = str(marker.get("file") or motif)
+        scope = replace(scope, motif=str(marker.get("file") or scope.motif))
     each = value.get("forEach")
     if isinstance(each, Mapping):
-        shadowed = shadowed or str(each.get("as") or "item") in CHECKED_ROOTS
-        _path_read(each.get("field"), [*path, "forEach", "field"], reads, motif, shadowed)
+        field, alias = each.get("field"), str(each.get("as") or "item")
+        field = field.lstrip(".") if isinstance(field, str) else field
+        _path_read(field, [*path, "forEach", "field"], reads, scope)
+        scope = replace(scope, shadowed=scope.shadowed or alias in CHECKED_ROOTS,
+                        each=(field, alias) if isinstance(field, str) and
+                        "{{" not in field else None)
     for key, item in value.items():
         key = str(key)
         if key == MOTIF_KEY:
@@ -424,16 +460,15 @@ def _collect(value: Any, path: FieldPath, reads: _Reads, motif: str,
         if conditions and isinstance(item, list):
             for i, cond in enumerate(item):
                 if isinstance(cond, Mapping):
-                    _path_read(cond.get("field"), [*path, key, i, "field"], reads, motif,
-                               shadowed)
-        _collect(item, [*path, key], reads, motif, shadowed)
+                    _path_read(cond.get("field"), [*path, key, i, "field"], reads, scope)
+        _collect(item, [*path, key], reads, scope)
 
 
-def _path_read(value: Any, path: FieldPath, reads: _Reads, motif: str, shadowed: bool) -> None:
+def _path_read(value: Any, path: FieldPath, reads: list[_Read], scope: _Scope) -> None:
     """A condition's `field` that is a dot path (a template is collected as one)."""
-    if isinstance(value, str) and value.strip() and "{{" not in value and not shadowed \
-            and not value.startswith("."):
-        reads.items.append((path, value, False, motif))
+    if isinstance(value, str) and value.strip() and "{{" not in value and \
+            not scope.shadowed and not value.startswith("."):
+        reads.append(_Read(path, value, False, scope))
 
 
 def _own_paths(raw: Mapping[str, Any]) -> list[str]:
