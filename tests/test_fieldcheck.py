@@ -347,6 +347,41 @@ def test_a_katalog_full_of_typos_lists_a_hundred_and_counts_the_rest(tmp_path: P
                             "have, not listed")
 
 
+def test_a_template_imported_from_a_motif_names_the_motif_file(tmp_path: Path) -> None:
+    write_repo(tmp_path, {"crd.yaml": CRD, "shop.yaml": CR, "motifs/cache.yaml": """
+        apiVersion: orkestra.orkspace.io/v1
+        kind: Motif
+        metadata: {name: cache}
+        inputs:
+          - {name: image, default: redis}
+        resources:
+          configMaps:
+            - name: "{{ .metadata.name }}-cache"
+              data: {tier: "{{ .spec.teir }}", image: "{{ .inputs.image }}"}
+              when:
+                - {field: spec.tire, operator: exists}
+        """, "katalog.yaml": """
+        apiVersion: orkestra.orkspace.io/v1
+        kind: Katalog
+        metadata: {name: shops}
+        spec:
+          crds:
+            shop:
+              crdFile: ./crd.yaml
+              imports: [{motif: ./motifs/cache.yaml}]
+              operatorBox: {onCreate: {configMaps: [{name: own, data: {a: "{{ .spec.tier }}"}}]}}
+        """})
+    warnings = [w for w in render_catalog(load_repository(tmp_path)).warnings
+                if "schema of Shop" in w]
+    assert [w.split(": reads ")[0] for w in warnings] == [
+        "motifs/cache.yaml Katalog/shops spec.crds.shop.operatorBox.onReconcile.configMaps[0]"
+        ".data.tier",
+        "motifs/cache.yaml Katalog/shops spec.crds.shop.operatorBox.onReconcile.configMaps[0]"
+        ".when[0].field"]
+    assert [w.split(": reads ")[1].split(",")[0] for w in warnings] == [".spec.teir",
+                                                                       ".spec.tire"]
+
+
 def test_no_warning_on_the_repository_example() -> None:
     rendered = render_catalog(load_repository(REPO_EXAMPLE))
     assert not [w for w in rendered.warnings if "does not have" in w]

@@ -429,21 +429,25 @@ def _entry_problems(katalog: Katalog, entry: CrdEntry, crd: CrdManifest, schema:
                           file=entry.source.file, path=entry.path, obj=obj)
 
 
-def _collect(value: Any, path: FieldPath, reads: list[_Read], scope: _Scope) -> None:
-    """Every template and condition dot path under `value` (an entry), into `reads`."""
+def _collect(value: Any, path: FieldPath, reads: list[_Read], scope: _Scope,
+             condition: bool = False) -> None:
+    """Every template and condition dot path under `value` (an entry), into `reads`;
+    `condition`: `value` is an item of a condition list, whose `field` is a read."""
     if isinstance(value, str):
         if "{{" in value and not scope.shadowed:
             reads.append(_Read(path, value, True, scope))
         return
     if isinstance(value, list):
         for i, item in enumerate(value):
-            _collect(item, [*path, i], reads, scope)
+            _collect(item, [*path, i], reads, scope, condition)
         return
     if not isinstance(value, Mapping):
         return
     marker = value.get(MOTIF_KEY)
     if isinstance(marker, Mapping):
         scope = replace(scope, motif=str(marker.get("file") or scope.motif))
+    if condition:
+        _path_read(value.get("field"), [*path, "field"], reads, scope)
     each = value.get("forEach")
     if isinstance(each, Mapping):
         field, alias = each.get("field"), str(each.get("as") or "item")
@@ -454,14 +458,9 @@ def _collect(value: Any, path: FieldPath, reads: list[_Read], scope: _Scope) -> 
                         "{{" not in field else None)
     for key, item in value.items():
         key = str(key)
-        if key == MOTIF_KEY:
-            continue
-        conditions = key in CONDITION_LISTS or (key == "rules" and path[-1:] == ["validation"])
-        if conditions and isinstance(item, list):
-            for i, cond in enumerate(item):
-                if isinstance(cond, Mapping):
-                    _path_read(cond.get("field"), [*path, key, i, "field"], reads, scope)
-        _collect(item, [*path, key], reads, scope)
+        if key != MOTIF_KEY:
+            _collect(item, [*path, key], reads, scope, key in CONDITION_LISTS or
+                     (key == "rules" and path[-1:] == ["validation"]))
 
 
 def _path_read(value: Any, path: FieldPath, reads: list[_Read], scope: _Scope) -> None:
