@@ -23,8 +23,8 @@ dot and of variables:
 * anything else is unknown and nothing under it is checked: a function's result, a
   variable assigned again with `=` anywhere in the template, a schema that keeps unknown
   fields (`x-kubernetes-preserve-unknown-fields`, `additionalProperties: true`) or
-  declares no type, `{{define}}` bodies no `{{template}}` of the same text calls. The
-  checker never warns when unsure.
+  declares neither type nor properties, `{{define}}` bodies no `{{template}}` of the
+  same text calls. The checker never warns when unsure.
 
 Paths the entry puts into the data itself (`normalize.spec` keys, `mutation.rules[].field`)
 count as present. Not checked: Katalog-level notes (they serve every entry of the
@@ -52,7 +52,7 @@ from orksync.render.validate import MAX_KATALOG_ACTIONS
 from orksync.yamldoc import dotted
 from orksync.yamlio import locator
 
-__all__ = ["Shape", "field_problems", "template_misses"]
+__all__ = ["Miss", "Shape", "field_problems", "path_misses", "root_shape", "template_misses"]
 
 Schema = Mapping[str, Any]
 FieldPath = list[str | int]
