@@ -5,6 +5,8 @@ repository's example and the reference Katalogs give no false warning."""
 
 from __future__ import annotations
 
+import re
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -407,3 +409,21 @@ def test_no_false_warning_on_the_reference_katalogs(orkestra_examples: Path) -> 
             f"katalog.yaml:43 {box}.services[0].targetPort: reads .spec.port, {schema} "
             "(.spec has: image)"],
         "once-secret": [], "secret-copy": [], "when-conditions": []}
+
+
+def test_a_typo_seeded_into_each_reference_katalog_is_found(orkestra_examples: Path,
+                                                           tmp_path: Path) -> None:
+    for folder in sorted(p for p in orkestra_examples.iterdir() if p.is_dir()):
+        copy = tmp_path / folder.name
+        shutil.copytree(folder, copy)
+        text = (copy / "katalog.yaml").read_text()
+        match = re.search(r"\{\{ \.spec\.(\w+) \}\}", text)
+        assert match, folder.name
+        line = text.count("\n", 0, match.start()) + 1
+        (copy / "katalog.yaml").write_text(
+            text[:match.start()] + f"{{{{ .spec.{match[1]}x }}}}" + text[match.end():])
+        warnings = [w for w in render_catalog(load_repository(copy)).warnings
+                    if f".spec.{match[1]}x," in w]
+        assert len(warnings) == 1, folder.name
+        assert warnings[0].startswith(f"katalog.yaml:{line} ")
+        assert warnings[0].endswith(f"(nearest field: .spec.{match[1]})")
