@@ -334,7 +334,9 @@ def test_validate_and_render_warn_and_strict_fields_fails_them(
     assert main(["validate", str(repo), "--strict-fields"]) == 1
     assert "error: katalog.yaml:24 Katalog/shops" in capfd.readouterr().err
     assert main(["render", str(repo), "-o", str(tmp_path / "out")]) == 0
+    assert "warning: katalog.yaml:24 Katalog/shops" in capfd.readouterr().err
     assert main(["render", str(repo), "-o", str(tmp_path / "out2"), "--strict-fields"]) == 1
+    assert "error: katalog.yaml:24 Katalog/shops" in capfd.readouterr().err
 
 
 def test_a_katalog_full_of_typos_lists_a_hundred_and_counts_the_rest(tmp_path: Path) -> None:
