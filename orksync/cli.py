@@ -33,8 +33,8 @@ if TYPE_CHECKING:
     from orksync.katalog.model import Catalog
     from orksync.render.parallel import DirectoryRender
     from orksync.sync import SyncResult
-from orksync.logs import log_change, setup_logging, summary_line
-from orksync.model import Change, RenderedSet, Source
+from orksync.logs import log_change, log_problems, setup_logging, summary_line
+from orksync.model import Change, RenderedSet, Source, short_revision
 
 log = logging.getLogger("orksync")
 
@@ -350,14 +350,14 @@ def _load(repo: Path, jobs: int = 1) -> Catalog:
 
 
 def _log_problems(rendered: RenderedSet) -> None:
-    for warning in rendered.warnings:
-        log.warning("warning: %s", warning)
-    for err in rendered.errors:
-        log.error("error: %s", err)
+    log_problems(rendered.warnings, rendered.errors, log)
 
 
 def cmd_render(args: argparse.Namespace) -> int:
+    from orksync.rendered.directory import check_output
+
     start = time.monotonic()
+    check_output(args.output)
     if args.live:
         from orksync.rendered.directory import write_rendered
 
@@ -373,7 +373,7 @@ def cmd_render(args: argparse.Namespace) -> int:
         written, revision = _render_offline(args)
         out, count, rendered = written.out_dir, written.count, written.facts
     log.info("render%s objects=%d errors=%d into %s in %.1fs",
-             f" rev={revision[:7]}" if revision else "", count,
+             f" rev={short_revision(revision)}" if revision else "", count,
              len(rendered.errors), out, time.monotonic() - start)
     return 1 if rendered.errors else 0
 
@@ -523,9 +523,11 @@ def _apply_directory(args: argparse.Namespace) -> int:
 
 
 def cmd_sync(args: argparse.Namespace) -> int:
-    from orksync.rendered.directory import write_rendered
+    from orksync.rendered.directory import check_output, write_rendered
 
     start = time.monotonic()
+    if args.output is not None:
+        check_output(args.output)
     kube = _kube(args)
     try:
         source = _local_source(args.repo)

@@ -1,6 +1,7 @@
 """The `orksync status` and `orksync tree` commands: flags, output formats, `--watch`.
 
-Both read the cluster only (orksync.lifecycle.overview). `-o table` (default) prints a
+Both read the cluster only, the health from the live objects
+(orksync.lifecycle.overview). `-o table` (default) prints a
 kubectl-style table, `-o json` one JSON document, `-o yaml` one YAML document. `--watch`
 reads again every `--interval` and prints the view again when it changed (a JSON view as
 one line per change, YAML documents separated by `---`), until Ctrl-C or `--timeout`.
@@ -42,23 +43,35 @@ def _add_common(p: argparse.ArgumentParser, seconds: Callable[[str], float]) -> 
     p.set_defaults(workers=2)  # the connection pool of orksync.cli._kube
 
 
+_COLUMNS_HELP = (
+    "Health is read now from the live objects (one LIST per kind): a child the inventory "
+    "lists but the cluster does not hold is Missing, a Secret (a tls: Secret's CA Secret "
+    "too) is Current once it exists, and a custom resource takes its worst child's health. "
+    "READY is the custom resource's Ready condition as its last sync wrote it. REVISION is "
+    "the revision at which the custom resource was last applied, i.e. its last change: the "
+    "agent applies only the custom resources a commit changed, so an untouched one keeps an "
+    "older revision. SYNC ROOT is the sync root (--name of `orksync sync`) whose inventory "
+    "lists the object; when several do, the one that wrote it last comes first.")
+
+
 def add_overview_parsers(sub: Any, *, seconds: Callable[[str], float]) -> None:
     p = sub.add_parser("status", help="list the custom resources orksync manages and their "
                        "health",
-                       description="Every custom resource the inventories list: kind, "
-                       "namespace, name, Ready, health, last applied revision, age and "
-                       "message, as the last sync recorded them in its status; and every "
-                       "plain manifest they list, with the health of its live object. "
-                       "Reads the cluster only.")
-    p.add_argument("--name", action="append", default=[],
-                   help="only this sync root (repeatable; default: every root)")
+                       description="Every custom resource and plain manifest the "
+                       "inventories list, one row each: kind, namespace, name, sync root, "
+                       "Ready, health, revision, age and message. " + _COLUMNS_HELP
+                       + " Reads the cluster only.")
+    p.add_argument("--name", "--sync-root", dest="name", action="append", default=[],
+                   metavar="ROOT",
+                   help="only the objects this sync root's inventory lists (repeatable; "
+                        "default: every root)")
     _add_common(p, seconds)
     p = sub.add_parser("tree", help="show a custom resource and its children with their "
                        "health",
                        description="The custom resource KIND/NAMESPACE/NAME (KIND/NAME when "
                        "cluster-scoped; KIND may carry its group: Widget.example.io) and "
-                       "the children its inventory lists, with the health its last sync "
-                       "recorded. Reads the cluster only.")
+                       "the children its inventory lists, each with its health. "
+                       + _COLUMNS_HELP + " Reads the cluster only.")
     p.add_argument("target", metavar="KIND/NAMESPACE/NAME")
     _add_common(p, seconds)
 

@@ -71,7 +71,7 @@ from orksync.egress import HttpEgress
 from orksync.errors import ClusterError, LeadershipLost, OrksyncError, SourceError
 from orksync.katalog.loader import load_repository
 from orksync.katalog.model import Catalog, CustomResource
-from orksync.logs import log_change, summary_line
+from orksync.logs import log_change, log_problems, summary_line
 from orksync.model import OWNER_ANNOTATION, Action, ObjRef, RenderedObject, RenderedSet, Source
 from orksync.render.boundaries import entry_boundary
 from orksync.render.engine import CrResult, RenderPlan
@@ -456,10 +456,7 @@ class Agent:
             select=self._mine)
         said = (rendered.warnings, tuple(map(str, rendered.errors)))
         if said != self.state.said:  # once per revision, and when they change
-            for warning in rendered.warnings:
-                log.warning("warning: %s", warning)
-            for err in rendered.errors:
-                log.error("error: %s", err)
+            log_problems(rendered.warnings, rendered.errors, log)
             self.state.said = said
         full = rendered
         rendered = shard_filter(rendered, self.config.shard, self.config.shards)

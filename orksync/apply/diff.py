@@ -11,8 +11,9 @@ no `status`, no `orksync.io/hash` annotation.
 * Create-if-absent objects (onCreate without `reconcile`, Jobs) that exist are never
   changed by a sync, so they never differ (a Secret's own work below excepted).
 * A child whose owner custom resource does not exist yet is dry-run without owner
-  references (said in the diff); an object whose kind is not served yet (its CRD comes
-  with the same sync) or whose namespace does not exist yet is shown as rendered.
+  references (said in the diff); an object whose kind is not served yet (a CRD of the
+  same sync serves it) or whose namespace does not exist yet is shown as rendered. An
+  object of a kind the cluster does not serve and no rendered CRD defines is an error.
 * Secrets: `data`/`stringData` are masked as `***` on BOTH sides before the diff, so no
   value ever reaches the output; a changed value shows as a line `# data.<key> changed`
   (no hash of the value: a hash of a low-entropy value can be reversed). Keys whose
@@ -55,7 +56,7 @@ from typing import Any
 
 from orksync.apply.compare import HASH_ANNOTATION
 from orksync.apply.delete import OnDeleteRenderer, find_hooks
-from orksync.apply.engine import FIELD_MANAGER, owner_reference_allowed
+from orksync.apply.engine import FIELD_MANAGER, crd_kinds, owner_reference_allowed
 from orksync.apply.impersonation import Identities, Impersonation
 from orksync.apply.inventory import Inventory, InventoryEntry, ownership_problem, plan_prune
 from orksync.apply.rollout import ROLLOUT_ANNOTATION, pod_template
@@ -148,9 +149,11 @@ def diff_objects(kube: Kube, rendered: RenderedSet, prune: PruneInputs | None = 
               and o.ref.api_version == "v1" for v in secret_values(o.body)]
     result = DiffResult(errors=[scrub(str(e), values) for e in rendered.errors])
     owners: dict[ObjRef, dict[str, Any] | None] = {}
+    coming = crd_kinds(rendered.objects)
     for obj in rendered.objects:
         try:
-            one = _diff_one(kube, identities.kube_for(obj.owner), obj, owners, values)
+            one = _diff_one(kube, identities.kube_for(obj.owner), obj, owners, values,
+                            coming)
         except ClusterError as err:
             result.errors.append(f"{obj.ref}: {err!s}")
             result.failed.append(obj.ref)
@@ -242,9 +245,10 @@ def _deletion_diff(ref: ObjRef, live: dict[str, Any], why: str) -> str:
 
 
 def _diff_one(agent: Kube, kube: Kube, obj: RenderedObject,
-              owners: dict[ObjRef, dict[str, Any] | None], values: list[str]) -> str:
+              owners: dict[ObjRef, dict[str, Any] | None], values: list[str],
+              coming: set[tuple[str, str]]) -> str:
     """`kube`: the connection `obj` is read and dry-run through (its owner's identity);
-    `agent`: the agent's own, for its owner."""
+    `agent`: the agent's own, for its owner; `coming`: the kinds the rendered CRDs serve."""
     notes: list[str] = []
     body = copy.deepcopy(dict(obj.body))
     try:
@@ -252,6 +256,11 @@ def _diff_one(agent: Kube, kube: Kube, obj: RenderedObject,
     except ClusterError as err:
         if err.status != 404:
             raise
+        if (obj.ref.api_version, obj.ref.kind) not in coming:
+            raise ClusterError(
+                f"kind {obj.ref.kind} in {obj.ref.api_version} is not served by the cluster "
+                "and no CRD of the repository defines it (from "
+                f"{obj.origin.file})", status=404, reason="NotFound") from err
         notes.append("kind not served yet (its CRD comes with this sync): not dry-run")
         return _render_diff(obj, None, body, notes)
     meta = body.setdefault("metadata", {})
