@@ -106,6 +106,14 @@ def _add_render_flags(p: argparse.ArgumentParser) -> None:
                         "[ORKSYNC_STRICT_CLUSTER_SCOPE=true]")
 
 
+def _add_strict_fields_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--strict-fields", action="store_true",
+                   default=os.environ.get("ORKSYNC_STRICT_FIELDS") == "true",
+                   help="a .spec or .status path a template reads that the CRD's schema "
+                        "does not have is an error of its Katalog entry (its custom "
+                        "resources are not rendered), not a warning [ORKSYNC_STRICT_FIELDS=true]")
+
+
 def _positive(text: str) -> int:
     """A whole number of at least 1 for argparse."""
     try:
@@ -161,6 +169,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("repo", type=Path, help="repository directory")
     p.add_argument("-o", "--output", type=Path, required=True, help="output directory")
     _add_render_flags(p)
+    _add_strict_fields_flag(p)
     p.add_argument("--live", action="store_true",
                    help="read the cluster (read only) for .children, the custom resources' "
                         "own .status and .cross status, as `orksync sync` does")
@@ -180,6 +189,7 @@ def build_parser() -> argparse.ArgumentParser:
                        "resources against their CRDs' schemas from the repository.")
     p.add_argument("repo", type=Path)
     _add_render_flags(p)
+    _add_strict_fields_flag(p)
 
     p = sub.add_parser("apply", help="apply a rendered directory to the cluster",
                        description="Apply exactly what `orksync render` wrote in DIR (every "
@@ -199,6 +209,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", type=Path, default=None,
                    help="also write the rendered manifests to this directory")
     _add_render_flags(p)
+    _add_strict_fields_flag(p)
     _add_cluster_flags(p)
     _add_sync_flags(p)
     _add_adopt_flag(p)
@@ -317,11 +328,13 @@ def _render(repo: Path, args: argparse.Namespace, kube: Kube | None = None, *,
     progress().phase("load")
     catalog = _load(repo)
     strict = args.strict_cluster_scope
+    fields = getattr(args, "strict_fields", False)  # render, validate and sync have it
     progress().phase("render", len(catalog.crs), "custom resources")
-    rendered = render_catalog(catalog, strict_cluster_scope=strict,
+    rendered = render_catalog(catalog, strict_cluster_scope=strict, strict_fields=fields,
                               progress=progress().advance) if kube is None else \
         render_live(kube, catalog, strict_cluster_scope=strict, progress=progress().advance,
-                    read_as=_impersonation(args, catalog) if read_as else None)
+                    read_as=_impersonation(args, catalog) if read_as else None,
+                    strict_fields=fields)
     progress().finish()
     _log_problems(rendered)
     return rendered, local_revision(repo), catalog
@@ -380,6 +393,7 @@ def _render_offline(args: argparse.Namespace) -> tuple[DirectoryRender, str]:
     written = render_to_directory(catalog, args.output, source=_local_source(args.repo),
                                   revision=revision, jobs=jobs,
                                   strict_cluster_scope=args.strict_cluster_scope,
+                                  strict_fields=args.strict_fields,
                                   progress=progress().advance)
     progress().finish()
     _log_problems(written.facts)

@@ -213,14 +213,15 @@ def render_live(kube: Kube, catalog: Catalog, *, clock: Clock | None = None,
                 strict_cluster_scope: bool = False,
                 progress: Callable[[int], None] | None = None,
                 read_as: Impersonation | None = None, live: LiveView | None = None,
-                select: Callable[[CustomResource], bool] | None = None) -> RenderedSet:
+                select: Callable[[CustomResource], bool] | None = None,
+                strict_fields: bool = False) -> RenderedSet:
     """The render of a sync: `catalog` against the live cluster (see the module doc), read
     as the agent, its `external:` calls made (orksync.egress). `read_as`: each custom
     resource's `.children` read as the ServiceAccount its children are written as
     (orksync.apply.impersonation.ReadAs), for `orksync diff` and `render --live`, which show
     what that identity sees. `live`: the view to read instead (the agent's informers,
     orksync.cluster.view); `select`: the custom resources to render (a shard's), the
-    others only read (`.cross`)."""
+    others only read (`.cross`); `strict_fields`: orksync.render.engine.render_catalog."""
     from orksync.egress import HttpEgress
     from orksync.render.engine import render_catalog
     from orksync.render.templates import utc_now
@@ -230,7 +231,7 @@ def render_live(kube: Kube, catalog: Catalog, *, clock: Clock | None = None,
             ReadAs(Identities(kube, read_as))
     return render_catalog(catalog, clock=clock or utc_now, live=live, egress=HttpEgress(),
                           strict_cluster_scope=strict_cluster_scope, progress=progress,
-                          select=select)
+                          select=select, strict_fields=strict_fields)
 
 
 def sync_once(kube: Kube, rendered: RenderedSet, *, inventory_name: str,
