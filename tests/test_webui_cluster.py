@@ -251,6 +251,35 @@ def test_the_operator_sees_everything_but_never_a_secret_value(view: View) -> No
     assert "<script>" not in page and " style=" not in page  # nothing inline
 
 
+def _reviews_for(audit_log: Path, username: str) -> int:
+    """The SubjectAccessReviews about `username` the API server received."""
+    count = 0
+    for line in audit_log.read_text().splitlines():
+        event = json.loads(line)
+        if (event.get("objectRef") or {}).get("resource") == "subjectaccessreviews" and \
+                event.get("stage") == "ResponseComplete" and \
+                ((event.get("requestObject") or {}).get("spec") or {}).get("user") == username:
+            count += 1
+    return count
+
+
+def test_a_page_costs_a_bounded_number_of_reviews_and_a_reload_none(
+        view: View, control_plane: ControlPlane, sa_namespace: str) -> None:
+    from orksync.agent.ui.access import MAX_REVIEWS
+
+    assert control_plane.audit_log is not None
+    token = _service_account(view.kube, sa_namespace, "counted", cluster_role="cluster-admin")
+    user = f"system:serviceaccount:{sa_namespace}:counted"
+    status, _, page = view.get("/ui/", token=token)
+    assert status == 200 and f"Widget.test.orksync.io/{view.ns_b}/ledger" in page
+    first = _reviews_for(control_plane.audit_log, user)
+    assert 0 < first <= MAX_REVIEWS
+    status, _, _ = view.get("/ui/", token=token)
+    status, _, _ = view.get(_tree_path(view.ns_a, "shop"), token=token)
+    assert status == 200
+    assert _reviews_for(control_plane.audit_log, user) == first  # answered from the cache
+
+
 def test_the_login_refuses_cross_site_posts_and_sets_a_strict_cookie(view: View) -> None:
     status, _, page = view.get("/ui/login")
     assert status == 200

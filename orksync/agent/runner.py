@@ -818,6 +818,8 @@ class Agent:
         message = state.last_error or (f"serving the last good revision: "
                                        f"{state.source_error}" if state.source_error else
                                        "ok" if ready else "not synced yet")
+        if not self.is_leader():  # its state is its last term's; the leader's is elsewhere
+            ready, message = False, "standby: another replica holds the lease and syncs"
         return [RootStatus(name=self.config.name, source=source, revision=applied,
                            ready=ready, message=message, group="", resource="configmaps",
                            namespace=self.config.inventory_namespace,
