@@ -308,6 +308,15 @@ def test_the_login_refuses_cross_site_posts_and_sets_a_strict_cookie(view: View)
     assert status == 401 and "not accepted" in body
     assert not [v for k, v in answer if k.lower() == "set-cookie"
                 and v.startswith("orksync-ui-token")]
+    # the logout: the same checks, and the cookie is dropped
+    status, answer, _ = view.post("/ui/logout", "csrf=wrong", {
+        "Host": host, "Origin": f"http://{host}", "Cookie": cookie})
+    assert status == 403
+    status, answer, _ = view.post("/ui/logout", f"csrf={csrf}", {
+        "Host": host, "Origin": f"http://{host}", "Cookie": cookie})
+    assert status == 303
+    (set_cookie,) = [v for k, v in answer if k.lower() == "set-cookie"]
+    assert set_cookie.startswith("orksync-ui-token=;") and "Max-Age=0" in set_cookie
     # everything else is read-only
     status, _, _ = view.post("/ui/", "", {"Host": host, "Origin": f"http://{host}"})
     assert status == 405

@@ -238,15 +238,12 @@ class WebView:
 
     # --- pages ---------------------------------------------------------------------------
 
-    def _page(self, user: User) -> Page:
+    def _index(self, h: BaseHTTPRequestHandler, user: User) -> None:
         roots = list(self.roots())
         snapshot = self.snapshots.get([r.name for r in roots])
-        return visible(snapshot, roots, self.journal,
-                       Filter(self.kube, Access(self.reviewer, user)), user.username)
-
-    def _index(self, h: BaseHTTPRequestHandler, user: User) -> None:
         try:
-            page = self._page(user)
+            page = visible(snapshot, roots, self.journal,
+                           Filter(self.kube, Access(self.reviewer, user)), user.username)
         except Unavailable as err:
             self._text(h, 503, f"{err}\n")
             return
@@ -254,12 +251,18 @@ class WebView:
 
     def _tree(self, h: BaseHTTPRequestHandler, user: User, kind: str, namespace: str,
               name: str) -> None:
+        """One custom resource's tree: only its own and its children's permissions are
+        asked about."""
+        snapshot = self.snapshots.get([r.name for r in self.roots()])
+        flt = Filter(self.kube, Access(self.reviewer, user))
+        page = Page(user=user.username)
+        found = find_row(snapshot.rows, kind, namespace, name) if kind and name else None
         try:
-            page = self._page(user)
+            row = flt.row(found) if found is not None and not found.plain else None
         except Unavailable as err:
             self._text(h, 503, f"{err}\n")
             return
-        row = find_row(page, kind, namespace, name) if kind and name else None
+        page.truncated = flt.access.truncated
         if row is None:  # absent and not readable look alike
             self._html(h, 404, "missing.html", page=page, kind=kind, namespace=namespace,
                        name=name)

@@ -82,15 +82,18 @@ class Snapshots:
         self.inventory_namespace = inventory_namespace
         self._clock = clock
         self._lock = threading.Lock()
-        self._last: tuple[float, Snapshot] | None = None
+        self._last: tuple[float, tuple[str, ...], Snapshot] | None = None
         self.reads = 0  # snapshots read, for tests
 
     def get(self, roots: Sequence[str]) -> Snapshot:
+        """The objects the inventories of `roots` list, and the Events."""
+        key = tuple(roots)
         with self._lock:
-            if self._last is not None and self._clock() - self._last[0] < FRESH:
-                return self._last[1]
+            if self._last is not None and self._last[1] == key and \
+                    self._clock() - self._last[0] < FRESH:
+                return self._last[2]
             snapshot = self._read(roots)
-            self._last = (self._clock(), snapshot)
+            self._last = (self._clock(), key, snapshot)
             return snapshot
 
     def _read(self, roots: Sequence[str]) -> Snapshot:
@@ -233,10 +236,11 @@ def visible(snapshot: Snapshot, roots: Sequence[RootStatus], journal: Journal,
     return page
 
 
-def find_row(page: Page, kind: str, namespace: str, name: str) -> ResourceRow | None:
-    """The row of `kind` (Kind or Kind.group), namespace and name on the page."""
+def find_row(rows: Sequence[ResourceRow], kind: str, namespace: str, name: str
+             ) -> ResourceRow | None:
+    """The row of `kind` (Kind or Kind.group), namespace and name."""
     wanted = kind.lower()
-    for row in page.rows:
+    for row in rows:
         if row.ref.namespace == namespace and row.ref.name == name and \
                 wanted in (row.ref.kind.lower(), f"{row.ref.kind}.{row.ref.group}".lower()):
             return row
