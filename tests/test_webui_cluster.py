@@ -447,6 +447,7 @@ def test_a_browser_logs_in_finds_a_tree_and_sees_a_repair_live(
     base = f"http://127.0.0.1:{view.agent.port}"
     browser.navigate(f"{base}/ui/")
     assert browser.eval("document.querySelector('textarea[name=token]') !== null")
+    browser.screenshot(tmp_path / "webui-login.png")
     browser.eval(f"document.querySelector('textarea[name=token]').value = "
                  f"{json.dumps(view.tokens['operator'])}; "
                  f"document.querySelector('main form').submit()")
