@@ -163,8 +163,10 @@ class DriftRepair:
                  on_change: Callable[[Change], None],
                  reconcile: Callable[[str, str], None] | None = None,
                  dependents: Callable[[ObjRef], set[str]] | None = None,
-                 shard: str = "") -> None:
+                 shard: str = "", on_event: Callable[[], None] | None = None) -> None:
         self.kube = kube
+        # told of every watch event (the web view's live updates)
+        self.on_event = on_event
         # this agent shard's `I-of-N` (orksync.agent.shard): the informers hold only the
         # objects labelled with it; "": one shard, every object orksync labels
         self.shard = shard
@@ -301,6 +303,8 @@ class DriftRepair:
                 if wrote is not None and (event == "DELETED" or _not_older(
                         str((obj.get("metadata") or {}).get("resourceVersion") or ""), wrote)):
                     del self._written[ref]
+        if self.on_event is not None:
+            self.on_event()
         if self.leading():
             self._consider(event, obj, previous)
 
