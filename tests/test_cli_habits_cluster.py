@@ -69,7 +69,7 @@ def on_terminal(*args: str, **env: str) -> tuple[int, str]:
 
 class Synced:
     """A repository with a Widget in each of two namespaces (each with a Deployment and a
-    Secret holding a generated password), synced by `orksync --kubeconfig K sync REPO`."""
+    Secret holding a generated password), synced."""
 
     def __init__(self, control_plane: ControlPlane, tmp_path: Path) -> None:
         suffix = uuid.uuid4().hex[:8]
@@ -78,8 +78,8 @@ class Synced:
         self.repo = write_repo(tmp_path / "repo", {
             "katalog.yaml": SECRET_KATALOG, "crd.yaml": CRD,
             "w1.yaml": widget("w1", self.ns1), "w2.yaml": widget("w2", self.ns2)})
-        first = run("--kubeconfig", self.kc, "--log-level", "debug", "sync", str(self.repo),
-                    "--name", self.name)
+        first = run("sync", str(self.repo), "--once", "--kubeconfig", self.kc, "--name",
+                    self.name)
         assert first.returncode == 0, first.stderr
         kube = Kube.from_kubeconfig(control_plane.kubeconfig)
         try:
@@ -110,7 +110,7 @@ def test_sync_without_once_and_global_flags_before_the_command(synced: Synced) -
 
 def test_status_and_tree_namespace_flags(synced: Synced) -> None:
     def objects(*flags: str) -> set[str]:
-        result = run("--kubeconfig", synced.kc, "status", "--name", synced.name, "-o", "json",
+        result = run("status", "--kubeconfig", synced.kc, "--name", synced.name, "-o", "json",
                      *flags)
         assert result.returncode == 0, result.stderr
         return {f"{i['namespace']}/{i['name']}" for i in json.loads(result.stdout)["items"]}
@@ -121,18 +121,18 @@ def test_status_and_tree_namespace_flags(synced: Synced) -> None:
     assert objects("--namespace", synced.ns2) == {f"{synced.ns2}/w2"}
     table = run("status", "--kubeconfig", synced.kc, "--name", synced.name, "-n", "nowhere")
     assert table.returncode == 0 and "in namespace nowhere" in table.stdout
-    tree = run("--kubeconfig", synced.kc, "tree", "Widget/w1", "-n", synced.ns1, "-o", "json")
+    tree = run("tree", "--kubeconfig", synced.kc, "Widget/w1", "-n", synced.ns1, "-o", "json")
     assert tree.returncode == 0, tree.stderr
     assert {c["name"] for c in json.loads(tree.stdout)["children"]} >= {"w1",
                                                                         "w1-credentials"}
-    clash = run("--kubeconfig", synced.kc, "tree", f"Widget/{synced.ns2}/w2", "-n",
+    clash = run("tree", "--kubeconfig", synced.kc, f"Widget/{synced.ns2}/w2", "-n",
                 synced.ns1)
     assert clash.returncode == 2 and f"-n says {synced.ns1}" in clash.stderr
 
 
 def test_status_of_a_sync_root_that_does_not_exist_names_those_that_do(
         synced: Synced) -> None:
-    result = run("--kubeconfig", synced.kc, "status", "--name", "nope")
+    result = run("status", "--kubeconfig", synced.kc, "--name", "nope")
     assert result.returncode == 1
     assert "no sync root named nope" in result.stderr and synced.name in result.stderr
     assert result.stdout == ""
@@ -143,7 +143,7 @@ def test_diff_json_lists_each_change_with_its_action_secrets_masked(synced: Sync
         "katalog.yaml": SECRET_KATALOG.replace("image: nginx", "image: nginx:1.27"),
         "w3.yaml": widget("w3", synced.ns1)})
     (synced.repo / "w2.yaml").unlink()
-    result = run("--kubeconfig", synced.kc, "diff", str(synced.repo), "--name", synced.name,
+    result = run("diff", "--kubeconfig", synced.kc, str(synced.repo), "--name", synced.name,
                  "-o", "json")
     assert result.returncode == 1, result.stderr
     doc = json.loads(result.stdout)
@@ -160,17 +160,17 @@ def test_diff_json_lists_each_change_with_its_action_secrets_masked(synced: Sync
     for password in synced.passwords:
         assert password not in result.stdout + result.stderr
     assert "<generate:" not in result.stdout + result.stderr
-    only = run("--kubeconfig", synced.kc, "diff", str(synced.repo), "--name", synced.name,
+    only = run("diff", "--kubeconfig", synced.kc, str(synced.repo), "--name", synced.name,
                "-o", "json", "-n", synced.ns2)
     assert only.returncode == 1, only.stderr
     assert {c["namespace"] for c in json.loads(only.stdout)["changes"]} == {synced.ns2}
-    elsewhere = run("--kubeconfig", synced.kc, "diff", str(synced.repo), "--name",
+    elsewhere = run("diff", "--kubeconfig", synced.kc, str(synced.repo), "--name",
                     synced.name, "-n", "nowhere")
     assert (elsewhere.returncode, elsewhere.stdout) == (0, ""), elsewhere.stderr
 
 
 def test_colour_on_a_terminal_only(synced: Synced) -> None:
-    status = ("--kubeconfig", synced.kc, "status", "--name", synced.name)
+    status = ("status", "--kubeconfig", synced.kc, "--name", synced.name)
     code, shown = on_terminal(*status)
     assert code == 0 and ESCAPE.search(shown), shown
     assert "w1" in ESCAPE.sub("", shown)
@@ -180,7 +180,7 @@ def test_colour_on_a_terminal_only(synced: Synced) -> None:
     assert piped.returncode == 0 and not ESCAPE.search(piped.stdout)
     write_repo(synced.repo, {"katalog.yaml": SECRET_KATALOG.replace("image: nginx",
                                                                     "image: nginx:1.27")})
-    diff = ("--kubeconfig", synced.kc, "diff", str(synced.repo), "--name", synced.name)
+    diff = ("diff", "--kubeconfig", synced.kc, str(synced.repo), "--name", synced.name)
     code, shown = on_terminal(*diff)
     assert code == 1 and "\x1b[32m+        image: nginx:1.27\x1b[0m" in shown, shown
     code, plain = on_terminal(*diff, NO_COLOR="1")
