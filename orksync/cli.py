@@ -1,7 +1,9 @@
-"""The command line: render, validate, apply, sync, version.
+"""The command line: render (and the rendered change against a git revision), validate,
+apply, sync, diff, rotate, agent, status, tree, completion, version.
 
 Imperative shell: parses flags, calls the pipeline, prints ChangeSets and errors, maps
-results to exit codes (0 success, 1 errors or failed objects, 2 usage).
+results to exit codes (0 success, 1 errors or failed objects, 2 usage). The global flags
+(`_add_global_flags`) are accepted before and after every command.
 """
 
 from __future__ import annotations

@@ -40,7 +40,10 @@ refusal of the plan, is a `# prune refused: ...` line, not a difference. An obje
 gone is no difference. Deleted Secrets are masked like the others.
 
 Exit code for the CLI (`DiffResult.exit_code`): 0 no difference, 1 differences, 2 errors
-(render errors included).
+(render errors included). `DiffResult.object_diffs` gives each diff its action (created:
+the cluster does not hold the object; deleted; else changed) for `orksync diff -o json`
+(orksync.rendered.diff.json_document); `in_namespace` keeps one namespace's diffs
+(`orksync diff -n`).
 """
 
 from __future__ import annotations
