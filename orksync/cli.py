@@ -460,14 +460,21 @@ def _render_diff(args: argparse.Namespace) -> int:
     try:
         if not args.repo.is_dir():
             raise UsageError(f"{args.repo}: not a directory")
+        def render(repo: Path) -> RenderedSet:
+            progress().phase("load")
+            catalog = _load(repo)
+            progress().phase("render", len(catalog.crs), "custom resources")
+            return render_catalog(catalog, strict_cluster_scope=args.strict_cluster_scope,
+                                  progress=progress().advance)
+
         with tempfile.TemporaryDirectory(prefix="orksync-diff-against-") as tmp:
             base = export_revision(args.repo, rev, Path(tmp))
             if not base.existed:
                 log.warning("warning: %s does not exist at %s: every object counts as "
                             "created", args.repo, rev)
-            old = render_catalog(_load(Path(tmp)),
-                                 strict_cluster_scope=args.strict_cluster_scope)
-        new = render_catalog(_load(args.repo), strict_cluster_scope=args.strict_cluster_scope)
+            old = render(Path(tmp))
+        new = render(args.repo)
+        progress().finish()
     except OrksyncError as err:
         log.error("error: %s", err)
         return 2

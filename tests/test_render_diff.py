@@ -151,6 +151,34 @@ def test_the_subdirectory_at_the_revision_is_compared_and_export_ignore_does_not
     assert json.loads(result.stdout)["summary"] == {"created": 3, "changed": 2, "deleted": 3}
 
 
+def test_a_symbolic_link_reads_its_target_as_the_revision_holds_it(tmp_path: Path) -> None:
+    """`apps/web.yaml` links to `../shared/web.yaml`, outside REPO but inside the
+    repository: REV's render reads the target at REV (not the temporary directory's
+    surroundings, not the working tree)."""
+    top = tmp_path / "git"
+    write_repo(top, {"apps/katalog.yaml": APP_KATALOG, "apps/crd.yaml": CRD,
+                     "shared/web.yaml": widget("web", "shop", image="nginx:1.0",
+                                               apiKey=LITERAL)})
+    (top / "apps" / "web.yaml").symlink_to("../shared/web.yaml")
+    (top / "apps" / "gone.yaml").symlink_to("../shared/gone.yaml")
+    git(top, "init", "-q")
+    first = commit(top, "first")
+    write_repo(top, {"shared/web.yaml": widget("web", "shop", image="nginx:1.1",
+                                               apiKey=LITERAL)})
+    (top / "apps" / "gone.yaml").unlink()
+    commit(top, "second")
+    result = run("render", str(top / "apps"), "--diff-against", first, "--format", "json")
+    # a link dangling at REV is left out, as the working tree's loader leaves one out
+    assert result.returncode == 1, result.stderr
+    doc = json.loads(result.stdout)
+    assert doc["errors"] == [] and doc["summary"] == {"created": 0, "changed": 2,
+                                                      "deleted": 0}
+    web = next(c["diff"] for c in doc["changes"] if c["object"] == "Deployment/shop/web")
+    assert "-        image: nginx:1.0\n" in web and "+        image: nginx:1.1\n" in web
+    same = run("render", str(top / "apps"), "--diff-against", "HEAD")
+    assert (same.returncode, same.stdout) == (0, ""), same.stderr
+
+
 def test_a_directory_the_revision_does_not_hold_is_all_created(tmp_path: Path) -> None:
     top, _, first = two_commits(tmp_path)
     write_repo(top, {"later/web.yaml": widget("web", "shop", image="nginx:1.0"),
