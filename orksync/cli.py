@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from orksync.cluster.kube import Kube
     from orksync.katalog.model import Catalog
     from orksync.render.parallel import DirectoryRender
+    from orksync.rendered.diff import RenderedDiff
     from orksync.sync import SyncResult
 from orksync.logs import log_change, log_problems, setup_logging, summary_line
 from orksync.model import Change, RenderedSet, Source, short_revision
@@ -446,49 +447,70 @@ def _render_diff(args: argparse.Namespace) -> int:
     """`orksync render REPO --diff-against REV`: REPO's working tree and REPO as the git
     revision REV holds it, each loaded and rendered offline as `orksync render` renders,
     compared per object (orksync.rendered.diff). REV's files are read from the
-    repository's objects into a temporary directory (orksync.source.revision_tree)."""
-    import json
+    repository's objects into a temporary directory (orksync.source.revision_tree). An
+    error that stops the comparison (no such revision, no git repository) is printed in
+    the chosen format too, so a CI job posts it."""
     import tempfile
 
     from orksync.render.engine import render_catalog
-    from orksync.rendered.diff import compare_rendered, json_document, markdown
-    from orksync.source import local_revision
+    from orksync.rendered.diff import RenderedDiff, compare_rendered
     from orksync.source.revision_tree import export_revision
 
     start = time.monotonic()
-    rev = args.diff_against
+
+    def render(repo: Path) -> RenderedSet:
+        progress().phase("load")
+        catalog = _load(repo)
+        progress().phase("render", len(catalog.crs), "custom resources")
+        return render_catalog(catalog, strict_cluster_scope=args.strict_cluster_scope,
+                              progress=progress().advance)
+
+    sha = ""
     try:
         if not args.repo.is_dir():
             raise UsageError(f"{args.repo}: not a directory")
-        def render(repo: Path) -> RenderedSet:
-            progress().phase("load")
-            catalog = _load(repo)
-            progress().phase("render", len(catalog.crs), "custom resources")
-            return render_catalog(catalog, strict_cluster_scope=args.strict_cluster_scope,
-                                  progress=progress().advance)
-
         with tempfile.TemporaryDirectory(prefix="orksync-diff-against-") as tmp:
-            base = export_revision(args.repo, rev, Path(tmp))
+            base = export_revision(args.repo, args.diff_against, Path(tmp))
+            sha = base.sha
             if not base.existed:
                 log.warning("warning: %s does not exist at %s: every object counts as "
-                            "created", args.repo, rev)
+                            "created", args.repo, args.diff_against)
             old = render(Path(tmp))
         new = render(args.repo)
         progress().finish()
     except OrksyncError as err:
-        log.error("error: %s", err)
-        return 2
-    short = short_revision(base.sha)
-    result = compare_rendered(old, new, old_label=short, new_label="worktree",
-                              old_name=f"at {short}", new_name="working tree")
+        progress().finish()
+        result = RenderedDiff(errors=[str(err)])
+    else:
+        short = short_revision(sha)
+        result = compare_rendered(old, new, old_label=short, new_label="worktree",
+                                  old_name=f"at {short}", new_name="working tree")
+    _print_render_diff(args, result, sha)
+    for error in result.errors:
+        log.error("error: %s", error)
+    counts = result.counts()
+    log.info("render diff against=%s created=%d changed=%d deleted=%d errors=%d in %.1fs",
+             short_revision(sha) if sha else args.diff_against, counts["created"],
+             counts["changed"], counts["deleted"], len(result.errors),
+             time.monotonic() - start)
+    return result.exit_code
+
+
+def _print_render_diff(args: argparse.Namespace, result: RenderedDiff, sha: str) -> None:
+    """`result` on stdout in `--format`: text (coloured on a terminal), markdown, json."""
+    import json
+
+    from orksync.rendered.diff import json_document, markdown
+    from orksync.source import local_revision
+
     if args.format == "json":
         sys.stdout.write(json.dumps(json_document(
-            result.changes, result.errors, revision=base.sha,
+            result.changes, result.errors, revision=sha,
             withheld=[str(r) for r in result.withheld]), indent=2) + "\n")
     elif args.format == "markdown":
-        head = local_revision(args.repo)
-        title = (f"orksync: rendered change from {short} to "
-                 f"{short_revision(head) if head else 'the working tree'}")
+        head = local_revision(args.repo) if args.repo.is_dir() else ""
+        title = (f"orksync: rendered change from {short_revision(sha) or args.diff_against}"
+                 f" to {short_revision(head) if head else 'the working tree'}")
         sys.stdout.write(markdown(result.changes, result.errors, title=title,
                                   notes=result.notes()))
     else:
@@ -496,13 +518,6 @@ def _render_diff(args: argparse.Namespace) -> int:
 
         text = result.text()
         sys.stdout.write(colour_diff(text) if wanted(sys.stdout) else text)
-    for error in result.errors:
-        log.error("error: %s", error)
-    counts = result.counts()
-    log.info("render diff against=%s created=%d changed=%d deleted=%d errors=%d in %.1fs",
-             short, counts["created"], counts["changed"], counts["deleted"],
-             len(result.errors), time.monotonic() - start)
-    return result.exit_code
 
 
 def cmd_validate(args: argparse.Namespace) -> int:

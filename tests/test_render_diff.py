@@ -195,6 +195,14 @@ def test_errors_exit_2_and_a_broken_custom_resource_is_never_shown_as_deleted(
     _, repo, _ = two_commits(tmp_path)
     unknown = run("render", str(repo), "--diff-against", "no-such-branch")
     assert unknown.returncode == 2 and "'no-such-branch': no such revision" in unknown.stderr
+    # in the chosen format too, so a CI job can post it
+    as_json = run("render", str(repo), "--diff-against", "no-such-branch", "--format", "json")
+    assert as_json.returncode == 2
+    assert "no such revision" in json.loads(as_json.stdout)["errors"][0]
+    as_md = run("render", str(repo), "--diff-against", "no-such-branch", "--format",
+                "markdown")
+    assert as_md.returncode == 2 and "**Errors**" in as_md.stdout
+    assert as_md.stdout.startswith("### orksync: rendered change from no-such-branch to ")
     outside = run("render", str(tmp_path / "git"), "--diff-against", "HEAD",
                   cwd=tmp_path)
     assert outside.returncode in (0, 1), outside.stderr  # the top itself is fine

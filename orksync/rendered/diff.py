@@ -148,6 +148,12 @@ def _object_text(obj: RenderedObject) -> str:
     return text + "".join(f"# orksync {line}\n" for line in extra)
 
 
+def _same(was: RenderedObject, now: RenderedObject) -> bool:
+    """The same rendered object: body, write policy and directives equal."""
+    return (was.policy == now.policy and was.body == now.body
+            and was.directives == now.directives)
+
+
 def compare_rendered(old: RenderedSet, new: RenderedSet, *, old_label: str = "a",
                      new_label: str = "b", old_name: str = "old render",
                      new_name: str = "new render") -> RenderedDiff:
@@ -167,6 +173,8 @@ def compare_rendered(old: RenderedSet, new: RenderedSet, *, old_label: str = "a"
         if now is None and result.errors:
             result.withheld.append(ref)
             continue
+        if was is not None and now is not None and _same(was, now):
+            continue  # most objects of a change: decided without formatting them
         notes: list[str] = []
         if was is not None and now is not None and _is_secret(ref):
             old_values, new_values = _secret_text_values(was.body), \
