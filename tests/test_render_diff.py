@@ -12,8 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from orksync.model import ObjRef
-from orksync.rendered.diff import ObjectDiff, markdown
+from orksync.model import ObjRef, Origin, RenderedObject, RenderedSet, WritePolicy
+from orksync.rendered.diff import ObjectDiff, compare_rendered, markdown
 from tests.helpers import CRD, katalog, widget, write_repo
 
 LITERAL = "literal-api-key-0f3e9a71"  # a Secret value written in the repository itself
@@ -254,3 +254,29 @@ def test_a_diff_holding_backticks_cannot_close_its_code_fence() -> None:
     assert "`````diff\n" in text and "\n`````\n" in text
     assert "<summary>changed <code>ConfigMap/ns/c</code></summary>" in text
     assert "**Errors**" in text and "boom <b>" in text
+
+
+def rendered(body: dict[str, object], policy: WritePolicy = WritePolicy.APPLY,
+             **directives: object) -> RenderedSet:
+    return RenderedSet(objects=(RenderedObject(
+        ref=ObjRef.of(body), body=body, policy=policy, origin=Origin(file="x.yaml"),
+        stage=0, directives=directives),))
+
+
+def test_the_write_policy_and_directives_are_part_of_an_object_s_change() -> None:
+    secret = {"apiVersion": "v1", "kind": "Secret",
+              "metadata": {"name": "s", "namespace": "ns"},
+              "stringData": {"token": "<generate:randomHex:16>"}}
+    base = rendered(secret, WritePolicy.CREATE, generated={"token": "<generate:randomHex:16>"})
+    assert compare_rendered(base, base).changes == []
+    policy = compare_rendered(base, rendered(secret, WritePolicy.APPLY,
+                                             generated={"token": "<generate:randomHex:16>"}))
+    assert [c.action for c in policy.changes] == ["changed"]
+    assert "-# orksync policy: create-if-absent\n+# orksync policy: apply\n" in \
+        policy.changes[0].text
+    longer = {**secret, "stringData": {"token": "<generate:randomHex:32>"}}
+    rotated = compare_rendered(base, rendered(longer, WritePolicy.CREATE, rotateAfter="720h",
+                                              generated={"token": "<generate:randomHex:32>"}))
+    text = rotated.changes[0].text
+    assert "# data.token changed (its generator)\n" in text and "+# orksync   rotateAfter:" in text
+    assert "randomHex" not in text and "<generate:" not in text
