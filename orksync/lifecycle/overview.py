@@ -283,9 +283,17 @@ def _rows(kube: Kube, namespace: str, items: Sequence[_Listed]) -> list[Resource
 def read_rows(kube: Kube, namespace: str, roots: Iterable[str] = ()) -> list[ResourceRow]:
     """Every custom resource and plain manifest the inventories of `namespace` list (only
     those a root of `roots` lists, when given), one row each, with its health read now;
-    sorted by kind, namespace, name."""
+    sorted by kind, namespace, name. Raises OrksyncError naming the sync roots that exist
+    when a root of `roots` has no inventory."""
     wanted = set(roots)
-    listed = _listed(read_inventories(kube, namespace))
+    inventories = read_inventories(kube, namespace)
+    unknown = sorted(wanted - inventories.keys())
+    if unknown:
+        known = ", ".join(inventories) or "none"
+        raise OrksyncError(f"no sync root named {', '.join(unknown)} (no inventory "
+                           f"{CONFIGMAP_PREFIX}<name> in namespace {namespace}); the sync "
+                           f"roots there: {known}")
+    listed = _listed(inventories)
     items = [item for item in listed.values() if not wanted or wanted & set(item.roots)]
     return _rows(kube, namespace, items)
 
