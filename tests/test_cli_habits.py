@@ -17,6 +17,7 @@ import pytest
 from orksync import __version__
 from orksync.cli import build_parser
 from orksync.colour import colour_column, colour_diff
+from tests.helpers import unavailable
 
 ROOT = Path(__file__).resolve().parents[1]
 COMMANDS = ("render", "validate", "apply", "sync", "diff", "rotate", "agent", "status",
@@ -113,7 +114,7 @@ def test_zsh_and_fish_completions_name_every_command(shell: str, tmp_path: Path)
         assert command in result.stdout
     binary = shutil.which(shell)
     if binary is None:
-        pytest.skip(f"{shell} is not installed: its syntax check is not run")
+        unavailable(f"{shell} is not installed (Debian: {shell}): its syntax check is not run")
     script = tmp_path / f"orksync.{shell}"
     script.write_text(result.stdout)
     check = subprocess.run([binary, "-n", str(script)], capture_output=True, text=True,
