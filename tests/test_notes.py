@@ -84,12 +84,12 @@ def test_catalog_rows_carry_topic_signature_and_meaning() -> None:
 ])
 def test_placeholder_random_renders_tokens_not_values(name: str, args: tuple[Any, ...],
                                                       token: str) -> None:
-    assert str(call(name, *args)) == token
+    assert call(name, *args).token() == token
     assert GENERATE_TOKEN_RE.fullmatch(token)
 
 
 def test_placeholder_tokens_are_the_same_on_every_render() -> None:
-    assert {str(call("randomHex", 16)) for _ in range(20)} == {"<generate:randomHex:16>"}
+    assert {call("randomHex", 16).token() for _ in range(20)} == {"<generate:randomHex:16>"}
 
 
 @pytest.mark.parametrize("n", [4097, 10**6])

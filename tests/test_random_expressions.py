@@ -109,6 +109,21 @@ def test_what_cannot_be_deferred_is_an_error_naming_the_random_call(template: st
         engine().render(template, {"spec": {}})
 
 
+def test_the_jinja_dialect_defers_through_notes_and_refuses_its_own_filters() -> None:
+    from orksync.render.jinja_dialect import JinjaTemplateEngine
+
+    jinja = JinjaTemplateEngine(builtin_functions(clock=lambda: NOW,
+                                                  random=PlaceholderRandom()))
+    first, upper = generate(jinja.render(
+        "{% set p = randomHex(4) %}{{ p }}:{{ toUpper(p) }}", {})).split(":")
+    assert upper == first.upper() and re.fullmatch(r"[0-9a-f]{8}", first)
+    for template in ('{{ "%.6s" % randomHex(8) }}', '{{ randomHex(8) | replace("a", "b") }}',
+                     "{{ randomHex(8) | upper }}"):
+        with pytest.raises(GoTemplateError, match="randomHex 8 is computed from a random "
+                                                  "value"):
+            jinja.render(template, {})
+
+
 def test_a_secret_read_from_the_cluster_is_never_recorded_in_an_expression() -> None:
     data = {"children": {"secret": {"apiVersion": "v1", "kind": "Secret",
                                     "data": {"password": "c2VjcmV0LXZhbHVl"}}}}

@@ -90,7 +90,18 @@ class Deferred:
             "or, not), which decides what is rendered")
 
     def __str__(self) -> str:
-        return self.token()
+        # what prints a deferred value calls token(); str() is what code computing on text
+        # calls (the Jinja dialect's own filters and operators, `%`, `~` aside): refused
+        raise GoExecError(
+            f"{self.origin} is computed from a random value, which is generated when the "
+            "Secret is written: only a note or builtin can compute on it (the Jinja "
+            "dialect's own filters and operators cannot), or an action print it")
+
+    def __eq__(self, other: object) -> bool:
+        raise GoExecError(f"{self.origin} is computed from a random value: it cannot be "
+                          "compared when rendering (use the `eq` note or builtin)")
+
+    __hash__ = object.__hash__
 
     def __repr__(self) -> str:
         return f"Deferred({self.origin})"
