@@ -14,6 +14,7 @@ generated value.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
@@ -38,9 +39,15 @@ class ExpressionError(ValueError):
 
 def evaluate(expression: Any, leaf: Leaf, *, now: datetime) -> str:
     """The text an expression prints, its random leaves from `leaf`."""
-    functions = builtin_functions(clock=lambda: now, random=PlaceholderRandom())
+    functions = _functions(now)
     runtime = Runtime(functions, MAX_STEPS, MAX_OUTPUT)
     return _printed(_Evaluator(functions, runtime, leaf).value(expression))
+
+
+@functools.lru_cache(maxsize=4)
+def _functions(now: datetime) -> dict[str, Callable[..., Any]]:
+    """The notes, their clock at `now` (one table for the expressions of one write)."""
+    return builtin_functions(clock=lambda: now, random=PlaceholderRandom())
 
 
 def finish(text: str) -> str:
