@@ -233,8 +233,8 @@ def test_every_builtin_and_string_note_over_each_random_note_agrees_with_orkestr
         for draw in draws:  # Orkestra's own values have the shape orksync makes
             if draw["ok"] and not rc.SHAPES[func].fullmatch(rc.split(draw["out"])[0]):
                 failures.append(f"{key}: Orkestra's {func} made a value of another shape")
-    assert not failures, f"{len(failures)} of {len(ours)} cases differ:\n" + \
-        "\n".join(failures[:40])
+    assert not failures, f"{len(failures)} of {len(ours)} cases differ (ORKORACLE_SEED=" \
+        f"{SEED}):\n" + "\n".join(failures[:40])
 
 
 # ── on the real control plane ────────────────────────────────────────────────────────
