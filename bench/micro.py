@@ -100,6 +100,19 @@ def main() -> int:
             for _ in range(5000):
                 engine.render("{{ .metadata.name }}-svc", short)
 
+        checked = GoTemplateEngine({})
+        schema = {"type": "object", "properties": {"spec": {"type": "object", "properties": {
+            f"f{i}": {"type": "object", "properties": {"a": {"type": "string"}}}
+            for i in range(50)}}}}
+        sources = [f"{{{{ .spec.f{i % 50}.a }}}}-{{{{ range .spec.f{i % 50} }}}}{{{{ .x }}}}"
+                   f"{{{{ end }}}}{{{{ .metadata.name }}}}-{i}" for i in range(1000)]
+
+        def field_check() -> None:  # orksync.render.fieldcheck, new parse trees each time
+            from orksync.render.fieldcheck import template_misses
+
+            for source in sources:
+                template_misses(checked, source, schema)
+
         rows = [
             ("files only: every object's bytes, one directory (the floor's layout)",
              best(args.repeat, lambda: files_only(False))),
@@ -116,6 +129,8 @@ def main() -> int:
                                                              lambda: read_rendered(out))),
             ("a cached short Go template (`{{ .metadata.name }}-svc`), 5,000 renders",
              best(args.repeat, short_template)),
+            ("field check: 1,000 templates against a CRD schema (render/fieldcheck)",
+             best(args.repeat, field_check)),
         ]
     print(f"orksync from {Path(orksync.__file__).parent.parent}, {args.crs:,} custom resources "
           f"= {len(bodies):,} objects, best of {args.repeat}\n")

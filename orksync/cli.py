@@ -1,7 +1,9 @@
-"""The command line: render, validate, apply, sync, version.
+"""The command line: render (and the rendered change against a git revision), validate,
+apply, sync, diff, rotate, agent, status, tree, completion, version.
 
 Imperative shell: parses flags, calls the pipeline, prints ChangeSets and errors, maps
-results to exit codes (0 success, 1 errors or failed objects, 2 usage).
+results to exit codes (0 success, 1 errors or failed objects, 2 usage). The global flags
+(`_add_global_flags`) are accepted before and after every command.
 """
 
 from __future__ import annotations
@@ -32,18 +34,17 @@ if TYPE_CHECKING:
     from orksync.cluster.kube import Kube
     from orksync.katalog.model import Catalog
     from orksync.render.parallel import DirectoryRender
+    from orksync.rendered.diff import RenderedDiff
     from orksync.sync import SyncResult
-from orksync.logs import log_change, setup_logging, summary_line
-from orksync.model import Change, RenderedSet, Source
+from orksync.logs import log_change, log_problems, setup_logging, summary_line
+from orksync.model import Change, RenderedSet, Source, short_revision
 
 log = logging.getLogger("orksync")
 
 
 def _add_cluster_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--kubeconfig", default=os.environ.get("ORKSYNC_KUBECONFIG"),
-                   help="kubeconfig file (default: $KUBECONFIG, then ~/.kube/config; "
-                        "in a pod without either: the in-cluster service account)")
-    p.add_argument("--context", default=None, help="kubeconfig context to use")
+    """The flags of a command that writes to the cluster (--kubeconfig and --context are
+    global: `_add_global_flags`)."""
     p.add_argument("--workers", type=int, default=8,
                    help="objects written concurrently inside one stage (default 8)")
     p.add_argument("--dry-run", action="store_true",
@@ -106,6 +107,14 @@ def _add_render_flags(p: argparse.ArgumentParser) -> None:
                         "[ORKSYNC_STRICT_CLUSTER_SCOPE=true]")
 
 
+def _add_strict_fields_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--strict-fields", action="store_true",
+                   default=os.environ.get("ORKSYNC_STRICT_FIELDS") == "true",
+                   help="a .spec or .status path a template reads that the CRD's schema "
+                        "does not have is an error of its Katalog entry (its custom "
+                        "resources are not rendered), not a warning [ORKSYNC_STRICT_FIELDS=true]")
+
+
 def _positive(text: str) -> int:
     """A whole number of at least 1 for argparse."""
     try:
@@ -131,20 +140,37 @@ def _seconds(text: str) -> float:
         raise argparse.ArgumentTypeError(str(err)) from err
 
 
+def _add_global_flags(p: argparse.ArgumentParser, *, suppress: bool) -> None:
+    """The flags every command accepts, before or after its name (`orksync --kubeconfig K
+    status` and `orksync status --kubeconfig K`). On the top-level parser they carry the
+    defaults; on each command's (`suppress`) they default to nothing, so a flag given
+    before the command is not overwritten by the command's default."""
+    def default(value: object) -> object:
+        return argparse.SUPPRESS if suppress else value
+
+    group = p.add_argument_group("global flags")
+    group.add_argument("--kubeconfig", default=default(os.environ.get("ORKSYNC_KUBECONFIG")),
+                       help="kubeconfig file (default: $KUBECONFIG, then ~/.kube/config; "
+                            "in a pod without either: the in-cluster service account) "
+                            "[ORKSYNC_KUBECONFIG]")
+    group.add_argument("--context", default=default(None), help="kubeconfig context to use")
+    group.add_argument("--log-format", choices=("plain", "json"),
+                       default=default(os.environ.get("ORKSYNC_LOG_FORMAT", "plain")),
+                       help="plain lines or JSON lines (default: plain) [ORKSYNC_LOG_FORMAT]")
+    group.add_argument("--log-level", choices=("debug", "info", "warning", "error"),
+                       default=default(os.environ.get("ORKSYNC_LOG_LEVEL", "info")),
+                       help="default: info [ORKSYNC_LOG_LEVEL]")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="orksync",
         description="Render Orkestra Katalogs from a Git repository into Kubernetes "
                     "manifests and sync them to a cluster.")
-    parser.add_argument("--log-format", choices=("plain", "json"),
-                        default=os.environ.get("ORKSYNC_LOG_FORMAT", "plain"))
-    parser.add_argument("--log-level", default=os.environ.get("ORKSYNC_LOG_LEVEL", "info"),
-                        choices=("debug", "info", "warning", "error"))
-    # the logging flags are accepted after the command too (`orksync sync ... --log-level debug`)
+    parser.add_argument("--version", action="version", version=f"orksync {__version__}")
+    _add_global_flags(parser, suppress=False)
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--log-format", choices=("plain", "json"), default=argparse.SUPPRESS)
-    common.add_argument("--log-level", choices=("debug", "info", "warning", "error"),
-                        default=argparse.SUPPRESS)
+    _add_global_flags(common, suppress=True)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     original = sub.add_parser
 
@@ -159,15 +185,21 @@ def build_parser() -> argparse.ArgumentParser:
                        "cluster is contacted (.children, .status and .cross status are empty) "
                        "unless --live; generated secret values appear as placeholders.")
     p.add_argument("repo", type=Path, help="repository directory")
-    p.add_argument("-o", "--output", type=Path, required=True, help="output directory")
+    p.add_argument("-o", "--output", type=Path, default=None,
+                   help="output directory (required unless --diff-against)")
     _add_render_flags(p)
+    _add_strict_fields_flag(p)
+    p.add_argument("--diff-against", metavar="REV", default=None,
+                   help="instead of writing: render REPO as the git revision REV holds it "
+                        "(read from the repository's objects, nothing checked out) and print "
+                        "the change to the working tree's render, per object, Secret values "
+                        "masked; exit 0 no difference, 1 differences, 2 errors")
+    p.add_argument("--format", choices=("text", "markdown", "json"), default="text",
+                   help="with --diff-against: unified diffs (text, default), a pull "
+                        "request comment (markdown) or JSON")
     p.add_argument("--live", action="store_true",
                    help="read the cluster (read only) for .children, the custom resources' "
                         "own .status and .cross status, as `orksync sync` does")
-    p.add_argument("--kubeconfig", default=os.environ.get("ORKSYNC_KUBECONFIG"),
-                   help="kubeconfig file for --live (default: $KUBECONFIG, then "
-                        "~/.kube/config)")
-    p.add_argument("--context", default=None, help="kubeconfig context for --live")
     _add_service_account_flag(p)
     p.add_argument("-j", "--jobs", type=_positive, default=None,
                    help="processes that load and render (default: the CPUs available "
@@ -180,6 +212,7 @@ def build_parser() -> argparse.ArgumentParser:
                        "resources against their CRDs' schemas from the repository.")
     p.add_argument("repo", type=Path)
     _add_render_flags(p)
+    _add_strict_fields_flag(p)
 
     p = sub.add_parser("apply", help="apply a rendered directory to the cluster",
                        description="Apply exactly what `orksync render` wrote in DIR (every "
@@ -194,11 +227,13 @@ def build_parser() -> argparse.ArgumentParser:
                        "resources that fail to render are reported and not applied; the "
                        "others are.")
     p.add_argument("repo", type=Path)
-    p.add_argument("--once", action="store_true", required=True,
-                   help="sync once and exit (the long-running agent is `orksync agent`)")
+    p.add_argument("--once", action="store_true",
+                   help="sync once and exit: what `orksync sync` always does (accepted for "
+                        "scripts that say it; the long-running agent is `orksync agent`)")
     p.add_argument("-o", "--output", type=Path, default=None,
                    help="also write the rendered manifests to this directory")
     _add_render_flags(p)
+    _add_strict_fields_flag(p)
     _add_cluster_flags(p)
     _add_sync_flags(p)
     _add_adopt_flag(p)
@@ -211,6 +246,11 @@ def build_parser() -> argparse.ArgumentParser:
                        "Exit 0: no difference, 1: differences, 2: errors.")
     p.add_argument("source", type=Path,
                    help="a repository, or a directory written by `orksync render`")
+    p.add_argument("-o", "--output", choices=("text", "json"), default="text",
+                   help="unified diffs (text, default) or one JSON document: the changes "
+                        "(object, action created/changed/deleted, diff), the refused "
+                        "deletions and the errors")
+    _add_namespace_flags(p, "objects")
     _add_render_flags(p)
     _add_cluster_flags(p)
     _add_sync_flags(p)
@@ -223,7 +263,7 @@ def build_parser() -> argparse.ArgumentParser:
                        "generators are recorded on the Secret. Suitable for a CronJob.")
     p.add_argument("--force", action="append", default=[], metavar="NAMESPACE/NAME",
                    help="rotate this Secret now, due or not (repeatable)")
-    p.add_argument("--namespace", default="", help="only Secrets in this namespace")
+    p.add_argument("-n", "--namespace", default="", help="only Secrets in this namespace")
     p.add_argument("--inventory-namespace",
                    default=os.environ.get("ORKSYNC_INVENTORY_NAMESPACE", "orksync-system"),
                    help="where the inventories are (default: orksync-system): each records "
@@ -234,10 +274,29 @@ def build_parser() -> argparse.ArgumentParser:
     add_agent_parser(sub, common_flags=(_add_cluster_flags, _add_sync_flags, _add_render_flags),
                      seconds=_seconds)
 
-    add_overview_parsers(sub, seconds=_seconds)
+    add_overview_parsers(sub, seconds=_seconds, namespace_flags=_add_namespace_flags)
 
     sub.add_parser("version", help="print the version")
+
+    p = sub.add_parser("completion", help="print a shell completion script",
+                       description="Print the completion script of SHELL for orksync's "
+                       "commands and flags. bash: `source <(orksync completion bash)`; zsh: "
+                       "`orksync completion zsh > \"${fpath[1]}/_orksync\"`; fish: `orksync "
+                       "completion fish > ~/.config/fish/completions/orksync.fish`.")
+    p.add_argument("shell", choices=("bash", "zsh", "fish"))
     return parser
+
+
+def _add_namespace_flags(p: argparse.ArgumentParser, what: str) -> None:
+    """-n/--namespace and -A/--all-namespaces: which namespace's `what` are shown. The
+    default is every namespace: a repository, not the kubeconfig's context, decides where
+    orksync's objects live."""
+    group = p.add_mutually_exclusive_group()
+    group.add_argument("-n", "--namespace", dest="namespace", default=None, metavar="NS",
+                       help=f"show only the {what} in namespace NS (cluster-scoped ones are "
+                            "left out)")
+    group.add_argument("-A", "--all-namespaces", dest="namespace", action="store_const",
+                       const=None, help=f"show the {what} of every namespace (the default)")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -317,11 +376,13 @@ def _render(repo: Path, args: argparse.Namespace, kube: Kube | None = None, *,
     progress().phase("load")
     catalog = _load(repo)
     strict = args.strict_cluster_scope
+    fields = getattr(args, "strict_fields", False)  # render, validate and sync have it
     progress().phase("render", len(catalog.crs), "custom resources")
-    rendered = render_catalog(catalog, strict_cluster_scope=strict,
+    rendered = render_catalog(catalog, strict_cluster_scope=strict, strict_fields=fields,
                               progress=progress().advance) if kube is None else \
         render_live(kube, catalog, strict_cluster_scope=strict, progress=progress().advance,
-                    read_as=_impersonation(args, catalog) if read_as else None)
+                    read_as=_impersonation(args, catalog) if read_as else None,
+                    strict_fields=fields)
     progress().finish()
     _log_problems(rendered)
     return rendered, local_revision(repo), catalog
@@ -337,14 +398,23 @@ def _load(repo: Path, jobs: int = 1) -> Catalog:
 
 
 def _log_problems(rendered: RenderedSet) -> None:
-    for warning in rendered.warnings:
-        log.warning("warning: %s", warning)
-    for err in rendered.errors:
-        log.error("error: %s", err)
+    log_problems(rendered.warnings, rendered.errors, log)
 
 
 def cmd_render(args: argparse.Namespace) -> int:
+    from orksync.rendered.directory import check_output
+
+    if args.diff_against is not None:
+        if args.output is not None or args.live:
+            raise UsageError("--diff-against compares two offline renders and writes "
+                             "nothing: leave out -o and --live")
+        return _render_diff(args)
+    if args.format != "text":
+        raise UsageError("--format applies to --diff-against only")
+    if args.output is None:
+        raise UsageError("render needs -o DIR (the output directory), or --diff-against REV")
     start = time.monotonic()
+    check_output(args.output)
     if args.live:
         from orksync.rendered.directory import write_rendered
 
@@ -360,7 +430,7 @@ def cmd_render(args: argparse.Namespace) -> int:
         written, revision = _render_offline(args)
         out, count, rendered = written.out_dir, written.count, written.facts
     log.info("render%s objects=%d errors=%d into %s in %.1fs",
-             f" rev={revision[:7]}" if revision else "", count,
+             f" rev={short_revision(revision)}" if revision else "", count,
              len(rendered.errors), out, time.monotonic() - start)
     return 1 if rendered.errors else 0
 
@@ -380,10 +450,88 @@ def _render_offline(args: argparse.Namespace) -> tuple[DirectoryRender, str]:
     written = render_to_directory(catalog, args.output, source=_local_source(args.repo),
                                   revision=revision, jobs=jobs,
                                   strict_cluster_scope=args.strict_cluster_scope,
+                                  strict_fields=args.strict_fields,
                                   progress=progress().advance)
     progress().finish()
     _log_problems(written.facts)
     return written, revision
+
+
+def _render_diff(args: argparse.Namespace) -> int:
+    """`orksync render REPO --diff-against REV`: REPO's working tree and REPO as the git
+    revision REV holds it, each loaded and rendered offline as `orksync render` renders,
+    compared per object (orksync.rendered.diff). REV's files are read from the
+    repository's objects into a temporary directory (orksync.source.revision_tree). An
+    error that stops the comparison (no such revision, no git repository) is printed in
+    the chosen format too, so a CI job posts it."""
+    import tempfile
+
+    from orksync.render.engine import render_catalog
+    from orksync.rendered.diff import RenderedDiff, compare_rendered
+    from orksync.source.revision_tree import export_revision
+
+    start = time.monotonic()
+
+    def render(repo: Path) -> RenderedSet:
+        progress().phase("load")
+        catalog = _load(repo)
+        progress().phase("render", len(catalog.crs), "custom resources")
+        return render_catalog(catalog, strict_cluster_scope=args.strict_cluster_scope,
+                              progress=progress().advance)
+
+    sha = ""
+    try:
+        if not args.repo.is_dir():
+            raise UsageError(f"{args.repo}: not a directory")
+        with tempfile.TemporaryDirectory(prefix="orksync-diff-against-") as tmp:
+            base = export_revision(args.repo, args.diff_against, Path(tmp))
+            sha = base.sha
+            if not base.existed:
+                log.warning("warning: %s does not exist at %s: every object counts as "
+                            "created", args.repo, args.diff_against)
+            old = render(Path(tmp))
+        new = render(args.repo)
+        progress().finish()
+    except OrksyncError as err:
+        progress().finish()
+        result = RenderedDiff(errors=[str(err)])
+    else:
+        short = short_revision(sha)
+        result = compare_rendered(old, new, old_label=short, new_label="worktree",
+                                  old_name=f"at {short}", new_name="working tree")
+    _print_render_diff(args, result, sha)
+    for error in result.errors:
+        log.error("error: %s", error)
+    counts = result.counts()
+    log.info("render diff against=%s created=%d changed=%d deleted=%d errors=%d in %.1fs",
+             short_revision(sha) if sha else args.diff_against, counts["created"],
+             counts["changed"], counts["deleted"], len(result.errors),
+             time.monotonic() - start)
+    return result.exit_code
+
+
+def _print_render_diff(args: argparse.Namespace, result: RenderedDiff, sha: str) -> None:
+    """`result` on stdout in `--format`: text (coloured on a terminal), markdown, json."""
+    import json
+
+    from orksync.rendered.diff import json_document, markdown
+    from orksync.source import local_revision
+
+    if args.format == "json":
+        sys.stdout.write(json.dumps(json_document(
+            result.changes, result.errors, revision=sha,
+            withheld=[str(r) for r in result.withheld]), indent=2) + "\n")
+    elif args.format == "markdown":
+        head = local_revision(args.repo) if args.repo.is_dir() else ""
+        title = (f"orksync: rendered change from {short_revision(sha) or args.diff_against}"
+                 f" to {short_revision(head) if head else 'the working tree'}")
+        sys.stdout.write(markdown(result.changes, result.errors, title=title,
+                                  notes=result.notes()))
+    else:
+        from orksync.colour import colour_diff, wanted
+
+        text = result.text()
+        sys.stdout.write(colour_diff(text) if wanted(sys.stdout) else text)
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
@@ -509,9 +657,11 @@ def _apply_directory(args: argparse.Namespace) -> int:
 
 
 def cmd_sync(args: argparse.Namespace) -> int:
-    from orksync.rendered.directory import write_rendered
+    from orksync.rendered.directory import check_output, write_rendered
 
     start = time.monotonic()
+    if args.output is not None:
+        check_output(args.output)
     kube = _kube(args)
     try:
         source = _local_source(args.repo)
@@ -588,12 +738,34 @@ def cmd_diff(args: argparse.Namespace) -> int:
     except OrksyncError as err:
         log.error("error: %s", err)
         return 2
-    sys.stdout.write(result.text())
+    if args.namespace is not None:
+        result = result.in_namespace(args.namespace)
+    if args.output == "json":
+        import json
+
+        from orksync.rendered.diff import json_document
+
+        sys.stdout.write(json.dumps(json_document(result.object_diffs(), result.errors,
+                                                  refused=result.refused), indent=2) + "\n")
+    else:
+        from orksync.colour import colour_diff, wanted
+
+        text = result.text()
+        sys.stdout.write(colour_diff(text) if wanted(sys.stdout) else text)
     for error in result.errors[len(rendered.errors):]:  # render errors were logged already
         log.error("error: %s", error)
     log.info("diff objects=%d differ=%d refused=%d errors=%d", len(rendered.objects),
              len(result.diffs), len(result.refused), len(result.errors))
     return result.exit_code
+
+
+def cmd_completion(args: argparse.Namespace) -> int:
+    """The completion script of `args.shell`, made by shtab from this parser: every
+    command, every flag and the choices of each."""
+    import shtab
+
+    sys.stdout.write(shtab.complete(build_parser(), shell=args.shell))
+    return 0
 
 
 COMMANDS = {
@@ -607,6 +779,7 @@ COMMANDS = {
     "status": lambda args: cmd_status(args, _kube),
     "tree": lambda args: cmd_tree(args, _kube),
     "version": cmd_version,
+    "completion": cmd_completion,
 }
 
 

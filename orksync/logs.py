@@ -6,9 +6,10 @@ import json
 import logging
 import sys
 import time
+from collections.abc import Iterable
 from typing import IO, Any
 
-from orksync.model import Action, Change, ChangeSet
+from orksync.model import Action, Change, ChangeSet, short_revision
 
 # Library loggers kept to warnings and errors: their debug output is request-level noise
 # (and the Kubernetes client's would carry response bodies, Secrets among them).
@@ -114,8 +115,18 @@ def log_change(change: Change, logger: logging.Logger) -> None:
     logger.log(level, text, extra={"fields": {"action": change.action.value, "object": ref}})
 
 
+def log_problems(warnings: Iterable[str], errors: Iterable[object],
+                 logger: logging.Logger) -> None:
+    """A load's or render's problems: the errors first, then the warnings, some of which
+    are their consequences and say so ("reported above")."""
+    for err in errors:
+        logger.error("error: %s", err)
+    for warning in warnings:
+        logger.warning("warning: %s", warning)
+
+
 def summary_line(verb: str, changes: ChangeSet, *, revision: str = "", seconds: float,
                  errors: int = 0) -> str:
-    rev = f" rev={revision[:7]}" if revision else ""
+    rev = f" rev={short_revision(revision)}" if revision else ""
     err = f" errors={errors}" if errors else ""
     return f"{verb}{rev} {changes.summary()}{err} in {seconds:.1f}s"

@@ -293,6 +293,14 @@ class ChangeSet:
         return {c.ref: c for c in self.changes}
 
 
+def short_revision(revision: str, length: int = 7) -> str:
+    """A revision as printed: the commit abbreviated, a `-dirty` suffix (a working tree
+    that differs from its commit, orksync.source.local_revision) kept, as `git describe
+    --dirty` prints it."""
+    sha, dirty, _ = revision.partition("-dirty")
+    return sha[:length] + dirty
+
+
 def replace(obj: Any, **changes: Any) -> Any:
     """dataclasses.replace, re-exported so callers need one import."""
     return dataclasses.replace(obj, **changes)

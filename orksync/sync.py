@@ -51,7 +51,13 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from orksync.apply.delete import DeletionOptions, OnDeleteRenderer, find_hooks
+from orksync.apply.delete import (
+    DeletionOptions,
+    OnDeleteRenderer,
+    find_hooks,
+    katalog_failures,
+    teardown_waits,
+)
 from orksync.apply.engine import (
     FIELD_MANAGER,
     Applier,
@@ -207,14 +213,15 @@ def render_live(kube: Kube, catalog: Catalog, *, clock: Clock | None = None,
                 strict_cluster_scope: bool = False,
                 progress: Callable[[int], None] | None = None,
                 read_as: Impersonation | None = None, live: LiveView | None = None,
-                select: Callable[[CustomResource], bool] | None = None) -> RenderedSet:
+                select: Callable[[CustomResource], bool] | None = None,
+                strict_fields: bool = False) -> RenderedSet:
     """The render of a sync: `catalog` against the live cluster (see the module doc), read
     as the agent, its `external:` calls made (orksync.egress). `read_as`: each custom
     resource's `.children` read as the ServiceAccount its children are written as
     (orksync.apply.impersonation.ReadAs), for `orksync diff` and `render --live`, which show
     what that identity sees. `live`: the view to read instead (the agent's informers,
     orksync.cluster.view); `select`: the custom resources to render (a shard's), the
-    others only read (`.cross`)."""
+    others only read (`.cross`); `strict_fields`: orksync.render.engine.render_catalog."""
     from orksync.egress import HttpEgress
     from orksync.render.engine import render_catalog
     from orksync.render.templates import utc_now
@@ -224,7 +231,7 @@ def render_live(kube: Kube, catalog: Catalog, *, clock: Clock | None = None,
             ReadAs(Identities(kube, read_as))
     return render_catalog(catalog, clock=clock or utc_now, live=live, egress=HttpEgress(),
                           strict_cluster_scope=strict_cluster_scope, progress=progress,
-                          select=select)
+                          select=select, strict_fields=strict_fields)
 
 
 def sync_once(kube: Kube, rendered: RenderedSet, *, inventory_name: str,
@@ -266,6 +273,10 @@ def sync_once(kube: Kube, rendered: RenderedSet, *, inventory_name: str,
         if not options.adopt_inventory:
             check_source(whole, source, name=inventory_name, namespace=inventory_namespace)
         old = scope.inventory.part(scope.crs) if scope is not None else whole
+        rendered, reclassified = hold_reclassified(rendered, old)
+        for change in reclassified:
+            if on_change is not None:
+                on_change(change)
         rendered, held, kept_notes = hold_cleaned(rendered, old)
         # who each custom resource's children are written as: decided once, recorded in
         # the inventory with it (for its teardown after it, and its entry, left Git)
@@ -283,6 +294,7 @@ def sync_once(kube: Kube, rendered: RenderedSet, *, inventory_name: str,
         raise
     applied = applier.apply(prepared, written=[c.ref for c in scaled])
     applied = merge_changes(applied, [*scaled, *scaler.after_apply(applied)])
+    applied.changes.extend(reclassified)  # failed: the prune halts, the inventory keeps them
     plan = plan_prune(old, prepared, applied, allow_empty=options.allow_empty,
                       allow_orphaning_children=options.allow_orphaning_children,
                       prune_crds=options.prune_crds)
@@ -292,7 +304,8 @@ def sync_once(kube: Kube, rendered: RenderedSet, *, inventory_name: str,
     found = hooks or {}
     if not dry_run:
         for change in finish_terminating(kube, prepared, old, plan, found, deletion,
-                                         listed=applier.terminating):
+                                         listed=applier.terminating,
+                                         errors=rendered.errors):
             changes.changes.append(change)
             if on_change is not None:
                 on_change(change)
@@ -406,6 +419,47 @@ def hold_cleaned(rendered: RenderedSet, old: Inventory
     return dataclasses.replace(rendered, objects=objects), held, kept
 
 
+def hold_reclassified(rendered: RenderedSet, old: Inventory
+                      ) -> tuple[RenderedSet, list[Change]]:
+    """`rendered` without the plain manifests that are custom resources of this sync
+    root: of a kind `old` records as a custom resource, or of the group of a
+    CustomResourceDefinition it records. No Katalog entry of this render handles them (a
+    Katalog did not load, and the repository alone did not tell their kind); applied as
+    plain manifests they would lose the finalizer `orksync.io/cleanup`, and a teardown
+    its onDelete. Each is a failed change instead, so nothing is pruned and the inventory
+    keeps it as it was: held, with its finalizer and its children."""
+    recorded = {(e.ref.group, e.ref.kind) for e in old if e.is_custom_resource}
+    crds = {e.ref.name.partition(".")[2]: e.ref.name for e in old if e.is_crd}
+    if not recorded and not crds:
+        return rendered, []
+    cause = next(iter(katalog_failures(rendered.errors)), None) or \
+        next(iter(rendered.errors), None)
+    why = f"; the render has errors: {cause}" if cause is not None else ""
+    held: set[ObjRef] = set()
+    changes = []
+    for obj in rendered.objects:
+        if not is_plain(obj):
+            continue
+        ref = obj.ref
+        if (ref.group, ref.kind) in recorded:
+            known = f"the inventory records {ref.kind} ({ref.group}) as a custom resource kind"
+        elif ref.group in crds:
+            known = (f"its group is that of {crds[ref.group]}, a CustomResourceDefinition "
+                     "this sync root applied")
+        else:
+            continue
+        held.add(ref)
+        changes.append(Change(ref=ref, action=Action.FAILED, message=(
+            f"held, not applied as a plain manifest ({obj.origin.file}): {known}, and no "
+            f"Katalog entry of this sync handles it{why}. It is neither applied nor pruned, "
+            "and keeps its finalizer and its children, until a Katalog entry handles its "
+            "kind again")))
+    if not held:
+        return rendered, []
+    return dataclasses.replace(rendered, objects=tuple(
+        o for o in rendered.objects if o.ref not in held)), changes
+
+
 def mark_for_cleanup(rendered: RenderedSet, inventory: str = "", shard: str = ""
                      ) -> RenderedSet:
     """CRDs, plain manifests and custom resources get orksync's managed-by label; custom
@@ -441,12 +495,14 @@ def mark_for_cleanup(rendered: RenderedSet, inventory: str = "", shard: str = ""
 def finish_terminating(kube: Kube, rendered: RenderedSet, old: Inventory, plan: PrunePlan,
                        hooks: Mapping[tuple[str, str], OnDeleteRenderer],
                        options: DeletionOptions, *,
-                       listed: Mapping[tuple[str, str], Sequence[dict[str, Any]]] | None = None
-                       ) -> list[Change]:
+                       listed: Mapping[tuple[str, str], Sequence[dict[str, Any]]] | None = None,
+                       errors: Sequence[Exception] = ()) -> list[Change]:
     """Teardown of this root's custom resources that were deleted out of band: one LIST
     per custom resource kind, except for the kinds in `listed` (the Applier's
     `terminating`: the objects with a deletionTimestamp of the kinds it has just listed
-    whole, so a sync does not list every custom resource kind twice)."""
+    whole, so a sync does not list every custom resource kind twice). `errors`: the
+    render's; while it has one, a custom resource no onDelete renderer handles keeps its
+    finalizer (orksync.apply.delete.teardown_waits)."""
     known = {o.ref for o in rendered.objects
              if o.owner is None and not is_crd(o.ref) and not is_plain(o)}
     known |= {e.ref for e in old if e.is_custom_resource}
@@ -466,6 +522,10 @@ def finish_terminating(kube: Kube, rendered: RenderedSet, old: Inventory, plan: 
             meta = item.get("metadata") or {}
             if ref not in known or not meta.get("deletionTimestamp") or \
                     FINALIZER not in (meta.get("finalizers") or []):
+                continue
+            waits = teardown_waits(hooks, ref, errors)
+            if waits:
+                changes.append(Change(ref=ref, action=Action.SKIPPED, message=waits))
                 continue
             children = Inventory.of([*old.owned_by(ref), *plan.keep.owned_by(ref)])
             done_changes, _ = finalize_custom_resource(

@@ -132,6 +132,14 @@ def locate(path: Path, doc_index: int, field_path: Sequence[str | int]) -> int |
     return yamlparse.locate(path, doc_index, field_path)
 
 
+def locator(path: Path, doc_index: int) -> Callable[[Sequence[str | int]], int | None]:
+    """`locate` for many fields of one document, the file parsed once
+    (orksync.yamlparse.locator)."""
+    from orksync import yamlparse
+
+    return yamlparse.locator(path, doc_index)
+
+
 def split_path(path: str) -> list[str | int]:
     """`a.b[0].c` -> ["a", "b", 0, "c"] (for locating a field's line in its file)."""
     parts: list[str | int] = []

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Generator, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -219,10 +219,22 @@ def locate(path: Path, doc_index: int, field_path: Sequence[str | int]) -> int |
     """The 1-based line of a field inside a document, or of the nearest parent found.
 
     Only used to decorate error messages, so it never raises."""
+    return locator(path, doc_index)(field_path)
+
+
+def locator(path: Path, doc_index: int) -> Callable[[Sequence[str | int]], int | None]:
+    """`locate` for many fields of one document: the file is read and parsed once."""
     try:
         rt = YAML(typ="rt")
-        docs = list(rt.load_all(path.read_text(encoding="utf-8")))
-        node: Any = docs[doc_index]
+        document: Any = list(rt.load_all(path.read_text(encoding="utf-8")))[doc_index]
+    except Exception:
+        return lambda field_path: None
+    return lambda field_path: _line_of(document, field_path)
+
+
+def _line_of(document: Any, field_path: Sequence[str | int]) -> int | None:
+    try:
+        node: Any = document
         line: int | None = node.lc.line + 1 if hasattr(node, "lc") else None
         for key in field_path:
             marks: Any = getattr(node, "lc", None)  # ruamel's line/column records

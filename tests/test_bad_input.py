@@ -63,6 +63,9 @@ class Case:
     lost: frozenset[str] = field(default_factory=frozenset)
 
 
+# a plain manifest (a comment first: the error's line is the field's, not the file's)
+PLAIN = ("# settings\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n"
+         "  namespace: team-a\ndata: {level: info}\n")
 WIDGETS = frozenset({"Widget/shop", "Widget/blog"})
 GADGETS = frozenset({"Gadget/tools"})
 BOMB = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
@@ -215,6 +218,26 @@ CASES = [
                                              "storage: false"),
          "crds/gadgets.yaml:5", "CustomResourceDefinition/gadgets.test.orksync.io", "spec",
          "missing exactly one spec.versions[] entry with storage: true", GADGETS),
+    # -- plain manifests without a usable apiVersion or kind (skipped, the object they
+    # applied before would leave the render and be pruned) ------------------------------
+    Case("plain-api-version-missing", {"platform/bad.yaml": PLAIN.replace("apiVersion: v1\n",
+                                                                          "")},
+         "platform/bad.yaml:2", "ConfigMap/team-a/settings", "apiVersion", "missing"),
+    Case("plain-api-version-misspelled", {"platform/bad.yaml": PLAIN.replace(
+        "apiVersion:", "apiversion:")}, "platform/bad.yaml:2", "ConfigMap/team-a/settings",
+         "apiVersion", "the document has 'apiversion' (did you mean apiVersion?)"),
+    Case("plain-api-version-empty", {"platform/bad.yaml": PLAIN.replace("apiVersion: v1",
+                                                                        "apiVersion:")},
+         "platform/bad.yaml:2", "ConfigMap/team-a/settings", "apiVersion", "empty"),
+    Case("plain-api-version-malformed", {"platform/bad.yaml": PLAIN.replace("v1", "v1/")},
+         "platform/bad.yaml:2", "ConfigMap/team-a/settings", "apiVersion",
+         "not a Kubernetes apiVersion"),
+    Case("plain-api-version-not-text", {"platform/bad.yaml": PLAIN.replace("v1", "[v1]")},
+         "platform/bad.yaml:2", "ConfigMap/team-a/settings", "apiVersion",
+         "must be a string, not a list"),
+    Case("plain-kind-misspelled", {"platform/bad.yaml": PLAIN.replace("kind:", "Kind:")},
+         "platform/bad.yaml:3", "?/team-a/settings", "kind",
+         "the document has 'Kind' (did you mean kind?)"),
     # -- names -------------------------------------------------------------------------
     Case("invalid-name", {"apps/bad.yaml": widget("Bad_Name")}, "apps/bad.yaml:4",
          "Widget/team-a/Bad_Name", "metadata.name", "is not a valid Kubernetes name"),
@@ -261,6 +284,7 @@ def run(files: dict[str, str | bytes], tmp: Path) -> tuple[RenderedSet, int]:
     shutil.copytree(GOOD, repo)
     for name, content in files.items():
         path = repo / name
+        path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(content if isinstance(content, bytes) else content.encode())
     tracemalloc.start()
     try:

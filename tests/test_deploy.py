@@ -192,6 +192,13 @@ def test_the_cluster_role_grants_every_kind_a_katalog_produces_and_nothing_broad
     assert grants[("events.k8s.io", "events")] == {"create", "patch"}
     assert grants[("rbac.authorization.k8s.io", "roles")] >= {"escalate", "bind"}
     assert grants[("rbac.authorization.k8s.io", "clusterroles")] >= {"escalate", "bind"}
+    # the web view's: who a token is and what it may read, nothing else
+    assert grants[("authentication.k8s.io", "tokenreviews")] == {"create"}
+    assert grants[("authorization.k8s.io", "subjectaccessreviews")] == {"create"}
+    assert not {k for k in grants if k[0] in ("authentication.k8s.io",
+                                               "authorization.k8s.io")} - {
+        ("authentication.k8s.io", "tokenreviews"), ("authorization.k8s.io",
+                                                    "subjectaccessreviews")}
     for rule in role["rules"]:
         assert "*" not in rule["apiGroups"] + rule["resources"] + rule["verbs"], rule
         assert "nonResourceURLs" not in rule
@@ -320,6 +327,9 @@ def test_the_service_account_can_sync_the_example_and_is_not_cluster_admin(
     assert can("update", "leases.coordination.k8s.io", "-n", NAMESPACE)
     assert not can("update", "leases.coordination.k8s.io", "-n", "default")
     assert can("patch", "webapps.platform.example.com", "--subresource=status", "-n", "team-a")
+    # the web view asks who a token is and what it may read
+    assert can("create", "tokenreviews.authentication.k8s.io")
+    assert can("create", "subjectaccessreviews.authorization.k8s.io")
 
     # Not cluster-admin: no admission webhooks (nor anything else outside its list).
     assert not can("create", "validatingwebhookconfigurations.admissionregistration.k8s.io")

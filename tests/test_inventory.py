@@ -6,6 +6,7 @@ import base64
 import dataclasses
 import json
 import random
+import zlib
 
 import pytest
 
@@ -355,3 +356,55 @@ def test_the_ca_secret_of_a_tls_secret_is_recorded_kept_and_pruned_with_it() -> 
     gone = rendered(obj(CRD), obj(W), obj(DEPLOY, W))
     pruned = plan_prune(with_ca, gone, applied(gone))
     assert {e.ref for e in pruned.delete} == {tls, ca}
+
+
+# --- the file each object was applied from ----------------------------------------------------
+
+
+def plain(ref: ObjRef, file: str) -> RenderedObject:
+    return dataclasses.replace(obj(ref), origin=Origin(file=file), stage=3)
+
+
+def test_an_inventory_records_the_file_of_what_no_custom_resource_owns() -> None:
+    settings, role = child("ConfigMap", "settings"), child("ClusterRole", "reader")
+    rs = rendered(obj(CRD), dataclasses.replace(obj(W), origin=Origin(file="apps/w.yaml")),
+                  obj(DEPLOY, W), plain(settings, "platform/base.yaml"),
+                  plain(role, "platform/rbac.yaml"))
+    keep = plan_prune(Inventory(), rs, applied(rs)).keep
+    assert {e.ref: e.file for e in keep} == {
+        CRD: "x.yaml", W: "apps/w.yaml", DEPLOY: "", settings: "platform/base.yaml",
+        role: "platform/rbac.yaml"}
+    back = Inventory.from_configmap(json.loads(json.dumps(keep.to_configmap("prod"))))
+    assert back == keep and back.by_ref()[settings].plain
+    # the file is the row's last item, after plain and account: an older orksync reads
+    # the items it knows
+    rows = json.loads(zlib.decompress(keep.encode()))["entries"]
+    assert [r[6:] for r in rows if r[3] == "settings"] == [[1, "", "platform/base.yaml"]]
+    # an inventory written before the file was recorded reads with none
+    older = {"owners": [], "entries": [[*r[:6], *r[6:8]] for r in rows if r[4] is None]}
+    blob = zlib.compress(json.dumps(older).encode())
+    assert {e.ref: (e.plain, e.file) for e in Inventory.decode(blob)} == {
+        CRD: (False, ""), W: (False, ""), settings: (True, ""), role: (True, "")}
+
+
+def test_a_file_with_an_error_says_what_it_holds_from_the_prune() -> None:
+    a, b, c = (child("ConfigMap", n) for n in "abc")
+    old = plan_prune(Inventory(), rs := rendered(
+        plain(a, "platform/a.yaml"), plain(b, "platform/a.yaml"),
+        plain(c, "platform/c.yaml"), dataclasses.replace(obj(W), origin=Origin(
+            file="platform/a.yaml")), obj(DEPLOY, W)), applied(rs)).keep
+    # platform/a.yaml does not load; platform/c.yaml was deleted from Git
+    broken = rendered(errors=(RenderError("invalid YAML", file="platform/a.yaml", line=3),))
+    plan = plan_prune(old, broken, applied(broken))
+    assert plan.halted and plan.delete == []
+    assert plan.refused == [
+        "the render had 1 error(s): nothing is pruned",
+        f"platform/a.yaml has errors in this sync: the prune of the 3 object(s) last applied "
+        f"from it is held: {W}, {a}, {b} (and their children)"]
+    assert plan.keep == old
+    # repaired, and c's file gone: only c is pruned
+    fixed = rendered(plain(a, "platform/a.yaml"), plain(b, "platform/a.yaml"),
+                     dataclasses.replace(obj(W), origin=Origin(file="platform/a.yaml")),
+                     obj(DEPLOY, W))
+    plan = plan_prune(old, fixed, applied(fixed))
+    assert [e.ref for e in plan.delete] == [c] and not plan.refused

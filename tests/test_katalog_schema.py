@@ -88,8 +88,10 @@ def test_a_deliberately_unimplemented_key_is_one_warning_naming_file_line_and_wh
     workers = [w for w in catalog.warnings if ".reconciler.workers" in w]
     assert workers == [
         "op/katalog.yaml:10: Katalog/widgets: spec.crds.widget.operatorBox.reconciler.workers:"
-        " accepted, not acted on: a setting of Orkestra's controller process; orksync renders"
-        " and applies, it runs no informers, queues or workers"], catalog.warnings
+        " accepted, not acted on: a setting of Orkestra's controller process, not read by "
+        "orksync: the agent (`orksync agent`) runs one set of informers, one work queue and "
+        "its workers for all Katalogs, tuned by its own flags (`--interval`, "
+        "`--resync-interval`, `--repair-workers`), not per Katalog"], catalog.warnings
     assert len([w for w in catalog.warnings if ".reconciler.resync" in w]) == 1
     rendered = render_catalog(catalog)
     assert "ConfigMap/default/a-cm" in {str(o.ref) for o in rendered.objects}

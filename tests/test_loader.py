@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -273,3 +274,67 @@ def test_a_setup_file_in_the_walk_is_read_once_and_outside_it_holds_plain_manife
         "CustomResourceDefinition in a setup.apply file outside the repository's walk "
         "(.orksyncignore lists it) is not read: setup.apply loads plain manifests only"]
     assert [str(m.ref) for m in catalog.plain] == ["Namespace/platform"]
+
+
+API_TYPES = "      apiTypes: {group: test.orksync.io, version: v1, kind: Widget, plural: widgets}\n"
+
+
+@pytest.mark.parametrize("broken", [
+    # the entry fails: its crdFile is missing, its apiTypes tell the kind
+    KATALOG.replace("      crdFile: ./crd.yaml\n",
+                    "      crdFile: ./missing.yaml\n" + API_TYPES),
+    # the whole Katalog fails (an unknown key outside spec.crds), its crdFile tells the kind
+    KATALOG.replace("metadata: {name: widgets}", "metadata: {name: widgets}\nspek: {}"),
+    # the entry fails on a dependsOn cycle
+    KATALOG.replace("      crdFile: ./crd.yaml\n",
+                    "      crdFile: ./crd.yaml\n      dependsOn: [widget]\n"),
+])
+def test_custom_resources_of_a_katalog_entry_that_did_not_load_are_held_not_plain(
+        tmp_path: Path, broken: str) -> None:
+    write_repo(tmp_path, {"katalog.yaml": broken, "crd.yaml": CRD,
+                          "apps/a.yaml": widget("a", "team-a", image="nginx")})
+    catalog = load_repository(tmp_path)
+    assert len(catalog.errors) == 1 and str(catalog.errors[0]).startswith("katalog.yaml:")
+    assert not catalog.crs and not catalog.plain
+    (ref, reason), = catalog.left_out  # neither rendered nor pruned, nor its children
+    assert str(ref) == "Widget.test.orksync.io/team-a/a"
+    assert reason == f"held: Katalog widgets entry widget did not load ({catalog.errors[0]})"
+    assert [w for w in catalog.warnings if w.startswith("apps/a.yaml:1: Widget/team-a/a: not "
+                                                        "loaded: Katalog widgets entry widget "
+                                                        "did not load (katalog.yaml:")]
+
+
+def test_a_katalog_whose_crd_file_is_missing_holds_the_kind_its_text_names(
+        tmp_path: Path) -> None:
+    """The bundled example without its CRD file: neither apiTypes nor a CRD tell the kind,
+    the entry's key does (`webapp`: WebApp); a kind of a Kubernetes API group is never
+    taken for it."""
+    shutil.copytree(REPO_EXAMPLE, tmp_path / "repo")
+    (tmp_path / "repo/crds/webapps.yaml").unlink()
+    write_repo(tmp_path / "repo", {"platform/more.yaml": (
+        "apiVersion: other.example.com/v1\nkind: Gadget\nmetadata: {name: g}\n---\n"
+        "apiVersion: networking.k8s.io/v1\nkind: WebApp\nmetadata: {name: w, namespace: a}\n")})
+    catalog = load_repository(tmp_path / "repo")
+    assert [str(e) for e in catalog.errors] == [
+        "katalogs/webapp.yaml:14 Katalog/webapp spec.crds.webapp.crdFile: file "
+        "'../crds/webapps.yaml' does not exist"]
+    assert sorted(str(ref) for ref, _ in catalog.left_out) == [
+        "WebApp.platform.example.com/team-a/shop", "WebApp.platform.example.com/team-b/blog"]
+    assert {m.ref.kind for m in catalog.plain} == {
+        "Namespace", "ClusterRole", "RoleBinding", "Gadget", "WebApp"}
+    assert {m.ref.api_version for m in catalog.plain if m.ref.kind == "WebApp"} == {
+        "networking.k8s.io/v1"}
+
+
+def test_yaml_that_is_no_manifest_is_still_ignored(tmp_path: Path) -> None:
+    """A document needs `metadata` and apiVersion or kind (or the same name spelt
+    otherwise) to be taken for a manifest missing the other: values files and includes
+    stay out of it."""
+    write_repo(tmp_path, {"values.yaml": "metadata: {team: a}\nkinds: [web, db]\n",
+                          "include.yaml": "functions:\n  - {name: f, expression: x}\n",
+                          "half.yaml": "Kind: ConfigMap\nmetadata: {name: a, namespace: b}\n"})
+    catalog = load_repository(tmp_path)
+    assert [str(e) for e in catalog.errors] == [
+        "half.yaml:2 ?/b/a apiVersion: missing: a manifest needs apiVersion and kind, this "
+        "one is not applied"]
+    assert not catalog.plain

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from datetime import UTC, datetime
 
 import pytest
@@ -56,9 +58,10 @@ ROW = ResourceRow(ref=CR, root="default", ready="False", health="InProgress",
 
 def test_the_status_table_is_aligned_without_trailing_blanks() -> None:
     assert status_table([ROW], NOW) == (
-        "KIND             NAMESPACE   NAME   READY   HEALTH       REVISION       AGE   MESSAGE\n"
-        "App.example.io   team-a      shop   False   InProgress   0123456789ab   4m    "
-        "Deployment/team-a/shop: InProgress: ready: 0/2\n")
+        "KIND             NAMESPACE   NAME   SYNC ROOT   READY   HEALTH       REVISION       "
+        "AGE   MESSAGE\n"
+        "App.example.io   team-a      shop   default     False   InProgress   0123456789ab   "
+        "4m    Deployment/team-a/shop: InProgress: ready: 0/2\n")
 
 
 def test_the_tree_draws_the_children_under_their_custom_resource() -> None:
@@ -66,4 +69,16 @@ def test_the_tree_draws_the_children_under_their_custom_resource() -> None:
     assert lines[1].startswith("App.example.io/team-a/shop")
     assert lines[2].startswith("├── Deployment/team-a/shop")
     assert lines[3].startswith("└── Service/team-a/shop")
+    assert lines[1].split()[:2] == ["App.example.io/team-a/shop", "default"]
     assert lines[3].split() == ["└──", "Service/team-a/shop", "Current"]
+
+
+def test_the_help_explains_revision_health_and_sync_root() -> None:
+    for command in ("status", "tree"):
+        done = subprocess.run([sys.executable, "-m", "orksync", command, "--help"],
+                              capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0
+        text = " ".join(done.stdout.split())
+        assert "REVISION is the revision at which the custom resource was last applied, " \
+            "i.e. its last change" in text
+        assert "Missing" in text and "SYNC ROOT" in text

@@ -94,7 +94,9 @@ def test_every_bad_input_renders_the_same_in_three_processes(case: Case, tmp_pat
     repo = tmp_path / "repo"
     shutil.copytree(CORPUS / "good", repo)
     for name, content in case.files.items():
-        (repo / name).write_bytes(content if isinstance(content, bytes) else content.encode())
+        path = repo / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(content if isinstance(content, bytes) else content.encode())
     facts = assert_same_render(repo, tmp_path, 3, forced)
     assert facts.errors  # the case's error came back from whichever process met it
 

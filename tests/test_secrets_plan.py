@@ -24,12 +24,14 @@ from orksync.secrets.plan import (
     GENERATORS,
     ROTATE_AFTER,
     TLS_ANNOTATION,
+    TLS_CHECKED,
     SecretPlan,
     data_hash,
     directives_from_annotations,
     owned_desired,
     plan_secret,
 )
+from tests.keycheck import digest, tampered_rsa_key, validated_loads
 
 T0 = datetime(2030, 1, 2, 3, 4, 5, tzinfo=UTC)
 TOKEN = "<generate:randomAlphanumeric:32>"
@@ -474,6 +476,66 @@ def test_a_key_that_does_not_match_its_certificate_is_replaced_together_with_it(
     assert p.write == "rotate"
     c = certs(p)
     assert public_der(c["leaf"].public_key()) == public_der(c["key"].public_key())
+
+
+@pytest.mark.parametrize("policy", [WritePolicy.CREATE, WritePolicy.APPLY])
+def test_tls_keys_are_validated_when_they_change_not_at_every_plan(
+        policy: WritePolicy) -> None:
+    entry = tls_entry()  # RSA: the key whose validation is costly
+    with validated_loads() as loads:
+        first = plan(entry, policy=policy)
+    assert len(loads) == 0  # keys made here need no validation
+    live, ca_live = as_live(first), ca_live_of(first)
+    assert live["metadata"]["annotations"][TLS_CHECKED]
+    for day in range(3):
+        with validated_loads() as loads:
+            again = plan(entry, live, policy=policy, now=T0 + timedelta(days=day),
+                         ca_live=ca_live)
+        assert len(loads) == 0 and again.work == ()
+        assert again.write == "skip" or again.body == first.body
+
+    # a Secret written before the fingerprint existed: both keys validated once, recorded
+    del live["metadata"]["annotations"][TLS_CHECKED]
+    with validated_loads() as loads:
+        upgrade = plan(entry, live, policy=policy, ca_live=ca_live)
+    assert len(loads) == 2 and upgrade.write == "apply"
+    assert upgrade.work == (f"validated keys to record: {TLS_CHECKED} set",)
+    assert upgrade.body is not None and upgrade.body["metadata"]["resourceVersion"] == "7"
+    assert decoded(upgrade.body) == decoded(first.body)  # the certificate is kept
+    with validated_loads() as loads:
+        settled = plan(entry, as_live(upgrade), policy=policy, ca_live=ca_live)
+    assert len(loads) == 0 and settled.work == ()
+
+
+def test_a_tampered_tls_key_is_validated_and_replaced_despite_the_fingerprint() -> None:
+    entry = tls_entry()
+    first = plan(entry)
+    live, ca_live = as_live(first), ca_live_of(first)
+    good = base64.b64decode(live["data"]["tls.key"])
+    bad = tampered_rsa_key(good)
+    live["data"]["tls.key"] = base64.b64encode(bad).decode()
+    with validated_loads() as loads:
+        p = plan(entry, live, ca_live=ca_live)
+    assert digest(bad) in loads
+    assert p.write == "rotate" and "the certificate or key cannot be read" in p.reason
+    replaced = certs(p)["raw"]["tls.key"] not in (good, bad)
+    assert replaced
+    assert p.body is not None
+    assert p.body["metadata"]["annotations"][TLS_CHECKED] != \
+        first.body["metadata"]["annotations"][TLS_CHECKED]  # type: ignore[index]
+
+    # the CA key likewise: the inconsistent key never signs, a new CA does
+    live = as_live(first)
+    ca_bad = ca_live_of(first)
+    ca_key = base64.b64decode(ca_bad["data"]["ca.key"])
+    ca_bad["data"]["ca.key"] = base64.b64encode(tampered_rsa_key(ca_key)).decode()
+    with validated_loads() as loads:
+        rotated = plan(entry, live, ca_live=ca_bad, force_rotate=True)
+    assert len(loads) == 2  # the fingerprint no longer matches: both keys validated
+    assert rotated.write == "rotate" and "issued a new CA" in rotated.reason
+    c = certs(rotated)
+    new_key = c["ca_raw"]["ca.key"] != ca_key
+    assert c["ca_key"] is not None and new_key
 
 
 def test_generated_and_tls_values_never_appear_in_reasons() -> None:

@@ -218,5 +218,6 @@ def test_reconciler_profiles_are_accepted_with_a_warning(tmp_path: Path) -> None
     assert [w for w in catalog.warnings if "profiles.reconciler" in w] == [
         "op/katalog.yaml:24: Katalog/widgets: profiles.reconciler: accepted, not acted on: "
         "reconciler profiles tune Orkestra's workers and queues; a setting of Orkestra's "
-        "controller process; orksync renders and applies, it runs no informers, queues or "
-        "workers"]
+        "controller process, not read by orksync: the agent (`orksync agent`) runs one set "
+        "of informers, one work queue and its workers for all Katalogs, tuned by its own "
+        "flags (`--interval`, `--resync-interval`, `--repair-workers`), not per Katalog"]

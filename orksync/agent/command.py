@@ -50,7 +50,8 @@ def add_agent_parser(sub: Any, *, common_flags: tuple[Callable[[argparse.Argumen
                                                              "/var/lib/orksync")),
                    help="working copy and rendered revisions [ORKSYNC_STATE_DIR]")
     p.add_argument("--listen", default=env("ORKSYNC_LISTEN", "0.0.0.0:8080"),
-                   help="address of /healthz, /readyz, /metrics [ORKSYNC_LISTEN]")
+                   help="address of /healthz, /readyz, /metrics and the web view /ui/ "
+                        "[ORKSYNC_LISTEN]")
     p.add_argument("--no-leader-elect", action="store_true",
                    default=env("ORKSYNC_LEADER_ELECT", "true") == "false",
                    help="write without holding the Lease (a single replica only)")
@@ -89,6 +90,10 @@ def add_agent_parser(sub: Any, *, common_flags: tuple[Callable[[argparse.Argumen
                         "is re-applied from the last render, one custom resource at a time "
                         "each; 0 leaves drift to the next sync [ORKSYNC_REPAIR_WORKERS, "
                         "default 4]")
+    p.add_argument("--ui", choices=("true", "false"), default=env("ORKSYNC_UI", "true"),
+                   help="serve the read-only web view on /ui/ of --listen, authorised by the "
+                        "cluster: a bearer token checked with a TokenReview, what it may "
+                        "read with SubjectAccessReviews [ORKSYNC_UI, default true]")
     p.add_argument("--git-username-file", type=Path, default=env("ORKSYNC_GIT_USERNAME_FILE"))
     p.add_argument("--git-password-file", type=Path, default=env("ORKSYNC_GIT_PASSWORD_FILE"),
                    help="file holding the password or token (read at every fetch)")
@@ -155,5 +160,5 @@ def agent_config(args: argparse.Namespace) -> AgentConfig:
                        webhook_secret_file=args.webhook_secret_file,
                        allow_empty=args.allow_empty, prune_crds=args.prune_crds,
                        default_service_account=args.default_service_account,
-                       repair_workers=args.repair_workers,
+                       repair_workers=args.repair_workers, ui=args.ui == "true",
                        **identity)

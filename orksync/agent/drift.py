@@ -60,7 +60,7 @@ from orksync.agent.metrics import Metrics
 from orksync.agent.queue import Item, Workers, WorkQueue
 from orksync.agent.shard import shard_selector
 from orksync.apply.compare import unchanged
-from orksync.apply.delete import DeletionOptions, OnDeleteRenderer, find_hooks
+from orksync.apply.delete import DeletionOptions, OnDeleteRenderer, find_hooks, teardown_waits
 from orksync.apply.engine import Applier, ApplyOptions, Kind
 from orksync.apply.impersonation import Identities
 from orksync.apply.inventory import Inventory, is_crd
@@ -72,6 +72,7 @@ from orksync.errors import ClusterError, LeadershipLost
 from orksync.lifecycle.teardown import FINALIZER, finalize_custom_resource
 from orksync.model import (
     OWNER_ANNOTATION,
+    Action,
     Change,
     ObjRef,
     RenderedObject,
@@ -100,6 +101,9 @@ class Plan:
     # key -> a custom resource the inventory still holds and the render no longer has:
     # one that left Git and whose teardown the sync left under way (`DeletionOptions.wait`)
     leaving: Mapping[str, ObjRef] = field(default_factory=dict)
+    # the render's errors: while there is one, a teardown no onDelete renderer handles
+    # waits (orksync.apply.delete.teardown_waits)
+    errors: tuple[Exception, ...] = ()
 
     @classmethod
     def of(cls, prepared: RenderedSet, inventory: Inventory,
@@ -120,7 +124,8 @@ class Plan:
         leaving = _leaving(inventory, key_of)
         return cls(objects={k: tuple(v) for k, v in objects.items()}, key_of=key_of,
                    by_ref={o.ref: o for o in prepared.objects}, crs=crs,
-                   inventory=inventory, hooks=hooks, leaving=leaving)
+                   inventory=inventory, hooks=hooks, leaving=leaving,
+                   errors=tuple(prepared.errors))
 
     def with_part(self, keys: set[str], prepared: RenderedSet, inventory: Inventory,
                   hooks: Mapping[tuple[str, str], OnDeleteRenderer]) -> Plan:
@@ -141,7 +146,7 @@ class Plan:
         leaving = self.leaving if inventory is self.inventory else \
             _leaving(inventory, key_of)
         return Plan(objects=objects, key_of=key_of, by_ref=by_ref, crs=crs,
-                    inventory=inventory, hooks=hooks, leaving=leaving)
+                    inventory=inventory, hooks=hooks, leaving=leaving, errors=part.errors)
 
     def kinds(self) -> set[Kind]:
         return {(r.api_version, r.kind) for r in self.by_ref} | \
@@ -158,8 +163,10 @@ class DriftRepair:
                  on_change: Callable[[Change], None],
                  reconcile: Callable[[str, str], None] | None = None,
                  dependents: Callable[[ObjRef], set[str]] | None = None,
-                 shard: str = "") -> None:
+                 shard: str = "", on_event: Callable[[], None] | None = None) -> None:
         self.kube = kube
+        # told of every watch event (the web view's live updates)
+        self.on_event = on_event
         # this agent shard's `I-of-N` (orksync.agent.shard): the informers hold only the
         # objects labelled with it; "": one shard, every object orksync labels
         self.shard = shard
@@ -296,6 +303,8 @@ class DriftRepair:
                 if wrote is not None and (event == "DELETED" or _not_older(
                         str((obj.get("metadata") or {}).get("resourceVersion") or ""), wrote)):
                     del self._written[ref]
+        if self.on_event is not None:
+            self.on_event()
         if self.leading():
             self._consider(event, obj, previous)
 
@@ -460,6 +469,10 @@ class DriftRepair:
         """A custom resource deleted by hand: onDelete, its children no owner reference
         covers, the finalizer (as the full sync's teardown); Git recreates it after."""
         if FINALIZER not in ((live.get("metadata") or {}).get("finalizers") or []):
+            return
+        waits = teardown_waits(plan.hooks, cr, plan.errors)
+        if waits:  # the first full sync without errors finishes it
+            self._changed(Change(ref=cr, action=Action.SKIPPED, message=waits))
             return
         changes, done = finalize_custom_resource(
             self.kube, live, plan.inventory.owned_by(cr), find_hooks(plan.hooks, cr),

@@ -58,10 +58,12 @@ from orksync.agent.metrics import Metrics
 from orksync.agent.relabel import block_kinds, label_shard
 from orksync.agent.server import serve
 from orksync.agent.shard import shard_filter, shard_label, shard_of
+from orksync.agent.ui.data import RootStatus
+from orksync.agent.ui.journal import Journal
 from orksync.apply.delete import DeletionOptions, OnDeleteRenderer
 from orksync.apply.engine import ApplyOptions
 from orksync.apply.impersonation import Identities, Impersonation
-from orksync.apply.inventory import Inventory, inventory_identity
+from orksync.apply.inventory import CONFIGMAP_PREFIX, Inventory, inventory_identity
 from orksync.apply.secrets import rotate_due
 from orksync.cluster.kube import Kube
 from orksync.cluster.retry import RetryPolicy
@@ -71,8 +73,16 @@ from orksync.egress import HttpEgress
 from orksync.errors import ClusterError, LeadershipLost, OrksyncError, SourceError
 from orksync.katalog.loader import load_repository
 from orksync.katalog.model import Catalog, CustomResource
-from orksync.logs import log_change, summary_line
-from orksync.model import OWNER_ANNOTATION, Action, ObjRef, RenderedObject, RenderedSet, Source
+from orksync.logs import log_change, log_problems, summary_line
+from orksync.model import (
+    OWNER_ANNOTATION,
+    Action,
+    Change,
+    ObjRef,
+    RenderedObject,
+    RenderedSet,
+    Source,
+)
 from orksync.render.boundaries import entry_boundary
 from orksync.render.engine import CrResult, RenderPlan
 from orksync.rendered.directory import write_rendered
@@ -130,6 +140,7 @@ class AgentConfig:
     # without serviceAccountName are written as; "": the agent (orksync.apply.impersonation)
     default_service_account: str = ""
     repair_workers: int = 4  # drift repair's workers (orksync.agent.drift); 0: none
+    ui: bool = True  # the read-only web view on /ui/ (orksync.agent.ui)
 
 
 @dataclass(slots=True)
@@ -201,6 +212,8 @@ class Agent:
         # owns carry it since this leadership term began (`_sync`, orksync.agent.relabel)
         self.shard_label = shard_label(config.shard, config.shards)
         self.labelled = False
+        # the last syncs and repairs, for the web view (orksync.agent.ui)
+        self.journal = Journal()
 
     # --- readiness -----------------------------------------------------------------------
 
@@ -327,6 +340,9 @@ class Agent:
                 ok = False
                 self.state.full_wanted = True
                 self.state.last_error = str(err)
+                self.journal.synced(self.config.name, kind="full", ok=False,
+                                    revision=self.state.revision.sha
+                                    if self.state.revision else "", message=str(err))
                 self.metrics.errors.labels(reason=type(err).__name__).inc()
                 log.error("sync failed: %s", err)
             duration = time.monotonic() - start
@@ -393,6 +409,8 @@ class Agent:
         revision = self.fetch()
         if revision is None:
             self.state.last_error = self.state.source_error
+            self.journal.synced(self.config.name, kind="fetch", ok=False, revision="",
+                                message=self.state.source_error)
             return False
         moved = self.state.catalog is None or self.state.revision is None or \
             revision.sha != self.state.revision.sha
@@ -456,10 +474,7 @@ class Agent:
             select=self._mine)
         said = (rendered.warnings, tuple(map(str, rendered.errors)))
         if said != self.state.said:  # once per revision, and when they change
-            for warning in rendered.warnings:
-                log.warning("warning: %s", warning)
-            for err in rendered.errors:
-                log.error("error: %s", err)
+            log_problems(rendered.warnings, rendered.errors, log)
             self.state.said = said
         full = rendered
         rendered = shard_filter(rendered, self.config.shard, self.config.shards)
@@ -499,6 +514,9 @@ class Agent:
             self.state.full_wanted = True
         self.state.last_error = "" if ok else (
             f"{len(rendered.errors)} render error(s), {len(result.changes.failed)} failed")
+        self.journal.synced(self.config.name, kind="full", revision=revision.sha, ok=ok,
+                            counts=_counts(result.changes.counts()),
+                            message=self.state.last_error)
         return ok
 
     def _label_shard(self, rendered: RenderedSet, inventory: Inventory) -> bool:
@@ -602,6 +620,11 @@ class Agent:
             self.metrics.objects.labels(action=change.action.value).inc()
         log.info(summary_line(f"scoped sync of {len(crs)} custom resource(s)", result.changes,
                               revision=revision, seconds=time.monotonic() - start, errors=0))
+        self.journal.synced(self.config.name, kind="scoped", revision=revision,
+                            ok=not result.changes.failed,
+                            counts=_counts(result.changes.counts()),
+                            message=f"{len(result.changes.failed)} failed"
+                            if result.changes.failed else "")
         self.metrics.revision.clear()
         self.metrics.revision.labels(revision=revision).set(1)
         return not result.changes.failed
@@ -776,15 +799,48 @@ class Agent:
             self.kube, self.kube.sibling(timeout=30.0, retry=RetryPolicy(), pool_size=4),
             inventory=inventory_identity(self.config.name, self.config.inventory_namespace),
             workers=self.config.repair_workers, metrics=self.metrics,
-            leading=self.is_leader, on_change=lambda change: log_change(change, log),
-            reconcile=self.reconcile_key, dependents=self.dependents, shard=self.shard_label)
+            leading=self.is_leader, on_change=self._repaired, reconcile=self.reconcile_key,
+            dependents=self.dependents, shard=self.shard_label, on_event=self.journal.touch)
+
+    def _repaired(self, change: Change) -> None:
+        log_change(change, log)
+        self.journal.repaired(self.config.name, change)
+
+    def ui_roots(self) -> list[RootStatus]:
+        """The sync root this agent serves, for the web view; a user sees it when they may
+        get its inventory ConfigMap."""
+        state = self.state
+        applied = next((s.revision for s in self.journal.syncs(self.config.name) if s.ok),
+                       "")
+        source = f"{self.config.repo_url}@{self.config.ref}" + (
+            f" ({self.config.path})" if self.config.path else "")
+        ready = state.synced_once and not state.last_error
+        message = state.last_error or (f"serving the last good revision: "
+                                       f"{state.source_error}" if state.source_error else
+                                       "ok" if ready else "not synced yet")
+        if not self.is_leader():  # its state is its last term's; the leader's is elsewhere
+            ready, message = False, "standby: another replica holds the lease and syncs"
+        return [RootStatus(name=self.config.name, source=source, revision=applied,
+                           ready=ready, message=message, group="", resource="configmaps",
+                           namespace=self.config.inventory_namespace,
+                           object_name=f"{CONFIGMAP_PREFIX}{self.config.name}")]
 
     def run(self) -> int:
         self.config.state_dir.mkdir(parents=True, exist_ok=True)
         if self.elector is not None:  # before leading: through the ungated connection
             ensure_namespace(self.elector.kube, self.config.lease_namespace)
+        mounts = {}
+        if self.config.ui:
+            from orksync.agent.ui.app import PREFIX, WebView
+
+            # its own connections, ungated: a standby serves the view too
+            view = WebView(self.kube.sibling(timeout=10.0, retry=RetryPolicy(attempts=2),
+                                             pool_size=4),
+                           self.journal, self.ui_roots, self.config.inventory_namespace)
+            mounts[PREFIX] = view.handle
         server = serve(self.config.listen, self.metrics.registry, self.ready,
-                       self.handle_hook if self.config.webhook_secret_file else None)
+                       self.handle_hook if self.config.webhook_secret_file else None,
+                       mounts=mounts)
         log.info("agent %s: %s@%s every %.0fs; listening on %s", self.config.identity,
                  self.config.repo_url, self.config.ref, self.config.interval,
                  f"{server.server_address[0]!s}:{server.server_address[1]}")
@@ -832,3 +888,6 @@ class Agent:
         log.info("agent: stopped")
         return 0
 
+
+def _counts(counts: Mapping[Action, int]) -> dict[str, int]:
+    return {action.value: n for action, n in counts.items()}

@@ -4,7 +4,7 @@ threads."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
@@ -13,17 +13,33 @@ from orksync.agent import webhook
 
 BODY_TIMEOUT = 10.0  # seconds a client may take to send a hook's body
 
+# answers a request under a mounted prefix: (the request handler, its method)
+Mount = Callable[[BaseHTTPRequestHandler, str], None]
+
 
 def serve(address: str, registry: CollectorRegistry,
           ready: Callable[[], tuple[bool, str]],
           hook: Callable[[webhook.Headers, bytes, str], webhook.Verdict] | None = None,
-          ) -> ThreadingHTTPServer:
+          mounts: Mapping[str, Mount] | None = None) -> ThreadingHTTPServer:
     """Start serving on `host:port` (port 0 picks a free one); returns the running server.
-    `hook(headers, body, client)` answers POST /hooks/git; without it that path is 404."""
+    `hook(headers, body, client)` answers POST /hooks/git; without it that path is 404.
+    `mounts`: by path prefix (`/ui`), what answers the requests of that path and below
+    (the web view, orksync.agent.ui)."""
     host, _, port = address.rpartition(":")
+    mounted = dict(mounts or {})
 
     class Handler(BaseHTTPRequestHandler):
+        def _mounted(self, method: str) -> bool:
+            path = self.path.split("?", 1)[0]
+            for prefix, mount in mounted.items():
+                if path == prefix or path.startswith(prefix + "/"):
+                    mount(self, method)
+                    return True
+            return False
+
         def do_POST(self) -> None:
+            if self._mounted("POST"):
+                return
             if self.path.split("?", 1)[0] != webhook.PATH or hook is None:
                 self._send(404, b"not found\n", "text/plain")
                 return
@@ -44,6 +60,8 @@ def serve(address: str, registry: CollectorRegistry,
             self._send(verdict.status, (verdict.message + "\n").encode(), "text/plain")
 
         def do_GET(self) -> None:
+            if self._mounted("GET"):
+                return
             if self.path == "/healthz":
                 self._send(200, b"ok\n", "text/plain")
             elif self.path == "/readyz":

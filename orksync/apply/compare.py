@@ -5,13 +5,16 @@ fingerprint of the desired body (nothing changed in Git) and every field we set 
 there with the value we set (nobody edited it since): the desired body is a subset of the
 live one. When in doubt the answer is "changed", which costs one server-side apply that the
 API server turns into a no-op.
+
+A dry run's outcome is decided here too (`dry_run_unchanged`): from its answer, which
+carries no new resourceVersion to go by.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 HASH_ANNOTATION = "orksync.io/hash"
@@ -64,3 +67,38 @@ def unchanged(desired: Mapping[str, Any], live: Mapping[str, Any] | None) -> boo
     stamped = ((live.get("metadata") or {}).get("annotations") or {}).get(HASH_ANNOTATION)
     want = ((desired.get("metadata") or {}).get("annotations") or {}).get(HASH_ANNOTATION)
     return stamped is not None and stamped == want and is_subset(desired, live)
+
+
+def dry_run_unchanged(answer: Mapping[str, Any] | None, live: Mapping[str, Any] | None,
+                      reread: Callable[[], Mapping[str, Any] | None]) -> bool:
+    """Whether the write a server-side dry run answered with `answer` would leave the
+    object as it is, so that the real write is a no-op (`unchanged`).
+
+    A dry run answers with the object as the write would leave it, under the live
+    object's resourceVersion whether or not anything changed: comparing resourceVersions
+    (what a real write's answer is judged by) says "unchanged" for every dry run. The
+    API server writes nothing when a write changes no byte of the object (server-side
+    apply keeps a manager's managedFields timestamp when its fields did not change), so
+    the real write is a no-op exactly when the dry run's answer equals the live object it
+    was applied to, managedFields included. `live` is the object as the apply listed it;
+    when its resourceVersion is not the answer's (changed since), `reread()` gives it as
+    it is now, and one that moved again is taken as changed. `answer` must be the whole
+    object (not a metadata-only answer): a ConfigMap's data has no generation."""
+    if answer is None or live is None:
+        return False
+    version = _version(answer)
+    if _version(live) != version:
+        live = reread()
+        if live is None or _version(live) != version:
+            return False
+    return _content(answer) == _content(live)
+
+
+def _version(obj: Mapping[str, Any]) -> Any:
+    return (obj.get("metadata") or {}).get("resourceVersion")
+
+
+def _content(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """The object less apiVersion and kind (a LIST's items of built-in kinds carry
+    neither; the API server's answer both)."""
+    return {k: v for k, v in obj.items() if k not in ("apiVersion", "kind")}

@@ -5,14 +5,14 @@ protocol through which the teardown renders `onDelete` blocks. I/O."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from orksync.apply.engine import FIELD_MANAGER
 from orksync.apply.inventory import InventoryEntry, ownership_problem
 from orksync.cluster.kube import Kube, Resource
-from orksync.errors import ClusterError
+from orksync.errors import ClusterError, InputError
 from orksync.model import Action, Change, ObjRef, RenderedObject
 
 if TYPE_CHECKING:
@@ -76,6 +76,29 @@ def find_hooks(hooks: Mapping[tuple[str, str], OnDeleteRenderer], ref: ObjRef
         found = next((h for (av, kind), h in hooks.items()
                       if kind == ref.kind and av.rpartition("/")[0] == ref.group), None)
     return found
+
+
+def katalog_failures(errors: Iterable[Exception]) -> list[InputError]:
+    """A render's errors about Katalogs and Komposers: a Katalog or an entry of one that
+    did not load (with it, the onDelete renderers of its kinds)."""
+    return [e for e in errors if isinstance(e, InputError)
+            and e.obj.startswith(("Katalog/", "Komposer/"))]
+
+
+def teardown_waits(hooks: Mapping[tuple[str, str], OnDeleteRenderer], ref: ObjRef,
+                   errors: Sequence[Exception]) -> str | None:
+    """Why the teardown of a custom resource deleted out of band waits (None: it may run):
+    no onDelete renderer handles its kind while the render has errors (`errors`). Its
+    Katalog may be among what did not load (a Katalog error, or a file that is not even
+    YAML), and finishing the teardown now would remove the finalizer without its
+    onDelete; it runs at the first sync without errors (its Katalog loaded, or gone from
+    Git)."""
+    if not errors or find_hooks(hooks, ref) is not None:
+        return None
+    cause = next(iter(katalog_failures(errors)), errors[0])
+    return (f"being deleted: its teardown waits, since no Katalog entry of this sync "
+            f"handles {ref.kind} ({ref.api_version}) and the render has errors ({cause}): "
+            "finished now, its onDelete would not run")
 
 
 # --- deleting one object if it is still ours -------------------------------------------

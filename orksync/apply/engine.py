@@ -26,7 +26,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol, TypeVar
 
-from orksync.apply.compare import HASH_ANNOTATION, fingerprint, unchanged
+from orksync.apply.compare import (
+    HASH_ANNOTATION,
+    dry_run_unchanged,
+    fingerprint,
+    unchanged,
+)
 from orksync.apply.impersonation import Identities, Impersonation
 from orksync.apply.kinds import CRD_API, policy
 from orksync.apply.rollout import (
@@ -77,6 +82,9 @@ class ApplyOptions:
     clock: Callable[[], datetime] = _utc_now  # rotation and certificate decisions
 
 
+Kind = tuple[str, str]  # (apiVersion, kind)
+
+
 @dataclass(slots=True)
 class _Run:
     """State of one apply run."""
@@ -94,6 +102,12 @@ class _Run:
     crd_groups: set[str] = field(default_factory=set)
     # as whom each custom resource's children are written (orksync.apply.impersonation)
     identities: Identities | None = None
+    # a dry run's view of what the real run would have made by now and the server cannot
+    # know of: the namespaces it reports created, the kinds the rendered CRDs serve, the
+    # objects it reports created without sending them (`Applier._unsent`)
+    unsent_namespaces: set[str] = field(default_factory=set)
+    coming_kinds: set[Kind] = field(default_factory=set)
+    unsent: set[ObjRef] = field(default_factory=set)
 
     def kube_for(self, obj: RenderedObject, kube: Kube) -> Kube:
         """The connection `obj` is written through: its owner's identity, or `kube`'s."""
@@ -113,7 +127,6 @@ class _Run:
             ref, namespace="") in self.written)
 
 
-Kind = tuple[str, str]  # (apiVersion, kind)
 # A view of the live cluster the apply may read instead of a kind's LIST: (kind, whole) ->
 # the objects, or None (then the kind is listed). `whole`: the LIST would have no selector.
 View = Callable[[Kind, bool], list[dict[str, Any]] | None]
@@ -319,6 +332,8 @@ class Applier:
             for ref, reason in rendered.skipped:
                 self._record(changes, Change(ref=ref, action=Action.SKIPPED, message=reason))
         run = _Run(identities=Identities(self.kube, self.impersonation, objects))
+        if self.options.dry_run:
+            run.coming_kinds = crd_kinds(objects)
         run.wrote(written)
         stages = _by_stage(objects)
         prefetched = self._prefetched
@@ -339,6 +354,9 @@ class Applier:
                     self._record(changes, change)
                     if change.action is Action.FAILED:
                         run.failed.add(change.ref)
+                    if self.options.dry_run and change.action is Action.CREATED and \
+                            (change.ref.api_version, change.ref.kind) == ("v1", "Namespace"):
+                        run.unsent_namespaces.add(change.ref.name)
                     if change.action not in (Action.UNCHANGED, Action.SKIPPED,
                                              Action.WAITING):
                         run.wrote((change.ref,))
@@ -417,6 +435,8 @@ class Applier:
                 if not children_only:
                     self.terminating[(api_version, kind)] = terminating
             except ClusterError as err:
+                if err.status == 404 and (api_version, kind) in run.coming_kinds:
+                    continue  # a dry run's kind whose CRD it did not create (`_unsent`)
                 log.warning("prefetch of %s %s failed; its objects are written as if absent "
                             "(a create that finds one changes nothing): %s",
                             api_version, kind, err)
@@ -432,6 +452,9 @@ class Applier:
         if obj.owner is not None and obj.owner in run.failed:
             return Change(ref=obj.ref, action=Action.FAILED,
                           message=f"not applied: its owner {obj.owner} failed")
+        unsent = self._unsent(obj, live, run)
+        if unsent is not None:
+            return unsent
         res = self.kube.resource(obj.ref.api_version, obj.ref.kind)
         kube = run.kube_for(obj, self.kube)
         current = live.get(obj.ref)
@@ -476,13 +499,14 @@ class Applier:
         if local:
             return None
         before = (current or {}).get("metadata", {}).get("resourceVersion")
+        dry_run = self.options.dry_run
         try:
+            # a dry run's answer is read whole: its content decides (`dry_run_unchanged`)
             created, result = kube.apply(res, body,
                                          field_manager=self.options.field_manager,
                                          force=obj.directives.get("forceConflict", True),
-                                         subject=str(obj.ref),
-                                         dry_run=self.options.dry_run,
-                                         metadata_only=True)
+                                         subject=str(obj.ref), dry_run=dry_run,
+                                         metadata_only=not dry_run)
         except ClusterError as err:
             if err.status != 422 or current is None:
                 raise
@@ -501,11 +525,55 @@ class Applier:
             self.versions[obj.ref] = str(after)
         if created:
             action = Action.CREATED
+        elif dry_run:
+            action = Action.UNCHANGED if dry_run_unchanged(
+                result, current, lambda: kube.get_or_none(
+                    res, obj.ref.namespace, obj.ref.name)) else Action.CONFIGURED
         elif before is not None and before == after:
             action = Action.UNCHANGED
         else:
             action = Action.CONFIGURED
         return Change(ref=obj.ref, action=action)
+
+    def _unsent(self, obj: RenderedObject, live: Mapping[ObjRef, dict[str, Any]],
+                run: _Run) -> Change | None:
+        """A dry run's outcome for an object the API server cannot dry-run because it
+        depends on a write the dry run did not make: its namespace or its kind's CRD,
+        which the real run creates first. Such an object does not exist yet: created. A
+        child of a custom resource reported so is sent as a dry run without owner
+        reference when it does not exist (the server still checks it); an existing one
+        gets the new owner's reference (configured), or is left alone by a create policy.
+        None: send the dry run."""
+        if not self.options.dry_run:
+            return None
+        ref = obj.ref
+        if ref.namespace in run.unsent_namespaces:
+            why = f"its namespace {ref.namespace} is created by this sync"
+        elif (ref.api_version, ref.kind) in run.coming_kinds and \
+                not self._served(ref.api_version, ref.kind):
+            why = "its CRD is created by this sync"
+        elif obj.owner is not None and obj.owner in run.unsent and live.get(ref) is not None:
+            if obj.policy is not WritePolicy.APPLY:
+                return Change(ref=ref, action=Action.UNCHANGED)
+            return Change(ref=ref, action=Action.CONFIGURED, message="dry run, not sent: "
+                          f"its owner {obj.owner} is created by this sync")
+        else:
+            return None
+        run.unsent.add(ref)
+        if obj.owner is None:
+            run.uids[ref] = ""  # its children are dry-run without owner reference
+        return Change(ref=ref, action=Action.CREATED, message=f"dry run, not sent: {why}")
+
+    def _served(self, api_version: str, kind: str) -> bool:
+        """Whether discovery serves the kind (a failed discovery is raised: the object's
+        failure, as it is without a dry run)."""
+        try:
+            self.kube.resource(api_version, kind)
+        except ClusterError as err:
+            if err.status == 404:
+                return False
+            raise
+        return True
 
     def _tenancy_refusal(self, obj: RenderedObject, res: Resource,
                          live: Mapping[ObjRef, dict[str, Any]]) -> str | None:
@@ -656,7 +724,7 @@ class Applier:
             if uid is None:
                 raise ClusterError("its owner was not applied in this run",
                                    subject=str(obj.ref))
-            if owner_reference_allowed(obj.owner, obj.ref, res.namespaced):
+            if uid and owner_reference_allowed(obj.owner, obj.ref, res.namespaced):
                 meta["ownerReferences"] = [{
                     "apiVersion": obj.owner.api_version, "kind": obj.owner.kind,
                     "name": obj.owner.name, "uid": uid, "controller": True,
@@ -677,7 +745,8 @@ class Applier:
         """The namespaces of the plain manifests and custom resources are created when
         missing (each once per apply: `ensured`)."""
         names = sorted({o.ref.namespace for o in batch
-                        if o.owner is None and o.ref.namespace} - ensured)
+                        if o.owner is None and o.ref.namespace} - ensured
+                       - run.unsent_namespaces)
         ensured.update(names)
         if not names:
             return []
@@ -693,8 +762,11 @@ class Applier:
                 continue
             ref = ObjRef(api_version="v1", kind="Namespace", name=name)
             try:
-                if self.options.dry_run or create_namespace(
-                        self.kube, name, field_manager=self.options.field_manager):
+                if self.options.dry_run:
+                    run.unsent_namespaces.add(name)
+                    changes.append(Change(ref=ref, action=Action.CREATED, message="dry run"))
+                elif create_namespace(self.kube, name,
+                                      field_manager=self.options.field_manager):
                     changes.append(Change(ref=ref, action=Action.CREATED))
             except ClusterError as err:
                 changes.append(Change(ref=ref, action=Action.FAILED, message=err.detail))
@@ -758,6 +830,20 @@ class Applier:
         except ClusterError:
             return False
         return True
+
+
+def crd_kinds(objects: Iterable[RenderedObject]) -> set[Kind]:
+    """The (apiVersion, kind) pairs the rendered CRDs serve."""
+    kinds = set()
+    for obj in objects:
+        if not policy(obj.ref).crd:
+            continue
+        spec = obj.body.get("spec") or {}
+        kind = str((spec.get("names") or {}).get("kind") or "")
+        for version in spec.get("versions") or []:
+            if isinstance(version, Mapping) and version.get("served", True):
+                kinds.add((f"{spec.get('group')}/{version.get('name')}", kind))
+    return kinds
 
 
 def being_deleted(live: Mapping[str, Any]) -> str:

@@ -18,11 +18,12 @@ Storage format (`v1`): `binaryData.entries` holds zlib-compressed JSON
 
     {"owners": [[apiVersion, kind, namespace, name], ...],
      "entries": [[apiVersion, kind, namespace, name, ownerIndex | null, uid | null
-                  (, plain (, account))], ...],
+                  (, plain (, account (, file)))], ...],
      "cleaned": [[apiVersion, kind, namespace, name, fingerprint], ...]}
 
 (`plain`: 1 for a plain manifest of the repository, 0 otherwise, present only when it is 1
-or an `account` follows; an inventory without these items reads as before)
+or an item follows; `file`: the repository file an object no custom resource owns was
+applied from; an inventory without these items reads as before)
 
 with entries sorted by identity and owners de-duplicated into a table (an entry names its
 owner by index), so the bytes are a function of the content alone. `account`, present only
@@ -41,7 +42,10 @@ exceed MAX_COMPRESSED bytes is refused with an error rather than truncated.
 Plan rules (`plan_prune`), each a lesson from prior art:
 
 * nothing is deleted when the render had errors or any change failed; the inventory to
-  store is then old ∪ successfully applied, so nothing is forgotten (lessons 1, 4);
+  store is then old ∪ successfully applied, so nothing is forgotten (lessons 1, 4). Each
+  file with an error that objects of the inventory were last applied from (the entries'
+  `file`) gets its own line naming them: what a broken file held is never read as having
+  left Git;
 * an empty render against a non-empty inventory is refused unless `allow_empty` (lesson 3);
 * a custom resource that still renders but renders no children, where it had some, keeps
   them unless `allow_orphaning_children` (a partial render is not an instruction);
@@ -74,7 +78,7 @@ from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from orksync.errors import OrksyncError
+from orksync.errors import InputError, OrksyncError
 from orksync.model import (
     MANAGED_BY,
     MANAGED_BY_LABEL,
@@ -126,6 +130,10 @@ class InventoryEntry:
     plain: bool = False  # a plain manifest of the repository (orksync.model.is_plain)
     # a custom resource's: the ServiceAccount its children were written as ("": the agent)
     account: str = ""
+    # the repository file it was applied from, for objects no custom resource owns (plain
+    # manifests, custom resources, CRDs; "": a child, or recorded by an earlier orksync):
+    # while that file has an error, the prune holds it (`plan_prune`)
+    file: str = ""
 
     @property
     def is_crd(self) -> bool:
@@ -212,9 +220,7 @@ class Inventory:
         index = {o: i for i, o in enumerate(owners)}
         doc = {"owners": [_ref_row(o) for o in owners],
                "entries": [[*_ref_row(e.ref), None if e.owner is None else index[e.owner],
-                            e.uid, *((int(e.plain), e.account) if e.account else
-                                     (1,) if e.plain else ())]
-                           for e in self.entries]}
+                            e.uid, *_tail(e)] for e in self.entries]}
         if self.cleaned:  # absent otherwise: the format of an inventory without any
             doc["cleaned"] = [[*_ref_row(ref), digest] for ref, digest in self.cleaned]
         raw = json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
@@ -228,7 +234,8 @@ class Inventory:
             entries = [InventoryEntry(ref=_row_ref(r[:4]),
                                       owner=None if r[4] is None else owners[r[4]],
                                       uid=r[5], plain=r[6:7] == [1],
-                                      account=str(r[7]) if len(r) > 7 else "")
+                                      account=str(r[7] or "") if len(r) > 7 else "",
+                                      file=str(r[8] or "") if len(r) > 8 else "")
                        for r in doc["entries"]]
             cleaned = [(_row_ref(r[:4]), str(r[4])) for r in doc.get("cleaned") or []]
         except (zlib.error, ValueError, KeyError, IndexError, TypeError) as err:
@@ -315,6 +322,16 @@ def check_source(stored: Inventory, source: Source | None, *, name: str,
         raise InventoryError(conflict, subject=f"ConfigMap/{namespace}/{configmap_name(name)}")
 
 
+def _tail(entry: InventoryEntry) -> tuple[int | str, ...]:
+    """The optional items of an entry's row: `plain`, `account`, `file`, each written only
+    when it or an item after it is set (an older orksync reads the ones it knows)."""
+    if entry.file:
+        return int(entry.plain), entry.account, entry.file
+    if entry.account:
+        return int(entry.plain), entry.account
+    return (1,) if entry.plain else ()
+
+
 def _ref_row(ref: ObjRef) -> list[str]:
     return [ref.api_version, ref.kind, ref.namespace, ref.name]
 
@@ -396,12 +413,15 @@ def plan_prune(old: Inventory, rendered: RenderedSet, changes: ChangeSet, *,
         prior = old_by_ref.get(obj.ref)
         uid = prior.uid if prior is not None and prior.owner == obj.owner else None
         return InventoryEntry(ref=obj.ref, owner=obj.owner, uid=uid, plain=is_plain(obj),
-                              account=str(obj.directives.get(SERVICE_ACCOUNT_DIRECTIVE) or ""))
+                              account=str(obj.directives.get(SERVICE_ACCOUNT_DIRECTIVE) or ""),
+                              file=obj.origin.file if obj.owner is None else "")
 
     applied = [entry_of(o) for o in rendered.objects if o.ref not in failed]
+    new_refs = {o.ref for o in rendered.objects}
     halt = []
     if rendered.errors:
         halt.append(f"the render had {len(rendered.errors)} error(s): nothing is pruned")
+        halt.extend(_file_holds(old, rendered.errors, new_refs))
     if failed:
         halt.append(f"{len(failed)} object(s) failed to apply: nothing is pruned")
     if halt:
@@ -412,7 +432,6 @@ def plan_prune(old: Inventory, rendered: RenderedSet, changes: ChangeSet, *,
             "to delete everything; to delete them, run again with --allow-empty"], keep=old,
             halted=True, empty=True)
 
-    new_refs = {o.ref for o in rendered.objects}
     guarded = dict(rendered.skipped)
     retained = {ref for ref, _ in rendered.retained}  # condition false, never cleaned up
     candidates = [e for e in old if e.ref not in new_refs and e.ref not in retained]
@@ -444,6 +463,27 @@ def plan_prune(old: Inventory, rendered: RenderedSet, changes: ChangeSet, *,
     delete.sort(key=delete_order)
     return PrunePlan(delete=delete, refused=refused, keep=Inventory.of([*applied, *kept]),
                      owned=owned)
+
+
+def _file_holds(old: Inventory, errors: Iterable[Exception], rendered: Collection[ObjRef],
+                shown: int = 10) -> list[str]:
+    """One line per file that has an error (it did not load, or a document of it did not
+    render) and from which objects of `old` that are not `rendered` were last applied
+    (`InventoryEntry.file`): such a file says nothing about whether they left Git, so the
+    render's errors hold their prune. Names the first `shown` objects of each."""
+    broken = {e.file for e in errors if isinstance(e, InputError) and e.file}
+    by_file: dict[str, list[InventoryEntry]] = {}
+    for entry in old:
+        if entry.file in broken and entry.ref not in rendered:
+            by_file.setdefault(entry.file, []).append(entry)
+    lines = []
+    for file, held in sorted(by_file.items()):
+        names = ", ".join(str(e.ref) for e in held[:shown]) + (
+            f" and {len(held) - shown} more" if len(held) > shown else "")
+        children = " (and their children)" if any(e.is_custom_resource for e in held) else ""
+        lines.append(f"{file} has errors in this sync: the prune of the {len(held)} "
+                     f"object(s) last applied from it is held: {names}{children}")
+    return lines
 
 
 def _orphaning(old: Inventory, rendered: RenderedSet) -> set[ObjRef]:

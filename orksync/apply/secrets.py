@@ -35,7 +35,7 @@ from collections.abc import Callable, Mapping, Set
 from datetime import datetime
 from typing import Any
 
-from orksync.apply.compare import is_subset
+from orksync.apply.compare import dry_run_unchanged, is_subset
 from orksync.apply.rollout import (
     ROLLED_KINDS,
     ROLLOUT_FIELD_MANAGER,
@@ -394,7 +394,8 @@ def _execute(kube: Kube, res: Resource, ref: ObjRef, plan: SecretPlan,
             return Change(ref=ref, action=Action.UNCHANGED), kept
         before = ((live or {}).get("metadata") or {}).get("resourceVersion")
         created, result = kube.apply(res, body, field_manager=field_manager, force=True,
-                                     subject=str(ref), dry_run=dry_run, metadata_only=True)
+                                     subject=str(ref), dry_run=dry_run,
+                                     metadata_only=not dry_run)
     except ClusterError as err:
         if plan.write == "create" and err.status == 409:
             raise _AlreadyExists from None
@@ -406,7 +407,10 @@ def _execute(kube: Kube, res: Resource, ref: ObjRef, plan: SecretPlan,
     log.debug("%s: %s", ref, plan.reason)
     if created:
         return Change(ref=ref, action=Action.CREATED, message=plan.reason + suffix), after
-    if plan.write == "apply" and before is not None and before == done:
+    if plan.write == "apply" and (
+            dry_run_unchanged(result, live, lambda: kube.get_or_none(
+                res, ref.namespace, ref.name)) if dry_run
+            else before is not None and before == done):
         return Change(ref=ref, action=Action.UNCHANGED), after
     return Change(ref=ref, action=Action.CONFIGURED, message=plan.reason + suffix), after
 

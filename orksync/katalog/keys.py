@@ -63,8 +63,10 @@ def own(what: str, *, portable: bool = True, children: Mapping[str, Key] | None 
     return Key("orksync", what, children, portable=portable)
 
 
-_RUNTIME_ONLY = "a setting of Orkestra's controller process; orksync renders and applies, it " \
-    "runs no informers, queues or workers"
+_RUNTIME_ONLY = "a setting of Orkestra's controller process, not read by orksync: the agent " \
+    "(`orksync agent`) runs one set of informers, one work queue and its workers for all " \
+    "Katalogs, tuned by its own flags (`--interval`, `--resync-interval`, " \
+    "`--repair-workers`), not per Katalog"
 _GO = "needs Go code compiled into an Orkestra operator; orksync renders templates only"
 _NETWORK = "needs an HTTP call while reconciling; a render is offline and repeatable"
 _WEBHOOK = "an admission webhook served by Orkestra; orksync serves none (orksync applies " \

@@ -12,7 +12,9 @@ Decisions (the Orkestra spec is silent on them):
   kind or version must not go unnoticed. A document of any other group with apiVersion
   and kind is a plain manifest (`Catalog.plain`: a Namespace, RBAC, a source Secret),
   applied as it is; YAML without apiVersion and kind is not a manifest and is ignored
-  (`.orksyncignore` keeps other tools' manifests out). A plain manifest needs a valid
+  (`.orksyncignore` keeps other tools' manifests out), but a document with `metadata` and
+  only one of them usable (the other missing, empty or misspelled) is an error: skipped,
+  the object it applied before would be pruned. A plain manifest needs a valid
   metadata.name; its metadata.namespace is taken as written (a built-in kind whose scope
   is known is refused without one, or with one it cannot have: orksync does not guess a
   namespace); `status` and the fields the API server sets are dropped.
@@ -40,7 +42,10 @@ Decisions (the Orkestra spec is silent on them):
   imported entry it overrides.
 * A custom resource left out because of another error says "reported above": a warning
   when its Katalog entry did not load, an error when the entry loaded but is broken
-  (orksync.render.engine), so that its status can say why.
+  (orksync.render.engine), so that its status can say why. One of an entry that did not
+  load whose kind the repository tells (its apiTypes, its crdFile's CRD, or else a name
+  the Katalog gives it: `hold_kind`) is held: left out, never taken for a plain manifest
+  (orksync.sync.hold_reclassified holds the ones only the inventory knows).
 """
 
 from __future__ import annotations
@@ -173,6 +178,12 @@ class _Loader:
         self.documents: list[Document] = []
         self.seen: set[Path] = set()
         self.failed = 0  # Katalogs and Katalog entries that did not load
+        # (group, kind) of the Katalog entries that did not load, as far as it is known
+        # ("" kind: the group only) -> why: their custom resources are held (`hold_kind`)
+        self.held: dict[tuple[str, str], str] = {}
+        # the same, by a name of the kind (lower case), when the repository does not tell
+        # the kind of such an entry but its Katalog's text names it (`hold_kind`)
+        self.held_names: dict[str, str] = {}
         self.manifests: dict[int, CrdManifest | None] = {}  # by id(document): checked once
         # (apiVersion, kind) of the entries with `enabled: false` -> why their custom
         # resources are left out
@@ -262,7 +273,16 @@ class _Loader:
                      if v is not None and not isinstance(v, str)]
             if wrong:
                 self.errors.append(self.error(
-                    doc, f"{wrong[0]} must be a string, not {_type(c[wrong[0]])}", wrong[:1]))
+                    doc, f"{wrong[0]} must be a string, not {_type(c[wrong[0]])}", wrong[:1],
+                    document_identity(c)))
+                continue
+            missing = _half_manifest(c)
+            if missing:
+                field, anchor, message = missing
+                self.errors.append(InputError(
+                    message, file=self.rel(doc.file),
+                    line=locate(doc.file, doc.index, [anchor]), path=field,
+                    obj=document_identity(c)))
                 continue
             if api in KATALOG_API_VERSIONS and kind == "Katalog":
                 katalog_docs.append(doc)
@@ -277,8 +297,15 @@ class _Loader:
         crds = [m for m in (self.crd_manifest(d) for d in crd_docs) if m is not None]
         by_name = {m.name: m for m in crds}
         loads = self.compose(komposer_docs, katalog_docs)
-        katalogs = [k for k in (self.katalog(d, by_name, checked, schema)
-                                for d, checked, schema in loads) if k]
+        katalogs = []
+        for d, checked, schema in loads:
+            before = len(self.errors)
+            loaded = self.katalog(d, by_name, checked, schema)
+            if loaded is not None:
+                katalogs.append(loaded)
+            else:
+                self.hold_katalog(d, self.errors[before] if len(self.errors) > before
+                                  else None)
         self.failed += len(loads) - len(katalogs)
         # Files named by crdFile / crFiles outside the walked tree are loaded too.
         crs = self.custom_resources(other, katalogs, crds)
@@ -338,6 +365,8 @@ class _Loader:
             self.errors.extend(self.error(doc, f.message, f.path, obj)
                                for fs in entry_findings.values() for f in fs)
             self.failed += 1 + len(sources)
+            for held in (doc, *(src for _, src in sources)):
+                self.hold_katalog(held, self.errors[before])
             return []
         own = own or {}
         for key in ("notes", "profiles"):
@@ -618,6 +647,7 @@ class _Loader:
             except InputError as err:
                 self.errors.append(err)
                 self.failed += 1
+                self.hold_kind(doc, name, key, raw, err)
         entries = self.check_depends_on(doc, obj, entries)
         errors = len(self.errors)
         notes = self.notes(doc, obj)
@@ -656,6 +686,9 @@ class _Loader:
                 self.errors.append(self.error(
                     doc, f"dependsOn makes a cycle: {' -> '.join(cycle)}",
                     [*entry.path.split("."), *entry.written_at(["dependsOn"])], obj))
+                self.held.setdefault((entry.group, entry.kind), (
+                    f"Katalog {entry.katalog} entry {entry.key} did not load "
+                    f"({self.errors[-1]})"))
             else:
                 ok.append(entry)
         while True:  # an entry naming one that did not load does not load either
@@ -673,6 +706,9 @@ class _Loader:
                     doc, f"names {name!r}, which is not a CRD entry of this Katalog that "
                     f"loaded{hint}",
                     [*entry.path.split("."), *entry.written_at(["dependsOn", at])], obj))
+                self.held.setdefault((entry.group, entry.kind), (
+                    f"Katalog {entry.katalog} entry {entry.key} did not load "
+                    f"({self.errors[-1]})"))
             dropped = set(first)
             ok = [e for e in ok if e.key not in dropped]
         self.failed += len(entries) - len(ok)
@@ -710,17 +746,11 @@ class _Loader:
         group, version, kind = api.get("group"), api.get("version"), api.get("kind")
         crd_file = raw.get("crdFile")
         if isinstance(crd_file, str) and crd_file and not (group and version and kind):
-            target = (doc.file.parent / crd_file).resolve()
-            if target.is_relative_to(self.root) and target.is_file():
-                self.add_file(target)
-                found = [m for d in self.documents if d.file == target
-                         and isinstance(d.content, dict)
-                         and d.content.get("kind") == "CustomResourceDefinition"
-                         and (m := self.crd_manifest(d)) is not None]
-                if found:
-                    group = group or found[0].group
-                    kind = kind or found[0].kind
-                    version = version or found[0].storage_version
+            found = self.crd_of_file(doc, crd_file)
+            if found is not None:
+                group = group or found.group
+                kind = kind or found.kind
+                version = version or found.storage_version
         if not version and group and kind:
             version = next((m.storage_version for m in crds.values()
                             if m.group == group and m.kind == kind), None)
@@ -728,6 +758,62 @@ class _Loader:
             self.disabled[(f"{group}/{version}" if group else version, kind)] = (
                 f"Katalog {katalog} entry {key} has enabled: false "
                 f"({self.rel(doc.file)})")
+
+    def hold_katalog(self, doc: Document, err: Exception | None) -> None:
+        """`hold_kind` for every entry of a Katalog (or Komposer) that did not load."""
+        meta = doc.content.get("metadata")
+        name = meta.get("name") if isinstance(meta, dict) else None
+        name = name if isinstance(name, str) and name else Path(doc.file).stem
+        entries = get_in(doc.content, ("spec", "crds"))
+        items = entries.items() if isinstance(entries, dict) else enumerate(
+            entries if isinstance(entries, list) else [])
+        for key, raw in items:
+            self.hold_kind(doc, name, str(key), raw, err)
+
+    def hold_kind(self, doc: Document, katalog: str, key: str, raw: Any,
+                  err: Exception | None) -> None:
+        """The kind of a Katalog entry that did not load, as far as the repository tells
+        it (the entry's apiTypes, else its crdFile's CustomResourceDefinition when that
+        loads; without either, the names the Katalog's text gives it: the entry's key and
+        the parts of its crdFile's name, `webapp`, `platform.example.com_webapps.yaml`): a
+        document of that kind is its custom resource, held while the entry does not load
+        (`custom_resources`), never taken for a plain manifest."""
+        if not isinstance(raw, dict):
+            return
+        flat = flatten(raw)
+        if not flat.problems:
+            raw = flat.raw
+        api = raw.get("apiTypes")
+        api = api if isinstance(api, dict) else {}
+        group, kind = api.get("group"), api.get("kind")
+        crd_file = raw.get("crdFile")
+        if not (group and kind) and isinstance(crd_file, str) and crd_file:
+            manifest = self.crd_of_file(doc, crd_file)
+            if manifest is not None:
+                group, kind = group or manifest.group, kind or manifest.kind
+        where = f" ({err})" if err is not None else f" ({self.rel(doc.file)})"
+        reason = f"Katalog {katalog} entry {key} did not load{where}"
+        if isinstance(group, str) and group and isinstance(kind, str | None):
+            self.held.setdefault((group, kind or ""), reason)
+            return
+        if isinstance(kind, str) and kind:
+            names = {kind.lower()}
+        else:
+            names = {key.lower(), *(re.split(r"[._-]", Path(crd_file).stem.lower())
+                                    if isinstance(crd_file, str) else ())}
+        for name in names - {""}:
+            self.held_names.setdefault(name, reason)
+
+    def crd_of_file(self, doc: Document, crd_file: str) -> CrdManifest | None:
+        """The valid CustomResourceDefinition a Katalog's crdFile names, if it has one."""
+        target = (doc.file.parent / crd_file).resolve()
+        if not target.is_relative_to(self.root) or not target.is_file():
+            return None
+        self.add_file(target)
+        return next((m for d in self.documents if d.file == target
+                     and isinstance(d.content, dict)
+                     and d.content.get("kind") == "CustomResourceDefinition"
+                     and (m := self.crd_manifest(d)) is not None), None)
 
     def notes(self, doc: Document, obj: str) -> dict[str, str]:
         """The Katalog's own `notes`: name → expression (or Orkestra's {expression: ...});
@@ -997,6 +1083,10 @@ class _Loader:
                 if key is not None and key in self.disabled:
                     self.leave_out(doc, _loose_ref(c), self.disabled[key])
                     continue
+                held = self.held_by(key) if key is not None else None
+                if held is not None:
+                    self.hold(doc, held)
+                    continue
                 if self.unhandled(doc, groups, by_type):
                     self.plain_manifest(doc, crds)
                 continue
@@ -1018,6 +1108,34 @@ class _Loader:
         # per comparison)
         return sorted(crs.values(), key=lambda r: (r.ref.api_version, r.ref.kind,
                                                    r.ref.namespace, r.ref.name))
+
+    def held_by(self, key: tuple[str, str]) -> str | None:
+        """Why a document of this (apiVersion, kind) is held: the Katalog entry of its kind
+        did not load (None: no entry known to handle it failed)."""
+        api, kind = key
+        group = api.rpartition("/")[0]
+        if not group:
+            return None
+        found = self.held.get((group, kind)) or self.held.get((group, ""))
+        if found is None and "." in group and not group.endswith("k8s.io"):
+            # a group of no Kubernetes API: a kind named like an entry that did not load
+            name = kind.lower()
+            found = self.held_names.get(name) or self.held_names.get(f"{name}s") or \
+                self.held_names.get(f"{name}es")
+        return found
+
+    def hold(self, doc: Document, reason: str) -> None:
+        """A custom resource whose Katalog entry did not load: left out of the render
+        (`left_out`), so that it is neither applied (as a plain manifest, without its
+        finalizer) nor pruned, nor its children; a warning names the entry (a consequence
+        of the entry's error, reported above as such)."""
+        self.left_out.append((_loose_ref(doc.content), f"held: {reason}"))
+        line = _first_line(doc.file) if doc.index == 0 else locate(doc.file, doc.index, [])
+        where = f"{self.rel(doc.file)}:{line}" if line else self.rel(doc.file)
+        self.warnings.append(
+            f"{where}: {document_identity(doc.content)}: not loaded: {reason}, reported "
+            "above: held, neither applied nor pruned (its finalizer and its children are "
+            "kept) until its Katalog entry loads")
 
     def leave_out(self, doc: Document, ref: ObjRef, reason: str) -> None:
         """A custom resource Orkestra would not reconcile: not rendered, not pruned, one
@@ -1475,6 +1593,42 @@ def _loose_ref(content: dict[str, Any]) -> ObjRef:
     meta = meta if isinstance(meta, dict) else {}
     return ObjRef(api_version=str(content.get("apiVersion")), kind=str(content.get("kind")),
                   namespace=str(meta.get("namespace") or ""), name=str(meta.get("name")))
+
+
+def _half_manifest(content: dict[str, Any]) -> tuple[str, str, str] | None:
+    """A document that looks like a manifest (a `metadata` map and apiVersion or kind, or
+    a key that is a misspelling of one) but lacks a usable apiVersion or kind: (the field,
+    the key whose line locates it, the message). None for a whole manifest and for YAML
+    that is no manifest at all. Such a document is an error, never skipped: skipped, the
+    object it applied before would leave the render and be pruned."""
+    if not isinstance(content.get("metadata"), dict):
+        return None
+    fields = ("apiVersion", "kind")
+    missing = [f for f in fields if not content.get(f)]
+    if not missing:
+        return None
+    # with neither field written, only the same name spelt otherwise (`Kind`,
+    # `api_version`) makes it a manifest; with one of them, any close misspelling
+    loose = len(missing) == 1
+    near = {f: next((k for k in content if isinstance(k, str) and k != f and (
+        _squashed(k) == _squashed(f) or (loose and difflib.get_close_matches(
+            k, [f], n=1, cutoff=0.75)))), None) for f in missing}
+    if not loose and not any(near.values()):
+        return None
+    field = missing[0]
+    other = next((f for f in fields if f not in missing), "metadata")
+    if near[field]:
+        return (field, str(near[field]), f"missing; the document has {near[field]!r} (did "
+                f"you mean {field}?): a manifest needs apiVersion and kind, this one is not "
+                "applied")
+    return (field, field if field in content else other,
+            f"{'empty' if field in content else 'missing'}: a manifest needs apiVersion and "
+            "kind, this one is not applied")
+
+
+def _squashed(key: str) -> str:
+    """A key without case, `_` and `-`: `api_version` and `APIVersion` are `apiversion`."""
+    return key.lower().replace("_", "").replace("-", "")
 
 
 def _type_key(content: dict[str, Any]) -> tuple[str, str] | None:

@@ -5,8 +5,10 @@ resource when something changed or failed, never for an unchanged sync.
   `Normal <Kind>Reconciled` "created 2, configured 1: Deployment/ns/x, Service/ns/y" or
   `Warning <Kind>ReconcileError` with the first error (Orkestra's reasons, §5.1 step 15).
 * `emit` (I/O) creates the core/v1 Event in the custom resource's namespace ("default"
-  for a cluster-scoped one). The message is scrubbed of the given secret values and cut
-  to 1024 characters. Best effort: a refused Event is logged, never raised.
+  for a cluster-scoped one). The message is scrubbed of the given secret values, cut to
+  1024 characters and ends with the revision synced (`(revision ab12cd3)`, also whole in
+  the annotation `orksync.io/revision`). Best effort: a refused Event is logged, never
+  raised.
 * `report_sync` (I/O) is the one call a sync makes after applying: for every custom
   resource that exists, read its children, write its status, emit its Event. What the
   guard or the cluster-scope policy refused for a custom resource is listed in its
@@ -57,6 +59,7 @@ from orksync.model import (
     ObjRef,
     RenderedObject,
     RenderedSet,
+    short_revision,
 )
 from orksync.secrets.mask import scrub, secret_values
 
@@ -65,6 +68,7 @@ __all__ = ["MAX_EVENT_MESSAGE", "emit", "report_sync", "sync_event"]
 log = logging.getLogger(__name__)
 
 MAX_EVENT_MESSAGE = 1024
+REVISION_ANNOTATION = "orksync.io/revision"
 _REPORTED = (Action.CREATED, Action.CONFIGURED, Action.DELETED)
 
 
@@ -88,22 +92,28 @@ def sync_event(cr_ref: ObjRef, changes_for_cr: Sequence[Change],
 
 def emit(kube: Kube, cr_ref: ObjRef, cr_uid: str, *, reason: str, message: str,
          type: str = "Normal", component: str = "orksync",
-         secrets: Iterable[str] = (), now: datetime | None = None) -> dict[str, Any] | None:
+         secrets: Iterable[str] = (), now: datetime | None = None,
+         revision: str = "") -> dict[str, Any] | None:
     """Create one Event about the custom resource; the created Event, or None when the
-    API server refused it."""
+    API server refused it. `revision`: the revision synced, ending the message (`kubectl
+    describe` shows it) and in the annotation `orksync.io/revision` whole."""
     if type not in ("Normal", "Warning"):
         raise ValueError(f"event type must be Normal or Warning, not {type!r}")
     namespace = cr_ref.namespace or "default"
     stamp = rfc3339(now or datetime.now(UTC))
+    suffix = f" (revision {short_revision(revision)})" if revision else ""
+    metadata: dict[str, Any] = {"name": f"{cr_ref.name}.{uuid.uuid4().hex[:16]}",
+                                "namespace": namespace}
+    if revision:
+        metadata["annotations"] = {REVISION_ANNOTATION: revision}
     body = {
         "apiVersion": "v1", "kind": "Event",
-        "metadata": {"name": f"{cr_ref.name}.{uuid.uuid4().hex[:16]}",
-                     "namespace": namespace},
+        "metadata": metadata,
         "involvedObject": {"apiVersion": cr_ref.api_version, "kind": cr_ref.kind,
                            "name": cr_ref.name, "namespace": cr_ref.namespace,
                            "uid": cr_uid},
         "reason": reason,
-        "message": scrub(message, secrets)[:MAX_EVENT_MESSAGE],
+        "message": scrub(message, secrets)[:MAX_EVENT_MESSAGE - len(suffix)] + suffix,
         "type": type,
         "count": 1,
         "firstTimestamp": stamp,
@@ -247,17 +257,17 @@ def _report_one(kube: Kube, index: LiveReader, cr: CustomResource, templates: An
     if reported and reported != before:
         emit(kube, cr.ref, str(live["metadata"].get("uid") or ""),
              reason=f"{cr.ref.kind}Refused", type="Warning", secrets=secrets, now=now,
-             message=f"refused {len(reported)}: " + "; ".join(reported))
+             message=f"refused {len(reported)}: " + "; ".join(reported), revision=revision)
     event = sync_event(cr.ref, mine, render_error)
     if event is not None:
         kind, reason, message = event
         emit(kube, cr.ref, str(live["metadata"].get("uid") or ""), reason=reason,
-             message=message, type=kind, secrets=secrets, now=now)
+             message=message, type=kind, secrets=secrets, now=now, revision=revision)
     health_event = stalled_event(cr.ref, live, status)
     if health_event is not None:
         reason, message = health_event
         emit(kube, cr.ref, str(live["metadata"].get("uid") or ""), reason=reason,
-             message=message, type="Warning", secrets=secrets, now=now)
+             message=message, type="Warning", secrets=secrets, now=now, revision=revision)
     return written
 
 

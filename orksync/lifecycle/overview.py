@@ -2,14 +2,27 @@
 status` and `orksync tree` views. I/O (reading) plus pure formatting.
 
 Sources: the inventory ConfigMaps (`orksync-inventory-<name>`) of the inventory namespace
-(one LIST), which name every custom resource a sync root applied and its children, and
-each custom resource's status as the last sync wrote it (one LIST per custom resource
-kind): the `Ready` condition, `status.orksync.lastAppliedRevision` and
-`status.orksync.health` (orksync.lifecycle.health). No repository is read and no child is
-fetched: a child's health is the one the last sync recorded. The repository's plain
-manifests the inventories list are rows too (`plain`), each with the health of its live
-object assessed now by the same rules (they carry no status of orksync's), read with one
-LIST per kind; a plain manifest has no revision and no children.
+(one LIST), which name every custom resource a sync root applied, its children and the
+repository's plain manifests; and the live objects they name, read now with one LIST per
+kind (cluster-wide; per namespace when a cluster-wide LIST is forbidden; Secrets and
+ConfigMaps as metadata only, so no value is read). No repository is read.
+
+* Health is assessed now from the live objects (orksync.lifecycle.health, kstatus rules):
+  a child the inventory lists but the cluster does not hold is `Missing`; a Secret (a `tls:`
+  Secret's CA Secret too) or any kind without a rollout is `Current` once it exists; a kind
+  that cannot be read is `Unknown`, with the reason. A custom resource's health is its
+  worst child's (Failed, Missing, InProgress/Terminating, Unknown, Current), the message
+  naming that child; a health timeout its last sync declared (`HealthTimeout`) stands
+  while the children are still not Current.
+* READY is the custom resource's `Ready` condition, as its last sync or the agent wrote
+  it; its message is shown when that sync failed (ReconcileError, RenderFailed), else the
+  live health's when it is not Current.
+* REVISION is `status.orksync.lastAppliedRevision`: the revision at which the custom
+  resource was last applied by a successful sync. The agent applies only the custom
+  resources a commit changed, so an untouched one keeps the revision of its last change.
+* One row per object. SYNC ROOT is the inventory listing it; when several list it (two
+  roots synced the same source), the root named by the object's `orksync.io/inventory`
+  annotation (the last writer) comes first, the others after it.
 """
 
 from __future__ import annotations
@@ -20,10 +33,15 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from orksync.apply.inventory import CONFIGMAP_PREFIX, Inventory, InventoryEntry
+from orksync.apply.inventory import (
+    CONFIGMAP_PREFIX,
+    INVENTORY_ANNOTATION,
+    Inventory,
+    InventoryEntry,
+)
 from orksync.cluster.kube import Kube
 from orksync.errors import ClusterError, OrksyncError, UsageError
-from orksync.lifecycle.health import assess
+from orksync.lifecycle.health import HealthStatus, assess
 from orksync.model import ObjRef
 
 __all__ = ["ChildRow", "ResourceRow", "Tree", "age", "find_tree", "read_rows",
@@ -32,6 +50,12 @@ __all__ = ["ChildRow", "ResourceRow", "Tree", "age", "find_tree", "read_rows",
 log = logging.getLogger(__name__)
 
 UNKNOWN = "Unknown"
+MISSING = "Missing"
+MISSING_MESSAGE = "not in the cluster"
+_METADATA_ONLY = {("v1", "Secret"), ("v1", "ConfigMap")}  # no rollout; values never read
+_ORDER = {HealthStatus.FAILED.value: 0, MISSING: 1, HealthStatus.IN_PROGRESS.value: 2,
+          HealthStatus.TERMINATING.value: 2, UNKNOWN: 3, HealthStatus.CURRENT.value: 4}
+_SYNC_ERRORS = ("ReconcileError", "RenderFailed")  # Ready reasons of a failed sync
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,22 +72,28 @@ class ChildRow:
 
 @dataclass(frozen=True, slots=True)
 class ResourceRow:
-    """One managed custom resource as its status tells it."""
+    """One managed custom resource or plain manifest, as the cluster holds it now."""
 
     ref: ObjRef
-    root: str  # the sync root (inventory name) that applied it
+    root: str  # the sync root (inventory name) that wrote it last, else the first listing it
     ready: str  # the Ready condition's status; "-" when the object is not found
-    health: str  # status.orksync.health.status
+    health: str  # assessed now from the live objects
     revision: str  # status.orksync.lastAppliedRevision
     created: str  # metadata.creationTimestamp
     message: str
     children: tuple[ChildRow, ...] = field(default=())
     plain: bool = False  # a plain manifest of the repository, not a custom resource
+    roots: tuple[str, ...] = ()  # every sync root whose inventory lists it, `root` first
+
+    @property
+    def root_label(self) -> str:
+        return ",".join(self.roots or (self.root,))
 
     def to_dict(self, now: datetime) -> dict[str, Any]:
         return {"kind": self.ref.kind, "apiVersion": self.ref.api_version,
                 "namespace": self.ref.namespace, "name": self.ref.name,
-                "syncRoot": self.root, "ready": self.ready, "health": self.health,
+                "syncRoot": self.root, "syncRoots": list(self.roots or (self.root,)),
+                "ready": self.ready, "health": self.health,
                 "lastAppliedRevision": self.revision, "age": age(self.created, now),
                 "created": self.created, "message": self.message, "plain": self.plain}
 
@@ -93,89 +123,179 @@ def read_inventories(kube: Kube, namespace: str) -> dict[str, Inventory]:
     return dict(sorted(out.items()))
 
 
-def _list_kind(kube: Kube, api_version: str, kind: str) -> dict[ObjRef, dict[str, Any]] | str:
-    """The live objects of one kind by identity, or why they cannot be read."""
-    try:
-        res = kube.resource(api_version, kind)
-        return {ObjRef.of(item): item for item in kube.list(res)}
-    except ClusterError as err:
-        return f"cannot read {kind}.{api_version}: {err.detail}"
+@dataclass(slots=True)
+class _Listed:
+    """One object the inventories list at the top (custom resource or plain manifest):
+    the roots listing it and its children (union over those roots)."""
+
+    entry: InventoryEntry
+    roots: list[str]
+    children: dict[ObjRef, InventoryEntry]
+
+
+def _listed(inventories: Mapping[str, Inventory]) -> dict[ObjRef, _Listed]:
+    out: dict[ObjRef, _Listed] = {}
+    owned: dict[ObjRef, dict[ObjRef, InventoryEntry]] = {}
+    for name, inventory in inventories.items():
+        for entry in inventory:
+            if entry.owner is not None:
+                owned.setdefault(entry.owner, {})[entry.ref] = entry
+            elif entry.is_custom_resource or entry.plain:
+                item = out.setdefault(entry.ref, _Listed(entry, [], {}))
+                item.roots.append(name)
+    for ref, item in out.items():
+        item.children = dict(sorted(owned.get(ref, {}).items(), key=lambda kv: str(kv[0])))
+    return out
+
+
+class _LiveObjects:
+    """The live objects of the given identities, one LIST per kind."""
+
+    def __init__(self, kube: Kube, refs: Iterable[ObjRef]) -> None:
+        self._kube = kube
+        self._namespaces: dict[tuple[str, str], set[str]] = {}
+        for ref in refs:
+            self._namespaces.setdefault((ref.api_version, ref.kind), set()).add(ref.namespace)
+        self._kinds: dict[tuple[str, str], dict[ObjRef, dict[str, Any]] | str] = {}
+
+    def get(self, ref: ObjRef) -> tuple[dict[str, Any] | None, str]:
+        """(live object or None when absent, "") or (None, why it cannot be read)."""
+        key = (ref.api_version, ref.kind)
+        if key not in self._kinds:
+            self._kinds[key] = self._list(key)
+        listed = self._kinds[key]
+        if isinstance(listed, str):
+            return None, listed
+        return listed.get(ref), ""
+
+    def _list(self, key: tuple[str, str]) -> dict[ObjRef, dict[str, Any]] | str:
+        api_version, kind = key
+        metadata_only = key in _METADATA_ONLY
+        try:
+            res = self._kube.resource(api_version, kind)
+            try:
+                items = list(self._kube.list(res, metadata_only=metadata_only))
+            except ClusterError as err:
+                if err.status != 403 or not res.namespaced:
+                    raise
+                items = [item for ns in sorted(self._namespaces.get(key, ())) if ns
+                         for item in self._kube.list(res, namespace=ns,
+                                                     metadata_only=metadata_only)]
+        except ClusterError as err:
+            return f"cannot read {kind}.{api_version}: {err.detail}"
+        return {ObjRef.of(item): item for item in items}
 
 
 def _map(value: Any) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
 
 
-def _row(entry: InventoryEntry, root: str, live: dict[str, Any] | None, problem: str,
-         children: Sequence[InventoryEntry]) -> ResourceRow:
+def _child(ref: ObjRef, live: dict[str, Any] | None, problem: str, now: datetime) -> ChildRow:
+    if problem:
+        return ChildRow(ref, UNKNOWN, problem)
     if live is None:
-        return ResourceRow(ref=entry.ref, root=root, ready="-", health="NotFound",
-                           revision="", created="", message=problem or "not found",
-                           children=tuple(ChildRow(c.ref, UNKNOWN, "") for c in children))
+        return ChildRow(ref, MISSING, MISSING_MESSAGE)
+    health = assess(live, now)
+    return ChildRow(ref, health.status.value, health.message)
+
+
+def _worst(children: Sequence[ChildRow]) -> tuple[str, str]:
+    """A custom resource's health and message from its children's."""
+    if not children:
+        return HealthStatus.CURRENT.value, "no children"
+    ranked = sorted(children, key=lambda c: (_ORDER.get(c.health, 3), str(c.ref)))
+    first = ranked[0]
+    if first.health == HealthStatus.CURRENT.value:
+        return first.health, f"{len(children)} objects current"
+    same = [c for c in ranked if _ORDER.get(c.health, 3) == _ORDER.get(first.health, 3)]
+    more = f" (and {len(same) - 1} more)" if len(same) > 1 else ""
+    text = f"{first.ref}: {first.health}"
+    if first.message:
+        text += f": {first.message}"
+    return first.health, text + more
+
+
+def _root(live: Mapping[str, Any] | None, roots: Sequence[str], namespace: str) -> list[str]:
+    """`roots` with the one the object's inventory annotation names first."""
+    annotations = _map(_map((live or {}).get("metadata")).get("annotations"))
+    writer_ns, _, writer = str(annotations.get(INVENTORY_ANNOTATION) or "").partition("/")
+    if writer_ns == namespace and writer in roots:
+        return [writer, *(r for r in roots if r != writer)]
+    return list(roots)
+
+
+def _row(item: _Listed, roots: Sequence[str], live: dict[str, Any] | None, problem: str,
+         children: Sequence[ChildRow]) -> ResourceRow:
+    if live is None:
+        return ResourceRow(ref=item.entry.ref, root=roots[0], roots=tuple(roots), ready="-",
+                           health=UNKNOWN if problem else MISSING, revision="", created="",
+                           message=problem or MISSING_MESSAGE, children=tuple(children))
     status = _map(live.get("status"))
     ready: Mapping[str, Any] = next((c for c in status.get("conditions") or []
                                      if isinstance(c, Mapping) and c.get("type") == "Ready"),
                                     {})
     own = _map(status.get("orksync"))
-    health = _map(own.get("health"))
-    by_child = {str(c.get("object")): c for c in health.get("children") or []
-                if isinstance(c, Mapping)}
-    rows = []
-    for child in children:
-        found = by_child.get(str(child.ref)) or {}
-        rows.append(ChildRow(child.ref, str(found.get("status") or UNKNOWN),
-                             str(found.get("message") or "")))
+    recorded = _map(own.get("health"))
+    health, message = _worst(children)
+    if recorded.get("reason") == "HealthTimeout" and health != HealthStatus.CURRENT.value:
+        health, message = HealthStatus.FAILED.value, str(recorded.get("message") or message)
+    if ready.get("reason") in _SYNC_ERRORS or health == HealthStatus.CURRENT.value:
+        message = str(ready.get("message") or message)
     return ResourceRow(
-        ref=entry.ref, root=root,
-        ready=str(ready.get("status") or UNKNOWN),
-        health=str(health.get("status") or UNKNOWN),
+        ref=item.entry.ref, root=roots[0], roots=tuple(roots),
+        ready=str(ready.get("status") or UNKNOWN), health=health,
         revision=str(own.get("lastAppliedRevision") or ""),
-        created=str((live.get("metadata") or {}).get("creationTimestamp") or ""),
-        message=str(ready.get("message") or ""),
-        children=tuple(rows))
+        created=str(_map(live.get("metadata")).get("creationTimestamp") or ""),
+        message=message, children=tuple(children))
 
 
-def _plain_row(entry: InventoryEntry, root: str, live: dict[str, Any] | None,
-               problem: str) -> ResourceRow:
+def _plain_row(item: _Listed, roots: Sequence[str], live: dict[str, Any] | None,
+               problem: str, now: datetime) -> ResourceRow:
     if live is None:
-        return ResourceRow(ref=entry.ref, root=root, ready="-", health="NotFound",
-                           revision="", created="", message=problem or "not found",
-                           plain=True)
-    health = assess(live)
+        return ResourceRow(ref=item.entry.ref, root=roots[0], roots=tuple(roots), ready="-",
+                           health=UNKNOWN if problem else MISSING, revision="", created="",
+                           message=problem or MISSING_MESSAGE, plain=True)
+    health = assess(live, now)
     return ResourceRow(
-        ref=entry.ref, root=root, ready="True" if health.current else "False",
-        health=health.status.value, revision="",
-        created=str((live.get("metadata") or {}).get("creationTimestamp") or ""),
+        ref=item.entry.ref, root=roots[0], roots=tuple(roots),
+        ready="True" if health.current else "False", health=health.status.value,
+        revision="", created=str(_map(live.get("metadata")).get("creationTimestamp") or ""),
         message=health.message, plain=True)
+
+
+def _rows(kube: Kube, namespace: str, items: Sequence[_Listed]) -> list[ResourceRow]:
+    """The rows of `items`, from their live objects and their children's."""
+    refs = [ref for item in items for ref in (item.entry.ref, *item.children)]
+    live_objects = _LiveObjects(kube, refs)
+    now = datetime.now(UTC)
+    rows = []
+    for item in items:
+        live, problem = live_objects.get(item.entry.ref)
+        roots = _root(live, item.roots, namespace)
+        if item.entry.plain:
+            rows.append(_plain_row(item, roots, live, problem, now))
+            continue
+        children = [_child(ref, *live_objects.get(ref), now) for ref in item.children]
+        rows.append(_row(item, roots, live, problem, children))
+    return sorted(rows, key=lambda r: (r.ref.kind, r.ref.group, r.ref.namespace, r.ref.name))
 
 
 def read_rows(kube: Kube, namespace: str, roots: Iterable[str] = ()) -> list[ResourceRow]:
     """Every custom resource and plain manifest the inventories of `namespace` list (only
-    those of `roots` when given), with its status; sorted by kind, namespace, name."""
+    those a root of `roots` lists, when given), one row each, with its health read now;
+    sorted by kind, namespace, name. Raises OrksyncError naming the sync roots that exist
+    when a root of `roots` has no inventory."""
     wanted = set(roots)
-    inventories = {name: inv for name, inv in read_inventories(kube, namespace).items()
-                   if not wanted or name in wanted}
-    crs: list[tuple[InventoryEntry, str, list[InventoryEntry]]] = []
-    for name, inventory in inventories.items():
-        owned: dict[ObjRef, list[InventoryEntry]] = {}
-        for entry in inventory:
-            if entry.owner is not None:
-                owned.setdefault(entry.owner, []).append(entry)
-        crs.extend((entry, name, owned.get(entry.ref, []))
-                   for entry in inventory if entry.is_custom_resource or entry.plain)
-    lists: dict[tuple[str, str], dict[ObjRef, dict[str, Any]] | str] = {}
-    rows = []
-    for entry, root, children in crs:
-        key = (entry.ref.api_version, entry.ref.kind)
-        if key not in lists:
-            lists[key] = _list_kind(kube, *key)
-        listed = lists[key]
-        live, problem = (None, listed) if isinstance(listed, str) else \
-            (listed.get(entry.ref), "")
-        rows.append(_plain_row(entry, root, live, problem) if entry.plain
-                    else _row(entry, root, live, problem, children))
-    return sorted(rows, key=lambda r: (r.ref.kind, r.ref.group, r.ref.namespace, r.ref.name,
-                                       r.root))
+    inventories = read_inventories(kube, namespace)
+    unknown = sorted(wanted - inventories.keys())
+    if unknown:
+        known = ", ".join(inventories) or "none"
+        raise OrksyncError(f"no sync root named {', '.join(unknown)} (no inventory "
+                           f"{CONFIGMAP_PREFIX}<name> in namespace {namespace}); the sync "
+                           f"roots there: {known}")
+    listed = _listed(inventories)
+    items = [item for item in listed.values() if not wanted or wanted & set(item.roots)]
+    return _rows(kube, namespace, items)
 
 
 def parse_target(text: str) -> tuple[str, str, str]:
@@ -198,8 +318,9 @@ def find_tree(kube: Kube, namespace: str, target: str) -> Tree:
     """The custom resource `target` names and its children. Raises OrksyncError when no
     inventory lists it (or more than one custom resource matches a bare kind)."""
     kind, ns, name = parse_target(target)
-    rows = [r for r in read_rows(kube, namespace)
-            if r.ref.namespace == ns and r.ref.name == name and _kind_matches(r.ref, kind)]
+    items = [item for ref, item in _listed(read_inventories(kube, namespace)).items()
+             if ref.namespace == ns and ref.name == name and _kind_matches(ref, kind)]
+    rows = _rows(kube, namespace, items)
     if not rows:
         raise OrksyncError(f"{target}: no custom resource or manifest of that kind, "
                            f"namespace and name is managed by orksync (no inventory in "
@@ -240,16 +361,22 @@ def table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+STATUS_COLUMNS = ("KIND", "NAMESPACE", "NAME", "SYNC ROOT", "READY", "HEALTH", "REVISION",
+                  "AGE", "MESSAGE")
+TREE_COLUMNS = ("OBJECT", "SYNC ROOT", "READY", "HEALTH", "AGE", "MESSAGE")
+
+
 def status_table(rows: Sequence[ResourceRow], now: datetime) -> str:
-    return table(("KIND", "NAMESPACE", "NAME", "READY", "HEALTH", "REVISION", "AGE", "MESSAGE"),
-                 ((_kind_label(r.ref), r.ref.namespace or "-", r.ref.name, r.ready, r.health,
-                   r.revision[:12] or "-", age(r.created, now), r.message) for r in rows))
+    return table(STATUS_COLUMNS, (
+        (_kind_label(r.ref), r.ref.namespace or "-", r.ref.name, r.root_label, r.ready,
+         r.health, r.revision[:12] or "-", age(r.created, now), r.message) for r in rows))
 
 
 def tree_table(tree: Tree, now: datetime) -> str:
     row = tree.resource
-    lines = [(str(row.ref), row.ready, row.health, age(row.created, now), row.message)]
+    lines = [(str(row.ref), row.root_label, row.ready, row.health, age(row.created, now),
+              row.message)]
     for i, child in enumerate(row.children):
         branch = "└── " if i == len(row.children) - 1 else "├── "
-        lines.append((branch + str(child.ref), "", child.health, "", child.message))
-    return table(("OBJECT", "READY", "HEALTH", "AGE", "MESSAGE"), lines)
+        lines.append((branch + str(child.ref), "", "", child.health, "", child.message))
+    return table(TREE_COLUMNS, lines)

@@ -90,7 +90,13 @@ def delete_custom_resource(kube: Kube, entry: InventoryEntry,
     if problem:
         return [Change(ref=ref, action=Action.SKIPPED, message=problem)], True
     if options.dry_run:
-        return [Change(ref=ref, action=Action.DELETED, message="dry run")], True
+        # what the real run reports besides its onDelete's own work (which a dry run
+        # cannot foresee: its Jobs run in the cluster): the children no owner reference
+        # covers, then the custom resource
+        cleanup, _ = cleanup_children(kube, ref, children, options)
+        on_delete = hooks is not None and bool(hooks.entry.operator_box.get("onDelete"))
+        return [*cleanup, Change(ref=ref, action=Action.DELETED, message="dry run" + (
+            "; its onDelete runs first" if on_delete else ""))], True
     if not (live.get("metadata") or {}).get("deletionTimestamp"):
         try:
             if FINALIZER not in (live["metadata"].get("finalizers") or []):

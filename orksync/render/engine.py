@@ -43,6 +43,7 @@ from orksync.render.children import LiveView
 from orksync.render.cleanup import cleanup_block, cleanup_due, fingerprint
 from orksync.render.conditions import evaluate_conditions
 from orksync.render.external import Egress
+from orksync.render.fieldcheck import field_problems
 from orksync.render.gotemplate import GoTemplateError
 from orksync.render.guard import ClusterScope, NamespaceGuard
 from orksync.render.kinds import KINDS, ORDER
@@ -61,7 +62,7 @@ log = logging.getLogger(__name__)
 
 @gc_paused
 def render_catalog(catalog: Catalog, *, clock: Clock = utc_now,
-                   strict_cluster_scope: bool = False,
+                   strict_cluster_scope: bool = False, strict_fields: bool = False,
                    live: LiveView | None = None, egress: Egress | None = None,
                    progress: Callable[[int], None] | None = None,
                    select: Callable[[CustomResource], bool] | None = None) -> RenderedSet:
@@ -70,8 +71,11 @@ def render_catalog(catalog: Catalog, *, clock: Clock = utc_now,
     `.status` and `.cross.<as>.status` (None: offline); `egress`: makes the `external:`
     calls (orksync.render.external; None: none is made); `progress`: called with 1 after
     each custom resource (orksync.progress); `select`: the custom resources to render (the
-    others are only read, by `.cross`; a shard's)."""
-    plan = RenderPlan(catalog, clock=clock, strict_cluster_scope=strict_cluster_scope)
+    others are only read, by `.cross`; a shard's); `strict_fields`: a template path the
+    CRD's schema does not have is an error of its entry, not a warning
+    (orksync.render.fieldcheck)."""
+    plan = RenderPlan(catalog, clock=clock, strict_cluster_scope=strict_cluster_scope,
+                      strict_fields=strict_fields)
     merged = plan.merger()
     objects: list[RenderedObject] = [crd_object(m) for m in catalog.crds]
     objects.extend(plain_object(m) for m in catalog.plain)
@@ -104,7 +108,7 @@ class RenderPlan:
     repository's order and decides what the render keeps (the part that may not)."""
 
     def __init__(self, catalog: Catalog, *, clock: Clock = utc_now,
-                 strict_cluster_scope: bool = False) -> None:
+                 strict_cluster_scope: bool = False, strict_fields: bool = False) -> None:
         self.catalog = catalog
         self.errors: list[Exception] = list(catalog.errors)
         self.templates = {k.name: templates_for(k, clock) for k in catalog.katalogs}
@@ -132,6 +136,21 @@ class RenderPlan:
             for warning in [*portability_warnings(katalog, self.templates[katalog.name].engine),
                             *shadow_warnings(katalog)]]
         self.warnings.extend(w for katalog in catalog.katalogs for w in cross_warnings(katalog))
+        self._check_fields(strict_fields)
+
+    def _check_fields(self, strict: bool) -> None:
+        """The paths templates read that their CRD's schema does not have: warnings, or
+        with `strict` errors of the entry (its custom resources are then not rendered,
+        and the render prunes nothing)."""
+        for katalog in self.catalog.katalogs:
+            engine = self.templates[katalog.name].engine
+            for key, problems in field_problems(katalog, self.catalog.crds, engine).items():
+                if not strict:
+                    self.warnings.extend(f"{p}" for p in problems)
+                    continue
+                self.errors.extend(problems)
+                self.broken[(katalog.name, key)] = \
+                    self.broken.get((katalog.name, key), ()) + tuple(problems)
 
     def outcome(self, cr: CustomResource, live: LiveView | None = None,
                 egress: Egress | None = None) -> Outcome:

@@ -66,14 +66,17 @@ class DirectoryRender:
 
 @gc_paused
 def render_to_directory(catalog: Catalog, out_dir: Path, *, revision: str = "",
-                        strict_cluster_scope: bool = False, jobs: int = 1,
+                        strict_cluster_scope: bool = False, strict_fields: bool = False,
+                        jobs: int = 1,
                         clock: Clock = utc_now, source: Source | None = None,
                         progress: Callable[[int], None] | None = None
                         ) -> DirectoryRender:
     """Render `catalog` into `out_dir` (replaced atomically) in up to `jobs` processes;
     `source` is recorded in the index (orksync.rendered.directory). `progress`: called, in
-    this process, with the number of custom resources merged."""
-    plan = RenderPlan(catalog, clock=clock, strict_cluster_scope=strict_cluster_scope)
+    this process, with the number of custom resources merged; `strict_fields`:
+    orksync.render.engine.render_catalog."""
+    plan = RenderPlan(catalog, clock=clock, strict_cluster_scope=strict_cluster_scope,
+                      strict_fields=strict_fields)
     out_dir, tmp = start_rendered(out_dir)
     try:
         jobs = min(jobs, len(catalog.crs) // MIN_PER_JOB) or 1

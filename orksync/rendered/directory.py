@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Concatenate, ParamSpec
 
-from orksync.errors import InputError, LoadError, RenderError
+from orksync.errors import InputError, LoadError, RenderError, UsageError
 from orksync.gcpause import gc_paused
 from orksync.model import (
     ObjRef,
@@ -126,8 +126,23 @@ def write_rendered(rendered: RenderedSet, out_dir: Path, *, revision: str = "",
     return out_dir
 
 
+def check_output(out_dir: Path) -> None:
+    """Raise UsageError when `out_dir` cannot be an output directory: it, or a path above
+    it, is something other than a directory (a file). Checked before the render, so a
+    wrong `-o` costs no render; the write checks again."""
+    for path in (out_dir, *out_dir.parents):
+        if path.exists() and not path.is_dir():
+            what = "it is" if path == out_dir else f"{path} is"
+            raise UsageError(f"-o {out_dir}: {what} a file, not a directory: name a "
+                             "directory (it is created when missing, and replaced only "
+                             "when it holds an earlier render)")
+        if path.is_dir():
+            return
+
+
 def start_rendered(out_dir: Path) -> tuple[Path, Path]:
     """(the resolved `out_dir`, a new temporary sibling to write into)."""
+    check_output(out_dir)
     out_dir = out_dir.resolve()
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     return out_dir, Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-", dir=out_dir.parent))

@@ -180,9 +180,16 @@ def generate_private_key(
     raise ValueError(f"unknown key algorithm {algorithm!r}; use 'ecdsa-p256' or 'rsa'")
 
 
-def load_private_key(pem: bytes) -> PrivateKey:
-    """Read an unencrypted PEM private key (PKCS#8 or traditional), RSA or ECDSA P-256."""
-    key = serialization.load_pem_private_key(pem, password=None)
+def load_private_key(pem: bytes, *, validated: bool = False) -> PrivateKey:
+    """Read an unencrypted PEM private key (PKCS#8 or traditional), RSA or ECDSA P-256.
+
+    An RSA key is checked for consistency (its primes and exponents agree with its
+    modulus), which is the expensive part of the load. ``validated=True`` skips that check:
+    only for these exact bytes having passed it before (the caller recognises them by a
+    fingerprint it recorded then), never for bytes of unknown origin.
+    """
+    key = serialization.load_pem_private_key(pem, password=None,
+                                             unsafe_skip_rsa_key_validation=validated)
     if isinstance(key, rsa.RSAPrivateKey):
         return PrivateKey(algorithm="rsa", size=key.key_size, _key=key)
     if isinstance(key, ec.EllipticCurvePrivateKey) and isinstance(key.curve, ec.SECP256R1):

@@ -35,7 +35,11 @@ Rules (semantics §3, prior-art lessons 9-13):
 * Annotations written on generator Secrets: `orkestra.orkspace.io/generated-at` (RFC 3339
   UTC, seconds), `orkestra.orkspace.io/rotate-after`, `orksync.io/generators` (JSON of
   {key: template}) and `orksync.io/tls` (JSON of the tls spec): `orksync rotate` rotates from
-  these alone, without the repository.
+  these alone, without the repository. A `tls:` Secret also carries
+  `orksync.io/tls-keys-validated`, the fingerprint of the keys validated when they were
+  made or last changed (orksync.secrets.tls), so the next plan does not validate them
+  again; a Secret without it (or with a stale one) gets it written once, even under
+  create-if-absent.
 """
 
 from __future__ import annotations
@@ -56,7 +60,7 @@ from orksync.secrets.random import RandomSource, fill_generated
 from orksync.secrets.tls import CA_KEYS, LEGACY_CA_KEY, TLS_KEYS, TlsSpec, plan_tls
 
 __all__ = ["GENERATED_AT", "GENERATORS", "MANAGED_BY_LABEL", "ROTATE_AFTER", "TLS_ANNOTATION",
-           "UNMANAGED", "SecretPlan", "data_after_write", "data_hash",
+           "TLS_CHECKED", "UNMANAGED", "SecretPlan", "data_after_write", "data_hash",
            "directives_from_annotations",
            "format_time", "is_managed", "owned_desired", "plan_secret", "rotation_due"]
 
@@ -64,7 +68,8 @@ GENERATED_AT = "orkestra.orkspace.io/generated-at"
 ROTATE_AFTER = "orkestra.orkspace.io/rotate-after"
 GENERATORS = "orksync.io/generators"
 TLS_ANNOTATION = "orksync.io/tls"
-OWN_ANNOTATIONS = (GENERATED_AT, ROTATE_AFTER, GENERATORS, TLS_ANNOTATION)
+TLS_CHECKED = "orksync.io/tls-keys-validated"
+OWN_ANNOTATIONS = (GENERATED_AT, ROTATE_AFTER, GENERATORS, TLS_ANNOTATION, TLS_CHECKED)
 UNMANAGED = "exists and is not managed by orksync"
 
 WriteKind = Literal["skip", "create", "apply", "rotate"]
@@ -178,7 +183,7 @@ def plan_secret(desired: Mapping[str, Any], directives: Mapping[str, Any],
             return _error(f"cannot generate key {key}: {err}", live_hash)
         filled.append(key)
 
-    tls_renewed, tls_reason = False, ""
+    tls_renewed, tls_reason, tls_checked = False, "", ""
     ca_values: dict[str, bytes] | None = None
     legacy = d.tls is not None and LEGACY_CA_KEY in live_data
     work: list[str] = []
@@ -195,8 +200,10 @@ def plan_secret(desired: Mapping[str, Any], directives: Mapping[str, Any],
         if problem:
             return _error(problem, live_hash)
         outcome = plan_tls(d.tls, _decoded(live_data, (*TLS_KEYS, LEGACY_CA_KEY)), now=now,
-                           renew=rotate, ca_store=_decoded(_data_of(ca_live), CA_KEYS))
+                           renew=rotate, ca_store=_decoded(_data_of(ca_live), CA_KEYS),
+                           checked=live_ann.get(TLS_CHECKED, ""))
         tls_reason = outcome.reason
+        tls_checked = outcome.checked
         ca_values = outcome.ca_values
         if live is not None and outcome.values is not None and not rotate:
             work.append(f"certificate would be re-issued: {outcome.why}")
@@ -205,6 +212,9 @@ def plan_secret(desired: Mapping[str, Any], directives: Mapping[str, Any],
                         f"{ca_secret_name(name)}")
         elif live is not None and ca_values is not None:
             work.append(f"CA Secret {ca_secret_name(name)} would be written")
+        if live is not None and outcome.values is None \
+                and live_ann.get(TLS_CHECKED) != tls_checked:
+            work.append(f"validated keys to record: {TLS_CHECKED} set")
         if outcome.values is None:
             data.update({k: live_data[k] for k in TLS_KEYS if k in live_data})
         else:
@@ -223,7 +233,8 @@ def plan_secret(desired: Mapping[str, Any], directives: Mapping[str, Any],
         write = "rotate"
     elif policy is not WritePolicy.APPLY:
         if not (d.rotate_after and GENERATED_AT not in live_ann) and not filled \
-                and not legacy and ca_values is None:
+                and not legacy and ca_values is None \
+                and live_ann.get(TLS_CHECKED, "") == tls_checked:
             return SecretPlan(write="skip", body=None, data_hash=live_hash,
                               reason="exists (create-if-absent); values kept")
         write = "apply"
@@ -245,9 +256,12 @@ def plan_secret(desired: Mapping[str, Any], directives: Mapping[str, Any],
         annotations[GENERATORS] = _json(d.generated)
     if d.tls_raw:
         annotations[TLS_ANNOTATION] = _json(d.tls_raw)
+    if tls_checked:
+        annotations[TLS_CHECKED] = tls_checked
 
     body = _body(desired, annotations, want_type, data)
-    if live is not None and (write == "rotate" or filled or legacy):
+    record = d.tls is not None and live_ann.get(TLS_CHECKED, "") != tls_checked
+    if live is not None and (write == "rotate" or filled or legacy or record):
         body["metadata"]["resourceVersion"] = str(live["metadata"]["resourceVersion"])
     ca_body = _ca_body(body, ca_values, ca_live) if ca_values is not None else None
     reason = _reason(write, why, filled, d, tls_reason)

@@ -34,10 +34,19 @@ Decisions (semantics §3.5 and prior-art lesson 11):
   Orkestra issued) still matches the spec.
 * Keys are PEM in the traditional encoding (`RSA PRIVATE KEY` as Orkestra, `EC PRIVATE
   KEY` for ECDSA P-256).
+* A key is validated (an RSA key's consistency check, the costly part of reading it) when
+  it is made or its bytes change, not at every sync: the outcome carries `checked`, a
+  fingerprint of the server key and the CA key it holds valid, which the Secret records
+  (`orksync.io/tls-keys-validated`). When the next plan is handed the same fingerprint and
+  the keys' bytes still produce it, they are read without that check; any other bytes
+  (a key edited by hand, a fingerprint removed or changed) are validated in full. The
+  certificate checks (key matches certificate, issued by the CA, lifetimes, spec) run
+  every time.
 """
 
 from __future__ import annotations
 
+import hashlib
 import ipaddress
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -48,7 +57,7 @@ from orksync.durations import parse_duration
 from orksync.secrets import pki
 
 __all__ = ["CA_KEYS", "LEGACY_CA_KEY", "TLS_KEYS", "TlsOutcome", "TlsSpec", "ca_validity",
-           "plan_tls"]
+           "keys_fingerprint", "plan_tls"]
 
 TLS_KEYS = ("tls.crt", "tls.key", "ca.crt")  # the TLS Secret's keys
 CA_KEYS = ("ca.crt", "ca.key")  # the CA Secret's keys
@@ -105,26 +114,44 @@ class TlsOutcome:
     new_ca: bool = False
     ca_values: dict[str, bytes] | None = None
     why: str = ""  # why a certificate is issued (`dnsNames changed`, `rotation due`, ...)
+    checked: str = ""  # keys_fingerprint of the server key and CA key known valid after it
 
 
 def ca_validity(spec: TlsSpec) -> timedelta:
     return max(3 * spec.valid_for, spec.valid_for + timedelta(hours=24))
 
 
+def keys_fingerprint(server_key: bytes | None, ca_key: bytes | None) -> str:
+    """A sha256 of the PEM bytes of a server key and its CA's key (either may be absent):
+    what identifies keys already validated. Reveals nothing of them."""
+    digest = hashlib.sha256()
+    for pem in (server_key or b"", ca_key or b""):
+        digest.update(len(pem).to_bytes(8, "big"))
+        digest.update(pem)
+    return digest.hexdigest()
+
+
 def plan_tls(spec: TlsSpec, live: Mapping[str, bytes], *, now: datetime,
-             renew: bool = False, ca_store: Mapping[str, bytes] | None = None) -> TlsOutcome:
+             renew: bool = False, ca_store: Mapping[str, bytes] | None = None,
+             checked: str = "") -> TlsOutcome:
     """Keep the live certificate when it is valid for `spec`, else issue a new one
     (reusing the CA when it can). `renew` forces a new server certificate (rotation).
     `live`: the TLS Secret's values (a legacy `ca.key` included); `ca_store`: the CA
-    Secret's."""
+    Secret's; `checked`: the fingerprint the TLS Secret recorded (`TlsOutcome.checked` of
+    the plan that wrote it), "" when none."""
     store = ca_store or {}
-    ca, bundle, ca_key = _load_ca(live, store)
-    problem = _leaf_problem(spec, live, ca, bundle, now)
+    ca_candidate = store.get("ca.key") or live.get(LEGACY_CA_KEY)
+    trusted: frozenset[bytes] = frozenset()
+    if checked and checked == keys_fingerprint(live.get("tls.key"), ca_candidate):
+        trusted = frozenset(pem for pem in (live.get("tls.key"), ca_candidate) if pem)
+    ca, bundle, ca_key = _load_ca(live, store, trusted)
+    problem = _leaf_problem(spec, live, ca, bundle, now, trusted)
     if problem is None and not renew:
         kept = None
         if ca is not None and ca_key is not None:
             kept = _to_store(ca.certificate.pem, ca_key, store)
-        return TlsOutcome(values=None, reason="certificate valid", ca_values=kept)
+        return TlsOutcome(values=None, reason="certificate valid", ca_values=kept,
+                          checked=keys_fingerprint(live.get("tls.key"), ca_key))
     reason = problem or "rotation due"
     new_ca = ca is None or not _ca_usable(ca, spec, now)
     if new_ca:
@@ -149,7 +176,8 @@ def plan_tls(spec: TlsSpec, live: Mapping[str, bytes], *, now: datetime,
         ca_key = ca.key.pem("traditional")
     what = "issued a new CA and certificate" if new_ca else "renewed the certificate"
     return TlsOutcome(values=values, reason=f"{what} ({reason})", new_ca=new_ca,
-                      ca_values=_to_store(ca.certificate.pem, ca_key, store), why=reason)
+                      ca_values=_to_store(ca.certificate.pem, ca_key, store), why=reason,
+                      checked=keys_fingerprint(values["tls.key"], ca_key))
 
 
 def _to_store(ca_crt: bytes, ca_key: bytes, store: Mapping[str, bytes]
@@ -160,11 +188,13 @@ def _to_store(ca_crt: bytes, ca_key: bytes, store: Mapping[str, bytes]
     return {"ca.crt": ca_crt, "ca.key": ca_key}
 
 
-def _load_ca(live: Mapping[str, bytes], store: Mapping[str, bytes]
+def _load_ca(live: Mapping[str, bytes], store: Mapping[str, bytes],
+             trusted: frozenset[bytes] = frozenset()
              ) -> tuple[pki.CertificateAuthority | None, list[pki.Certificate], bytes | None]:
     """The live CA (first certificate of the TLS Secret's ca.crt with its key: from the CA
     Secret, else the legacy `ca.key` of the TLS Secret), the whole bundle, and the key's
-    PEM bytes as stored (so a moved key keeps its bytes)."""
+    PEM bytes as stored (so a moved key keeps its bytes). A key whose bytes are in
+    `trusted` was validated before and is read without the check."""
     try:
         bundle = pki.load_certificates(live["ca.crt"]) if live.get("ca.crt") else []
     except ValueError:
@@ -175,7 +205,7 @@ def _load_ca(live: Mapping[str, bytes], store: Mapping[str, bytes]
         if not pem:
             continue
         try:
-            key = pki.load_private_key(pem)
+            key = pki.load_private_key(pem, validated=pem in trusted)
         except (ValueError, TypeError):
             continue
         if pki.certificate_matches_key(bundle[0], key):
@@ -192,13 +222,13 @@ def _ca_usable(ca: pki.CertificateAuthority, spec: TlsSpec, now: datetime) -> bo
 
 def _leaf_problem(spec: TlsSpec, live: Mapping[str, bytes],
                   ca: pki.CertificateAuthority | None, bundle: list[pki.Certificate],
-                  now: datetime) -> str | None:
+                  now: datetime, trusted: frozenset[bytes] = frozenset()) -> str | None:
     """Why the live server certificate cannot be kept, or None."""
     if not live.get("tls.crt") or not live.get("tls.key"):
         return "no certificate yet"
     try:
         cert = pki.load_certificate(live["tls.crt"])
-        key = pki.load_private_key(live["tls.key"])
+        key = pki.load_private_key(live["tls.key"], validated=live["tls.key"] in trusted)
     except (ValueError, TypeError):
         return "the certificate or key cannot be read"
     if not pki.certificate_matches_key(cert, key):

@@ -230,6 +230,17 @@ def _field_path(pipe: n.PipeNode) -> tuple[str, ...] | None:
     return None
 
 
+def _main_tree(root: n.ListNode, defined: dict[str, n.ListNode]
+               ) -> tuple[n.ListNode, dict[str, n.ListNode]]:
+    """The tree a template runs as: `{{define "f"}}`'s body when it defines `f`, the name
+    Orkestra's resolver gives the template (then nothing else may be outside a define)."""
+    if ROOT_NAME in defined:
+        if not is_empty_tree(root):
+            raise GoParseError(f"template: multiple definition of template {ROOT_NAME!r}", 0)
+        root = defined[ROOT_NAME]
+    return root, defined
+
+
 class GoTemplateEngine:
     """Renders Go templates with a fixed function map (one engine per Katalog)."""
 
@@ -328,18 +339,28 @@ class GoTemplateEngine:
             raise GoTemplateError("template too complex", source) from None
         return {i for i in idents if i in self._functions or i not in BUILTIN_NAMES}
 
+    def parse_tree(self, source: str) -> tuple[n.ListNode, dict[str, n.ListNode]]:
+        """The parse tree a template runs as, and the templates it defines ({{define}},
+        {{block}}) by name, for static checks (orksync.render.fieldcheck). Raises
+        GoTemplateError when it does not parse (unknown functions are accepted) or has
+        more actions than a render accepts."""
+        refusal = too_many_actions(source)
+        if refusal:
+            raise GoTemplateError(refusal, source)
+        try:
+            return _main_tree(*parse_templates(source, self._names, check_functions=False)[:2])
+        except GoParseError as exc:
+            raise GoTemplateError(exc.message, source, exc.position) from None
+        except RecursionError:
+            raise GoTemplateError("template too complex", source) from None
+
     # -- internals --------------------------------------------------------------------
     def _compile(self, source: str) -> _Compiled:
         refusal = too_many_actions(source)
         if refusal:
             return _Compiled(None, {}, None, GoTemplateError(refusal, source))
         try:
-            root, defined, _ = parse_templates(source, self._names)
-            if ROOT_NAME in defined:  # Orkestra's resolver names the template "f"
-                if not is_empty_tree(root):
-                    raise GoParseError(f"template: multiple definition of template "
-                                       f"{ROOT_NAME!r}", 0)
-                root = defined[ROOT_NAME]
+            root, defined = _main_tree(*parse_templates(source, self._names)[:2])
             plain = _plain_parts(root) if not defined else None
             if plain is not None:
                 return _Compiled(None, {}, _value_path(root), plain=plain, tree=root)
