@@ -339,6 +339,7 @@ def _diff_one(agent: Kube, kube: Kube, obj: RenderedObject,
 def _secret_work(kube: Kube, res: Resource, obj: RenderedObject, body: dict[str, Any],
                  live: dict[str, Any]) -> tuple[str, ...]:
     """What a sync's plan would do to this existing Secret (see the module docstring)."""
+    from orksync.apply.secrets import Generating
     from orksync.secrets.ca import ca_secret_name
     from orksync.secrets.plan import plan_secret
     from orksync.secrets.random import CryptoRandom
@@ -352,8 +353,9 @@ def _secret_work(kube: Kube, res: Resource, obj: RenderedObject, body: dict[str,
     if obj.directives.get("tls"):
         ca_live = kube.get_or_none(res, obj.ref.namespace, ca_secret_name(obj.ref.name))
     # the values this plan generates stay in memory: only key names and reasons leave it
-    plan = plan_secret(body, obj.directives, live, policy=obj.policy, now=datetime.now(UTC),
-                       random=CryptoRandom(), source=source, ca_live=ca_live)
+    now = datetime.now(UTC)
+    plan = plan_secret(body, obj.directives, live, policy=obj.policy, now=now,
+                       random=Generating(CryptoRandom(), now), source=source, ca_live=ca_live)
     if plan.failed:
         return (f"a sync would fail: {plan.reason.removeprefix('error: ')}",)
     return plan.work

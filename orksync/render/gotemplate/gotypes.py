@@ -52,6 +52,9 @@ def go_type_name(value: Any) -> str:
         return "[]string"
     if isinstance(value, list | tuple):
         return "[]interface {}"
+    type_name = getattr(value, "type_name", None)  # a deferred value (deferred.Deferred)
+    if isinstance(type_name, str):
+        return type_name
     return f"?{type(value).__name__}?"
 
 

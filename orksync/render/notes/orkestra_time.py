@@ -14,15 +14,16 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal, localcontext
 from typing import Any
 
+from orksync.render.gotemplate import deferred
 from orksync.render.notes import quantity as q
 from orksync.render.notes import semver as sv
 from orksync.render.notes._common import Clock, NoteError, go_json, now_utc
 from orksync.render.notes.cron import parse_cron
 from orksync.render.notes.gocore import INT64_MAX, INT64_MIN, int64_of, parse_float, sprint_v
 from orksync.render.notes.gocore import trim_space as _trim_space
-from orksync.render.notes.gosig import GoNote, random_value, registrar
+from orksync.render.notes.gosig import GoNote, registrar
 from orksync.render.notes.time import go_format
-from orksync.secrets.random import MAX_RANDOM_N, RandomSource
+from orksync.secrets.random import GENERATE_TOKEN_RE, MAX_RANDOM_N, RandomSource
 
 NS = 1
 US = 1000
@@ -695,17 +696,23 @@ def _pow10(n: int) -> float:
 
 # ── random ──────────────────────────────────────────────────────────────────────────
 def random_notes(source: RandomSource) -> list[GoNote]:
-    """The random notes: a value from `source` (a placeholder when rendering to disk);
-    n <= 0 gives "" as in Orkestra."""
+    """The random notes: a value from `source`; a placeholder (when rendering to disk) is
+    returned as a deferred value (gotemplate.deferred), so that what a template computes
+    from it is computed when the value is generated. n <= 0 gives "" as in Orkestra."""
     table: list[GoNote] = []
     note = registrar(table)
+
+    def value(name: str, n: int | None) -> str | deferred.Deferred:
+        text = source.token(name, n)
+        return deferred.leaf(name, n) if GENERATE_TOKEN_RE.fullmatch(text) else text
+
     for name in ("randomAlphanumeric", "randomHex", "randomBase64"):
-        def sized(n: int, name: str = name) -> str:
+        def sized(n: int, name: str = name) -> str | deferred.Deferred:
             if n <= 0:
                 return ""
             if n > MAX_RANDOM_N:
                 raise NoteError(f"{name} {n}: the length must be at most {MAX_RANDOM_N}")
-            return random_value(source.token(name, n), f"{name} {n}")
+            return value(name, n)
         note(name, "i->s!")(sized)
-    note("uuidv4", "->s!")(lambda: random_value(source.token("uuidv4", None), "uuidv4"))
+    note("uuidv4", "->s!")(lambda: value("uuidv4", None))
     return table
