@@ -495,6 +495,12 @@ def test_a_config_map_writes_every_data_value_as_text() -> None:
     assert "data" not in build("configMaps", {})
 
 
+def test_a_config_map_keeps_data_text_verbatim_spaces_included() -> None:
+    # Orkestra writes a text without `{{` as it is; a config file's final newline stays
+    body = build("configMaps", {"data": {"p": "  plain text  ", "f": "a = 1\n"}})
+    assert body["data"] == {"p": "  plain text  ", "f": "a = 1\n"}
+
+
 @pytest.mark.parametrize("name", list(RESOURCE_QUOTAS))
 def test_every_resource_quota_profile_sets_hard_limits(name: str) -> None:
     assert build("resourceQuotas", {"profile": name})["spec"] == {"hard": RESOURCE_QUOTAS[name]}
