@@ -1071,3 +1071,10 @@ def test_a_cluster_role_binding_subject_needs_a_namespace_when_the_cr_has_none()
     err = error("clusterRoleBindings", {"roleRef": {"name": "view"},
                                         "subjects": [{"name": "sa"}]}, cr_namespace="")
     assert err.field == "subjects[0].namespace"
+
+
+def test_the_env_map_form_is_refused_naming_the_list_form_orkestra_reads() -> None:
+    err = error("deployments", {"image": "nginx", "env": {"MODE": "prod"}})
+    assert err.field == "env"
+    assert "the form Orkestra reads since v0.7.13" in str(err)
+    assert 'env: [{name: KEY, value: "..."}]' in str(err)
