@@ -47,6 +47,8 @@ def render(template: str) -> str:
     ('{{ timeSince "0000-01-01T00:00:00Z" }}', "9223372037"),
     ('{{ sumQuantity "1e19" "1" }}', "10000000000000000001"),
     ('{{ sumQuantity "-8Ei" "0" }}', "-9223372036854775807"),
+    ('{{ parseQuantity "1e400" }}', "+Inf"),
+    ('{{ sumQuantity "1" "1e400" }}', "1" + "0" * 399 + "1"),
     ('{{ toJson "\\f\\b" }}', '"\\f\\b"'),
     ('{{ toJson "a\\xffb" }}', '"a\\ufffdb"'),
     ('{{ printf "%#v" (split "a,b" ",") }}', '[]string{"a", "b"}'),

@@ -584,7 +584,7 @@ def quantity_notes() -> list[GoNote]:
         left, fmt = parse(name, a)
         right, right_fmt = parse(name, b)
         with localcontext() as ctx:
-            ctx.prec = 200
+            ctx.prec = q.precision_for(left, right)
             total = left + sign * right
         # Quantity.Add / Sub: a zero receiver takes the other operand's format
         return q.format_quantity(total, right_fmt if left == 0 else fmt)
@@ -629,8 +629,11 @@ def go_parse_quantity(text: str) -> tuple[Decimal, Any]:
     format; ValueError where Go returns an error."""
     positive, num, denom, suffix = _quantity_parts(text)
     base, exponent, fmt = _suffix(suffix)
+    digits = len(num) + len(denom) + max(exponent, 0) + 9  # whole digits, nano units
+    if digits > q.MAX_DIGITS:
+        raise ValueError(f"more than {q.MAX_DIGITS} digits, beyond orksync's bound")
     with localcontext() as ctx:
-        ctx.prec = 400
+        ctx.prec = max(400, digits + 20)
         value = Decimal(int(num + denom)).scaleb(-len(denom))
         value = value.scaleb(exponent) if base == 10 else value * (2**exponent)
         if value != value.quantize(Decimal("1e-9"), rounding="ROUND_DOWN"):
