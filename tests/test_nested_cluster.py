@@ -1,6 +1,7 @@
 """A custom resource a `custom:` block creates, rendered through its own Katalog entry,
 against the real control plane (issue 33): the created custom resource's own children
-exist, owned by it; a second sync changes nothing; removing the top custom resource from
+exist, owned by it; a second sync changes nothing; the `custom:` block leaving the Katalog
+prunes the created custom resource and its children; removing the top custom resource from
 Git tears the chain down (its teardown, then the garbage collector: the created custom
 resource, then its children). orksync.render.engine.render_nested,
 orksync.apply.engine (owner uids of nested custom resources)."""
@@ -90,6 +91,25 @@ def test_a_created_custom_resource_gets_its_own_children_and_goes_with_its_paren
     assert not again.changes.failed, again.changes.failed
     assert not [c for c in again.changes.changes
                 if c.action in (Action.CREATED, Action.CONFIGURED)], again.changes.changes
+
+    # the custom: block leaves the Katalog: the created custom resource and its children
+    # are pruned, the top custom resource stays
+    without = nc.katalog().replace(nc.katalog().split("        onCreate:\n")[1].split(
+        "    cachecluster:")[0], "          configMaps: [{name: \"{{ .metadata.name }}-cm\"}]\n")
+    write_repo(root, {"katalog.yaml": without})
+    pruned = sync(kube, root, inventory)
+    assert not pruned.changes.failed, pruned.changes.failed
+    deleted = [c.ref for c in pruned.changes.changes if c.action is Action.DELETED]
+    assert set(deleted) == {ref("CacheCluster", "dev-cache", ns),
+                            ref("Deployment", "dev-cache-redis", ns)}, deleted
+    for kind, name in (("CacheCluster", "dev-cache"), ("Deployment", "dev-cache-redis")):
+        wait_for(f"{kind}/{name} deleted", lambda k=kind, n=name: get(
+            kube, ref(k, n, ns)) is None)
+    assert get(kube, ref("AppEnvironment", "dev", ns)) is not None
+    write_repo(root, {"katalog.yaml": nc.katalog()})
+    back = sync(kube, root, inventory)
+    assert not back.changes.failed, back.changes.failed
+    assert get(kube, ref("Deployment", "dev-cache-redis", ns)) is not None
 
     (root / "apps" / "dev.yaml").unlink()
     gone = sync(kube, root, inventory)
