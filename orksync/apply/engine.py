@@ -485,7 +485,7 @@ class Applier:
                 if local:
                     return None
                 return self._roll(kube, obj, res, body)
-            return self._create_if_absent(kube, obj, res, body, current)
+            return self._create_if_absent(kube, obj, res, body, current, run)
         if current is not None and not obj.directives.get("forceConflict", True) and \
                 self._needs_rollout(obj, body, current, run):
             # the rollout manager may own the annotation (a rotation wrote it): moved by
@@ -690,25 +690,31 @@ class Applier:
                       message="rolled: a Secret it reads changed" + suffix)
 
     def _create_if_absent(self, kube: Kube, obj: RenderedObject, res: Resource,
-                          body: dict[str, Any], current: dict[str, Any] | None) -> Change:
+                          body: dict[str, Any], current: dict[str, Any] | None,
+                          run: _Run) -> Change:
         if current is not None:
+            self._remember(obj, current, run)
             return Change(ref=obj.ref, action=Action.UNCHANGED)
         if self.options.dry_run:
             return Change(ref=obj.ref, action=Action.CREATED, message="dry run")
         try:
-            kube.create(res, body, field_manager=self.options.field_manager,
-                        subject=str(obj.ref), metadata_only=True)
+            created = kube.create(res, body, field_manager=self.options.field_manager,
+                                  subject=str(obj.ref), metadata_only=True)
         except ClusterError as err:
             if err.status == 409 and err.reason == "AlreadyExists":
                 return Change(ref=obj.ref, action=Action.UNCHANGED,
                               message="exists already (made outside orksync, or by an "
                                       "earlier attempt whose answer was lost)")
             raise
+        self._remember(obj, created if isinstance(created, Mapping) else None, run)
         return Change(ref=obj.ref, action=Action.CREATED)
 
     def _remember(self, obj: RenderedObject, result: Mapping[str, Any] | None,
                   run: _Run) -> None:
-        if obj.owner is None and result:
+        """The uid of an object written or found: the owner reference of its children
+        (a custom resource's, and a nested custom resource's, one that a `custom:` block
+        created and that is rendered through its own entry)."""
+        if result:
             uid = (result.get("metadata") or {}).get("uid")
             if uid:
                 run.uids[obj.ref] = uid

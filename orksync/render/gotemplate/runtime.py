@@ -204,6 +204,10 @@ class Runtime:
         """A nil literal given to a parameter of type []string, map or []interface{}."""
         return GoStrings() if code == "S" else {} if code == "m" else []
 
+    def iface(self, value: Any) -> Any:
+        """A `slice` index read from a map field: Go passes it as an interface{}."""
+        return b.Iface(value)
+
     def fail(self, message: str) -> Any:
         raise GoExecError(message)
 
