@@ -13,6 +13,7 @@ dropped and counted (steps counted, never time).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import json
@@ -59,6 +60,13 @@ class Fake:
 
 @pytest.fixture
 def fake() -> Iterator[Fake]:
+    with serve_fake() as state:
+        yield state
+
+
+@contextlib.contextmanager
+def serve_fake() -> Iterator[Fake]:
+    """A fake forge serving on 127.0.0.1 until the block ends."""
     state = Fake()
     state.hold.set()
 
@@ -71,10 +79,11 @@ def fake() -> Iterator[Fake]:
                                    "body": json.loads(raw)})
             state.arrived.release()
             state.hold.wait(60)
-            self.send_response(state.status)
-            self.send_header("Content-Type", "application/json")
-            self.end_headers()
-            self.wfile.write(b"{}")
+            with contextlib.suppress(OSError):  # the client may be gone (killed, timed out)
+                self.send_response(state.status)
+                self.send_header("Content-Type", "application/json")
+                self.end_headers()
+                self.wfile.write(b"{}")
 
         def log_message(self, *args: object) -> None:
             pass
