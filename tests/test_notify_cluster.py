@@ -64,7 +64,9 @@ def test_the_agent_posts_each_revisions_status_and_a_hanging_alert_holds_no_sync
                                  "--notify-commit-status", "github",
                                  "--notify-api-url", fake.url, "--notify-repo", "acme/platform",
                                  "--notify-token-file", str(token),
-                                 "--notify-webhook-url", hanging.url + "/alert"])
+                                 "--notify-webhook-url", hanging.url + "/alert",
+                                 # the held request stays held until the test lets it go
+                                 "--notify-timeout", "600"])
         try:
             pending, success = fake.wait_requests(2)
             assert kube.get_or_none(deploys, ns, "a") is not None
@@ -89,9 +91,9 @@ def test_the_agent_posts_each_revisions_status_and_a_hanging_alert_holds_no_sync
             # synced a second revision meanwhile, and holds the rest in its queue
             assert len(hanging.requests) == 1
             assert hanging.requests[0]["body"]["state"] == "success"
-            metrics = http_get(agent.port, "/metrics")[1]
-            assert 'orksync_notifications_total{result="sent",sink="commit-status"} 4.0' \
-                in metrics, metrics
+            wait_for("the four statuses counted", lambda: 'orksync_notifications_total{'
+                     'result="sent",sink="commit-status"} 4.0' in http_get(agent.port,
+                                                                           "/metrics")[1])
             assert TOKEN not in agent.text()
             hanging.hold.set()
             wait_for("the held alert and the failure's to go out",

@@ -142,6 +142,9 @@ def add_agent_parser(sub: Any, *, common_flags: tuple[Callable[[argparse.Argumen
                    help="sign the alert with HMAC-SHA256 of this secret, header "
                         "X-Orksync-Signature-256: sha256=HEX "
                         "[ORKSYNC_NOTIFY_WEBHOOK_SECRET_FILE]")
+    n.add_argument("--notify-timeout", type=seconds, default=env("ORKSYNC_NOTIFY_TIMEOUT", "10s"),
+                   help="bound of each notification's connect and of each read of its answer "
+                        "[ORKSYNC_NOTIFY_TIMEOUT, default 10s]")
     for add in common_flags:
         add(p)
 
@@ -183,7 +186,8 @@ def agent_config(args: argparse.Namespace) -> AgentConfig:
                           token_file=args.notify_token_file, context=args.notify_context,
                           target_url=args.notify_target_url,
                           webhook_url=args.notify_webhook_url,
-                          webhook_secret_file=args.notify_webhook_secret_file)
+                          webhook_secret_file=args.notify_webhook_secret_file,
+                          timeout=args.notify_timeout)
     return AgentConfig(repo_url=args.repo_url, ref=args.ref, path=args.path,
                        interval=args.interval, resync_interval=args.resync_interval,
                        rotate_interval=args.rotate_interval,

@@ -28,6 +28,7 @@ import os
 import queue
 import re
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -313,7 +314,6 @@ class Notifier:
         self.sinks = list(sinks)
         self.root, self.repository, self.path = root, public_url(repository), path
         self.counts = counter or notification_counter(CollectorRegistry())
-        self._timeout = timeout
         # a queue and a thread per sink: a chat webhook that hangs holds no commit status
         self._queues: list[queue.Queue[Event | None]] = [queue.Queue(maxsize=capacity)
                                                          for _ in self.sinks]
@@ -418,15 +418,18 @@ class Notifier:
             log.warning("notify %s: %s (further failures are counted, not logged, until a "
                         "notification goes through)", sink.name, problem)
 
-    def close(self) -> None:
-        """Stop the threads once the notifications queued are posted (each bounded by its
-        timeout; a thread still busy after two is left, a daemon, to the process's end)."""
+    def close(self, grace: float = 5.0) -> None:
+        """Stop the threads once the notifications queued are posted, waiting at most
+        `grace` seconds in all (a pod's termination grace period is short); a thread
+        still busy then is left, a daemon, to the process's end."""
         for waiting in self._queues:
             with contextlib.suppress(queue.Full):
                 waiting.put_nowait(None)
+        deadline = time.monotonic() + grace
         for thread in self._threads:
-            thread.join(timeout=2 * self._timeout)
-        self._http.clear()
+            thread.join(timeout=max(deadline - time.monotonic(), 0.0))
+        if not any(thread.is_alive() for thread in self._threads):
+            self._http.clear()
 
 
 def _safe_url(url: str) -> str:
