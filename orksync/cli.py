@@ -21,6 +21,7 @@ from orksync import __version__
 from orksync.agent.command import add_agent_parser, cmd_agent
 from orksync.errors import OrksyncError, UsageError
 from orksync.gcpause import paused_gc
+from orksync.install import add_install_parser, cmd_install
 from orksync.overview import add_overview_parsers, cmd_status, cmd_tree
 from orksync.progress import current as progress
 from orksync.progress import progress_for
@@ -275,6 +276,8 @@ def build_parser() -> argparse.ArgumentParser:
                      seconds=_seconds)
 
     add_overview_parsers(sub, seconds=_seconds, namespace_flags=_add_namespace_flags)
+
+    add_install_parser(sub, cluster_flags=_add_cluster_flags)
 
     sub.add_parser("version", help="print the version")
 
@@ -778,6 +781,7 @@ COMMANDS = {
     "rotate": cmd_rotate,
     "status": lambda args: cmd_status(args, _kube),
     "tree": lambda args: cmd_tree(args, _kube),
+    "install": lambda args: cmd_install(args, _kube),
     "version": cmd_version,
     "completion": cmd_completion,
 }

@@ -55,6 +55,7 @@ from orksync.agent.drift import DriftRepair, Plan
 from orksync.agent.incremental import changed_custom_resources, cross_readers
 from orksync.agent.lease import LeaderElector
 from orksync.agent.metrics import Metrics
+from orksync.agent.notify import Notifier, NotifyConfig, notification_counter
 from orksync.agent.relabel import block_kinds, label_shard
 from orksync.agent.server import serve
 from orksync.agent.shard import shard_filter, shard_label, shard_of
@@ -141,6 +142,8 @@ class AgentConfig:
     default_service_account: str = ""
     repair_workers: int = 4  # drift repair's workers (orksync.agent.drift); 0: none
     ui: bool = True  # the read-only web view on /ui/ (orksync.agent.ui)
+    # the commit status and webhook alert of each revision's sync (orksync.agent.notify)
+    notify: NotifyConfig = field(default_factory=NotifyConfig)
 
 
 @dataclass(slots=True)
@@ -214,6 +217,12 @@ class Agent:
         self.labelled = False
         # the last syncs and repairs, for the web view (orksync.agent.ui)
         self.journal = Journal()
+        # told of each revision's sync: `sync` names the revision it syncs in
+        # `notify_revision`, `_sync_job_locked` says how it ended
+        self.notifier = Notifier.of(config.notify, root=config.name,
+                                    repository=config.repo_url, path=config.path,
+                                    counter=notification_counter(self.metrics.registry))
+        self.notify_revision = self.notify_message = ""
 
     # --- readiness -----------------------------------------------------------------------
 
@@ -326,6 +335,7 @@ class Agent:
                 # found this job running, and is run by `sync_job`'s loop
                 return self.is_leader()
             self.sync_wanted.clear()
+            self.notify_revision = self.notify_message = ""
             start = time.monotonic()
             hook_at, self.hook_at = self.hook_at, None
             try:
@@ -345,6 +355,9 @@ class Agent:
                                     if self.state.revision else "", message=str(err))
                 self.metrics.errors.labels(reason=type(err).__name__).inc()
                 log.error("sync failed: %s", err)
+            # queued, never waited for (orksync.agent.notify)
+            self.notifier.finished(self.notify_revision, ok,
+                                   self.notify_message or self.state.last_error)
             duration = time.monotonic() - start
             self.metrics.sync_duration.observe(duration)
             self.metrics.reconcile_duration.labels(
@@ -416,6 +429,8 @@ class Agent:
             revision.sha != self.state.revision.sha
         if not moved and not self.full_due():
             return None
+        self.notify_revision = revision.sha
+        self.notifier.started(revision.sha)
         if moved:
             catalog = load_repository(revision.path)
             scope = None
@@ -514,6 +529,11 @@ class Agent:
             self.state.full_wanted = True
         self.state.last_error = "" if ok else (
             f"{len(rendered.errors)} render error(s), {len(result.changes.failed)} failed")
+        # the commit status names the first error, then the counts (orksync.agent.notify)
+        first = [str(e) for e in rendered.errors[:1]] + [
+            f"{c.ref}: {c.message}" for c in result.changes.failed[:1]]
+        self.notify_message = f"{'; '.join(first)} ({self.state.last_error})" if first \
+            else self.state.last_error
         self.journal.synced(self.config.name, kind="full", revision=revision.sha, ok=ok,
                             counts=_counts(result.changes.counts()),
                             message=self.state.last_error)
@@ -882,6 +902,7 @@ class Agent:
             if self.elector is not None:
                 self.elector.release()
         server.shutdown()
+        self.notifier.close()
         if self.elector is not None:
             self.elector.kube.close()
         self.kube.close()
