@@ -21,7 +21,7 @@ from tests.helpers import unavailable
 
 ROOT = Path(__file__).resolve().parents[1]
 COMMANDS = ("render", "validate", "apply", "sync", "diff", "rotate", "agent", "status",
-            "tree", "version", "completion")
+            "tree", "install", "version", "completion")
 
 
 def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
