@@ -543,6 +543,8 @@ class FakeApiServer:
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
         if not kind.namespaced:
             namespace = ""
+        elif name and not namespace:  # a namespaced object has no cluster-wide path
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
         if subresource and subresource not in kind.subresources:
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
         partial = "as=PartialObjectMetadata" in accept
@@ -990,8 +992,9 @@ class FakeApiServer:
             live = set(_leaves(stored.obj))
             for paths in stored.managers.values():
                 paths &= live
-        else:  # an apply: its manager owns exactly what it applied
-            self._take(stored, key, owned)
+        else:  # an apply: its manager owns exactly what it applied, sharing the fields
+            # it set to the value another manager set; forced ones are taken (`changed`)
+            self._take(stored, key, changed)
             stored.managers[key] = set(owned)
         for k in [k for k, v in stored.managers.items() if not v]:
             del stored.managers[k]
@@ -1041,7 +1044,7 @@ class FakeApiServer:
         others = set().union(*(v for k, v in stored.managers.items() if k != key)) \
             if len(stored.managers) > (1 if key in stored.managers else 0) else set()
         if force:
-            others -= set(applied)
+            others -= {p for _, p in conflicts}
         for path in previous - set(applied) - others:
             _remove(new, path)
         for path, value in applied.items():
@@ -1053,7 +1056,8 @@ class FakeApiServer:
                 raise ApiError(422, "Invalid", "metadata.finalizers: Forbidden: no new "
                                                "finalizers can be added if the object is "
                                                "being deleted")
-        return 200, self._commit(stored, new, key, set(), dry_run, owned=set(applied))
+        taken = {p for _, p in conflicts}
+        return 200, self._commit(stored, new, key, taken, dry_run, owned=set(applied))
 
     def _delete(self, kind: Kind, namespace: str, name: str, options: Mapping[str, Any],
                 dry_run: bool) -> dict[str, Any]:
