@@ -1147,6 +1147,9 @@ def _monotonic() -> float:
 def _handler(server: FakeApiServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        # headers and body go out in separate writes: with Nagle's algorithm the body
+        # waits for the client's delayed acknowledgement of the headers
+        disable_nagle_algorithm = True
 
         def log_message(self, format: str, *args: Any) -> None:
             pass  # the request log is FakeApiServer.log
