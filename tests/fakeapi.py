@@ -398,6 +398,7 @@ class FakeApiServer:
         self.log: list[Request] = []
         self.bookmark_every = bookmark_every
         self._closing = threading.Event()
+        self._watch_epoch = 0  # `end_watches` ends the watches of earlier epochs
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self._httpd.daemon_threads = True
         self._thread: threading.Thread | None = None
@@ -478,10 +479,18 @@ class FakeApiServer:
             return self._update(stored, _merge_patch(stored.obj, dict(patch)),
                                 manager=manager, subresource="", dry_run=False)
 
-    def compact(self) -> None:
-        """Forget every event so far: a WATCH from an older resourceVersion is 410 Gone."""
+    def end_watches(self) -> None:
+        """End every open WATCH, as the API server does at its timeout: watchers
+        reconnect from the last resourceVersion they saw."""
         with self.store.lock:
-            self.store.compacted = self.store.rv
+            self._watch_epoch += 1
+            self.store.lock.notify_all()
+
+    def compact(self) -> None:
+        """Forget every event so far: a WATCH from any resourceVersion handed out until
+        now is 410 Gone (a LIST after it hands out one that is not)."""
+        with self.store.lock:
+            self.store.compacted = self.store.next_rv()
             self.store.events.clear()
 
     def _kind_of(self, api_version: str, kind: str) -> Kind:
@@ -740,12 +749,13 @@ class FakeApiServer:
                 else:
                     gone = None
                 start = since or store.rv
+                epoch = self._watch_epoch
             if gone is not None:
                 yield line({"type": "ERROR", "object": gone})
                 return
             deadline = _monotonic() + timeout
             last_bookmark = _monotonic()
-            while not self._closing.is_set():
+            while not self._closing.is_set() and epoch == self._watch_epoch:
                 out: list[bytes] = []
                 with store.lock:  # collected under the lock, sent without it
                     for rv, etype, k, obj in store.events:
