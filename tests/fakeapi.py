@@ -119,6 +119,9 @@ _SERVER_META = ("uid", "resourceVersion", "generation", "creationTimestamp",
 _IDENTITY = ("apiVersion", "kind")
 
 Path_ = tuple[str, ...]
+# lists whose members are owned one by one (`x-kubernetes-list-type: set`); every other
+# list is one atomic field
+SET_LISTS: frozenset[Path_] = frozenset({("metadata", "finalizers")})
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,12 +206,25 @@ def _leaves(obj: Mapping[str, Any], prefix: Path_ = ()) -> dict[Path_, Any]:
         path = (*prefix, key)
         if isinstance(value, dict) and value:
             out.update(_leaves(value, path))
+        elif path in SET_LISTS and isinstance(value, list) and value:
+            for item in value:  # each member a field of its own, named by its value
+                out[(*path, f"v:{json.dumps(item)}")] = item
         else:
             out[path] = value
     return out
 
 
+def _member(path: Path_) -> bool:
+    """Whether a path names one member of a set list (`SET_LISTS`)."""
+    return len(path) > 1 and path[:-1] in SET_LISTS and path[-1].startswith("v:")
+
+
 def _get(obj: Any, path: Path_) -> tuple[bool, Any]:
+    if _member(path):
+        found, members = _get(obj, path[:-1])
+        item = json.loads(path[-1][2:])
+        return (True, item) if found and isinstance(members, list) and item in members \
+            else (False, None)
     for key in path:
         if not isinstance(obj, dict) or key not in obj:
             return False, None
@@ -217,6 +233,13 @@ def _get(obj: Any, path: Path_) -> tuple[bool, Any]:
 
 
 def _set(obj: dict[str, Any], path: Path_, value: Any) -> None:
+    if _member(path):
+        found, members = _get(obj, path[:-1])
+        if not found or not isinstance(members, list):
+            members = []
+        if value not in members:
+            _set(obj, path[:-1], [*members, value])
+        return
     for key in path[:-1]:
         nxt = obj.get(key)
         if not isinstance(nxt, dict):
@@ -227,6 +250,15 @@ def _set(obj: dict[str, Any], path: Path_, value: Any) -> None:
 
 def _remove(obj: dict[str, Any], path: Path_) -> None:
     """Remove a field, and the maps it leaves empty (not the top level)."""
+    if _member(path):
+        found, members = _get(obj, path[:-1])
+        if found and isinstance(members, list):
+            rest = [m for m in members if m != json.loads(path[-1][2:])]
+            if rest:
+                _set(obj, path[:-1], rest)
+            else:
+                _remove(obj, path[:-1])
+        return
     chain = [obj]
     for key in path[:-1]:
         nxt = chain[-1].get(key)
@@ -244,8 +276,9 @@ def _fields_v1(paths: set[Path_]) -> dict[str, Any]:
     tree: dict[str, Any] = {}
     for path in paths:
         node = tree
-        for key in path:
-            node = node.setdefault(f"f:{key}", {})
+        for i, key in enumerate(path):
+            member = i == len(path) - 1 and _member(path)
+            node = node.setdefault(key if member else f"f:{key}", {})
     return tree
 
 
@@ -834,6 +867,7 @@ class FakeApiServer:
 
     def _create(self, kind: Kind, body: dict[str, Any], *, manager: str, dry_run: bool,
                 namespace: str, operation: str = "Update") -> dict[str, Any]:
+        applied = set(_leaves(body))  # before the server's conversions (`stringData`)
         meta = body.setdefault("metadata", {})
         if kind.namespaced:
             meta["namespace"] = namespace or meta.get("namespace") or ""
@@ -861,7 +895,7 @@ class FakeApiServer:
                 (kind.group, kind.kind) != ("", "Namespace"):
             body.pop("status", None)  # written through the status subresource only
         stored = _Stored(kind, body)
-        fields = set(_leaves(body))
+        fields = {p for p in applied if p[0] != "status" or "status" in body}
         stored.managers[(manager, operation, "")] = fields
         stored.times[(manager, operation, "")] = _now()
         meta["uid"] = str(uuid.uuid4())
@@ -1026,15 +1060,14 @@ class FakeApiServer:
             out = self._create(kind, body, manager=manager, dry_run=dry_run,
                                namespace=namespace, operation="Apply")
             return 201, out
+        # a manager owns the fields of the configuration it applied (a Secret's
+        # `stringData` too); the object gets them as the server converts them
+        owned = self._applied_fields(kind, body, subresource)
         self._normalise(kind, body)
-        scoped = self._scoped(stored, subresource, body) if subresource else body
-        applied = _leaves(scoped if not subresource else {"status": body.get("status", {})})
-        if not subresource and "status" in kind.subresources and \
-                (kind.group, kind.kind) != ("", "Namespace"):
-            applied = {p: v for p, v in applied.items() if p[0] != "status"}
+        applied = self._applied_fields(kind, body, subresource)
         current = stored.obj
         conflicts = []
-        for path, value in applied.items():
+        for path, value in owned.items():
             found, live = _get(current, path)
             for other, paths in stored.managers.items():
                 if other == key or path not in paths:
@@ -1055,7 +1088,7 @@ class FakeApiServer:
             if len(stored.managers) > (1 if key in stored.managers else 0) else set()
         if force:
             others -= {p for _, p in conflicts}
-        for path in previous - set(applied) - others:
+        for path in previous - set(owned) - others:
             _remove(new, path)
         for path, value in applied.items():
             _set(new, path, value)
@@ -1067,7 +1100,19 @@ class FakeApiServer:
                                                "finalizers can be added if the object is "
                                                "being deleted")
         taken = {p for _, p in conflicts}
-        return 200, self._commit(stored, new, key, taken, dry_run, owned=set(applied))
+        return 200, self._commit(stored, new, key, taken, dry_run, owned=set(owned))
+
+    @staticmethod
+    def _applied_fields(kind: Kind, body: Mapping[str, Any], subresource: str
+                        ) -> dict[Path_, Any]:
+        """The fields an apply sets: the status alone through the status subresource;
+        everything but the status through the main resource when the kind has one."""
+        if subresource:
+            return _leaves({"status": body.get("status", {})})
+        fields = _leaves(body)
+        if "status" in kind.subresources and (kind.group, kind.kind) != ("", "Namespace"):
+            fields = {p: v for p, v in fields.items() if p[0] != "status"}
+        return fields
 
     def _delete(self, kind: Kind, namespace: str, name: str, options: Mapping[str, Any],
                 dry_run: bool) -> dict[str, Any]:

@@ -62,6 +62,10 @@ def applied(obj: dict[str, Any] | None) -> dict[str, Any]:
                            json.dumps(without_dots(m.get("fieldsV1")), sort_keys=True))
                           for m in meta.get("managedFields") or []
                           if m.get("operation") == "Apply"),
+        "updates": sorted((m["manager"], m.get("subresource", ""),
+                           json.dumps(without_dots(m.get("fieldsV1")), sort_keys=True))
+                          for m in meta.get("managedFields") or []
+                          if m.get("operation") == "Update"),
     }
 
 
@@ -230,7 +234,69 @@ def watch_events(kube: Kube, ns: str) -> list[Any]:
     return [seen]
 
 
+def ownership_by_updates(kube: Kube, ns: str) -> list[Any]:
+    """A hand edit (an update) takes the fields it changes; the applier then conflicts
+    unless forced; a label the applier stops applying is removed."""
+    res = kube.resource("v1", "ConfigMap")
+    body = cm(ns, "u", {"colour": "blue", "size": "s"}, labels={"a": "1", "b": "2"})
+    seen: list[Any] = [applied(kube.apply(res, body, field_manager="orksync", force=False)[1])]
+    seen.append(applied(kube.request("PATCH", res.path(ns, "u"), query={
+        "fieldManager": "kubectl-edit"}, body={"data": {"colour": "red"}},
+        content_type=MERGE_PATCH)))
+    seen.append(outcome(lambda: kube.apply(res, body, field_manager="orksync", force=False)))
+    seen.append(applied(kube.apply(res, body, field_manager="orksync", force=True)[1]))
+    body["metadata"]["labels"] = {"a": "1"}
+    seen.append(applied(kube.apply(res, body, field_manager="orksync", force=True)[1]))
+    return seen
+
+
+def secrets_and_generation(kube: Kube, ns: str) -> list[Any]:
+    """stringData stored as data; a Deployment's generation moves with its spec only."""
+    secrets = kube.resource("v1", "Secret")
+    seen: list[Any] = [applied(kube.apply(secrets, {
+        "apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s", "namespace": ns},
+        "type": "Opaque", "stringData": {"token": "abc"}}, field_manager="t", force=True)[1])]
+    deployments = kube.resource("apps/v1", "Deployment")
+    body = {"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "d", "namespace": ns},
+            "spec": {"selector": {"matchLabels": {"app": "d"}}, "template": {
+                "metadata": {"labels": {"app": "d"}},
+                "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}}
+    generations = [kube.apply(deployments, body, field_manager="t", force=True)[1]
+                   ["metadata"]["generation"]]
+    body["metadata"]["labels"] = {"x": "y"}
+    generations.append(kube.apply(deployments, body, field_manager="t", force=True)[1]
+                       ["metadata"]["generation"])
+    body["spec"]["template"]["spec"]["containers"][0]["image"] = "httpd"
+    generations.append(kube.apply(deployments, body, field_manager="t", force=True)[1]
+                       ["metadata"]["generation"])
+    seen.append(("generations", generations))
+    return seen
+
+
+def owners_and_dependents(kube: Kube, ns: str) -> list[Any]:
+    """A dependent goes with its owner (the garbage collector, eventually); an owner held
+    by a finalizer keeps its dependents until it goes."""
+    res = kube.resource("v1", "ConfigMap")
+    owner = kube.create(res, cm(ns, "owner", finalizers=["example.com/hold"]),
+                        field_manager="t")
+    ref = {"apiVersion": "v1", "kind": "ConfigMap", "name": "owner",
+           "uid": owner["metadata"]["uid"]}
+    kube.create(res, cm(ns, "child", ownerReferences=[ref]), field_manager="t")
+    kube.delete(res, ns, "owner")
+    seen: list[Any] = [("child kept while the owner is held",
+                        kube.get_or_none(res, ns, "child") is not None)]
+    kube.request("PATCH", res.path(ns, "owner"), body={"metadata": {"finalizers": None}},
+                 content_type=MERGE_PATCH)
+    wait_for("the dependent deleted", lambda: kube.get_or_none(res, ns, "child") is None)
+    seen.append(("owner gone", kube.get_or_none(res, ns, "owner")))
+    return seen
+
+
 SCENARIOS: dict[str, Scenario] = {
+    "ownership-by-updates": ownership_by_updates,
+    "secrets-and-generation": secrets_and_generation,
+    "owners-and-dependents": owners_and_dependents,
     "server-side-apply": server_side_apply, "create-and-errors": create_and_errors,
     "finalizers": finalizers, "lists": lists, "custom-resources": custom_resources,
     "watch": watch_events,
