@@ -1,33 +1,25 @@
-"""An in-memory Kubernetes API server speaking plain HTTP on 127.0.0.1, for fast unit tests
-of orksync's decisions (what the applier, the sync recipe, prune and drift repair send).
+"""An in-memory Kubernetes API server on 127.0.0.1 (plain HTTP, reached through a kubeconfig
+like any cluster, so tests go through orksync's real client), for fast unit tests of what
+the applier, the sync recipe, prune and drift repair decide and send.
 
-It is reached through a kubeconfig like any cluster (`FakeApiServer.kubeconfig`), so the
-tests go through orksync's real client and do not depend on how it is built. It serves:
+It serves discovery (the kinds of `BUILTIN`, and those of every CRD created through it,
+served at once with Established and NamesAccepted); GET; LIST (label selectors, pages,
+the list's resourceVersion, metadata-only answers); POST (AlreadyExists, generateName, a
+missing namespace); PUT (a stale resourceVersion is a Conflict); merge and JSON patches;
+server-side apply; DELETE (finalizers hold the object with a deletionTimestamp;
+ownerReferences' dependents go with their owner; a uid precondition); `dryRun=All`; the
+`status` subresource; WATCH (label-filtered events after a resourceVersion, bookmarks, an
+ERROR event of 410 Gone before `compact()`); and a log of every request (`log`).
 
-* discovery: `/api`, `/apis`, `/api/v1`, `/apis/G/V`, for the built-in kinds in `BUILTIN`
-  and the kinds of every CustomResourceDefinition created through it (served at once, with
-  the conditions Established and NamesAccepted);
-* GET, LIST (label selectors, `limit` and `continue`, the list's resourceVersion,
-  metadata-only answers), POST (409 AlreadyExists, `generateName`, 404 for a namespace
-  that does not exist), PUT (409 Conflict on a stale resourceVersion), JSON merge patch,
-  JSON patch, server-side apply, DELETE (finalizers hold the object with a
-  deletionTimestamp; dependents named by ownerReferences deleted with it; a uid
-  precondition), `dryRun=All` (the answer computed, nothing stored), the `status`
-  subresource, WATCH (events after a resourceVersion, label-filtered, bookmarks; a
-  resourceVersion older than `compact()` answered with an ERROR event of 410 Gone);
-* a log of every request (`FakeApiServer.log`) that tests count.
-
-Server-side apply is a simplified, honest merge by field manager: a manager owns the
-leaves of what it applied (map keys down to scalars; a list is one atomic field, as the
-API server treats lists without merge keys); a field another manager owns with a different
-value is a 409 Conflict unless forced (forcing takes it over); a field a manager stops
-applying is removed unless another manager owns it; updates (PUT, patches, POST) give
-their manager the fields they changed and take them from the others. `managedFields` is
-written in the FieldsV1 form. Simplified against the real API server: no merge keys in
-lists (`containers` by `name` and the like), no defaulting, no validation against a
-schema, no admission, no garbage collector delay (dependents go in the same request),
-a namespace's deletion removes its objects at once, and a CRD's deletion removes its
-custom resources at once.
+Server-side apply merges by field manager: a manager owns the fields it applied (map keys
+down to scalars; `SET_LISTS` member by member; any other list whole); a field another
+manager set to another value is a Conflict unless forced (forcing takes it); a field a
+manager stops applying is removed unless another owns it; an update (PUT, patch, POST)
+gives its manager the fields it changed. managedFields are written as FieldsV1, without
+the "." entries. Simplified against kube-apiserver: no list merge keys (`containers` by
+name), no defaulting, schema validation nor admission, dependents deleted in the same
+request instead of by a garbage collector, and a namespace's or CRD's objects removed at
+once with it. `tests/test_fakeapi.py` checks it against kube-apiserver.
 """
 
 from __future__ import annotations
