@@ -230,3 +230,53 @@ def test_a_dry_run_of_an_unchanged_set_sends_nothing(repo: Repo, server: FakeApi
     result = repo.sync(apply=ApplyOptions(dry_run=True))
     assert set(actions(result).values()) == {Action.UNCHANGED}
     assert writes(server) == []
+
+
+SECRET_KATALOG = katalog("""\
+        onReconcile:
+          secrets:
+            - name: "{{ .metadata.name }}-creds"
+              once: true
+              data:
+                user: "{{ .spec.colour }}"
+                password: "{{ randomAlphanumeric 24 }}"
+          clusterRoles:
+            - name: "{{ .metadata.namespace }}-{{ .metadata.name }}-reader"
+              rules: [{apiGroups: [""], resources: [pods], verbs: [get]}]
+""")
+
+
+def test_a_once_secret_keeps_its_values_when_its_template_changes(
+        repo: Repo, server: FakeApiServer) -> None:
+    creds = ref("Secret", "w-creds")
+    repo.write({"katalog.yaml": SECRET_KATALOG, "crd.yaml": CRD,
+                "w.yaml": widget("w", NS, colour="blue")})
+    assert actions(repo.sync())[creds] is Action.CREATED
+    data = repo.live(creds)["data"]
+    assert set(data) == {"user", "password"}
+    # `once`: the live values are kept, the static `user` too; the write records the new
+    # fingerprint, after which the Secret costs no request
+    repo.write({"w.yaml": widget("w", NS, colour="red")})
+    repo.sync()
+    assert repo.live(creds)["data"] == data
+    again = repo.sync()
+    assert actions(again)[creds] is Action.UNCHANGED
+    assert not [w for w in writes(server) if "/secrets" in w[1]]
+    assert repo.live(creds)["data"] == data
+
+
+def test_a_cluster_scoped_child_gets_no_owner_reference_and_goes_with_its_owner(
+        repo: Repo, server: FakeApiServer) -> None:
+    role = ref("ClusterRole", f"{NS}-w-reader")
+    repo.write({"katalog.yaml": SECRET_KATALOG, "crd.yaml": CRD,
+                "w.yaml": widget("w", NS, colour="blue")})
+    assert actions(repo.sync())[role] is Action.CREATED
+    meta = repo.live(role)["metadata"]
+    assert "ownerReferences" not in meta  # a namespaced owner cannot own it
+    assert meta["annotations"]["orksync.io/owner"] == str(W)
+    repo.remove("w.yaml")
+    gone = repo.sync()
+    assert actions(gone)[W] is Action.DELETED
+    assert repo.live(role) is None and repo.live(ref("Secret", "w-creds")) is None
+    assert ("delete", f"/apis/rbac.authorization.k8s.io/v1/clusterroles/{NS}-w-reader") \
+        in writes(server)
