@@ -444,7 +444,8 @@ class Agent:
         if not self.is_leader() or not self.state.attempted:
             return False
         revision = self.fetch()
-        if revision is None or revision.sha == self.state.attempted:
+        if revision is None or self.state.source_error or \
+                revision.sha == self.state.attempted:  # (the remote down: the last good)
             return False
         log.info("revision %s: new since the failed sync of %s; syncing now, not after "
                  "the backoff", revision.sha[:7], self.state.attempted[:7])
