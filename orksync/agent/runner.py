@@ -292,14 +292,15 @@ class Agent:
         if unsynced:
             return False, "the watches of the managed objects have not listed " + ", ".join(
                 f"{kind} ({api_version})" for api_version, kind in unsynced)
+        said = []
         if self.state.failure:
-            return True, (f"{'stalled' if self.state.stalled else 'failing'}: the sync of "
-                          f"revision {self.state.attempted[:12]} failed "
-                          f"{self.state.failures} time(s), next attempt at a new revision "
-                          f"or after the backoff: {self.state.failure}")
+            said.append(f"{'stalled' if self.state.stalled else 'failing'}: the sync of "
+                        f"revision {self.state.attempted[:12]} failed {self.state.failures} "
+                        "time(s), next attempt at a new revision or after the backoff: "
+                        f"{self.state.failure}")
         if self.state.source_error:
-            return True, f"serving the last good revision: {self.state.source_error}"
-        return True, "ok"
+            said.append(f"serving the last good revision: {self.state.source_error}")
+        return True, "; ".join(said) or "ok"
 
     # --- jobs ----------------------------------------------------------------------------
 
