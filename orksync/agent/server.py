@@ -206,8 +206,13 @@ class Server:
         exchange.wfile = _ConnectionWriter(self.loop, writer)
         exchange.client_address = tuple(writer.get_extra_info("peername") or ("", 0))[:2]
         exchange.close_connection = True
-        with contextlib.suppress(OSError):  # gone, or took nothing for WRITE_TIMEOUT
+        exchange.connection = _ReadAlready()
+        try:
             mount(exchange, method)
+        except OSError:
+            pass  # the client went away, or took nothing for WRITE_TIMEOUT
+        except Exception:  # the mount's bug: logged, this connection closed
+            log.exception("%s %s failed", method, path.split("?", 1)[0])
 
     async def _read_hook(self, path: str, headers: Message, reader: asyncio.StreamReader
                          ) -> tuple[tuple[int, bytes, str] | bytes, int]:
@@ -254,6 +259,14 @@ class _Exchange(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: object) -> None:
         return  # the web view's requests are not logged line by line
+
+
+class _ReadAlready:
+    """A mount's `connection`: the request was read whole within the server's deadline,
+    so the socket timeouts a handler sets for its reads have nothing left to bound."""
+
+    def settimeout(self, value: float | None) -> None:
+        return None
 
 
 class _ConnectionWriter(io.BufferedIOBase):
