@@ -168,3 +168,46 @@ def test_connections_beyond_the_bound_are_closed_at_once(
             return answer(sock).endswith(b"ok\n")
 
     wait_for("the server to count the closed connections out", served_again)
+
+
+def test_a_mount_gets_the_body_and_its_answer_streams_to_the_client() -> None:
+    """The web view's interface (http.server's handler): the posted body in `rfile`, each
+    write to `wfile` sent as written (a live-update stream), and a stream still open when
+    the server stops ends without holding it."""
+    got: list[bytes] = []
+    written = threading.Event()
+
+    def mount(h: http.BaseHTTPRequestHandler, method: str) -> None:
+        if method == "POST":
+            body = h.rfile.read(int(h.headers.get("Content-Length") or 0))
+            got.append(body)
+            h.send_response(200)
+            h.send_header("Content-Length", str(len(body)))
+            h.end_headers()
+            h.wfile.write(body.upper())
+            return
+        h.send_response(200)
+        h.send_header("Content-Type", "text/event-stream")
+        h.end_headers()
+        h.wfile.write(b"first\n")
+        written.set()
+        for _ in range(1000):  # until the client or the server goes away
+            h.wfile.write(b": keep-alive\n")
+            threading.Event().wait(0.05)
+
+    server = http.serve("127.0.0.1:0", CollectorRegistry(), lambda: (True, "ok"),
+                        mounts={"/ui": mount})
+    port = server.server_address[1]
+    with connect(port) as sock:
+        sock.sendall(b"POST /ui/login HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello")
+        assert answer(sock).endswith(b"\r\n\r\nHELLO")
+    assert got == [b"hello"]
+    stream = connect(port)
+    stream.sendall(b"GET /ui/events HTTP/1.1\r\n\r\n")
+    assert written.wait(WAIT)
+    data = b""
+    while b"first\n" not in data:  # sent while the handler still runs
+        data += stream.recv(65536)
+    server.shutdown()  # returns: the open stream holds nothing
+    assert not any(t.name == "orksync-http" and t.is_alive() for t in threading.enumerate())
+    stream.close()

@@ -21,8 +21,9 @@ Its bounds:
   threads, so that a slow one never stalls the event loop.
 
 A mounted path (`mounts`: the web view under `/ui`, orksync.agent.ui) is answered by the
-mount's `handle(handler, method)` on a pool of MOUNT_WORKERS threads of its own (a
-live-update stream holds its thread while it lasts, never the probes'), with an
+mount's `handle(handler, method)` on a daemon thread of its own, at most MOUNT_WORKERS at
+once, more answered 503 (a live-update stream holds its thread while it lasts, never the
+probes'; a stream still open does not hold the agent's exit), with an
 `http.server.BaseHTTPRequestHandler` whose `rfile` is the request's body (read within the
 same deadline and bounds as a hook's, no signature needed) and whose `wfile` writes to
 the connection as the mount writes (each write waits for the client to take it, at most
@@ -40,6 +41,7 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from email.message import Message
 from http.server import BaseHTTPRequestHandler
+from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
@@ -73,8 +75,10 @@ class Server:
         self.ready = ready
         self.hook = hook
         self.mounts = dict(mounts or {})
-        self.mount_pool = ThreadPoolExecutor(MOUNT_WORKERS,
-                                             thread_name_prefix="orksync-http-mount")
+        # a mounted request runs on a daemon thread of its own, at most MOUNT_WORKERS at
+        # once: a stream that is still open when the agent stops does not hold its exit
+        self.mount_slots = threading.BoundedSemaphore(MOUNT_WORKERS)
+        self.closing = False  # set by `shutdown`: a mount's writes fail at once
         self.server_address: tuple[str, int] = ("", 0)
         self.loop = asyncio.new_event_loop()
         self.pool = ThreadPoolExecutor(WORKERS, thread_name_prefix="orksync-http")
@@ -116,13 +120,13 @@ class Server:
                 if task is not asyncio.current_task():
                     task.cancel()
 
+        self.closing = True
         if self.loop.is_running():
             asyncio.run_coroutine_threadsafe(stop(), self.loop).result(10)
             self.loop.call_soon_threadsafe(self.loop.stop)
         if self._thread is not None:
             self._thread.join(10)
         self.pool.shutdown(wait=False, cancel_futures=True)
-        self.mount_pool.shutdown(wait=False, cancel_futures=True)
 
     # --- one connection ------------------------------------------------------------------
 
@@ -146,10 +150,11 @@ class Server:
                 elif method not in ("GET", "HEAD"):
                     answer = (400, b"unsupported method\n", "text/plain")
             if mount is not None and isinstance(answer, bytes):
-                await self.loop.run_in_executor(
-                    self.mount_pool, self._mounted, mount, method, path, head, headers,
-                    answer, writer)
-                return
+                if self.mount_slots.acquire(blocking=False):
+                    await self._in_thread(mount, method, path, head, headers, answer,
+                                          writer)
+                    return
+                answer = (503, b"busy\n", "text/plain")
             # the answer, computed by a worker thread (not bound by the deadline: it is
             # the server's time, not the client's)
             if answer is None:
@@ -169,6 +174,25 @@ class Server:
             writer.close()
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
+
+    async def _in_thread(self, *args: Any) -> None:
+        """A mount's request on a daemon thread (holding one of `mount_slots`), awaited."""
+        done = self.loop.create_future()
+
+        def finished() -> None:
+            if not done.done():
+                done.set_result(None)
+
+        def run() -> None:
+            try:
+                self._mounted(*args)
+            finally:
+                self.mount_slots.release()
+                with contextlib.suppress(RuntimeError):  # the loop is gone
+                    self.loop.call_soon_threadsafe(finished)
+
+        threading.Thread(target=run, name="orksync-http-mount", daemon=True).start()
+        await done
 
     def _mount_of(self, path: str) -> Mount | None:
         path = path.split("?", 1)[0]
@@ -203,7 +227,7 @@ class Server:
         exchange.requestline = head.split(b"\r\n", 1)[0].decode("latin-1")
         exchange.headers = headers
         exchange.rfile = io.BytesIO(body)
-        exchange.wfile = _ConnectionWriter(self.loop, writer)
+        exchange.wfile = _ConnectionWriter(self, writer)
         exchange.client_address = tuple(writer.get_extra_info("peername") or ("", 0))[:2]
         exchange.close_connection = True
         exchange.connection = _ReadAlready()
@@ -273,9 +297,9 @@ class _ConnectionWriter(io.BufferedIOBase):
     """A mount's `wfile`: each write sent on the connection from the mount's thread,
     returning once the client took it (WRITE_TIMEOUT; OSError when it is gone)."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, writer: asyncio.StreamWriter) -> None:
+    def __init__(self, server: Server, writer: asyncio.StreamWriter) -> None:
         super().__init__()
-        self._loop = loop
+        self._server = server
         self._writer = writer
 
     def writable(self) -> bool:
@@ -286,7 +310,9 @@ class _ConnectionWriter(io.BufferedIOBase):
             self._writer.write(bytes(data))
             await self._writer.drain()
 
-        future = asyncio.run_coroutine_threadsafe(send(), self._loop)
+        if self._server.closing:
+            raise BrokenPipeError("the server is shutting down")
+        future = asyncio.run_coroutine_threadsafe(send(), self._server.loop)
         try:
             future.result(WRITE_TIMEOUT)
         except TimeoutError:
