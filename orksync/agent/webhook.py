@@ -28,7 +28,8 @@ MAX_BODY = 1024 * 1024
 
 
 class Headers(Protocol):
-    """A request's headers, looked up without regard to case (http.server's)."""
+    """A request's headers, looked up without regard to case (an email.message.Message,
+    as orksync.agent.server and http.server give them)."""
 
     def get(self, name: str) -> str | None: ...
 
