@@ -23,6 +23,7 @@ from orksync.model import Source
 from orksync.sync import SyncOptions, read_inventory, sync_once
 from testbed.faultproxy import TcpFaultProxy
 from tests.test_faults_cluster import (  # noqa: F401 (fixtures)
+    KATALOG,
     World,
     kube,
     ns,
@@ -60,8 +61,18 @@ def ready_condition(kube: Kube, ns: str, name: str) -> dict[str, str]:
     return next(c for c in live["status"]["conditions"] if c["type"] == "Ready")
 
 
+BROKEN = {  # what a commit breaks, and the file its errors name
+    "malformed YAML": ({"broken.yaml": "apiVersion: v1\nkind: [\n"}, "broken.yaml:"),
+    "an unknown Katalog key": ({"katalog.yaml": KATALOG.replace(
+        "      operatorBox:\n", "      operatorBox:\n        bogusKey: 1\n", 1)},
+        "katalog.yaml:"),
+}
+
+
+@pytest.mark.parametrize("what", list(BROKEN))
 def test_a_commit_that_does_not_load_is_reported_everywhere_and_its_fix_ends_the_backoff(
-        kube: Kube, tmp_path: Path, ns: str, served: Served) -> None:
+        kube: Kube, tmp_path: Path, ns: str, served: Served, what: str) -> None:
+    breaking, named = BROKEN[what]
     upstream, daemon = served
     w = World(tmp_path / "mirror", ns).put("a").put("b")
     publish(upstream, w, "two widgets")
@@ -70,25 +81,27 @@ def test_a_commit_that_does_not_load_is_reported_everywhere_and_its_fix_ends_the
     assert agent.state.failures == 0 and agent.ready() == (True, "ok")
     assert root_annotations(kube, w.name)[RESULT_ANNOTATION] == "Succeeded"
 
-    broken = upstream.commit({"broken.yaml": "apiVersion: v1\nkind: [\n"}, "broken")
+    before = {name: (upstream.work / name).read_text() if (upstream.work / name).exists()
+              else None for name in breaking}
+    broken = upstream.commit(dict(breaking), "broken")
     agent.sync_job()
     assert agent.state.failures == 1
     ok, why = agent.ready()
-    assert ok and why.startswith("failing: ") and "broken.yaml:" in why, why
+    assert ok and why.startswith("failing: ") and named in why, why
     assert metric(agent, 'orksync_syncs_total{result="failure"} 1.0')
     assert metric(agent, "orksync_sync_failing 1.0")
     root = root_annotations(kube, w.name)
     assert root[RESULT_ANNOTATION] == "Failed" and root[REVISION_ANNOTATION] == broken
-    assert "broken.yaml:" in root[MESSAGE_ANNOTATION]
+    assert named in root[MESSAGE_ANNOTATION]
     for name in ("a", "b"):  # what `orksync status` shows for each of the root's
         cond = ready_condition(kube, ns, name)
         assert cond["status"] == "False" and cond["reason"] == "SyncFailed"
-        assert broken[:12] in cond["message"] and "broken.yaml:" in cond["message"]
+        assert broken[:12] in cond["message"] and named in cond["message"], cond
 
     agent.sync_job()  # the same revision, in its backoff: no attempt
     assert agent.state.failures == 1
 
-    fixed = upstream.commit({"broken.yaml": None}, "fixed")
+    fixed = upstream.commit(before, "fixed")
     agent.sync_job()  # a new revision ends the two-hour backoff at once
     assert agent.state.failures == 0 and agent.state.revision is not None
     assert agent.state.revision.sha == fixed
