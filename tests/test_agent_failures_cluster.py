@@ -19,6 +19,7 @@ from orksync.agent.lease import LeaderElector
 from orksync.agent.runner import Agent, AgentConfig
 from orksync.apply.inventory import configmap_name
 from orksync.cluster.kube import Kube, RetryPolicy
+from orksync.lifecycle.overview import read_rows
 from orksync.model import Source
 from orksync.sync import SyncOptions, read_inventory, sync_once
 from testbed.faultproxy import TcpFaultProxy
@@ -93,10 +94,15 @@ def test_a_commit_that_does_not_load_is_reported_everywhere_and_its_fix_ends_the
     root = root_annotations(kube, w.name)
     assert root[RESULT_ANNOTATION] == "Failed" and root[REVISION_ANNOTATION] == broken
     assert named in root[MESSAGE_ANNOTATION]
-    for name in ("a", "b"):  # what `orksync status` shows for each of the root's
+    for name in ("a", "b"):  # each custom resource of the root
         cond = ready_condition(kube, ns, name)
         assert cond["status"] == "False" and cond["reason"] == "SyncFailed"
         assert broken[:12] in cond["message"] and named in cond["message"], cond
+    rows = {row.ref.name: row for row in read_rows(kube, "orksync-system", [w.name])
+            if row.ref.kind == "Widget"}  # what `orksync status` shows
+    assert sorted(rows) == ["a", "b"]
+    for row in rows.values():
+        assert row.ready == "False" and named in row.message, row
 
     agent.sync_job()  # the same revision, in its backoff: no attempt
     assert agent.state.failures == 1
