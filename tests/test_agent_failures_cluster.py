@@ -279,3 +279,25 @@ def test_an_outage_is_logged_once_when_it_begins_and_once_when_it_ends_and_ready
     assert len(lines) <= 4 + 5 + 6, lines
     lease_kube.close()
     through.close()
+
+
+def test_an_object_the_api_server_refuses_is_logged_once_per_revision_not_per_attempt(
+        kube: Kube, tmp_path: Path, ns: str, served: Served,
+        caplog: pytest.LogCaptureFixture) -> None:
+    upstream, daemon = served
+    w = World(tmp_path / "mirror", ns).put("a")
+    publish(upstream, w, "one widget")
+    agent = agent_for(kube, daemon, w.name, tmp_path / "state")
+    agent.sync_job()
+    assert agent.state.failures == 0
+    bad = (f"apiVersion: v1\nkind: Service\nmetadata: {{name: bad, namespace: {ns}}}\n"
+           "spec:\n  ports: [{port: 70000}]\n")  # 422: the port is out of range
+    upstream.commit({"bad.yaml": bad}, "a Service the API server refuses")
+    with caplog.at_level(logging.INFO, logger="orksync"):
+        for _ in range(3):  # webhooks: at once, each an attempt at the same revision
+            agent._sync_now()
+            agent.sync_job()
+    assert agent.state.failures == 3
+    said = [r.getMessage() for r in caplog.records
+            if r.getMessage().startswith(f"failed Service/{ns}/bad")]
+    assert len(said) == 1 and "70000" in said[0], said

@@ -188,6 +188,8 @@ class _State:
     unreported_crs: bool = False  # the failed sync wrote no custom resource's status
     foreign: bool = False  # the inventory belongs to another source: nothing written
     own_errors: frozenset[str] = frozenset()  # custom resources whose status names theirs
+    # (revision, object, message) of the failed changes logged (`Agent._log_change`)
+    said_changes: set[tuple[str, str, str]] = field(default_factory=set)
 
 
 def schema_checked(catalog: Catalog, rendered: RenderedSet) -> RenderedSet:
@@ -453,6 +455,18 @@ class Agent:
         self.state.next_attempt = 0.0
         return True
 
+    def _log_change(self, change: Change) -> None:
+        """A sync's change logged; a failure the same object met with the same message
+        at this revision already (a refusal that repeats at every attempt of the backoff)
+        only at debug level: once per revision."""
+        if change.action is Action.FAILED:
+            said = (self.state.attempted, str(change.ref), change.message)
+            if said in self.state.said_changes:
+                log.debug("failed %s: %s (again)", change.ref, change.message)
+                return
+            self.state.said_changes.add(said)
+        log_change(change, log)
+
     def _failed_early(self, err: OrksyncError) -> None:
         """A sync that raised: an API server that cannot be reached is an outage of the
         sync (logged when it begins and ends); any other error is logged once per
@@ -475,6 +489,7 @@ class Agent:
         self.state.next_attempt = 0.0
         self.state.failure = self.state.stalled = ""
         self.state.said_failure = None
+        self.state.said_changes.clear()
         self.state.foreign = False
         self.metrics.last_success.set(time.time())
         self.metrics.sync_failing.set(0)
@@ -654,7 +669,7 @@ class Agent:
                 inventory_namespace=self.config.inventory_namespace, hooks=hooks,
                 options=self._options(listed=relabel),
                 source=Source.of(self.config.repo_url, self.config.path),
-                revision=revision.sha, on_change=lambda change: log_change(change, log),
+                revision=revision.sha, on_change=self._log_change,
                 # status only for this shard's custom resources
                 status_of=dataclasses.replace(catalog,
                                               crs=tuple(filter(self._mine, catalog.crs)))
@@ -797,7 +812,7 @@ class Agent:
                 inventory_namespace=self.config.inventory_namespace, hooks=self._hooks(),
                 options=self._options(),
                 source=Source.of(self.config.repo_url, self.config.path), revision=revision,
-                on_change=lambda change: log_change(change, log),
+                on_change=self._log_change,
                 status_of=dataclasses.replace(catalog, crs=tuple(crs)),
                 scope=Scope(frozenset(cr.ref for cr in crs), shared))
         finally:
