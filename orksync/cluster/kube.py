@@ -16,6 +16,7 @@ import copy
 import functools
 import json
 import logging
+import re
 import ssl
 import threading
 import time
@@ -58,8 +59,20 @@ METADATA_ONLY = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1, a
 METADATA_LIST = ("application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1, "
                  "application/json")
 # json.dumps with `separators` builds a new encoder on every call; one is enough (it keeps
-# no state between calls)
-_encode_json = json.JSONEncoder(separators=(",", ":")).encode
+# no state between calls). Not ASCII-escaped: a server-side apply body is read as YAML,
+# which refuses the JSON escape of a surrogate pair (an emoji), so text goes as UTF-8.
+_json_text = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def encode_body(body: Any) -> bytes:
+    """`body` as UTF-8 JSON; a lone surrogate (text decoded from a JSON escape, never
+    valid UTF-8) becomes U+FFFD, as Go's encoder writes it."""
+    text = _json_text(body)
+    try:
+        return text.encode()
+    except UnicodeEncodeError:
+        return _LONE_SURROGATE.sub("\ufffd", text).encode()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -226,7 +239,7 @@ class Kube:
         if not isinstance(query, str):
             query = _query_string(query or {})
         url = self._pool.prefix + path + query
-        payload = None if body is None else _encode_json(body).encode()
+        payload = None if body is None else encode_body(body)
         replayable = replay_safe(method, content_type, body)
         root = self._root
         gate = root.gate
