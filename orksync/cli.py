@@ -17,6 +17,13 @@ from typing import TYPE_CHECKING
 
 from orksync import __version__
 from orksync.agent.command import add_agent_parser, cmd_agent
+from orksync.agent.verbs import (
+    add_sync_parsers,
+    cmd_history,
+    cmd_reconcile,
+    cmd_status_with_syncs,
+    cmd_suspend,
+)
 from orksync.errors import OrksyncError, UsageError
 from orksync.gcpause import paused_gc
 from orksync.overview import add_overview_parsers, cmd_status, cmd_tree
@@ -231,10 +238,12 @@ def build_parser() -> argparse.ArgumentParser:
     _add_service_account_flag(p)
     _add_cluster_flags(p)
 
-    add_agent_parser(sub, common_flags=(_add_cluster_flags, _add_sync_flags, _add_render_flags),
+    add_agent_parser(sub, common_flags=(_add_cluster_flags, _add_sync_flags, _add_render_flags,
+                                        _add_adopt_flag),
                      seconds=_seconds)
 
     add_overview_parsers(sub, seconds=_seconds)
+    add_sync_parsers(sub, common_flags=(_add_cluster_flags,), seconds=_seconds)
 
     sub.add_parser("version", help="print the version")
     return parser
@@ -604,7 +613,11 @@ COMMANDS = {
     "diff": cmd_diff,
     "sync": cmd_sync,
     "rotate": cmd_rotate,
-    "status": lambda args: cmd_status(args, _kube),
+    "status": lambda args: cmd_status_with_syncs(args, _kube, cmd_status),
+    "reconcile": lambda args: cmd_reconcile(args, _kube),
+    "suspend": lambda args: cmd_suspend(args, _kube, suspend=True),
+    "resume": lambda args: cmd_suspend(args, _kube, suspend=False),
+    "history": lambda args: cmd_history(args, _kube),
     "tree": lambda args: cmd_tree(args, _kube),
     "version": cmd_version,
 }

@@ -42,7 +42,7 @@ import signal
 import socket
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -72,7 +72,15 @@ from orksync.errors import ClusterError, LeadershipLost, OrksyncError, SourceErr
 from orksync.katalog.loader import load_repository
 from orksync.katalog.model import Catalog, CustomResource
 from orksync.logs import log_change, summary_line
-from orksync.model import OWNER_ANNOTATION, Action, ObjRef, RenderedObject, RenderedSet, Source
+from orksync.model import (
+    OWNER_ANNOTATION,
+    Action,
+    ChangeSet,
+    ObjRef,
+    RenderedObject,
+    RenderedSet,
+    Source,
+)
 from orksync.render.boundaries import entry_boundary
 from orksync.render.engine import CrResult, RenderPlan
 from orksync.rendered.directory import write_rendered
@@ -130,6 +138,7 @@ class AgentConfig:
     # without serviceAccountName are written as; "": the agent (orksync.apply.impersonation)
     default_service_account: str = ""
     repair_workers: int = 4  # drift repair's workers (orksync.agent.drift); 0: none
+    adopt_inventory: bool = False  # take over an inventory another source recorded
 
 
 @dataclass(slots=True)
@@ -149,6 +158,7 @@ class _State:
     # the catalog's compiled templates and onDelete renderers, for scoped syncs
     render_plan: RenderPlan | None = None
     hooks: Mapping[tuple[str, str], OnDeleteRenderer] | None = None
+    changes: ChangeSet | None = None  # of the last sync, full or scoped
 
 
 class Agent:
@@ -201,6 +211,9 @@ class Agent:
         # owns carry it since this leadership term began (`_sync`, orksync.agent.relabel)
         self.shard_label = shard_label(config.shard, config.shards)
         self.labelled = False
+        # without a scheduler of its own (a Sync's root, orksync.agent.controller), the
+        # job this agent wants run now is handed to this
+        self.on_wake: Callable[[str], None] | None = None
 
     # --- readiness -----------------------------------------------------------------------
 
@@ -251,6 +264,8 @@ class Agent:
         self._run_at("sync", datetime.now(UTC))
 
     def _run_at(self, job: str, when: datetime) -> None:
+        if self.scheduler is None and self.on_wake is not None:
+            self.on_wake(job)
         if self.scheduler is not None and not self.stop_event.is_set():
             with contextlib.suppress(LookupError):  # the scheduler is shutting down
                 self.scheduler.modify_job(job, next_run_time=when)
@@ -434,7 +449,8 @@ class Agent:
                            prune_crds=self.config.prune_crds,
                            impersonation=Impersonation.of_catalog(
                                self.state.catalog, self.config.default_service_account),
-                           view=view, live=live, shard=self.shard_label)
+                           view=view, live=live, shard=self.shard_label,
+                           adopt_inventory=self.config.adopt_inventory)
 
     def _mine(self, cr: CustomResource) -> bool:
         return self.config.shards <= 1 or \
@@ -480,6 +496,7 @@ class Agent:
         finally:
             self._copy_revision(full, revision.sha)  # a failed sync's render too
         self.state.inventory = SharedInventory(result.inventory)
+        self.state.changes = result.changes
         if relabel:
             self.labelled = self._label_shard(rendered, result.inventory)
         if plan is not None and result.prepared is not None:
@@ -598,6 +615,7 @@ class Agent:
                                                self._hooks())
                           if result is not None and result.prepared is not None else None)
         self._schedule_boundaries(crs)
+        self.state.changes = result.changes
         for change in result.changes.changes:
             self.metrics.objects.labels(action=change.action.value).inc()
         log.info(summary_line(f"scoped sync of {len(crs)} custom resource(s)", result.changes,

@@ -17,14 +17,21 @@ BODY_TIMEOUT = 10.0  # seconds a client may take to send a hook's body
 def serve(address: str, registry: CollectorRegistry,
           ready: Callable[[], tuple[bool, str]],
           hook: Callable[[webhook.Headers, bytes, str], webhook.Verdict] | None = None,
-          ) -> ThreadingHTTPServer:
+          sync_hook: Callable[[str, str, webhook.Headers, bytes, str], webhook.Verdict]
+          | None = None) -> ThreadingHTTPServer:
     """Start serving on `host:port` (port 0 picks a free one); returns the running server.
-    `hook(headers, body, client)` answers POST /hooks/git; without it that path is 404."""
+    `hook(headers, body, client)` answers POST /hooks/git; `sync_hook(namespace, name,
+    headers, body, client)` POST /hooks/git/<namespace>/<name> (a Sync's); without them
+    those paths are 404."""
     host, _, port = address.rpartition(":")
 
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
-            if self.path.split("?", 1)[0] != webhook.PATH or hook is None:
+            path = self.path.split("?", 1)[0]
+            parts = path.removeprefix(webhook.PATH + "/").split("/") \
+                if path.startswith(webhook.PATH + "/") else []
+            if not ((path == webhook.PATH and hook is not None) or
+                    (len(parts) == 2 and all(parts) and sync_hook is not None)):
                 self._send(404, b"not found\n", "text/plain")
                 return
             length = self.headers.get("Content-Length")
@@ -40,7 +47,12 @@ def serve(address: str, registry: CollectorRegistry,
                 body = self.rfile.read(int(length))
             except OSError:
                 return
-            verdict = hook(self.headers, body, self.client_address[0])
+            if parts and sync_hook is not None:
+                verdict = sync_hook(parts[0], parts[1], self.headers, body,
+                                    self.client_address[0])
+            else:
+                assert hook is not None
+                verdict = hook(self.headers, body, self.client_address[0])
             self._send(verdict.status, (verdict.message + "\n").encode(), "text/plain")
 
         def do_GET(self) -> None:
