@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from orksync.cluster.kube import Kube
+from orksync.errors import ClusterError
 from testbed.controlplane import ControlPlane
 from testbed.gitdaemon import GitDaemon, free_port
 from tests.helpers import CRD, KATALOG, wait_for, widget, write_repo
@@ -49,8 +50,11 @@ def install_sync_crd(kube: Kube) -> None:
                field_manager=MANAGER, force=True)
 
     def served() -> bool:
-        kube.forget("orksync.io/v1alpha1")
-        return kube.serves("orksync.io/v1alpha1", "Sync")
+        try:
+            kube.resource("orksync.io/v1alpha1", "Sync", refresh=True)
+        except ClusterError:
+            return False
+        return True
 
     wait_for("the Sync CRD to be served", served)
 
@@ -317,8 +321,9 @@ def test_deleting_a_sync_with_prune_deletes_its_objects_and_without_prune_leaves
     env.kube.delete(res, env.ns, "a")
     wait_for("Sync a gone", lambda: env.get("a") is None)
     assert env.kube.get_or_none(widgets, env.ns, "a1") is None
-    assert deployment(env.kube, env.ns, "a1") is None
     assert env.inventory("a") is None
+    # its children go with it (their owner references: the garbage collector)
+    wait_for("a1's Deployment collected", lambda: deployment(env.kube, env.ns, "a1") is None)
 
     env.kube.delete(res, env.ns, "b")
     wait_for("Sync b gone", lambda: env.get("b") is None)

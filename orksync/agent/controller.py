@@ -164,10 +164,11 @@ class Controller:
                 root = self.roots.get(key)
                 if root is None:
                     root = self.roots[key] = Root(key=key, obj=obj)
-                old_generation = (root.obj.get("metadata") or {}).get("generation")
+                old_meta = root.obj.get("metadata") or {}
                 old_request = self._requested(root.obj)
                 root.obj = obj
-                if meta.get("generation") != old_generation or \
+                if meta.get("generation") != old_meta.get("generation") or \
+                        meta.get("deletionTimestamp") != old_meta.get("deletionTimestamp") or \
                         self._requested(obj) != old_request or root.spec is None:
                     self._read_spec(root)
                     root.wanted = True
@@ -515,21 +516,24 @@ class Controller:
     def _finalize(self, root: Root) -> None:
         """A deleted Sync: with prune, everything its inventory holds deleted (custom
         resources through their onDelete, the Sync's ServiceAccount as their writer),
-        then its inventory and the finalizer; without, only the inventory and the
-        finalizer. A failure keeps the finalizer and is tried again."""
+        then its inventory and the finalizer; without prune, or suspended (as Flux does),
+        only the inventory and the finalizer. A failure keeps the finalizer and is tried
+        again."""
         meta = root.obj.get("metadata") or {}
         if syncs.FINALIZER not in (meta.get("finalizers") or []):
             self._stop_agent(root)
             return
         spec = root.spec
         base = self.config.base
-        if spec is not None and spec.prune:
+        if spec is not None and spec.prune and not spec.suspend:
             try:
-                agent = self._agent(root, spec)
+                agent: SyncAgent | None = self._agent(root, spec)
+            except InputError as err:  # its Secrets gone: no onDelete renderers then
+                log.warning("Sync %s: deleting without its repository: %s", root.key, err)
+                agent = None
+            if agent is not None:
                 self._stop_drift(agent)
-                failure = self._prune_all(root, agent, spec)
-            except InputError as err:
-                failure = str(err)
+            failure = self._prune_all(root, agent, spec)
             if failure:
                 self._report(root, syncs.Outcome(ready="False", reason=syncs.FAILED,
                                                  message=f"deletion: {failure}"), warn=True)
@@ -567,11 +571,13 @@ class Controller:
             agent.drift.view_kube.close()
             agent.drift = None
 
-    def _prune_all(self, root: Root, agent: SyncAgent, spec: syncs.SyncSpec) -> str:
+    def _prune_all(self, root: Root, agent: SyncAgent | None, spec: syncs.SyncSpec) -> str:
         """An empty render synced: the prune deletes the whole inventory. The error, or
         "" when everything is gone."""
-        catalog = agent.state.catalog
-        if catalog is None:  # its onDelete renderers: from the repository, when it answers
+        catalog = agent.state.catalog if agent is not None else None
+        kube = agent.kube if agent is not None else self.kube
+        if catalog is None and agent is not None:
+            # its onDelete renderers: from the repository, when it answers
             with contextlib.suppress(OrksyncError):
                 revision = agent.fetch()
                 if revision is not None:
@@ -581,7 +587,7 @@ class Controller:
         root.deadline = time.monotonic() + spec.timeout
         try:
             result = sync_rendered(
-                agent.kube, RenderedSet(objects=()), None,
+                kube, RenderedSet(objects=()), None,
                 inventory_name=spec.inventory_name,
                 inventory_namespace=self.config.base.inventory_namespace,
                 hooks=None if catalog is None else hook_renderers(catalog),
@@ -603,8 +609,11 @@ class Controller:
             first = result.changes.failed[0]
             return f"{len(result.changes.failed)} object(s) not deleted: {first.ref}: " \
                 f"{first.message}"
-        if len(result.inventory):
-            return f"{len(result.inventory)} object(s) still in the inventory"
+        # CRDs stay (deleting one deletes every custom resource of its kind, whoever
+        # wrote them), as a prune leaves them without --prune-crds
+        left = [e.ref for e in result.inventory if not e.is_crd]
+        if left:
+            return f"{len(left)} object(s) not deleted yet, {left[0]} first"
         return ""
 
     # --- webhooks ------------------------------------------------------------------------
