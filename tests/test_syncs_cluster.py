@@ -425,3 +425,61 @@ def test_a_sync_s_webhook_is_verified_with_its_own_secret_and_syncs_it_now(
     assert post(f"/hooks/git/{env.ns}/a", token) == 202
     wait_for("the hook's sync", lambda: env.applied("a", sha2))
     assert token not in env.text()
+
+
+def test_the_move_from_a_laptop_sync_to_the_agent_to_a_sync_object_keeps_every_object(
+        env: Env) -> None:
+    """`orksync sync` on a laptop, then a `--repo-url` agent of the same --name (refused
+    until --adopt-inventory), then a Sync naming that inventory in
+    `orksync.io/adopt-inventory` (honoured by an agent run with --adopt-inventory): each
+    takes the inventory over, nothing is created again."""
+    repo, sha = env.repo("a", widgets_repo(env.ns, "a1"))
+    name = f"laptop-{uuid.uuid4().hex[:6]}"
+    laptop = env.cli("sync", str(repo), "--once", "--name", name)
+    assert laptop.returncode == 0, laptop.stderr
+    uid = deployment(env.kube, env.ns, "a1")["metadata"]["uid"]
+    inventories = env.kube.resource("v1", "ConfigMap")
+
+    def single_root(*flags: str) -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
+            [sys.executable, "-m", "orksync", "agent", "--repo-url", env.daemon.url("a"),
+             "--name", name, "--no-leader-elect", "--interval", "1",
+             "--state-dir", str(env.tmp / "single"), "--listen", f"127.0.0.1:{free_port()}",
+             "--kubeconfig", str(env.control_plane.kubeconfig), *flags],
+            stdout=subprocess.DEVNULL, stderr=(env.tmp / "single.log").open("w"),
+            start_new_session=True)
+
+    def stop(proc: subprocess.Popen[bytes]) -> None:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(30)
+
+    refused = single_root()
+    try:
+        wait_for("the refusal", lambda: "--adopt-inventory (orksync sync, apply, diff and "
+                 "agent)" in (env.tmp / "single.log").read_text())
+    finally:
+        stop(refused)
+    adopting = single_root("--adopt-inventory")
+    try:
+        wait_for("the agent's takeover", lambda: (env.kube.get(
+            inventories, "orksync-system", f"orksync-inventory-{name}")["metadata"]
+            .get("annotations") or {}).get("orksync.io/source") == env.daemon.url("a"))
+    finally:
+        stop(adopting)
+
+    env.start("--adopt-inventory")
+    res = env.kube.resource("orksync.io/v1alpha1", "Sync")
+    env.kube.create(res, {"apiVersion": "orksync.io/v1alpha1", "kind": "Sync",
+                          "metadata": {"name": "a", "namespace": env.ns,
+                                       "annotations": {"orksync.io/adopt-inventory": name}},
+                          "spec": {"url": env.daemon.url("a"), "interval": "1s"}},
+                    field_manager=MANAGER)
+    wait_for("the Sync's first sync", lambda: env.applied("a", sha))
+    assert env.kube.get_or_none(inventories, "orksync-system",
+                                f"orksync-inventory-{name}") is None
+    assert env.inventory("a") is not None
+    assert deployment(env.kube, env.ns, "a1")["metadata"]["uid"] == uid
+    assert env.status("a")["history"][0]["counts"].get("created", 0) == 0
+    widget_a1 = env.kube.get(env.kube.resource("test.orksync.io/v1", "Widget"), env.ns, "a1")
+    assert widget_a1["metadata"]["annotations"]["orksync.io/inventory"] == \
+        f"orksync-system/{env.ns}.a"

@@ -57,7 +57,14 @@ from orksync.cluster.watch import Informer
 from orksync.errors import ClusterError, InputError, LeadershipLost, OrksyncError
 from orksync.model import RenderedSet, Source
 from orksync.source.git import GitAuth, GitVerify, VerifyMode
-from orksync.sync import SyncOptions, ensure_namespace, hook_renderers, sync_rendered
+from orksync.sync import (
+    SyncOptions,
+    ensure_namespace,
+    hook_renderers,
+    read_inventory,
+    sync_rendered,
+    write_inventory,
+)
 
 log = logging.getLogger("orksync.agent.controller")
 
@@ -275,8 +282,9 @@ class Controller:
     def _sync(self, root: Root, spec: syncs.SyncSpec) -> None:
         try:
             agent = self._agent(root, spec)
-        except InputError as err:
-            self._report(root, syncs.Outcome(ready="False", reason=syncs.SECRET,
+        except InputError as err:  # a Secret it names, or an inventory it may not adopt
+            reason = syncs.SECRET if err.path.startswith("spec.") else syncs.INVALID
+            self._report(root, syncs.Outcome(ready="False", reason=reason,
                                              message=str(err)), warn=True)
             root.next_run = time.monotonic() + spec.interval
             return
@@ -371,6 +379,8 @@ class Controller:
         self._stop_agent(root)
         auth, verify = self._credentials(spec)
         base = self.config.base
+        if base.adopt_inventory:
+            self._adopt(root, spec)
         config = dataclasses.replace(
             base, repo_url=spec.url, ref=spec.ref, path=spec.path, interval=spec.interval,
             resync_interval=spec.resync_interval, state_dir=self.state_dir(spec),
@@ -396,6 +406,34 @@ class Controller:
         log.info("Sync %s: serving %s@%s path %s as inventory %s", root.key, spec.url,
                  spec.ref, spec.path or ".", configmap_name(spec.inventory_name))
         return agent
+
+    def _adopt(self, root: Root, spec: syncs.SyncSpec) -> None:
+        """The inventory the Sync's annotation `orksync.io/adopt-inventory` names, moved to
+        the Sync's own (its source now the Sync's), when the Sync has none yet: what
+        `orksync sync --name N` or a `--repo-url` agent recorded is then the Sync's to
+        prune. An inventory of another Sync is never taken."""
+        name = str(((root.obj.get("metadata") or {}).get("annotations") or {}).get(
+            syncs.ADOPT_ANNOTATION) or "")
+        namespace = self.config.base.inventory_namespace
+        if not name or name == spec.inventory_name:
+            return
+        with self.lock:
+            others = {r.spec.inventory_name for r in self.roots.values()
+                      if r.spec is not None}
+        if name in others:
+            raise InputError(f"{name!r} is the inventory of another Sync: not adopted",
+                             path=f"metadata.annotations[{syncs.ADOPT_ANNOTATION}]")
+        res = self.kube.resource("v1", "ConfigMap")
+        if self.kube.get_or_none(res, namespace, configmap_name(spec.inventory_name)):
+            return  # adopted before, or synced already
+        if self.kube.get_or_none(res, namespace, configmap_name(name)) is None:
+            return
+        adopted = read_inventory(self.kube, name, namespace)
+        write_inventory(self.kube, adopted.with_source(Source.of(spec.url, spec.path)),
+                        spec.inventory_name, namespace)
+        self.kube.delete(res, namespace, configmap_name(name))
+        log.info("Sync %s: took over the inventory %s (%d object(s), from %s)", root.key,
+                 configmap_name(name), len(adopted), adopted.source)
 
     def _gate(self, root: Root) -> None:
         if self.elector is not None:

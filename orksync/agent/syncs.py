@@ -35,6 +35,9 @@ API_VERSION = "orksync.io/v1alpha1"
 KIND = "Sync"
 FINALIZER = "orksync.io/sync-cleanup"
 RECONCILE_ANNOTATION = "reconcile.orksync.io/requestedAt"
+# the inventory (its --name) a Sync takes over on its first sync, honoured only by an
+# agent run with --adopt-inventory: the move from `orksync sync` or a --repo-url agent
+ADOPT_ANNOTATION = "orksync.io/adopt-inventory"
 REVISION_ANNOTATION = "orksync.io/revision"  # on the Events about a Sync
 HISTORY = 10
 FIELD_MANAGER = "orksync"
