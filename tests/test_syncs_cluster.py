@@ -483,3 +483,29 @@ def test_the_move_from_a_laptop_sync_to_the_agent_to_a_sync_object_keeps_every_o
     widget_a1 = env.kube.get(env.kube.resource("test.orksync.io/v1", "Widget"), env.ns, "a1")
     assert widget_a1["metadata"]["annotations"]["orksync.io/inventory"] == \
         f"orksync-system/{env.ns}.a"
+
+
+def test_the_example_sync_syncs_the_example_repository(env: Env) -> None:
+    """examples/sync.yaml, its url pointed at a git daemon serving examples/repo at the
+    example's path, in the test's namespace."""
+    import shutil
+
+    from ruamel.yaml import YAML
+
+    from tests.helpers import REPO_EXAMPLE
+
+    example = YAML(typ="safe").load((ROOT / "examples" / "sync.yaml").read_text())
+    repo = env.base / "platform"
+    shutil.copytree(REPO_EXAMPLE, repo / example["spec"]["path"])
+    subprocess.run(["git", "init", "-q", "-b", "main"], cwd=repo, check=True)
+    sha = commit(repo, "the example")
+    example["metadata"]["namespace"] = env.ns
+    example["spec"]["url"] = env.daemon.url("platform")
+    env.start()
+    env.kube.create(env.kube.resource("orksync.io/v1alpha1", "Sync"), example,
+                    field_manager=MANAGER)
+    wait_for("the example applied", lambda: env.applied("example", sha), timeout=120)
+    assert env.status("example")["inventory"]["objects"] > 10
+    # what it made is deleted with it: later tests of the session create the example anew
+    env.kube.delete(env.kube.resource("orksync.io/v1alpha1", "Sync"), env.ns, "example")
+    wait_for("the example pruned", lambda: env.get("example") is None, timeout=120)
