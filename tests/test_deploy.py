@@ -239,10 +239,12 @@ def test_kustomize_renders_every_manifest(control_plane: ControlPlane) -> None:
     docs = kustomize(control_plane)
     kinds = sorted(d["kind"] for d in docs)
     assert kinds == sorted(["Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding",
-                            "Role", "RoleBinding", "Deployment", "Service", "CronJob"])
+                            "Role", "RoleBinding", "Deployment", "Service", "CronJob",
+                            "CustomResourceDefinition"])
     for doc in docs:
         assert doc["metadata"]["labels"]["app.kubernetes.io/name"] == "orksync", doc["kind"]
-        if doc["kind"] not in ("Namespace", "ClusterRole", "ClusterRoleBinding"):
+        if doc["kind"] not in ("Namespace", "ClusterRole", "ClusterRoleBinding",
+                               "CustomResourceDefinition"):
             assert doc["metadata"]["namespace"] == NAMESPACE, doc["kind"]
     assert not any(d["kind"] == "Secret" for d in docs)  # the credentials template stays out
     (deployment,) = (d for d in docs if d["kind"] == "Deployment")
@@ -354,3 +356,18 @@ def test_the_service_account_can_sync_the_example_and_is_not_cluster_admin(
         env=_env_without_kubeconfig())
     assert rotated.returncode == 0, rotated.stdout + rotated.stderr
     assert "configured Secret/team-a/shop-token" in rotated.stderr, rotated.stderr
+
+
+def test_the_base_installs_the_sync_crd_and_grants_what_the_sync_controller_needs() -> None:
+    """The Sync objects' controller (`orksync agent` without --repo-url) watches the Syncs,
+    adds and removes their finalizer and writes their status."""
+    kustomization = load(BASE / "kustomization.yaml")[0]
+    assert "sync.crd.yaml" in kustomization["resources"]
+    (crd,) = load(BASE / "sync.crd.yaml")
+    assert crd["metadata"]["name"] == "syncs.orksync.io"
+    assert [v["name"] for v in crd["spec"]["versions"]] == ["v1alpha1"]
+    (role,) = load(BASE / "clusterrole.yaml")
+    grants = granted(role["rules"])
+    assert grants[("orksync.io", "syncs")] == {"get", "list", "watch", "patch", "update"}
+    assert grants[("orksync.io", "syncs/status")] == {"get", "patch", "update"}
+    assert grants[("orksync.io", "syncs/finalizers")] == {"update"}
