@@ -206,6 +206,11 @@ def test_two_syncs_side_by_side_each_with_its_own_inventory_status_history_and_e
     widget_a1 = env.kube.get(env.kube.resource("test.orksync.io/v1", "Widget"), env.ns, "a1")
     assert widget_a1["metadata"]["annotations"]["orksync.io/inventory"] == \
         f"orksync-system/{env.ns}.a"
+    # each Sync's objects carry a label of their own: its watches select them alone
+    labels = {name: deployment(env.kube, env.ns, f"{name}1")["metadata"]["labels"]
+              ["orksync.io/shard"] for name in ("a", "b")}
+    assert labels == {name: "sync-" + hashlib.sha256(f"{env.ns}/{name}".encode())
+                      .hexdigest()[:16] for name in ("a", "b")}
 
     write_repo(repo_a, {"a2.yaml": widget("a2", env.ns, image="nginx", replicas=1, port=80)})
     sha_a2 = commit(repo_a, "a2")

@@ -103,6 +103,14 @@ class Root:
     written: dict[str, Any] = field(default_factory=dict)  # the status last written
 
 
+def sync_label(spec: syncs.SyncSpec) -> str:
+    """The `orksync.io/shard` value on what a Sync writes: `sync-` and a digest of its
+    namespace and name (a label value holds 63 characters, a Sync's key more)."""
+    import hashlib
+
+    return "sync-" + hashlib.sha256(spec.key.encode()).hexdigest()[:16]
+
+
 class Controller:
     def __init__(self, config: ControllerConfig, kube: Kube,
                  metrics: Metrics | None = None) -> None:
@@ -400,6 +408,9 @@ class Controller:
                 self.wake.notify_all()
 
         agent.on_wake = woken
+        # its objects carry a label of their own (the shard label of a one-shard root),
+        # so that its watches hold its objects only, not those of every Sync
+        agent.shard_label = sync_label(spec)
         if config.repair_workers > 0:
             agent.drift = agent.drift_repair()
         root.agent, root.fingerprint = agent, fingerprint
