@@ -25,7 +25,7 @@ from orksync.cluster.kube import Kube
 from orksync.errors import ClusterError
 from testbed.controlplane import ControlPlane
 from testbed.gitdaemon import GitDaemon, free_port
-from tests.helpers import CRD, KATALOG, wait_for, widget, write_repo
+from tests.helpers import CRD, KATALOG, katalog, wait_for, widget, write_repo
 
 pytestmark = pytest.mark.cluster
 
@@ -514,3 +514,82 @@ def test_the_example_sync_syncs_the_example_repository(env: Env) -> None:
     # what it made is deleted with it: later tests of the session create the example anew
     env.kube.delete(env.kube.resource("orksync.io/v1alpha1", "Sync"), env.ns, "example")
     wait_for("the example pruned", lambda: env.get("example") is None, timeout=120)
+
+
+def test_a_slow_render_holds_no_other_sync_and_is_abandoned_past_its_timeout(
+        env: Env) -> None:
+    """A Sync whose render waits on an `external:` call (held by the test) does not delay
+    another Sync's webhook commit; once the call returns, past its `timeout`, its run is
+    ended at its next request (`TimedOut`) and retried, and the retry succeeds."""
+    import http.server
+    import threading
+    import time
+
+    release = threading.Event()
+    calls: list[str] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            calls.append(self.path)
+            release.wait(60)
+            self.send_response(200)
+            self.send_header("Content-Length", "2")
+            self.end_headers()
+            self.wfile.write(b"{}")
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    slow_katalog = katalog(f"""\
+        onReconcile:
+          external:
+            - name: slow
+              url: "http://127.0.0.1:{server.server_address[1]}/slow"
+              timeout: 30s
+          configMaps:
+            - name: "{{{{ .metadata.name }}}}-done"
+              data: {{status: "{{{{ .external.slow.status }}}}"}}
+""")
+    try:
+        _, slow_sha = env.repo("slow", {"katalog.yaml": slow_katalog, "crd.yaml": CRD,
+                                        "s1.yaml": widget("s1", env.ns)})
+        fast, fast_sha = env.repo("fast", widgets_repo(env.ns, "f1"))
+        token = f"tok-{uuid.uuid4().hex}"
+        env.kube.create(env.kube.resource("v1", "Secret"), {
+            "apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": "hook", "namespace": env.ns},
+            "stringData": {"token": token}}, field_manager=MANAGER)
+        env.start("--concurrent-syncs", "2")
+        env.sync("fast", "fast", interval="1h", webhook={"secretRef": {"name": "hook"}})
+        wait_for("the fast Sync's first sync", lambda: env.applied("fast", fast_sha))
+        env.sync("slow", "slow", timeout="1s")
+        wait_for("the slow render to wait on its call", lambda: bool(calls))
+
+        write_repo(fast, {"f2.yaml": widget("f2", env.ns, image="nginx", replicas=1,
+                                            port=80)})
+        fast_sha2 = commit(fast, "f2")
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{env.port}/hooks/git/{env.ns}/fast", data=b"{}",
+            method="POST", headers={"X-Gitlab-Token": token})
+        with urllib.request.urlopen(request, timeout=10) as resp:
+            assert resp.status == 202
+        wait_for("the fast commit while the slow render waits",
+                 lambda: env.applied("fast", fast_sha2))
+        assert not release.is_set() and len(calls) == 1  # still inside that one render
+
+        time.sleep(1.5)  # the slow run is past its timeout of 1s when its call returns
+        release.set()
+        wait_for("the slow run abandoned", lambda: env.ready("slow").get("reason") ==
+                 "TimedOut")
+        assert "timeout of 1s" in env.ready("slow")["message"]
+        assert env.kube.get_or_none(env.kube.resource("v1", "ConfigMap"), env.ns,
+                                    "s1-done") is None
+        env.patch("slow", {"spec": {"timeout": "5m"}})  # room for the retry's whole sync
+        wait_for("the retry, after its backoff", lambda: env.applied("slow", slow_sha))
+        assert len(calls) >= 2
+    finally:
+        release.set()
+        server.shutdown()
+        server.server_close()
