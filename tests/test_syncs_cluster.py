@@ -84,7 +84,7 @@ class Env:
             [sys.executable, "-m", "orksync", "agent", "--watch-namespace", self.ns,
              "--state-dir", str(self.tmp / "state"), "--listen", f"127.0.0.1:{self.port}",
              "--kubeconfig", str(self.control_plane.kubeconfig), "--name", self.name,
-             "--log-level", "debug", *flags],
+             "--log-level", "debug", "--identity", self.name, *flags],
             stdout=subprocess.DEVNULL, stderr=self.log.open("w"), start_new_session=True)
 
     def stop(self) -> None:
@@ -315,13 +315,20 @@ def test_suspend_holds_every_write_resume_syncs_at_once_and_reconcile_waits_for_
 def test_deleting_a_sync_with_prune_deletes_its_objects_and_without_prune_leaves_them(
         env: Env) -> None:
     _, sha_a = env.repo("a", widgets_repo(env.ns, "a1"))
-    _, sha_b = env.repo("b", widgets_repo(env.ns, "b1"))
+    repo_b, _ = env.repo("b", widgets_repo(env.ns, "b1", "b2"))
     env.start()
     env.sync("a", "a")
     env.sync("b", "b", prune=False)
-    wait_for("both applied", lambda: env.applied("a", sha_a) and env.applied("b", sha_b))
     widgets = env.kube.resource("test.orksync.io/v1", "Widget")
     res = env.kube.resource("orksync.io/v1alpha1", "Sync")
+    wait_for("b2 applied", lambda: env.kube.get_or_none(widgets, env.ns, "b2") is not None)
+    # prune: false: what leaves Git is left in place, and forgotten
+    (repo_b / "b2.yaml").unlink()
+    sha_b = commit(repo_b, "b2 leaves")
+    wait_for("both applied", lambda: env.applied("a", sha_a) and env.applied("b", sha_b))
+    assert env.kube.get_or_none(widgets, env.ns, "b2") is not None
+    assert deployment(env.kube, env.ns, "b2") is not None
+    assert "b2" not in json.dumps(env.inventory("b"))
 
     env.kube.delete(res, env.ns, "a")
     wait_for("Sync a gone", lambda: env.get("a") is None)
@@ -593,3 +600,35 @@ def test_a_slow_render_holds_no_other_sync_and_is_abandoned_past_its_timeout(
         release.set()
         server.shutdown()
         server.server_close()
+
+
+def test_a_crd_two_syncs_ship_is_not_taken_back_and_forth_by_their_repairs(
+        env: Env) -> None:
+    """Eight repositories ship the Widget CRD: each Sync's full sync writes it (its label
+    and inventory annotation), and the other's drift repair, seeing it leave its view,
+    leaves it to its last writer instead of taking it back, without end."""
+    heads = {name: env.repo(name, widgets_repo(env.ns, f"{name}1"))[1]
+             for name in "abcdefgh"}
+    env.start()
+    for name in heads:
+        env.sync(name, name)
+    wait_for("all applied", lambda: all(env.applied(n, sha) for n, sha in heads.items()))
+    audit = env.control_plane.audit_log
+    assert audit is not None
+    mark = audit.stat().st_size
+    for _ in range(2):  # each answered by a run of that Sync: the repairs had their turns
+        for name in heads:
+            done = env.cli("reconcile", f"{env.ns}/{name}", "--wait", "--timeout", "60")
+            assert done.returncode == 0, done.stdout + done.stderr
+    writes = []
+    with audit.open("rb") as fh:
+        fh.seek(mark)
+        for line in fh.read().decode().splitlines():
+            event = json.loads(line)
+            if f"(agent {env.name})" in event.get("userAgent", "") and \
+                    event.get("stage") == "ResponseComplete" and \
+                    event.get("verb") in ("create", "update", "patch") and \
+                    (event.get("objectRef") or {}).get("resource") == \
+                    "customresourcedefinitions":
+                writes.append(event["verb"])
+    assert len(writes) <= 2, writes

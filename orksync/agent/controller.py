@@ -393,7 +393,7 @@ class Controller:
             base, repo_url=spec.url, ref=spec.ref, path=spec.path, interval=spec.interval,
             resync_interval=spec.resync_interval, state_dir=self.state_dir(spec),
             leader_elect=False, name=spec.inventory_name, auth=auth, verify=verify,
-            webhook_secret_file=None, shards=1, shard=0,
+            webhook_secret_file=None, shards=1, shard=0, prune=spec.prune,
             default_service_account=spec.service_account or base.default_service_account)
         kube = self.kube.sibling(timeout=self.kube.timeout, retry=self.kube.retry,
                                  pool_size=4)

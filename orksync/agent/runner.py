@@ -139,6 +139,7 @@ class AgentConfig:
     default_service_account: str = ""
     repair_workers: int = 4  # drift repair's workers (orksync.agent.drift); 0: none
     adopt_inventory: bool = False  # take over an inventory another source recorded
+    prune: bool = True  # False: what left Git is forgotten, not deleted (a Sync's)
 
 
 @dataclass(slots=True)
@@ -450,7 +451,8 @@ class Agent:
                            impersonation=Impersonation.of_catalog(
                                self.state.catalog, self.config.default_service_account),
                            view=view, live=live, shard=self.shard_label,
-                           adopt_inventory=self.config.adopt_inventory)
+                           adopt_inventory=self.config.adopt_inventory,
+                           prune=self.config.prune)
 
     def _mine(self, cr: CustomResource) -> bool:
         return self.config.shards <= 1 or \
