@@ -87,6 +87,8 @@ def main() -> int:
     parser.add_argument("--slow", type=float, default=60.0,
                         help="seconds the slow Sync's render waits (0: no isolation run)")
     parser.add_argument("--timeout", type=float, default=1800.0)
+    parser.add_argument("--agent-args", default="",
+                        help="more flags for the agent, e.g. '--repair-workers 1'")
     parser.add_argument("--no-record", action="store_true")
     args = parser.parse_args()
     from ruamel.yaml import YAML
@@ -136,7 +138,7 @@ def main() -> int:
             argv = [sys.executable, "-m", "orksync", "agent", "--watch-namespace", NS,
                     "--state-dir", str(state), "--listen", f"127.0.0.1:{port}",
                     "--kubeconfig", env.kubeconfig, "--no-leader-elect",
-                    "--identity", common.AGENT_IDENTITY]
+                    "--identity", common.AGENT_IDENTITY, *args.agent_args.split()]
             log = env.work / "agent.log"
             proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=log.open("w"),
                                     start_new_session=True)
@@ -247,8 +249,8 @@ def main() -> int:
             text = common.table(("figure", "value", "detail", "target"), rows)
             text += (f"\n\n{args.syncs} Syncs x {args.crs} Bundles of {CONFIGMAPS} ConfigMaps: "
                      f"{objects:,} objects; every Sync applied {synced_s:.0f} s after the agent "
-                     f"started. Agent: `orksync agent --watch-namespace {NS} --no-leader-elect` "
-                     f"(--concurrent-syncs 4, --repair-workers 4).")
+                     f"started. Agent: `orksync agent --watch-namespace {NS} --no-leader-elect "
+                     f"{args.agent_args}`.")
             print(text)
             if not args.no_record:
                 common.record_run("syncs", env, {
@@ -259,7 +261,7 @@ def main() -> int:
                     "webhook_p99_s": common.percentile(hooks, 99),
                     "reconcile_wait_median_s": common.median(reconciles),
                     "slow_webhook_p50_s": common.percentile(slow_hooks, 50) if slow_hooks else None,
-                    "synced_s": synced_s}, table=text)
+                    "synced_s": synced_s, "agent_args": args.agent_args}, table=text)
     return 0
 
 

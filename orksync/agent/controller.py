@@ -677,10 +677,12 @@ class Controller:
             spec = root.spec if root is not None else None
         if root is None or spec is None or not spec.webhook_secret:
             return webhook.Verdict(404, "no such Sync with a webhook")
+        if not self.is_leader():  # its Secret is read by the leader only
+            return webhook.Verdict(503, "standby: this replica does not serve the Syncs")
         try:
             data = syncs.read_secret(self.kube, namespace, spec.webhook_secret,
                                      "spec.webhook.secretRef")
-        except (InputError, ClusterError) as err:
+        except OrksyncError as err:  # missing, unreadable, or the Lease lost meanwhile
             self.metrics.webhooks.labels(result="error").inc()
             log.error("webhook for Sync %s: %s", key, err)
             return webhook.Verdict(500, "the webhook secret cannot be read")
@@ -699,8 +701,6 @@ class Controller:
             self.metrics.webhooks.labels(result="ping").inc()
             return verdict
         self.metrics.webhooks.labels(result="accepted").inc()
-        if not self.is_leader():
-            return webhook.Verdict(503, "standby: this replica does not serve the Syncs")
         if spec.suspend:
             return webhook.Verdict(409, "the Sync is suspended")
         log.info("webhook for Sync %s (%s): fetching now", key, verdict.provider)
