@@ -111,3 +111,22 @@ def test_an_invalid_spec_is_stalled_and_an_unchanged_status_is_not_written_again
     again = syncs.status_of(obj, stalled, inventory="i", now=datetime(2026, 1, 2, tzinfo=UTC))
     assert syncs.same_status(obj["status"], again)
     assert again["conditions"][0]["lastTransitionTime"] == "2026-01-01T00:00:00Z"
+
+
+def test_the_status_rows_of_the_syncs() -> None:
+    obj = sync()
+    obj["status"] = syncs.status_of(obj, outcome("c" * 40), inventory="i",
+                                    now=datetime(2026, 1, 1, tzinfo=UTC))
+    [row] = syncs.sync_rows([obj])
+    assert row == {"sync": "team/a", "url": "https://git.example.com/a.git",
+                   "revision": "c" * 12, "ready": "True",
+                   "lastSync": "2026-01-01T00:00:00Z", "message": "applied"}
+
+
+@pytest.mark.parametrize("text", ["a", "/a", "a/", "a/b/c"])
+def test_a_sync_is_named_namespace_slash_name(text: str) -> None:
+    from orksync.agent.verbs import _target
+    from orksync.errors import UsageError
+
+    with pytest.raises(UsageError):
+        _target(text)
