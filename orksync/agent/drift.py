@@ -431,17 +431,17 @@ class DriftRepair:
                 live = self.view_kube.get_or_none(
                     self.view_kube.resource(obj.ref.api_version, obj.ref.kind),
                     obj.ref.namespace, obj.ref.name)
-                writer = self._taken(live)
-                if writer:
-                    log.info("%s: not repaired: the sync root %s renders it too and wrote "
-                             "it last", obj.ref, writer)
-                    continue
                 annotations = ((live or {}).get("metadata") or {}).get("annotations") or {}
                 owner = annotations.get(OWNER_ANNOTATION)
                 if obj.owner is not None and owner and owner != str(obj.owner):
                     log.warning("%s: not repaired: %s, a custom resource of another shard, "
                                 "renders it too and wrote it; one of them must stop "
                                 "rendering it", obj.ref, owner)
+                    continue
+                writer = self._taken(live)
+                if writer:
+                    log.warning("%s: not repaired: the sync root %s renders it too and "
+                                "wrote it last", obj.ref, writer)
                     continue
             kept.append(obj)
         return tuple(kept)
