@@ -157,12 +157,14 @@ def env(control_plane: ControlPlane, tmp_path: Path) -> Iterator[Env]:
             yield made
         finally:
             made.stop()
-            # the Syncs' finalizers would hold the namespace: released without an agent
+            # the Syncs go, their finalizers released without an agent: later tests'
+            # `orksync status` lists the Syncs of the cluster first
             res = made.kube.resource("orksync.io/v1alpha1", "Sync")
             for obj in made.kube.list(res, namespace=made.ns):
                 made.kube.request("PATCH", res.path(made.ns, obj["metadata"]["name"]),
                                   body={"metadata": {"finalizers": None}},
                                   content_type="application/merge-patch+json")
+                made.kube.delete(res, made.ns, obj["metadata"]["name"])
             made.kube.close()
 
 
