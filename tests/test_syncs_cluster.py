@@ -634,3 +634,37 @@ def test_a_crd_two_syncs_ship_is_not_taken_back_and_forth_by_their_repairs(
                     "customresourcedefinitions":
                 writes.append(event["verb"])
     assert len(writes) <= 2, writes
+
+
+def test_an_agent_serving_syncs_says_so_when_the_sync_crd_is_missing(
+        control_plane: ControlPlane, tmp_path: Path) -> None:
+    """On a control plane without the Sync CRD: an error naming the CRD and how to install
+    it, and /readyz not ready; nothing else fails."""
+    with ControlPlane(bin_dir=control_plane.bin_dir) as bare:
+        log = tmp_path / "agent.log"
+        port = free_port()
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "orksync", "agent", "--state-dir", str(tmp_path / "s"),
+             "--listen", f"127.0.0.1:{port}", "--kubeconfig", str(bare.kubeconfig)],
+            stdout=subprocess.DEVNULL, stderr=log.open("w"), start_new_session=True)
+        try:
+            wait_for("the error", lambda: "deploy/base/sync.crd.yaml" in log.read_text())
+            assert "the Sync CRD (syncs.orksync.io) is not served" in log.read_text()
+
+            def readyz() -> tuple[int, str]:
+                try:
+                    with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz",
+                                                timeout=5) as resp:
+                        return int(resp.status), resp.read().decode()
+                except urllib.error.HTTPError as err:
+                    return int(err.code), err.read().decode()
+                except OSError:
+                    return 0, ""
+
+            # (200 "standby" until it holds the Lease)
+            wait_for("readyz not ready", lambda: readyz() ==
+                     (503, "the Syncs have not been listed yet\n"))
+            assert proc.poll() is None
+        finally:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(30)

@@ -736,6 +736,11 @@ class Controller:
         received: list[int] = []
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, lambda signum, _: received.append(signum))
+        try:
+            self.watch_kube.resource(syncs.API_VERSION, syncs.KIND)
+        except ClusterError as err:  # its watch keeps trying: the CRD may come later
+            log.error("the Sync CRD (syncs.orksync.io) is not served, no Sync can be read "
+                      "until it is (kubectl apply -f deploy/base/sync.crd.yaml): %s", err)
         self.informer = Informer(self.watch_kube, (syncs.API_VERSION, syncs.KIND),
                                  on_event=self._on_event).start()
         elector_thread = self.elector.start(self.stop_event) if self.elector else None
