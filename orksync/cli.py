@@ -19,6 +19,13 @@ from typing import TYPE_CHECKING
 
 from orksync import __version__
 from orksync.agent.command import add_agent_parser, cmd_agent
+from orksync.agent.verbs import (
+    add_sync_parsers,
+    cmd_history,
+    cmd_reconcile,
+    cmd_status_with_syncs,
+    cmd_suspend,
+)
 from orksync.errors import OrksyncError, UsageError
 from orksync.gcpause import paused_gc
 from orksync.install import add_install_parser, cmd_install
@@ -272,12 +279,14 @@ def build_parser() -> argparse.ArgumentParser:
     _add_service_account_flag(p)
     _add_cluster_flags(p)
 
-    add_agent_parser(sub, common_flags=(_add_cluster_flags, _add_sync_flags, _add_render_flags),
+    add_agent_parser(sub, common_flags=(_add_cluster_flags, _add_sync_flags, _add_render_flags,
+                                        _add_adopt_flag),
                      seconds=_seconds)
 
     add_overview_parsers(sub, seconds=_seconds, namespace_flags=_add_namespace_flags)
 
     add_install_parser(sub, cluster_flags=_add_cluster_flags)
+    add_sync_parsers(sub, common_flags=(_add_cluster_flags,), seconds=_seconds)
 
     sub.add_parser("version", help="print the version")
 
@@ -787,7 +796,11 @@ COMMANDS = {
     "diff": cmd_diff,
     "sync": cmd_sync,
     "rotate": cmd_rotate,
-    "status": lambda args: cmd_status(args, _kube),
+    "status": lambda args: cmd_status_with_syncs(args, _kube, cmd_status),
+    "reconcile": lambda args: cmd_reconcile(args, _kube),
+    "suspend": lambda args: cmd_suspend(args, _kube, suspend=True),
+    "resume": lambda args: cmd_suspend(args, _kube, suspend=False),
+    "history": lambda args: cmd_history(args, _kube),
     "tree": lambda args: cmd_tree(args, _kube),
     "install": lambda args: cmd_install(args, _kube),
     "version": cmd_version,

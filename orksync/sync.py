@@ -121,6 +121,8 @@ class SyncOptions:
     allow_orphaning_children: bool = False
     prune_crds: bool = False
     adopt_inventory: bool = False  # take over an inventory another source recorded
+    # False (a Sync's `prune: false`): what left the render is forgotten, never deleted
+    prune: bool = True
     # as whom the children are written beyond the rendered custom resources' own
     # serviceAccount directives (orksync.apply.impersonation); None: nobody else
     impersonation: Impersonation | None = None
@@ -298,6 +300,8 @@ def sync_once(kube: Kube, rendered: RenderedSet, *, inventory_name: str,
     plan = plan_prune(old, prepared, applied, allow_empty=options.allow_empty,
                       allow_orphaning_children=options.allow_orphaning_children,
                       prune_crds=options.prune_crds)
+    if not options.prune and not plan.halted:
+        plan = dataclasses.replace(plan, delete=[], owned={})
     for reason in plan.refused:  # logged here only, for the CLI and the agent alike
         log.warning("prune refused: %s", reason)
     changes = ChangeSet(changes=list(applied.changes))

@@ -21,7 +21,8 @@ from tests.helpers import unavailable
 
 ROOT = Path(__file__).resolve().parents[1]
 COMMANDS = ("render", "validate", "apply", "sync", "diff", "rotate", "agent", "status",
-            "tree", "install", "version", "completion")
+            "tree", "install", "reconcile", "suspend", "resume", "history", "version",
+            "completion")
 
 
 def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

@@ -16,6 +16,7 @@ tests that expect to create them.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -256,10 +257,11 @@ def test_kustomize_renders_every_manifest(control_plane: ControlPlane) -> None:
     kinds = sorted(d["kind"] for d in docs)
     assert kinds == sorted(["Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding",
                             "Role", "RoleBinding", "Deployment", "Service", "NetworkPolicy",
-                            "CronJob"])
+                            "CronJob", "CustomResourceDefinition"])
     for doc in docs:
         assert doc["metadata"]["labels"]["app.kubernetes.io/name"] == "orksync", doc["kind"]
-        if doc["kind"] not in ("Namespace", "ClusterRole", "ClusterRoleBinding"):
+        if doc["kind"] not in ("Namespace", "ClusterRole", "ClusterRoleBinding",
+                               "CustomResourceDefinition"):
             assert doc["metadata"]["namespace"] == NAMESPACE, doc["kind"]
     assert not any(d["kind"] == "Secret" for d in docs)  # the credentials template stays out
     (deployment,) = (d for d in docs if d["kind"] == "Deployment")
@@ -374,3 +376,80 @@ def test_the_service_account_can_sync_the_example_and_is_not_cluster_admin(
         env=_env_without_kubeconfig())
     assert rotated.returncode == 0, rotated.stdout + rotated.stderr
     assert "configured Secret/team-a/shop-token" in rotated.stderr, rotated.stderr
+
+
+def test_the_base_installs_the_sync_crd_and_grants_what_the_sync_controller_needs() -> None:
+    """The Sync objects' controller (`orksync agent` without --repo-url) watches the Syncs,
+    adds and removes their finalizer and writes their status."""
+    kustomization = load(BASE / "kustomization.yaml")[0]
+    assert "sync.crd.yaml" in kustomization["resources"]
+    (crd,) = load(BASE / "sync.crd.yaml")
+    assert crd["metadata"]["name"] == "syncs.orksync.io"
+    assert [v["name"] for v in crd["spec"]["versions"]] == ["v1alpha1"]
+    (role,) = load(BASE / "clusterrole.yaml")
+    grants = granted(role["rules"])
+    assert grants[("orksync.io", "syncs")] == {"get", "list", "watch", "patch", "update"}
+    assert grants[("orksync.io", "syncs/status")] == {"get", "patch", "update"}
+    assert grants[("orksync.io", "syncs/finalizers")] == {"update"}
+
+
+@pytest.mark.cluster
+def test_the_service_account_can_serve_the_example_sync(empty_plane: ControlPlane,
+                                                        tmp_path: Path) -> None:
+    """`orksync agent` without --repo-url as the ServiceAccount orksync, with the base's
+    RBAC and CRD only: it watches the Syncs, adds its finalizer, syncs examples/sync.yaml
+    (its url pointed at a git daemon serving this checkout's examples/repo) and writes
+    its status and Events."""
+    import signal
+    import time
+
+    from testbed.gitdaemon import GitDaemon, free_port
+
+    cp = empty_plane
+    ensure_namespace(cp)
+    base = [d for d in kustomize(cp) if d["kind"] in RBAC_KINDS | {"CustomResourceDefinition"}]
+    kubectl(cp, "apply", "--server-side", "--field-manager=orksync-tests", "-f", "-",
+            stdin=dump(base))
+    kubectl(cp, "wait", "--for=condition=Established", "crd/syncs.orksync.io")
+    config = service_account_kubeconfig(cp, tmp_path / "orksync.kubeconfig")
+    (example,) = load(ROOT / "examples" / "sync.yaml")
+    served = tmp_path / "served"
+    repo = served / "platform"
+    shutil.copytree(REPO_EXAMPLE, repo / example["spec"]["path"])
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.com"]
+    subprocess.run(["git", "init", "-q", "-b", "main"], cwd=repo, check=True)
+    subprocess.run(["git", "add", "-A"], cwd=repo, check=True)
+    subprocess.run([*git, "commit", "-qm", "example"], cwd=repo, check=True)
+    sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, check=True,
+                         capture_output=True, text=True).stdout.strip()
+    with GitDaemon(served) as daemon:
+        example["spec"]["url"] = daemon.url("platform")
+        kubectl(cp, "apply", "--server-side", "--field-manager=orksync-tests", "-f", "-",
+                stdin=dump([example]))
+        log = (tmp_path / "agent.log").open("w")
+        agent = subprocess.Popen(
+            [sys.executable, "-m", "orksync", "agent", "--kubeconfig", str(config),
+             "--state-dir", str(tmp_path / "state"),
+             "--listen", f"127.0.0.1:{free_port()}"],
+            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=log, start_new_session=True,
+            env=_env_without_kubeconfig())
+        try:
+            deadline = time.monotonic() + 180  # a hang guard
+            status: dict[str, Any] = {}
+            while time.monotonic() < deadline:
+                got = kubectl(cp, "-n", NAMESPACE, "get", "sync", "example", "-o", "json")
+                status = json.loads(got.stdout).get("status") or {}
+                if status.get("lastAppliedRevision") == sha:
+                    break
+                time.sleep(0.5)
+            assert status.get("lastAppliedRevision") == sha, \
+                (tmp_path / "agent.log").read_text()[-3000:]
+            got = json.loads(kubectl(cp, "-n", NAMESPACE, "get", "sync", "example", "-o",
+                                     "json").stdout)
+            assert got["metadata"]["finalizers"] == ["orksync.io/sync-cleanup"]
+            events = kubectl(cp, "-n", NAMESPACE, "get", "events", "--field-selector",
+                             "involvedObject.kind=Sync", "-o", "name").stdout
+            assert events.strip(), "no Event on the Sync"
+        finally:
+            os.killpg(agent.pid, signal.SIGKILL)
+            agent.wait(30)

@@ -603,7 +603,7 @@ def test_every_object_names_its_inventory_and_another_source_is_refused_before_a
         "(its prune would delete them). "
         "Give each source its own inventory with --name (the sync root's name, default: "
         "default), or, when the same repository moved, take the inventory over with "
-        "--adopt-inventory")
+        "--adopt-inventory (orksync sync, apply, diff and agent)")
     assert {r: must(kube, r)["metadata"]["uid"] for r in before} == before
     assert get(kube, ref("Widget", "v", ns)) is None and repo.stored() == first.inventory
 

@@ -30,8 +30,22 @@ def add_agent_parser(sub: Any, *, common_flags: tuple[Callable[[argparse.Argumen
                        "serves /healthz, /readyz and /metrics. Every flag has an ORKSYNC_* "
                        "environment variable.")
     env = os.environ.get
-    p.add_argument("--repo-url", default=env("ORKSYNC_REPO_URL"), required=not env(
-        "ORKSYNC_REPO_URL"), help="Git URL (https://, ssh://, git://, file://) [ORKSYNC_REPO_URL]")
+    p.add_argument("--repo-url", default=env("ORKSYNC_REPO_URL"),
+                   help="Git URL (https://, ssh://, git://, file://): serve this one repository "
+                        "(the flags below); without it the agent serves the Sync objects of "
+                        "the cluster (orksync.io/v1alpha1), each with its own settings "
+                        "[ORKSYNC_REPO_URL]")
+    p.add_argument("--watch-namespace", default=env("ORKSYNC_WATCH_NAMESPACE", ""),
+                   help="without --repo-url: serve only the Syncs of this namespace "
+                        "[ORKSYNC_WATCH_NAMESPACE, default every namespace]")
+    p.add_argument("--concurrent-syncs", type=int,
+                   default=int(env("ORKSYNC_CONCURRENT_SYNCS", "4")),
+                   help="without --repo-url: how many Syncs sync at a time "
+                        "[ORKSYNC_CONCURRENT_SYNCS, default 4]")
+    p.add_argument("--allow-file-urls", action="store_true",
+                   default=env("ORKSYNC_ALLOW_FILE_URLS", "false") == "true",
+                   help="without --repo-url: admit Syncs of file:// URLs (they read the "
+                        "agent's own disk) [ORKSYNC_ALLOW_FILE_URLS]")
     p.add_argument("--ref", default=env("ORKSYNC_REF", "main"),
                    help="branch, tag or commit [ORKSYNC_REF, default main]")
     p.add_argument("--path", default=env("ORKSYNC_PATH", ""),
@@ -151,9 +165,22 @@ def add_agent_parser(sub: Any, *, common_flags: tuple[Callable[[argparse.Argumen
 
 
 def cmd_agent(args: argparse.Namespace, kube: Kube) -> int:
+    """The single-root agent with --repo-url; else the controller of the Sync objects."""
     from orksync.agent.runner import Agent
 
-    return Agent(agent_config(args), kube).run()
+    if args.repo_url:
+        return Agent(agent_config(args), kube).run()
+    from orksync.agent.controller import Controller, ControllerConfig
+
+    if args.concurrent_syncs < 1:
+        raise UsageError(f"--concurrent-syncs {args.concurrent_syncs} is less than 1")
+    if args.shards > 1:
+        raise UsageError("--shards needs --repo-url: a Sync is one root of its own")
+    base = agent_config(args)
+    return Controller(ControllerConfig(
+        base=base, lease_name=f"orksync-syncs-{args.name}",
+        watch_namespace=args.watch_namespace, concurrent_syncs=args.concurrent_syncs,
+        allow_file_urls=args.allow_file_urls), kube).run()
 
 
 def agent_config(args: argparse.Namespace) -> AgentConfig:
@@ -188,7 +215,7 @@ def agent_config(args: argparse.Namespace) -> AgentConfig:
                           webhook_url=args.notify_webhook_url,
                           webhook_secret_file=args.notify_webhook_secret_file,
                           timeout=args.notify_timeout)
-    return AgentConfig(repo_url=args.repo_url, ref=args.ref, path=args.path,
+    return AgentConfig(repo_url=args.repo_url or "", ref=args.ref, path=args.path,
                        interval=args.interval, resync_interval=args.resync_interval,
                        rotate_interval=args.rotate_interval,
                        state_dir=args.state_dir, listen=args.listen,
@@ -205,4 +232,4 @@ def agent_config(args: argparse.Namespace) -> AgentConfig:
                        allow_empty=args.allow_empty, prune_crds=args.prune_crds,
                        default_service_account=args.default_service_account,
                        repair_workers=args.repair_workers, ui=args.ui == "true",
-                       notify=notify, **identity)
+                       adopt_inventory=args.adopt_inventory, notify=notify, **identity)

@@ -63,7 +63,7 @@ from orksync.apply.compare import unchanged
 from orksync.apply.delete import DeletionOptions, OnDeleteRenderer, find_hooks, teardown_waits
 from orksync.apply.engine import Applier, ApplyOptions, Kind
 from orksync.apply.impersonation import Identities
-from orksync.apply.inventory import Inventory, is_crd
+from orksync.apply.inventory import INVENTORY_ANNOTATION, Inventory, is_crd
 from orksync.apply.rollout import ROLLOUT_ANNOTATION, pod_template
 from orksync.cluster.kube import Kube
 from orksync.cluster.view import apply_view
@@ -331,6 +331,8 @@ class DriftRepair:
         with self._lock:
             if self._syncing or key in self._held:
                 return  # the sync writes it anyway; its objects are checked after it
+        if event != "DELETED" and self._taken(obj):
+            return
         try:
             drifted = event == "DELETED" or self._drifted(want, obj)
         except ClusterError as err:  # discovery: the worker will know
@@ -338,6 +340,15 @@ class DriftRepair:
             drifted = True
         if drifted:
             self.queue.add(key, "drift")
+
+    def _taken(self, live: dict[str, Any] | None) -> str:
+        """The sync root that wrote this object last, when it is another one ("": none
+        other): an object two roots render (a CRD two repositories ship) is not taken
+        back by a repair, which would make the other root's repair take it again, without
+        end; each root's full sync writes it."""
+        annotations = ((live or {}).get("metadata") or {}).get("annotations") or {}
+        writer = str(annotations.get(INVENTORY_ANNOTATION) or "")
+        return writer if writer and writer != self.inventory else ""
 
     def _drifted(self, want: RenderedObject, live: dict[str, Any]) -> bool:
         meta = live.get("metadata") or {}
@@ -415,24 +426,31 @@ class DriftRepair:
                 f"{c.ref}: {c.message}" for c in failed[:3]), subject=key)
 
     def _not_taken(self, objects: tuple[RenderedObject, ...]) -> tuple[RenderedObject, ...]:
-        """These objects without those a custom resource of another shard has taken. A
-        shard's view holds only what carries its label, so a child missing from it may
-        exist, rewritten by a custom resource of another shard that renders it too (each
-        shard renders only its own custom resources, so no render sees that conflict).
+        """These objects without those a custom resource of another shard, or another
+        sync root (`_taken`), has taken. A shard's view holds only what carries its label,
+        so an object missing from it may exist, rewritten by a custom resource of another
+        shard that renders it too (each shard renders only its own custom resources, so no
+        render sees that conflict), or by another root (a Sync's objects carry a label of
+        their own).
         Taking it back would make that shard's repair take it again, without end: it is
         left to its writer, and said. The next full sync writes it again (once a resync)."""
         kept = []
         for obj in objects:
-            if obj.owner is not None and self.informers.get(obj.ref) is None:
+            if self.informers.get(obj.ref) is None:
                 live = self.view_kube.get_or_none(
                     self.view_kube.resource(obj.ref.api_version, obj.ref.kind),
                     obj.ref.namespace, obj.ref.name)
                 annotations = ((live or {}).get("metadata") or {}).get("annotations") or {}
                 owner = annotations.get(OWNER_ANNOTATION)
-                if owner and owner != str(obj.owner):
+                if obj.owner is not None and owner and owner != str(obj.owner):
                     log.warning("%s: not repaired: %s, a custom resource of another shard, "
                                 "renders it too and wrote it; one of them must stop "
                                 "rendering it", obj.ref, owner)
+                    continue
+                writer = self._taken(live)
+                if writer:
+                    log.warning("%s: not repaired: the sync root %s renders it too and "
+                                "wrote it last", obj.ref, writer)
                     continue
             kept.append(obj)
         return tuple(kept)

@@ -42,7 +42,7 @@ import signal
 import socket
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -93,6 +93,7 @@ from orksync.model import (
     OWNER_ANNOTATION,
     Action,
     Change,
+    ChangeSet,
     ObjRef,
     RenderedObject,
     RenderedSet,
@@ -158,6 +159,8 @@ class AgentConfig:
     ui: bool = True  # the read-only web view on /ui/ (orksync.agent.ui)
     # the commit status and webhook alert of each revision's sync (orksync.agent.notify)
     notify: NotifyConfig = field(default_factory=NotifyConfig)
+    adopt_inventory: bool = False  # take over an inventory another source recorded
+    prune: bool = True  # False: what left Git is forgotten, not deleted (a Sync's)
 
 
 @dataclass(slots=True)
@@ -190,6 +193,7 @@ class _State:
     own_errors: frozenset[str] = frozenset()  # custom resources whose status names theirs
     # (revision, object, message) of the failed changes logged (`Agent._log_change`)
     said_changes: set[tuple[str, str, str]] = field(default_factory=set)
+    changes: ChangeSet | None = None  # of the last sync, full or scoped
 
 
 def schema_checked(catalog: Catalog, rendered: RenderedSet) -> RenderedSet:
@@ -275,6 +279,9 @@ class Agent:
                                     repository=config.repo_url, path=config.path,
                                     counter=notification_counter(self.metrics.registry))
         self.notify_revision = self.notify_message = ""
+        # without a scheduler of its own (a Sync's root, orksync.agent.controller), the
+        # job this agent wants run now is handed to this
+        self.on_wake: Callable[[str], None] | None = None
 
     # --- readiness -----------------------------------------------------------------------
 
@@ -337,6 +344,8 @@ class Agent:
         self._run_at("sync", datetime.now(UTC))
 
     def _run_at(self, job: str, when: datetime) -> None:
+        if self.scheduler is None and self.on_wake is not None:
+            self.on_wake(job)
         if self.scheduler is not None and not self.stop_event.is_set():
             with contextlib.suppress(LookupError):  # the scheduler is shutting down
                 self.scheduler.modify_job(job, next_run_time=when)
@@ -632,7 +641,9 @@ class Agent:
                            prune_crds=self.config.prune_crds,
                            impersonation=Impersonation.of_catalog(
                                self.state.catalog, self.config.default_service_account),
-                           view=view, live=live, shard=self.shard_label)
+                           view=view, live=live, shard=self.shard_label,
+                           adopt_inventory=self.config.adopt_inventory,
+                           prune=self.config.prune)
 
     def _mine(self, cr: CustomResource) -> bool:
         return self.config.shards <= 1 or \
@@ -677,6 +688,7 @@ class Agent:
         finally:
             self._copy_revision(full, revision.sha)  # a failed sync's render too
         self.state.inventory = SharedInventory(result.inventory)
+        self.state.changes = result.changes
         if relabel:
             self.labelled = self._label_shard(rendered, result.inventory)
         if plan is not None and result.prepared is not None:
@@ -820,6 +832,7 @@ class Agent:
                                                self._hooks())
                           if result is not None and result.prepared is not None else None)
         self._schedule_boundaries(crs)
+        self.state.changes = result.changes
         for change in result.changes.changes:
             self.metrics.objects.labels(action=change.action.value).inc()
         log.info(summary_line(f"scoped sync of {len(crs)} custom resource(s)", result.changes,

@@ -59,6 +59,8 @@ MOUNT_WORKERS = 16  # the mounts' requests (the web view's streams among them) a
 WRITE_TIMEOUT = 30.0  # seconds a client may take to take one write of a mount's answer
 
 Hook = Callable[[webhook.Headers, bytes, str], webhook.Verdict]
+# a Sync's hook (POST /hooks/git/<namespace>/<name>): (namespace, name, headers, body, client)
+SyncHook = Callable[[str, str, webhook.Headers, bytes, str], webhook.Verdict]
 # answers a request under a mounted prefix: (the request handler, its method)
 Mount = Callable[[BaseHTTPRequestHandler, str], None]
 _REASONS = {200: "OK", 202: "Accepted", 400: "Bad Request", 401: "Unauthorized",
@@ -70,10 +72,12 @@ class Server:
     """The running server: `server_address` (host, port) and `shutdown()`."""
 
     def __init__(self, registry: CollectorRegistry, ready: Callable[[], tuple[bool, str]],
-                 hook: Hook | None, mounts: Mapping[str, Mount] | None = None) -> None:
+                 hook: Hook | None, mounts: Mapping[str, Mount] | None = None,
+                 sync_hook: SyncHook | None = None) -> None:
         self.registry = registry
         self.ready = ready
         self.hook = hook
+        self.sync_hook = sync_hook
         self.mounts = dict(mounts or {})
         # a mounted request runs on a daemon thread of its own, at most MOUNT_WORKERS at
         # once: a stream that is still open when the agent stops does not hold its exit
@@ -161,8 +165,8 @@ class Server:
                 answer = await self.loop.run_in_executor(self.pool, self._get, path)
             elif isinstance(answer, bytes):
                 client = str((writer.get_extra_info("peername") or ("",))[0])
-                answer = await self.loop.run_in_executor(self.pool, self._hook, headers,
-                                                         answer, client)
+                answer = await self.loop.run_in_executor(self.pool, self._hook, path,
+                                                         headers, answer, client)
             _respond(writer, *answer, head_only=method == "HEAD")
             await writer.drain()
         except (TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError,
@@ -243,7 +247,7 @@ class Server:
         """A hook's body, or the answer that refuses it from its headers (no signature
         header, no or too large a Content-Length, no room in the budget); and the body
         bytes it holds from the budget."""
-        if path.split("?", 1)[0] != webhook.PATH or self.hook is None:
+        if self._hook_of(path) is None:
             return (404, b"not found\n", "text/plain"), 0
         if headers.get("X-Hub-Signature-256") is None and \
                 headers.get("X-Gitlab-Token") is None:
@@ -261,9 +265,25 @@ class Server:
         self.body_bytes += size
         return await reader.readexactly(size), size
 
-    def _hook(self, headers: Message, body: bytes, client: str) -> tuple[int, bytes, str]:
-        assert self.hook is not None
-        verdict = self.hook(headers, body, client)
+    def _hook_of(self, path: str) -> Hook | None:
+        """What answers a POST to `path`: the root's hook (/hooks/git) or a Sync's
+        (/hooks/git/<namespace>/<name>); None: 404."""
+        path = path.split("?", 1)[0]
+        if path == webhook.PATH:
+            return self.hook
+        parts = path.removeprefix(webhook.PATH + "/").split("/") \
+            if path.startswith(webhook.PATH + "/") else []
+        sync_hook = self.sync_hook
+        if sync_hook is None or len(parts) != 2 or not all(parts):
+            return None
+        namespace, name = parts
+        return lambda headers, body, client: sync_hook(namespace, name, headers, body, client)
+
+    def _hook(self, path: str, headers: Message, body: bytes,
+              client: str) -> tuple[int, bytes, str]:
+        hook = self._hook_of(path)
+        assert hook is not None
+        verdict = hook(headers, body, client)
         return verdict.status, (verdict.message + "\n").encode(), "text/plain"
 
     def _get(self, path: str) -> tuple[int, bytes, str]:
@@ -352,12 +372,15 @@ def _respond(writer: asyncio.StreamWriter, status: int, body: bytes, ctype: str,
 
 def serve(address: str, registry: CollectorRegistry,
           ready: Callable[[], tuple[bool, str]], hook: Hook | None = None,
-          mounts: Mapping[str, Mount] | None = None) -> Server:
+          mounts: Mapping[str, Mount] | None = None,
+          sync_hook: SyncHook | None = None) -> Server:
     """Start serving on `host:port` (port 0 picks a free one); returns the running server.
-    `hook(headers, body, client)` answers POST /hooks/git; without it that path is 404.
+    `hook(headers, body, client)` answers POST /hooks/git, `sync_hook(namespace, name,
+    headers, body, client)` POST /hooks/git/<namespace>/<name> (a Sync's); without them
+    those paths are 404.
     `mounts`: by path prefix (`/ui`), what answers the requests of that path and below
     (the web view, orksync.agent.ui)."""
     host, _, port = address.rpartition(":")
-    server = Server(registry, ready, hook, mounts)
+    server = Server(registry, ready, hook, mounts, sync_hook)
     server.start(host or "0.0.0.0", int(port or 8080))
     return server

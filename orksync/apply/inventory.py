@@ -310,7 +310,7 @@ def source_conflict(stored: Inventory, source: Source) -> str | None:
             f"from {source}: refusing to sync (its prune would delete them). Give each "
             "source its own inventory with --name (the sync root's name, default: "
             "default), or, when the same repository moved, take the inventory over with "
-            "--adopt-inventory")
+            "--adopt-inventory (orksync sync, apply, diff and agent)")
 
 
 def check_source(stored: Inventory, source: Source | None, *, name: str,

@@ -1,0 +1,768 @@
+"""The controller of the Sync objects: `orksync agent` without --repo-url
+(docs/operations.md, "Sync objects").
+
+Each Sync is a sync root of its own: an `Agent` (orksync.agent.runner) with the Sync's
+settings, its own inventory (`orksync-inventory-<namespace>.<name>`), checkout and state
+directory (`<state dir>/syncs/<namespace>/<name>`), drift repair and scoped syncs, and a
+connection of its own whose gate closes when this replica loses the Lease or the Sync's
+run passes its `timeout`. The controller owns what is shared: one Lease, one informer of
+the Syncs, the HTTP server (per-Sync webhooks at `/hooks/git/<namespace>/<name>`) and a
+pool of `--concurrent-syncs` workers. A Sync's runs never overlap; the runs of different
+Syncs never wait for each other beyond the pool's size.
+
+What the loop decides for each Sync, from its object:
+* being deleted: with `prune: true` everything its inventory holds is deleted (custom
+  resources through their onDelete), then its inventory, then the finalizer
+  `orksync.io/sync-cleanup`; with `prune: false` only its inventory and the finalizer go;
+* a spec that cannot be used, a Secret it names missing, or a second Sync of the same url
+  and path (the older one keeps it): Stalled, with the error; nothing is applied and its
+  objects are kept;
+* suspended: its root is stopped (no poll, webhook, drift repair or prune) and its status
+  says so; resumed, it syncs at once;
+* otherwise it runs every `interval` (backing off after failures, as the single-root agent
+  does), at once after a webhook or a reconcile request (the annotation
+  `reconcile.orksync.io/requestedAt`, answered in `status.lastHandledReconcileAt`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import random
+import shutil
+import signal
+import threading
+import time
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from orksync.agent import syncs, webhook
+from orksync.agent.lease import LeaderElector
+from orksync.agent.metrics import Metrics
+from orksync.agent.runner import Agent as SyncAgent
+from orksync.agent.runner import AgentConfig
+from orksync.agent.server import serve
+from orksync.apply.delete import DeletionOptions
+from orksync.apply.engine import ApplyOptions
+from orksync.apply.impersonation import Impersonation
+from orksync.apply.inventory import configmap_name
+from orksync.cluster.kube import Kube
+from orksync.cluster.retry import RetryPolicy
+from orksync.cluster.transport import USER_AGENT
+from orksync.cluster.watch import Informer
+from orksync.errors import ClusterError, InputError, LeadershipLost, OrksyncError
+from orksync.model import RenderedSet, Source
+from orksync.source.git import GitAuth, GitVerify, VerifyMode
+from orksync.sync import (
+    SyncOptions,
+    ensure_namespace,
+    hook_renderers,
+    read_inventory,
+    sync_rendered,
+    write_inventory,
+)
+
+log = logging.getLogger("orksync.agent.controller")
+
+
+class SyncTimeout(OrksyncError):
+    """A Sync's run passed its `timeout`: its next request ends it (a failure, retried
+    with backoff). Not a ClusterError, so that no per-object handler takes it for one
+    object's failure."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ControllerConfig:
+    base: AgentConfig  # the flags every Sync's root starts from
+    lease_name: str = "orksync-syncs-default"
+    watch_namespace: str = ""  # "": every namespace
+    concurrent_syncs: int = 4
+    allow_file_urls: bool = False
+
+
+@dataclass(slots=True)
+class Root:
+    """What the controller knows of one Sync."""
+
+    key: str
+    obj: dict[str, Any]
+    spec: syncs.SyncSpec | None = None
+    error: InputError | None = None  # why the spec cannot be used
+    agent: SyncAgent | None = None
+    fingerprint: tuple[Any, ...] = ()
+    busy: bool = False
+    wanted: bool = True  # run at the next look (new, a webhook, a reconcile, a resume)
+    next_run: float = 0.0
+    next_rotate: float = 0.0
+    deadline: float | None = None  # the running job's end (its `timeout`)
+    duplicate_of: str = ""
+    written: dict[str, Any] = field(default_factory=dict)  # the status last written
+
+
+def sync_label(spec: syncs.SyncSpec) -> str:
+    """The `orksync.io/shard` value on what a Sync writes: `sync-` and a digest of its
+    namespace and name (a label value holds 63 characters, a Sync's key more)."""
+    import hashlib
+
+    return "sync-" + hashlib.sha256(spec.key.encode()).hexdigest()[:16]
+
+
+class Controller:
+    def __init__(self, config: ControllerConfig, kube: Kube,
+                 metrics: Metrics | None = None) -> None:
+        self.config = config
+        self.kube = kube
+        self.metrics = metrics or Metrics()
+        base = config.base
+        if not kube.user_agent:
+            kube.user_agent = f"{USER_AGENT} (agent {base.identity})"
+        self.stop_event = threading.Event()
+        self.roots: dict[str, Root] = {}
+        self.lock = threading.Lock()  # the roots and their flags
+        self.wake = threading.Condition(self.lock)
+        self.elector: LeaderElector | None = None
+        if base.leader_elect:
+            lease_kube = kube.sibling(timeout=max(base.retry_period, base.renew_deadline / 2),
+                                      retry=RetryPolicy(attempts=1))
+            self.elector = LeaderElector(lease_kube, name=config.lease_name,
+                                         namespace=base.lease_namespace,
+                                         identity=base.identity,
+                                         lease_duration=base.lease_duration,
+                                         renew_deadline=base.renew_deadline,
+                                         retry_period=base.retry_period)
+            self.elector.on_started_leading = self._started_leading
+            self.elector.on_stopped_leading = self._stopped_leading
+            kube.gate = self.elector.check
+        self.watch_kube = kube.sibling(timeout=30.0, retry=RetryPolicy(), pool_size=2)
+        self.informer: Informer | None = None
+        self.pool = ThreadPoolExecutor(max_workers=config.concurrent_syncs,
+                                       thread_name_prefix="orksync-sync")
+
+    # --- leadership ----------------------------------------------------------------------
+
+    def is_leader(self) -> bool:
+        return self.elector.leading if self.elector is not None else True
+
+    def _started_leading(self) -> None:
+        self.metrics.leader.set(1)
+        with self.wake:
+            for root in self.roots.values():
+                root.wanted = True
+            self.wake.notify_all()
+
+    def _stopped_leading(self) -> None:
+        """Every root stops: a new term builds them again from the Syncs."""
+        self.metrics.leader.set(0)
+        with self.lock:
+            agents = [(r, r.agent) for r in self.roots.values() if r.agent is not None]
+        for root, agent in agents:
+            self._drop_agent(root, agent)
+
+    # --- the Syncs -----------------------------------------------------------------------
+
+    def _on_event(self, kind: str, obj: dict[str, Any], _before: dict[str, Any] | None) -> None:
+        meta = obj.get("metadata") or {}
+        if self.config.watch_namespace and meta.get("namespace") != self.config.watch_namespace:
+            return
+        key = syncs.key_of(obj)
+        dropped: tuple[Root, SyncAgent] | None = None
+        with self.wake:
+            if kind == "DELETED":
+                root = self.roots.pop(key, None)
+                if root is not None and root.agent is not None:
+                    dropped = (root, root.agent)
+            else:
+                root = self.roots.get(key)
+                if root is None:
+                    root = self.roots[key] = Root(key=key, obj=obj)
+                old_meta = root.obj.get("metadata") or {}
+                old_request = self._requested(root.obj)
+                root.obj = obj
+                if meta.get("generation") != old_meta.get("generation") or \
+                        meta.get("deletionTimestamp") != old_meta.get("deletionTimestamp") or \
+                        self._requested(obj) != old_request or root.spec is None:
+                    self._read_spec(root)
+                    root.wanted = True
+            self._find_duplicates()
+            self.wake.notify_all()
+        if dropped is not None:
+            self._drop_agent(*dropped)
+
+    def _read_spec(self, root: Root) -> None:
+        try:
+            root.spec, root.error = syncs.parse_spec(
+                root.obj, allow_file_urls=self.config.allow_file_urls), None
+        except InputError as err:
+            root.spec, root.error = None, err
+
+    def _find_duplicates(self) -> None:
+        """A second Sync of the same url and path is refused; the oldest keeps it."""
+        owners: dict[tuple[str, str], str] = {}
+        order = sorted(self.roots.values(), key=lambda r: (
+            str((r.obj.get("metadata") or {}).get("creationTimestamp") or ""), r.key))
+        for root in order:
+            root.duplicate_of = ""
+            if root.spec is None or (root.obj.get("metadata") or {}).get("deletionTimestamp"):
+                continue
+            source = (root.spec.url.rstrip("/").removesuffix(".git"), root.spec.path)
+            if source in owners:
+                root.duplicate_of = owners[source]
+            else:
+                owners[source] = root.key
+
+    @staticmethod
+    def _requested(obj: Mapping[str, Any]) -> str:
+        return str(((obj.get("metadata") or {}).get("annotations") or {}).get(
+            syncs.RECONCILE_ANNOTATION) or "")
+
+    # --- the loop ------------------------------------------------------------------------
+
+    def dispatch(self) -> None:
+        """Hand every Sync with work due to the pool (one run per Sync at a time)."""
+        if not self.is_leader():
+            return
+        now = time.monotonic()
+        due: list[Root] = []
+        with self.lock:
+            for root in self.roots.values():
+                if root.busy:
+                    continue
+                if root.wanted or now >= root.next_run:
+                    root.busy = True
+                    root.wanted = False
+                    due.append(root)
+        for root in due:
+            self.pool.submit(self._run_guarded, root)
+
+    def _run_guarded(self, root: Root) -> None:
+        try:
+            self.run_root(root)
+        except LeadershipLost as err:
+            log.error("Sync %s: abandoned: %s", root.key, err)
+        except Exception:  # a bug must not end the worker: logged, retried at its interval
+            log.exception("Sync %s: unexpected error", root.key)
+            root.next_run = time.monotonic() + 60.0
+        finally:
+            with self.wake:
+                root.busy = False
+                root.deadline = None
+                self.wake.notify_all()
+
+    def run_root(self, root: Root) -> None:
+        """One look at one Sync, in a worker of the pool."""
+        obj, spec = root.obj, root.spec
+        meta = obj.get("metadata") or {}
+        if meta.get("deletionTimestamp"):
+            self._finalize(root)
+            return
+        if root.error is not None or spec is None:
+            self._stop_agent(root)
+            self._report(root, syncs.Outcome(ready="False", reason=syncs.INVALID,
+                                             message=str(root.error)), warn=True)
+            root.next_run = float("inf")  # until the spec changes
+            return
+        if root.duplicate_of:
+            self._stop_agent(root)
+            self._report(root, syncs.Outcome(
+                ready="False", reason=syncs.DUPLICATE,
+                message=f"{spec.url} path {spec.path or '.'} is synced by the Sync "
+                        f"{root.duplicate_of} already: refused (one inventory per source)"),
+                warn=True)
+            root.next_run = float("inf")
+            return
+        if syncs.FINALIZER not in (meta.get("finalizers") or []):
+            self._add_finalizer(root)
+        if spec.suspend:
+            self._stop_agent(root)
+            ready = str(syncs.ready_condition(obj).get("status"))
+            self._report(root, syncs.Outcome(
+                ready=ready if ready in ("True", "False") else "False", reason=syncs.SUSPENDED,
+                message="suspended: nothing is applied (no poll, webhook, drift repair or "
+                        "prune) until it is resumed"))
+            root.next_run = float("inf")
+            return
+        self._sync(root, spec)
+
+    def _sync(self, root: Root, spec: syncs.SyncSpec) -> None:
+        try:
+            agent = self._agent(root, spec)
+        except InputError as err:  # a Secret it names, or an inventory it may not adopt
+            reason = syncs.SECRET if err.path.startswith("spec.") else syncs.INVALID
+            self._report(root, syncs.Outcome(ready="False", reason=reason,
+                                             message=str(err)), warn=True)
+            root.next_run = time.monotonic() + spec.interval
+            return
+        requested = self._requested(root.obj)
+        handled = str((root.obj.get("status") or {}).get("lastHandledReconcileAt") or "")
+        if requested and requested != handled:
+            agent.state.next_attempt = 0.0  # a reconcile request skips the backoff
+        if not root.written and not (root.obj.get("status") or {}).get("conditions"):
+            self._report(root, syncs.Outcome(ready="Unknown", reason=syncs.PROGRESSING,
+                                             message="first sync running"))
+        before = agent.state.changes
+        root.deadline = time.monotonic() + spec.timeout
+        try:
+            agent.sync_job()
+        finally:
+            root.deadline = None
+        if time.monotonic() >= root.next_rotate:
+            root.next_rotate = time.monotonic() + self.config.base.rotate_interval
+            agent.rotate_job()
+        root.next_run = max(time.monotonic() + spec.interval * random.uniform(1.0, 1.05),
+                            agent.state.next_attempt)
+        state = agent.state
+        sha = state.revision.sha if state.revision is not None else ""
+        ran = state.changes is not before
+        objects = len(state.inventory.value) if state.inventory is not None else None
+        counts: dict[str, int] | None = None
+        if state.changes is not None:
+            counts = {}
+            for change in state.changes.changes:
+                counts[change.action.value] = counts.get(change.action.value, 0) + 1
+        if state.failures:
+            message = self._failure(agent)
+            reason = syncs.TIMEOUT if "passed its timeout" in message else syncs.FAILED
+            outcome = syncs.Outcome(ready="False", reason=reason, message=message,
+                                    attempted=sha, counts=counts, objects=objects,
+                                    new_revision=ran and self._new(root, sha, "failed"),
+                                    handled=requested or None)
+        elif state.synced_once:
+            outcome = syncs.Outcome(
+                ready="True", reason=syncs.SUCCEEDED,
+                message=f"applied revision {spec.ref}@sha1:{sha}", attempted=sha,
+                applied=sha, counts=counts, objects=objects,
+                new_revision=ran and self._new(root, sha, "succeeded"),
+                handled=requested or None)
+        else:
+            return
+        self._report(root, outcome, warn=outcome.ready == "False")
+
+    @staticmethod
+    def _new(root: Root, sha: str, result: str) -> bool:
+        """Whether a run of `sha` is a history entry: a revision not the newest one there,
+        or the newest with another result."""
+        history = (root.obj.get("status") or {}).get("history") or []
+        return not history or history[0].get("revision") != sha or \
+            history[0].get("result") != result
+
+    @staticmethod
+    def _failure(agent: SyncAgent) -> str:
+        """The run's errors: the render's (each naming its file and line) and the failed
+        objects', the first few of each."""
+        state = agent.state
+        lines: list[str] = []
+        if state.rendered is not None:
+            lines += [str(e) for e in state.rendered.errors[:3]]
+            more = len(state.rendered.errors) - 3
+            if more > 0:
+                lines.append(f"and {more} more render error(s)")
+        if state.changes is not None:
+            failed = state.changes.failed
+            lines += [f"{c.ref}: {c.message}" for c in failed[:3]]
+            if len(failed) > 3:
+                lines.append(f"and {len(failed) - 3} more failed object(s)")
+        if not lines or state.source_error:
+            lines.insert(0, state.last_error or "sync failed")
+        return "; ".join(dict.fromkeys(lines))
+
+    # --- a root --------------------------------------------------------------------------
+
+    def state_dir(self, spec: syncs.SyncSpec) -> Path:
+        return self.config.base.state_dir / "syncs" / spec.namespace / spec.name
+
+    def _agent(self, root: Root, spec: syncs.SyncSpec) -> SyncAgent:
+        """The Sync's root, made again when what it is built from changed; its credentials
+        read from the Sync's namespace into files of its state directory."""
+        fingerprint = spec.source_fingerprint()
+        if root.agent is not None and root.fingerprint == fingerprint:
+            if root.agent.state.source_error:  # the credentials may have been rotated
+                self._credentials(spec)
+            root.agent.config = dataclasses.replace(
+                root.agent.config, interval=spec.interval)
+            return root.agent
+        self._stop_agent(root)
+        auth, verify = self._credentials(spec)
+        base = self.config.base
+        if base.adopt_inventory:
+            self._adopt(root, spec)
+        config = dataclasses.replace(
+            base, repo_url=spec.url, ref=spec.ref, path=spec.path, interval=spec.interval,
+            resync_interval=spec.resync_interval, state_dir=self.state_dir(spec),
+            leader_elect=False, name=spec.inventory_name, auth=auth, verify=verify,
+            webhook_secret_file=None, shards=1, shard=0, prune=spec.prune,
+            default_service_account=spec.service_account or base.default_service_account)
+        kube = self.kube.sibling(timeout=self.kube.timeout, retry=self.kube.retry,
+                                 pool_size=4)
+        kube.user_agent = self.kube.user_agent
+        kube.gate = lambda: self._gate(root)
+        agent = SyncAgent(config, kube, Metrics())
+        config.state_dir.mkdir(parents=True, exist_ok=True)
+
+        def woken(job: str) -> None:
+            with self.wake:
+                root.wanted = True
+                self.wake.notify_all()
+
+        agent.on_wake = woken
+        # its objects carry a label of their own (the shard label of a one-shard root),
+        # so that its watches hold its objects only, not those of every Sync
+        agent.shard_label = sync_label(spec)
+        if config.repair_workers > 0:
+            agent.drift = agent.drift_repair()
+        root.agent, root.fingerprint = agent, fingerprint
+        log.info("Sync %s: serving %s@%s path %s as inventory %s", root.key, spec.url,
+                 spec.ref, spec.path or ".", configmap_name(spec.inventory_name))
+        return agent
+
+    def _adopt(self, root: Root, spec: syncs.SyncSpec) -> None:
+        """The inventory the Sync's annotation `orksync.io/adopt-inventory` names, moved to
+        the Sync's own (its source now the Sync's), when the Sync has none yet: what
+        `orksync sync --name N` or a `--repo-url` agent recorded is then the Sync's to
+        prune. An inventory of another Sync is never taken."""
+        name = str(((root.obj.get("metadata") or {}).get("annotations") or {}).get(
+            syncs.ADOPT_ANNOTATION) or "")
+        namespace = self.config.base.inventory_namespace
+        if not name or name == spec.inventory_name:
+            return
+        with self.lock:
+            others = {r.spec.inventory_name for r in self.roots.values()
+                      if r.spec is not None}
+        if name in others:
+            raise InputError(f"{name!r} is the inventory of another Sync: not adopted",
+                             path=f"metadata.annotations[{syncs.ADOPT_ANNOTATION}]")
+        res = self.kube.resource("v1", "ConfigMap")
+        if self.kube.get_or_none(res, namespace, configmap_name(spec.inventory_name)):
+            return  # adopted before, or synced already
+        if self.kube.get_or_none(res, namespace, configmap_name(name)) is None:
+            return
+        adopted = read_inventory(self.kube, name, namespace)
+        write_inventory(self.kube, adopted.with_source(Source.of(spec.url, spec.path)),
+                        spec.inventory_name, namespace)
+        self.kube.delete(res, namespace, configmap_name(name))
+        log.info("Sync %s: took over the inventory %s (%d object(s), from %s)", root.key,
+                 configmap_name(name), len(adopted), adopted.source)
+
+    def _gate(self, root: Root) -> None:
+        if self.elector is not None:
+            self.elector.check()
+        deadline = root.deadline
+        if deadline is not None and time.monotonic() > deadline and root.spec is not None:
+            raise SyncTimeout(f"the sync passed its timeout of {root.spec.timeout:.0f}s: "
+                              "abandoned, retried with backoff", subject=f"Sync/{root.key}")
+
+    def _credentials(self, spec: syncs.SyncSpec) -> tuple[GitAuth, GitVerify | None]:
+        """The Secrets the Sync names, read in its own namespace, as files only the agent
+        reads; their values reach no message."""
+        directory = self.state_dir(spec) / "credentials"
+        directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+
+        def put(name: str, value: bytes | None) -> Path | None:
+            path = directory / name
+            if value is None:
+                path.unlink(missing_ok=True)
+                return None
+            tmp = path.with_suffix(".tmp")
+            tmp.touch(mode=0o600)
+            tmp.write_bytes(value)
+            tmp.replace(path)
+            return path
+
+        data: dict[str, bytes] = {}
+        if spec.secret:
+            data = syncs.read_secret(self.kube, spec.namespace, spec.secret, "spec.secretRef")
+        auth = GitAuth(username_file=put("username", data.get("username")),
+                       password_file=put("password", data.get("password")),
+                       ssh_key_file=put("identity", data.get("identity")),
+                       known_hosts_file=put("known_hosts", data.get("known_hosts")))
+        verify = None
+        if spec.verify_provider:
+            signers = syncs.read_secret(self.kube, spec.namespace, spec.verify_secret,
+                                        "spec.verify.secretRef")
+            if spec.verify_provider == "ssh":
+                verify = GitVerify(mode=VerifyMode.SSH, allowed_signers_file=put(
+                    "allowed_signers", signers.get("allowed_signers", b"")))
+            else:
+                verify = GitVerify(mode=VerifyMode.GPG,
+                                   keyring=put("keyring", signers.get("keyring", b"")))
+        return auth, verify
+
+    def _stop_agent(self, root: Root) -> None:
+        agent, root.agent, root.fingerprint = root.agent, None, ()
+        if agent is not None:
+            self._drop_agent(root, agent)
+
+    @staticmethod
+    def _drop_agent(root: Root, agent: SyncAgent) -> None:
+        """Stop a root's drift repair and close its connections."""
+        if root.agent is agent:
+            root.agent, root.fingerprint = None, ()
+        agent.stop_event.set()
+        agent.copied()
+        if agent.drift is not None:
+            agent.drift.stop()
+            agent.drift.view_kube.close()
+            agent.drift = None
+        agent.kube.close()
+
+    # --- status --------------------------------------------------------------------------
+
+    def _report(self, root: Root, outcome: syncs.Outcome, *, warn: bool = False) -> None:
+        """The Sync's status when it changed, and an Event for a new revision or a new
+        failure."""
+        inventory = configmap_name(root.spec.inventory_name) if root.spec else ""
+        status = syncs.status_of(root.obj, outcome, inventory=inventory)
+        old = root.obj.get("status") or {}
+        if syncs.same_status(old, status):
+            return
+        try:
+            live = syncs.write_status(self.kube, root.obj, status)
+        except ClusterError as err:
+            if err.status == 404:
+                return
+            log.error("Sync %s: status not written: %s", root.key, err)
+            return
+        if isinstance(live, dict):
+            root.obj = live
+        root.written = status
+        old_ready: Mapping[str, Any] = next(
+            (c for c in old.get("conditions") or [] if c.get("type") == "Ready"), {})
+        changed = old_ready.get("message") != outcome.message or \
+            old_ready.get("status") != outcome.ready
+        if outcome.new_revision or (changed and outcome.ready != "Unknown"):
+            self._log_outcome(root, outcome)
+            syncs.event(self.kube, root.obj, reason=outcome.reason, message=outcome.message,
+                        revision=outcome.attempted, warning=warn)
+
+    @staticmethod
+    def _log_outcome(root: Root, outcome: syncs.Outcome) -> None:
+        if outcome.ready == "False":
+            log.error("Sync %s: %s: %s", root.key, outcome.reason, outcome.message)
+        else:
+            log.info("Sync %s: %s: %s", root.key, outcome.reason, outcome.message)
+
+    def _add_finalizer(self, root: Root) -> None:
+        meta = root.obj.get("metadata") or {}
+        finalizers = [*(meta.get("finalizers") or []), syncs.FINALIZER]
+        res = syncs.sync_resource(self.kube)
+        try:
+            live = self.kube.request(
+                "PATCH", res.path(str(meta["namespace"]), str(meta["name"])),
+                body={"metadata": {"finalizers": finalizers,
+                                   "resourceVersion": meta.get("resourceVersion")}},
+                content_type="application/merge-patch+json", subject=f"Sync/{root.key}")
+        except ClusterError as err:  # changed meanwhile: added at the next run
+            log.info("Sync %s: finalizer not added yet: %s", root.key, err)
+            return
+        if isinstance(live, dict):
+            root.obj = live
+
+    # --- deletion ------------------------------------------------------------------------
+
+    def _finalize(self, root: Root) -> None:
+        """A deleted Sync: with prune, everything its inventory holds deleted (custom
+        resources through their onDelete, the Sync's ServiceAccount as their writer),
+        then its inventory and the finalizer; without prune, or suspended (as Flux does),
+        only the inventory and the finalizer. A failure keeps the finalizer and is tried
+        again."""
+        meta = root.obj.get("metadata") or {}
+        if syncs.FINALIZER not in (meta.get("finalizers") or []):
+            self._stop_agent(root)
+            return
+        spec = root.spec
+        base = self.config.base
+        if spec is not None and spec.prune and not spec.suspend:
+            try:
+                agent: SyncAgent | None = self._agent(root, spec)
+            except InputError as err:  # its Secrets gone: no onDelete renderers then
+                log.warning("Sync %s: deleting without its repository: %s", root.key, err)
+                agent = None
+            if agent is not None:
+                self._stop_drift(agent)
+            failure = self._prune_all(root, agent, spec)
+            if failure:
+                self._report(root, syncs.Outcome(ready="False", reason=syncs.FAILED,
+                                                 message=f"deletion: {failure}"), warn=True)
+                root.next_run = time.monotonic() + (spec.interval if spec else 60.0)
+                return
+        self._stop_agent(root)
+        name = spec.inventory_name if spec is not None else \
+            f"{meta.get('namespace')}.{meta.get('name')}"
+        with contextlib.suppress(ClusterError):  # gone already
+            self.kube.delete(self.kube.resource("v1", "ConfigMap"), base.inventory_namespace,
+                             configmap_name(name))
+        if spec is not None:
+            shutil.rmtree(self.state_dir(spec), ignore_errors=True)
+        finalizers = [f for f in meta.get("finalizers") or [] if f != syncs.FINALIZER]
+        res = syncs.sync_resource(self.kube)
+        try:
+            self.kube.request(
+                "PATCH", res.path(str(meta["namespace"]), str(meta["name"])),
+                body={"metadata": {"finalizers": finalizers,
+                                   "resourceVersion": meta.get("resourceVersion")}},
+                content_type="application/merge-patch+json", subject=f"Sync/{root.key}")
+        except ClusterError as err:
+            if err.status not in (404, 409):
+                raise
+            root.wanted = True  # changed meanwhile: look again
+        log.info("Sync %s: deleted (%s)", root.key,
+                 "its objects pruned" if spec is not None and spec.prune else
+                 "its objects left in place")
+
+    @staticmethod
+    def _stop_drift(agent: SyncAgent) -> None:
+        """No repair may write back what the deletion removes."""
+        if agent.drift is not None:
+            agent.drift.stop()
+            agent.drift.view_kube.close()
+            agent.drift = None
+
+    def _prune_all(self, root: Root, agent: SyncAgent | None, spec: syncs.SyncSpec) -> str:
+        """An empty render synced: the prune deletes the whole inventory. The error, or
+        "" when everything is gone."""
+        catalog = agent.state.catalog if agent is not None else None
+        kube = agent.kube if agent is not None else self.kube
+        if catalog is None and agent is not None:
+            # its onDelete renderers: from the repository, when it answers
+            with contextlib.suppress(OrksyncError):
+                revision = agent.fetch()
+                if revision is not None:
+                    from orksync.katalog.loader import load_repository
+
+                    catalog = load_repository(revision.path)
+        root.deadline = time.monotonic() + spec.timeout
+        try:
+            result = sync_rendered(
+                kube, RenderedSet(objects=()), None,
+                inventory_name=spec.inventory_name,
+                inventory_namespace=self.config.base.inventory_namespace,
+                hooks=None if catalog is None else hook_renderers(catalog),
+                options=SyncOptions(
+                    apply=ApplyOptions(workers=self.config.base.workers),
+                    deletion=DeletionOptions(wait=True), allow_empty=True,
+                    adopt_inventory=True,
+                    impersonation=Impersonation.of_catalog(
+                        catalog, spec.service_account or
+                        self.config.base.default_service_account)),
+                source=Source.of(spec.url, spec.path),
+                on_change=lambda change: log.info("Sync %s: %s %s", root.key,
+                                                  change.action.value, change.ref))
+        except OrksyncError as err:
+            return str(err)
+        finally:
+            root.deadline = None
+        if result.changes.failed:
+            first = result.changes.failed[0]
+            return f"{len(result.changes.failed)} object(s) not deleted: {first.ref}: " \
+                f"{first.message}"
+        # CRDs stay (deleting one deletes every custom resource of its kind, whoever
+        # wrote them), as a prune leaves them without --prune-crds
+        left = [e.ref for e in result.inventory if not e.is_crd]
+        if left:
+            return f"{len(left)} object(s) not deleted yet, {left[0]} first"
+        return ""
+
+    # --- webhooks ------------------------------------------------------------------------
+
+    def handle_hook(self, namespace: str, name: str, headers: webhook.Headers, body: bytes,
+                    client: str) -> webhook.Verdict:
+        """POST /hooks/git/<namespace>/<name>: verified with that Sync's webhook Secret,
+        then a run of that Sync now."""
+        key = f"{namespace}/{name}"
+        with self.lock:
+            root = self.roots.get(key)
+            spec = root.spec if root is not None else None
+        if root is None or spec is None or not spec.webhook_secret:
+            return webhook.Verdict(404, "no such Sync with a webhook")
+        if not self.is_leader():  # its Secret is read by the leader only
+            return webhook.Verdict(503, "standby: this replica does not serve the Syncs")
+        try:
+            data = syncs.read_secret(self.kube, namespace, spec.webhook_secret,
+                                     "spec.webhook.secretRef")
+        except OrksyncError as err:  # missing, unreadable, or the Lease lost meanwhile
+            self.metrics.webhooks.labels(result="error").inc()
+            log.error("webhook for Sync %s: %s", key, err)
+            return webhook.Verdict(500, "the webhook secret cannot be read")
+        token = data.get("token", b"").strip()
+        if not token:  # an empty HMAC key is no secret
+            log.error("webhook for Sync %s: its Secret %s has no key token", key,
+                      spec.webhook_secret)
+            return webhook.Verdict(500, "the webhook secret cannot be read")
+        verdict = webhook.verify(token, headers, body)
+        if verdict.status == 401:
+            self.metrics.webhooks.labels(result="refused").inc()
+            log.warning("webhook for Sync %s from %s refused: %s", key, client,
+                        verdict.message)
+            return verdict
+        if not verdict.accepted:
+            self.metrics.webhooks.labels(result="ping").inc()
+            return verdict
+        self.metrics.webhooks.labels(result="accepted").inc()
+        if spec.suspend:
+            return webhook.Verdict(409, "the Sync is suspended")
+        log.info("webhook for Sync %s (%s): fetching now", key, verdict.provider)
+        with self.wake:
+            root.wanted = True
+            if root.agent is not None:
+                root.agent.state.next_attempt = 0.0
+            self.wake.notify_all()
+        return verdict
+
+    # --- readiness and lifecycle ---------------------------------------------------------
+
+    def ready(self) -> tuple[bool, str]:
+        if self.elector is not None and not self.elector.leading:
+            return True, "standby: another replica holds the lease"
+        if self.informer is None or not self.informer.synced.is_set():
+            return False, "the Syncs have not been listed yet"
+        with self.lock:
+            count = len(self.roots)
+        return True, f"ok: {count} Sync(s)"
+
+    def run(self) -> int:
+        base = self.config.base
+        base.state_dir.mkdir(parents=True, exist_ok=True)
+        if self.elector is not None:
+            ensure_namespace(self.elector.kube, base.lease_namespace)
+        server = serve(base.listen, self.metrics.registry, self.ready,
+                       sync_hook=self.handle_hook)
+        log.info("agent %s: serving the Syncs of %s; listening on %s", base.identity,
+                 f"namespace {self.config.watch_namespace}" if self.config.watch_namespace
+                 else "every namespace",
+                 f"{server.server_address[0]!s}:{server.server_address[1]}")
+        received: list[int] = []
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda signum, _: received.append(signum))
+        try:
+            self.watch_kube.resource(syncs.API_VERSION, syncs.KIND)
+        except ClusterError as err:  # its watch keeps trying: the CRD may come later
+            log.error("the Sync CRD (syncs.orksync.io) is not served, no Sync can be read "
+                      "until it is (kubectl apply -f deploy/base/sync.crd.yaml): %s", err)
+        self.informer = Informer(self.watch_kube, (syncs.API_VERSION, syncs.KIND),
+                                 on_event=self._on_event).start()
+        elector_thread = self.elector.start(self.stop_event) if self.elector else None
+        while not received and not self.stop_event.is_set():
+            self.dispatch()
+            with self.wake:
+                self.wake.wait(0.2)
+        self.stop_event.set()
+        log.info("agent: stopping (finishing the running syncs)")
+        self.informer.stop()
+        self.pool.shutdown(wait=True, cancel_futures=True)
+        with self.lock:
+            roots = list(self.roots.values())
+        for root in roots:
+            self._stop_agent(root)
+        if elector_thread is not None:
+            elector_thread.join()
+        if self.elector is not None:
+            self.elector.release()
+            self.elector.kube.close()
+        server.shutdown()
+        self.watch_kube.close()
+        self.kube.close()
+        log.info("agent: stopped")
+        return 0
