@@ -497,7 +497,10 @@ def test_the_overlay_grants_no_writes_of_children_no_escalation_and_no_wildcard(
         ("rbac.authorization.k8s.io", "rolebindings"),
         # the web view's reviews, which store nothing
         ("authentication.k8s.io", "tokenreviews"),
-        ("authorization.k8s.io", "subjectaccessreviews")}
+        ("authorization.k8s.io", "subjectaccessreviews"),
+        # the Sync objects the agent serves: their finalizer and status
+        ("orksync.io", "syncs"), ("orksync.io", "syncs/status"),
+        ("orksync.io", "syncs/finalizers")}
     assert grants[("", "serviceaccounts")] == {"get", "list", "watch", "impersonate"}
     assert grants[("", "namespaces")] == {"get", "list", "watch", "create", "patch",
                                           "update", "delete"}
