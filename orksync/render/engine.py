@@ -48,6 +48,7 @@ from orksync.render.fieldcheck import field_problems
 from orksync.render.gotemplate import GoTemplateError
 from orksync.render.guard import ClusterScope, NamespaceGuard
 from orksync.render.kinds import KINDS, ORDER
+from orksync.render.placeholders import placeholder_outside_secret
 from orksync.render.resource import BLOCKS, STAGE_CR, STAGE_CRD, CrRenderer, cr_data
 from orksync.render.templates import Clock, Templates, templates_for, utc_now
 from orksync.render.user_profiles import shadow_warnings
@@ -204,12 +205,15 @@ class RenderPlan:
             if waiting:
                 return ("refused", waiting)
         try:
-            return render_custom_resource(cr, self.templates[cr.entry.katalog],
-                                          self.catalog.crs, scope=self.scope, live=live,
-                                          egress=egress,
-                                          nested=self.nested.get(cr.entry.katalog, {}))
+            result = render_custom_resource(cr, self.templates[cr.entry.katalog],
+                                            self.catalog.crs, scope=self.scope, live=live,
+                                            egress=egress,
+                                            nested=self.nested.get(cr.entry.katalog, {}))
         except InputError as err:
             return err
+        misplaced = placeholder_outside_secret(result.children, cr=str(cr.ref),
+                                               entry=cr.entry)
+        return misplaced if misplaced is not None else result
 
     def merger(self) -> Merger:
         # custom resources Orkestra would not reconcile: neither rendered nor pruned;
