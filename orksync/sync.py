@@ -36,7 +36,7 @@ inventory is written back, merged, only when that part changed.
 
 `render_live` is the render of a sync: the repository rendered against the cluster's live
 state (`.children`, the custom resources' own `.status`, `.cross.<as>.status`), one LIST
-per kind for all custom resources (orksync.lifecycle.status.LiveIndex, strict: a failed read
+per kind for all custom resources (orksync.cluster.live.LiveIndex, strict: a failed read
 fails the custom resources that needed it, never hides a child).
 """
 

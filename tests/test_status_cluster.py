@@ -15,9 +15,10 @@ from orksync.cluster.kube import Kube
 from orksync.cluster.live import LiveIndex
 from orksync.katalog.loader import load_repository
 from orksync.lifecycle.events import health_report, report_sync
-from orksync.lifecycle.status import desired_status, read_children, write_status
+from orksync.lifecycle.status import read_children, write_status
 from orksync.model import Action, Change, ChangeSet, ObjRef
 from orksync.render.engine import render_catalog, templates_for
+from orksync.status.desired import desired_status
 from testbed.controlplane import ControlPlane
 from tests.helpers import CRD, record_requests, widget, write_repo
 from tests.workload_status import rolled_out

@@ -1011,7 +1011,7 @@ class _Loader:
         if wrong_cleanup:
             raise self.error(doc, wrong_cleanup[1], [*fpath, "operatorBox", "runtime",
                                                      "cleanup", *wrong_cleanup[0]], obj)
-        timeout = raw.get("healthTimeout")  # orksync.lifecycle.health; docs/operations.md
+        timeout = raw.get("healthTimeout")  # orksync.status.health; docs/operations.md
         if timeout is not None:
             try:
                 parse_duration(str(timeout))

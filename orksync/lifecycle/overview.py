@@ -7,7 +7,7 @@ repository's plain manifests; and the live objects they name, read now with one 
 kind (cluster-wide; per namespace when a cluster-wide LIST is forbidden; Secrets and
 ConfigMaps as metadata only, so no value is read). No repository is read.
 
-* Health is assessed now from the live objects (orksync.lifecycle.health, kstatus rules):
+* Health is assessed now from the live objects (orksync.status.health, kstatus rules):
   a child the inventory lists but the cluster does not hold is `Missing`; a Secret (a `tls:`
   Secret's CA Secret too) or any kind without a rollout is `Current` once it exists; a kind
   that cannot be read is `Unknown`, with the reason. A custom resource's health is its
@@ -41,8 +41,8 @@ from orksync.apply.inventory import (
 )
 from orksync.cluster.kube import Kube
 from orksync.errors import ClusterError, OrksyncError, UsageError
-from orksync.lifecycle.health import HealthStatus, assess
 from orksync.model import ObjRef
+from orksync.status.health import HealthStatus, assess
 
 __all__ = ["ChildRow", "ResourceRow", "Tree", "age", "find_tree", "read_rows",
            "status_table", "tree_table"]

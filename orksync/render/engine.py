@@ -436,7 +436,7 @@ def dependency_refusal(cr: CustomResource,
                        live: LiveView) -> str:
     """Why the entry's dependsOn holds `cr` back ("" when it does not): a custom resource
     of an entry it names with `healthy` (or `ready`) whose live Ready condition is not
-    True (absent, not applied yet, or not healthy: orksync.lifecycle.health). A custom
+    True (absent, not applied yet, or not healthy: orksync.status.health). A custom
     resource held back is neither rendered nor pruned; a later sync renders it once the
     dependency is healthy. `started` waits for nothing: a sync applies the dependency's
     kind with this one's."""
