@@ -27,6 +27,7 @@ from orksync.katalog.model import (
     PlainManifest,
 )
 from orksync.katalog.tenancy import service_account_of
+from orksync.katalog.validate import cross_warnings
 from orksync.model import (
     SERVICE_ACCOUNT_DIRECTIVE,
     STAGE_PLAIN,
@@ -51,7 +52,7 @@ from orksync.render.kinds import KINDS, ORDER
 from orksync.render.resource import BLOCKS, STAGE_CR, STAGE_CRD, CrRenderer, cr_data
 from orksync.render.templates import Clock, Templates, templates_for, utc_now
 from orksync.render.user_profiles import shadow_warnings
-from orksync.render.validate import cross_warnings, katalog_problems, portability_warnings
+from orksync.render.validate import katalog_problems, portability_warnings
 from orksync.yamlio import locate, split_path
 
 __all__ = ["CrResult", "CrSummary", "Extras", "Merger", "Outcome", "RefKey", "RenderPlan",

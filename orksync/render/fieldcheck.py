@@ -45,10 +45,10 @@ from orksync.errors import RenderError
 from orksync.katalog.model import CrdEntry, CrdManifest, Katalog
 from orksync.katalog.motifs import MOTIF_KEY
 from orksync.katalog.schema import SKIPPED_TOP_LEVEL, version_schema
+from orksync.katalog.validate import MAX_KATALOG_ACTIONS
 from orksync.render.gotemplate import GoTemplateEngine, GoTemplateError
 from orksync.render.gotemplate import nodes as n
 from orksync.render.templates import TemplateEngine
-from orksync.render.validate import MAX_KATALOG_ACTIONS
 from orksync.yamldoc import dotted
 from orksync.yamlio import locator
 
