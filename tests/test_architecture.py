@@ -40,12 +40,14 @@ def _children(package: Path) -> set[str]:
 
 def test_every_part_of_the_package_has_its_layer() -> None:
     """A module or package left out of a `layers` contract may import anything: every
-    top-level part of orksync, and every part of render/ and katalog/, is named."""
+    top-level part of orksync, and every part of render/, katalog/ and the loader, is
+    named."""
     package = ROOT / "orksync"
     assert {f"orksync.{c}" for c in _children(package)} \
         <= _layered(""), "add the new module to the whole stack's layers in pyproject.toml"
-    for inner in ("render", "katalog"):
-        assert _children(package / inner) <= _layered(f"orksync.{inner}"), inner
+    for inner in ("render", "katalog", "katalog.loader"):
+        assert _children(package.joinpath(*inner.split("."))) \
+            <= _layered(f"orksync.{inner}"), inner
 
 
 def test_the_package_type_checks_with_mypy() -> None:
