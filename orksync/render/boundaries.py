@@ -46,10 +46,11 @@ from typing import Any
 from orksync.katalog.model import CrdEntry
 from orksync.render.conditions import cron_window, time_bounds, wall_clock_key
 from orksync.render.engine import GATES
+from orksync.render.entry import AUTOSCALED
 from orksync.render.kinds import BY_KEY
 from orksync.render.notes.cron import CronSchedule, window_open
 from orksync.render.notes.time import day_of_week_matches, in_window
-from orksync.render.resource import AUTOSCALED, BLOCKS
+from orksync.render.resource import BLOCKS
 
 __all__ = ["HORIZON", "MAX_FIRES", "condition_boundary", "condition_lists", "entry_boundary",
            "next_boundary"]

@@ -44,12 +44,13 @@ from orksync.names import label_value_problem
 from orksync.render.children import LiveView
 from orksync.render.cleanup import cleanup_block, cleanup_due, fingerprint
 from orksync.render.conditions import evaluate_conditions
+from orksync.render.entry import STAGE_CR, STAGE_CRD
 from orksync.render.external import Egress
 from orksync.render.fieldcheck import field_problems
 from orksync.render.gotemplate import GoTemplateError
 from orksync.render.guard import ClusterScope, NamespaceGuard
 from orksync.render.kinds import KINDS, ORDER
-from orksync.render.resource import BLOCKS, STAGE_CR, STAGE_CRD, CrRenderer, cr_data
+from orksync.render.resource import BLOCKS, CrRenderer, cr_data
 from orksync.render.templates import Clock, Templates, templates_for, utc_now
 from orksync.render.user_profiles import shadow_warnings
 from orksync.render.validate import katalog_problems, portability_warnings
