@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import shutil
 import subprocess
 import sys
@@ -61,3 +62,26 @@ def test_the_code_is_clean_under_ruff() -> None:
                              "testbed", "bench"], cwd=ROOT,
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout[-3000:]
+
+
+MAX_MODULE_LINES = 800
+MAX_CLASS_LINES = 500
+
+
+def test_no_module_or_class_of_katalog_and_render_is_a_mega_one() -> None:
+    """Modules of katalog/ and render/ stay under 800 lines and their classes under 500:
+    a larger one is split by responsibility (the loader's stages, the entry renderer)."""
+    too_big = []
+    for package in ("katalog", "render"):
+        for path in sorted((ROOT / "orksync" / package).rglob("*.py")):
+            text = path.read_text()
+            lines = text.count("\n")
+            if lines > MAX_MODULE_LINES:
+                too_big.append(f"{path.relative_to(ROOT)}: {lines} lines")
+            for node in ast.walk(ast.parse(text)):
+                if isinstance(node, ast.ClassDef) and node.end_lineno is not None:
+                    size = node.end_lineno - node.lineno + 1
+                    if size > MAX_CLASS_LINES:
+                        too_big.append(f"{path.relative_to(ROOT)}: class {node.name}: "
+                                       f"{size} lines")
+    assert not too_big, too_big
