@@ -1,41 +1,7 @@
 """What happens to a custom resource's template data before its children render:
-`normalize.spec` rewrites, `mutation.rules` and `validation.rules` (semantics §5.1 steps
-3, 10, 11; §5.7; §8.2 steps 2-3). Pure: templates go through the injected `render`, the
-clock reaches conditions only as `clock`; nothing here reads or writes a cluster.
-
-Decisions:
-
-* In memory only. Orkestra sends mutation results to the live custom resource as a JSON
-  merge patch; orksync never writes a custom resource's spec — Git owns it (a write-back
-  would fight the next sync). Mutations shape only what this render's templates see.
-* Order (`prepare`): normalize, then mutation, then validation; `mutation.mutateFirst:
-  false` runs validation before mutation. Rules apply in order, each seeing the data as the
-  earlier rules left it.
-* normalize: `normalize.spec` (on the CRD entry, or under operatorBox) maps a dot path
-  UNDER spec (`replicas`, `db.size`) to a template; the rendered text is YAML-decoded
-  (YAML 1.2 core: "3" → 3, "true" → true, "yes" stays text); an empty result stays "",
-  undecodable text stays text. All templates see the data before normalization.
-* mutation: `default:` sets the field when it is absent, null or ""; `override:` always.
-  A string value is rendered when it holds `{{`. `valueType` (int|integer, float|number,
-  bool|boolean, string) converts with Go's strconv rules. orksync FIX of Orkestra bug #15:
-  without valueType the YAML type is kept (`default: 1` writes the integer 1; Orkestra
-  writes "1"); strings, and so rendered templates, stay strings. A rule that cannot apply
-  (template error, failed conversion, a non-map on the path) is skipped with a warning, as
-  Orkestra logs and goes on.
-* validation: a rule is a condition (§4.7 keys) that must HOLD; a violation is when it
-  does not (`field: spec.image, operator: exists` denies a custom resource without an
-  image). `action: deny` (default) denies, `warn` warns, anything else denies. Rules
-  with `when`/`or` apply only when those pass; `fires.reconcile: false` rules are
-  admission-only and skipped. Like Orkestra's EvaluateValidationRule (not like `when:`),
-  a comparison on an absent field fails (except `notEquals`, `exists`, `notExists`), and
-  `gt lt gte lte between notBetween` need the field to be a number
-  (strconv.ParseFloat) — an empty field is not 0. Messages name the rule
-  (`validation rule 0 (spec.image): …`) and use its `message`.
-* Rules carrying a motif marker (`__motif__`, see orksync.katalog.motifs) see
-  `.inputs` = that motif's rendered inputs.
-* `include:` and `external:` blocks are refused when the Katalog loads
-  (orksync.katalog.validate), not supported.
-"""
+`normalize.spec`, `mutation.rules`, `validation.rules`. Pure: templates through the
+injected `render`, the clock as `clock`
+(docs/katalog-semantics.md#normalize-mutation-validation)."""
 
 from __future__ import annotations
 
