@@ -97,7 +97,7 @@ def test_status_and_events_after_syncs(control_plane: ControlPlane, tmp_path: Pa
     assert not changes.failed and written == [ref]
     cr = live_cr(kube, ns)
     cond = conditions(cr)
-    # applied, not rolled out: Ready only once the Deployment is (orksync.lifecycle.health)
+    # applied, not rolled out: Ready only once the Deployment is (orksync.status.health)
     assert cond["Ready"]["status"] == "False" and cond["Ready"]["reason"] == "Progressing"
     assert cond["Reconciling"]["message"] == f"Deployment/{ns}/w: InProgress: replicas: 0/2"
     write_deployment_status(kube, ObjRef(api_version="apps/v1", kind="Deployment",
