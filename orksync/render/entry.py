@@ -91,7 +91,7 @@ class EntryPlan:
 
 
 def entry_plan(spec: KindSpec, entry: Mapping[str, Any], block: str,
-                crd_raw: Mapping[str, Any]) -> EntryPlan:
+               crd_raw: Mapping[str, Any]) -> EntryPlan:
     # keyed by the place too: one entry can stand under several CRD entries and blocks
     # (a YAML alias); the CRD entry's raw map lives as long as the entry's Katalog
     return _PLANS.get(entry, (spec.key, block, id(crd_raw)),
@@ -99,7 +99,7 @@ def entry_plan(spec: KindSpec, entry: Mapping[str, Any], block: str,
 
 
 def make_plan(spec: KindSpec, entry: Mapping[str, Any], block: str,
-               crd_raw: Mapping[str, Any]) -> EntryPlan:
+              crd_raw: Mapping[str, Any]) -> EntryPlan:
     force = entry.get("forceConflict", crd_raw.get("forceConflict", True))
     return EntryPlan(
         policy=policy_for(spec, block, entry), stage=STAGE_CHILDREN + ORDER[spec.key],

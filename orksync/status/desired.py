@@ -237,8 +237,8 @@ def health_conditions(report: HealthReport, secrets: Iterable[str] = ()
 
 
 def status_data(cr_live: Mapping[str, Any], entry: CrdEntry,
-          children: Mapping[str, Any] | None,
-          cross: Mapping[str, Any] | None = None) -> dict[str, Any]:
+                children: Mapping[str, Any] | None,
+                cross: Mapping[str, Any] | None = None) -> dict[str, Any]:
     data = copy.deepcopy(dict(cr_live))
     data.setdefault("spec", {})
     data.setdefault("status", {})

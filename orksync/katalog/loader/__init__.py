@@ -88,7 +88,7 @@ def _read_files(st: LoadState, jobs: int) -> None:
 
 
 def _sort_documents(st: LoadState) -> tuple[list[Document], list[Document], list[Document],
-                                           list[Document]]:
+                                            list[Document]]:
     """The walk's documents by what loads them: (Katalogs, Komposers, CRDs, the others);
     a document that is no mapping, or a manifest with a broken apiVersion or kind, is an
     error."""

@@ -32,11 +32,11 @@ def check_crd(st: LoadState, doc: Document) -> CrdManifest | None:
     spec = c.get("spec")
     if not isinstance(name, str) or not name:
         st.errors.append(st.error(doc, "CustomResourceDefinition needs metadata.name",
-                                      ["metadata", "name"], obj=obj))
+                                  ["metadata", "name"], obj=obj))
         return None
     if not isinstance(spec, dict):
         st.errors.append(st.error(doc, "CustomResourceDefinition needs a spec map",
-                                      ["spec"], obj=obj))
+                                  ["spec"], obj=obj))
         return None
     names = spec.get("names")
     names = names if isinstance(names, dict) else {}
@@ -53,7 +53,7 @@ def check_crd(st: LoadState, doc: Document) -> CrdManifest | None:
         problems.append("exactly one spec.versions[] entry with storage: true")
     if problems:
         st.errors.append(st.error(doc, "CustomResourceDefinition is missing "
-                                      + ", ".join(problems), ["spec"], obj=obj))
+                                  + ", ".join(problems), ["spec"], obj=obj))
         return None
     checks = ((["metadata", "name"], subdomain_problem(name)),
               (["spec", "group"], text_problem(group, subdomain_problem)),
@@ -66,8 +66,8 @@ def check_crd(st: LoadState, doc: Document) -> CrdManifest | None:
             return None
     if name != f"{plural}.{group}":
         st.errors.append(st.error(doc, f"must be named <plural>.<group> "
-                                      f"({plural}.{group}), not {name!r}",
-                                      ["metadata", "name"], obj=obj))
+                                  f"({plural}.{group}), not {name!r}",
+                                  ["metadata", "name"], obj=obj))
         return None
     return CrdManifest(name=name, body=c, source=st.source(doc), group=str(group),
                        kind=str(kind), plural=str(plural),
@@ -102,5 +102,5 @@ def crd_file(st: LoadState, doc: Document, rel: str, fpath: list[str | int],
     if invalid or any(isinstance(e, LoadError) and e.file == st.rel(target)
                       for e in st.errors):
         raise st.error(doc, f"{rel!r} holds no valid CustomResourceDefinition (its "
-                         "problem is reported above)", fpath, obj)
+                       "problem is reported above)", fpath, obj)
     raise st.error(doc, f"{rel!r} holds no CustomResourceDefinition", fpath, obj)

@@ -55,26 +55,26 @@ def crd_entry(st: LoadState, doc: Document, katalog: str, key: str, raw: Any,
         raise st.error(doc, wrong[1], [*fpath, *flat.written_at(wrong[0])], obj)
     if get_in(raw, ("operatorBox", "reconciler", "default")) is False:
         raise st.error(doc, "default: false runs a custom reconciler (Go code "
-                         "compiled into an Orkestra operator); orksync renders the "
-                         "declarative templates only: not supported",
-                         [*fpath, *flat.written_at(["operatorBox", "reconciler",
-                                                    "default"])], obj)
+                       "compiled into an Orkestra operator); orksync renders the "
+                       "declarative templates only: not supported",
+                       [*fpath, *flat.written_at(["operatorBox", "reconciler",
+                                                  "default"])], obj)
     go_code = _crd_level_go_code(raw)
     if go_code:
         raise st.error(doc, "needs Go code compiled into an Orkestra operator (a "
-                         "constructor or hooks of a custom reconciler); orksync renders "
-                         "the declarative templates only: not supported",
-                         [*fpath, *go_code], obj)
+                       "constructor or hooks of a custom reconciler); orksync renders "
+                       "the declarative templates only: not supported",
+                       [*fpath, *go_code], obj)
     remote = _remote_cross(raw)
     if remote:
         raise st.error(doc, "reads another Orkestra instance over HTTP while "
-                         "reconciling; a render is offline and repeatable and reads "
-                         "the custom resources of its repository (and the live status "
-                         "of its cluster) only: not supported",
-                         [*fpath, *flat.written_at(remote)], obj)
+                       "reconciling; a render is offline and repeatable and reads "
+                       "the custom resources of its repository (and the live status "
+                       "of its cluster) only: not supported",
+                       [*fpath, *flat.written_at(remote)], obj)
     for path in _any_of(raw, []):
         st.warn(doc, obj, [*fpath, *flat.written_at(path)], "not portable to Orkestra: "
-                  "anyOf was renamed or in v0.7.16, and Orkestra refuses the old name")
+                "anyOf was renamed or in v0.7.16, and Orkestra refuses the old name")
     selection = _selection(raw)
     if isinstance(selection, tuple):
         raise st.error(doc, selection[1], [*fpath, *selection[0]], obj)
@@ -90,7 +90,7 @@ def crd_entry(st: LoadState, doc: Document, katalog: str, key: str, raw: Any,
         where = [*fpath, *flat.written_at(["setup", "apply", i])]
         if not isinstance(setup_file, str) or not setup_file:
             raise st.error(doc, f"must be a file path (a string), not "
-                             f"{type_name(setup_file)}", where, obj)
+                           f"{type_name(setup_file)}", where, obj)
         target = linked_file(st, doc, setup_file, where, obj, required=True)
         st.setup_files.add(target)  # loaded even when the walk left it out
     api = raw.get("apiTypes") or {}
@@ -110,8 +110,8 @@ def crd_entry(st: LoadState, doc: Document, katalog: str, key: str, raw: Any,
                if not v and not (n == "group" and builtin is not None)]
     if missing:
         raise st.error(doc, f"apiTypes.{', apiTypes.'.join(missing)} not set and no "
-                         "crdFile (or CustomResourceDefinition in the repository) gives "
-                         "them", [*fpath, "apiTypes"], obj)
+                       "crdFile (or CustomResourceDefinition in the repository) gives "
+                       "them", [*fpath, "apiTypes"], obj)
     for field, problem in (("group", subdomain_problem(group)
                              if group or builtin is None else None),
                            ("version", label_problem(version)),
@@ -140,29 +140,29 @@ def crd_entry(st: LoadState, doc: Document, katalog: str, key: str, raw: Any,
     tenancy, problems = tenancy_of(doc.content, raw, fpath, namespaced=namespaced)
     if problems:  # a guard that does not read as written must not render anything
         *rest, last = [st.error(doc, message, _written(path, fpath, flat.written_at),
-                                  obj) for path, message in problems]
+                                obj) for path, message in problems]
         st.errors.extend(rest)
         raise last
     wrong_cleanup = _cleanup_problem(box, raw.get("ignoreStatusPatch") is True)
     if wrong_cleanup:
         raise st.error(doc, wrong_cleanup[1], [*fpath, "operatorBox", "runtime",
-                                                 "cleanup", *wrong_cleanup[0]], obj)
+                                               "cleanup", *wrong_cleanup[0]], obj)
     timeout = raw.get("healthTimeout")  # orksync.status.health; docs/operations.md
     if timeout is not None:
         try:
             parse_duration(str(timeout))
         except ValueError as err:
             raise st.error(doc, f"not a duration: {err}", [*fpath, "healthTimeout"],
-                             obj) from err
+                           obj) from err
     hosts = raw.get(ALLOWED_HOSTS_FIELD)
     problem = allowed_hosts_problem(hosts)
     if problem:
         raise st.error(doc, problem, [*fpath, *flat.written_at([ALLOWED_HOSTS_FIELD])],
-                         obj)
+                       obj)
     depends_on, refusal = _depends_on(raw.get("dependsOn"))
     if refusal is not None:
         raise st.error(doc, refusal[1],
-                         [*fpath, *flat.written_at(["dependsOn", *refusal[0]])], obj)
+                       [*fpath, *flat.written_at(["dependsOn", *refusal[0]])], obj)
     return CrdEntry(key=key, katalog=katalog, source=st.source(doc), group=group,
                     version=version, kind=kind, plural=plural, namespaced=namespaced,
                     operator_box=box, raw=raw,

@@ -61,7 +61,7 @@ def linked_file(st: LoadState, doc: Document, rel: str, fpath: list[str | int], 
         if required:
             raise st.error(doc, f"file {rel!r} does not exist", fpath, obj)
         st.warnings.append(f"{st.rel(doc.file)}: {obj}: {dotted(fpath)}: "
-                             f"file {rel!r} does not exist (ignored)")
+                           f"file {rel!r} does not exist (ignored)")
         return None
     st.add_file(target)
     return target

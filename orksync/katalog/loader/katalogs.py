@@ -54,11 +54,11 @@ def katalog(st: LoadState, doc: Document, crds: dict[str, CrdManifest],
     for field, value in (("metadata", meta), ("spec", c.get("spec"))):
         if not isinstance(value, dict):
             st.errors.append(st.error(doc, f"Katalog {field} must be a map, not "
-                                          f"{type_name(value)}", [field], obj))
+                                      f"{type_name(value)}", [field], obj))
             return None
     if raw_name is not None and not isinstance(raw_name, str):
         st.errors.append(st.error(doc, f"must be a string, not {type_name(raw_name)}",
-                                      ["metadata", "name"], obj))
+                                  ["metadata", "name"], obj))
         return None
     spec = c["spec"]
     # the schema table: unknown and refused keys are errors (those of a CRD entry
@@ -72,13 +72,13 @@ def katalog(st: LoadState, doc: Document, crds: dict[str, CrdManifest],
             by_entry.setdefault(str(finding.path[2]), []).append(finding)
         else:
             st.errors.append(st.error(doc, finding.message, finding.path, obj,
-                                          as_written=True))
+                                      as_written=True))
             katalog_errors += 1
     if katalog_errors:
         return None  # Orkestra refuses the whole Katalog
     if c.get("crossAccess") is not None and not isinstance(c["crossAccess"], bool):
         st.errors.append(st.error(doc, "must be true or false, not "
-                                      f"{type_name(c['crossAccess'])}", ["crossAccess"], obj))
+                                  f"{type_name(c['crossAccess'])}", ["crossAccess"], obj))
         return None
     profiles, broken = parse_profiles(c.get("profiles"), doc.file, st.root)
     if broken:  # its entries would fail wherever they name a broken profile
@@ -90,13 +90,13 @@ def katalog(st: LoadState, doc: Document, crds: dict[str, CrdManifest],
         items = [(str(k), v, ["spec", "crds", str(k)]) for k, v in raw_crds.items()]
     elif isinstance(raw_crds, list):  # the very early list form: - name: x
         st.warn(doc, obj, ["spec", "crds"], "not portable to Orkestra: spec.crds as "
-                  "a list (the early form); Orkestra reads a map of entries by name")
+                "a list (the early form); Orkestra reads a map of entries by name")
         for i, v in enumerate(raw_crds):
             key = v.get("name") if isinstance(v, dict) else None
             items.append((str(key or i), v, ["spec", "crds", i]))
     else:
         st.errors.append(st.error(doc, "Katalog spec.crds must be a map of entries",
-                                      ["spec", "crds"], obj=obj))
+                                  ["spec", "crds"], obj=obj))
         return None
     entries = []
     for key, raw, fpath in items:
@@ -123,9 +123,9 @@ def katalog(st: LoadState, doc: Document, crds: dict[str, CrdManifest],
     if spec.get("imports"):
         imported = katalog_notes(spec["imports"], doc.file, st.root, local_notes=notes)
         st.errors.extend(st.error(doc, p, ["spec", "imports"], obj)
-                           for p in imported.problems)
+                         for p in imported.problems)
         st.warnings.extend(f"{st.rel(doc.file)}: {obj}: {w}"
-                             for w in imported.warnings)
+                           for w in imported.warnings)
         notes = {**imported.notes, **notes}
     annotations = meta.get("annotations")
     dialect = annotations.get(DIALECT_ANNOTATION) if isinstance(annotations, dict) else None
@@ -223,8 +223,8 @@ def own_notes(st: LoadState, doc: Document, obj: str) -> dict[str, str]:
         return note_functions(st, doc, obj, raw)
     if raw:
         st.warn(doc, obj, ["notes"], "not portable to Orkestra: notes as a map of "
-                  "name to expression; Orkestra reads notes: {functions: [{name, "
-                  "expression}]}")
+                "name to expression; Orkestra reads notes: {functions: [{name, "
+                "expression}]}")
     notes: dict[str, str] = {}
     for key, value in raw.items():
         expression = value.get("expression") if isinstance(value, dict) else value
@@ -264,21 +264,21 @@ def note_functions(st: LoadState, doc: Document, obj: str, raw: dict[str, Any]) 
     own = raw.get("functions")
     if own is not None and not isinstance(own, list):
         st.errors.append(st.error(doc, f"must be a list, not {type_name(own)}",
-                                      ["notes", "functions"], obj))
+                                  ["notes", "functions"], obj))
         return {}
     functions.extend((["notes", "functions", i], f) for i, f in enumerate(own or []))
     notes: dict[str, str] = {}
     for path, item in functions:
         if not isinstance(item, dict):
             st.errors.append(st.error(doc, "must be a map with name and expression",
-                                          path, obj))
+                                      path, obj))
             continue
         unknown = [k for k in item if k not in _NOTE_FUNCTION_KEYS]
         name, expression = item.get("name"), item.get("expression")
         if unknown:
             st.errors.append(st.error(doc, f"unknown field {unknown[0]!r} of a note "
-                                          f"function (name, expression, description, "
-                                          "shadow)", [*path, str(unknown[0])], obj))
+                                      f"function (name, expression, description, "
+                                      "shadow)", [*path, str(unknown[0])], obj))
         elif not isinstance(name, str) or not _NOTE_NAME.match(name):
             st.errors.append(st.error(
                 doc, f"note name {name!r} is not an identifier (letters, digits, '_')",

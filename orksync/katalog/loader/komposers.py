@@ -73,10 +73,10 @@ def komposer(st: LoadState, doc: Document, composed_by: dict[int, str]) -> list[
     own = get_in(c, ("spec", "crds"))
     if own is not None and not isinstance(own, dict):
         st.errors.append(st.error(doc, "Komposer spec.crds must be a map of entries",
-                                      ["spec", "crds"], obj))
+                                  ["spec", "crds"], obj))
     if len(st.errors) > before:  # Orkestra loads nothing of a broken Komposer
         st.errors.extend(st.error(doc, f.message, f.path, obj)
-                           for fs in entry_findings.values() for f in fs)
+                         for fs in entry_findings.values() for f in fs)
         st.failed += 1 + len(sources)
         for held in (doc, *(src for _, src in sources)):
             hold_katalog(st, held, st.errors[before])
@@ -85,12 +85,12 @@ def komposer(st: LoadState, doc: Document, composed_by: dict[int, str]) -> list[
     for key in ("notes", "profiles"):
         if c.get(key) and sources:
             st.warn(doc, obj, [key], "applies to the Komposer's own new entries only: "
-                      "orksync keeps each imported Katalog's notes and profiles (Orkestra "
-                      "merges them all into one registry)")
+                    "orksync keeps each imported Katalog's notes and profiles (Orkestra "
+                    "merges them all into one registry)")
     loads: list[Load] = []
     for _, src in sources:
         content = composed(st, doc, obj, src, {str(k): v for k, v in own.items()
-                                                if str(k) in owner}, entry_findings)
+                                               if str(k) in owner}, entry_findings)
         loads.append((Document(file=src.file, index=src.index, content=content),
                       src.content, KATALOG))
     new = {}
@@ -121,12 +121,12 @@ def komposer_sources(st: LoadState, doc: Document, obj: str, composed_by: dict[i
     imports = doc.content.get("imports")
     if imports is not None and not isinstance(imports, dict):
         st.errors.append(st.error(doc, "imports must be a map (files, helm, "
-                                      "registry)", ["imports"], obj))
+                                  "registry)", ["imports"], obj))
         return []
     files = get_in(imports, ("files",))
     if files is not None and not isinstance(files, list):
         st.errors.append(st.error(doc, f"must be a list, not {type_name(files)}",
-                                      ["imports", "files"], obj))
+                                  ["imports", "files"], obj))
         return []
     sources: list[tuple[int, Document]] = []
     here = f"{obj} ({st.rel(doc.file)})"
@@ -209,10 +209,10 @@ def composed(st: LoadState, doc: Document, obj: str, src: Document, overrides: d
                     doc, obj, [(t, [*where, *flat.written_at(list(t))]) for t in taken])
                 for path in unmerged:
                     st.warn(doc, obj, [*where, *flat.written_at(list(path))],
-                              "not merged: Orkestra's Komposer merge does not take "
-                              "this key from an override (it takes "
-                              f"{', '.join(MERGED_FIELDS)}); the value of "
-                              f"{st.rel(src.file)} stays")
+                            "not merged: Orkestra's Komposer merge does not take "
+                            "this key from an override (it takes "
+                            f"{', '.join(MERGED_FIELDS)}); the value of "
+                            f"{st.rel(src.file)} stays")
         if isinstance(guard, dict) and isinstance(entry, dict):
             base = flatten(entry)
             if not base.problems:

@@ -71,12 +71,12 @@ def plain_manifest(st: LoadState, doc: Document, crds: list[CrdManifest]) -> Non
             ("kind", kind_problem(kind))):
         if problem:
             st.errors.append(st.error(doc, f"not a Kubernetes {field}: {problem}",
-                                          [field], obj))
+                                      [field], obj))
             return
     meta = body.get("metadata")
     if not isinstance(meta, dict):
         st.errors.append(st.error(doc, f"metadata must be a map, not {type_name(meta)}",
-                                      ["metadata"] if "metadata" in body else [], obj))
+                                  ["metadata"] if "metadata" in body else [], obj))
         return
     name, namespace = meta.get("name"), meta.get("namespace")
     problem = text_problem(name, subdomain_problem) if name is not None else \
@@ -108,7 +108,7 @@ def plain_manifest(st: LoadState, doc: Document, crds: list[CrdManifest]) -> Non
     for key in ("labels", "annotations"):
         if meta.get(key) is not None and not isinstance(meta[key], dict):
             st.errors.append(st.error(doc, f"must be a map, not {type_name(meta[key])}",
-                                          ["metadata", key], obj))
+                                      ["metadata", key], obj))
             return
     clean = {k: v for k, v in body.items() if k != "status"}
     clean["metadata"] = {k: v for k, v in meta.items() if k not in _SERVER_META}

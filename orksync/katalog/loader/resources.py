@@ -78,7 +78,7 @@ def custom_resources(st: LoadState, docs: list[Document], katalogs: list[Katalog
         reason = _not_selected(cr, entry.selection)
         if reason:
             leave_out(st, doc, cr.ref, f"Katalog {entry.katalog} entry {entry.key}: "
-                           f"{reason}")
+                      f"{reason}")
             continue
         if cr.ref in crs:
             st.errors.append(st.error(
@@ -100,7 +100,7 @@ def custom_resource(st: LoadState, doc: Document, entry: CrdEntry) -> CustomReso
         return document_identity(body, entry.kind)
     if not isinstance(meta, dict):
         st.errors.append(st.error(doc, f"custom resource metadata must be a map, not "
-                                      f"{type_name(meta)}", ["metadata"], obj()))
+                                  f"{type_name(meta)}", ["metadata"], obj()))
         return None
     name = meta.get("name")
     problem = text_problem(name, subdomain_problem) if name is not None \
@@ -114,19 +114,19 @@ def custom_resource(st: LoadState, doc: Document, entry: CrdEntry) -> CustomReso
         problem = text_problem(namespace, label_problem)
         if problem:
             st.errors.append(st.error(doc, problem,
-                                          ["metadata", "namespace"], obj()))
+                                      ["metadata", "namespace"], obj()))
             return None
     else:
         namespace = ""
     spec = body.get("spec")
     if spec is not None and not isinstance(spec, dict):
         st.errors.append(st.error(doc, f"spec must be a map, not {type_name(spec)}",
-                                      ["spec"], obj()))
+                                  ["spec"], obj()))
         return None
     for key in ("labels", "annotations"):
         if meta.get(key) is not None and not isinstance(meta[key], dict):
             st.errors.append(st.error(doc, f"must be a map, not {type_name(meta[key])}",
-                                          ["metadata", key], obj()))
+                                      ["metadata", key], obj()))
             return None
     clean = {k: v for k, v in body.items() if k != "status"}
     clean["metadata"] = {k: v for k, v in meta.items() if k in _CR_META_KEPT}
