@@ -220,7 +220,7 @@ def _requests(obj: Any, key: str) -> str:
     if m is None:
         return ""
     return text_of(get(m, "spec", "resources", "requests", key)
-                if isinstance(get(m, "spec", "resources", "requests"), Mapping) else None)
+                   if isinstance(get(m, "spec", "resources", "requests"), Mapping) else None)
 
 
 note("resourceCPU", "a->s")(lambda o: _requests(o, "cpu"))
