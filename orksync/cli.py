@@ -552,15 +552,23 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return 1 if errors else 0
 
 
-def _kube(args: argparse.Namespace) -> Kube:
+def _kube(args: argparse.Namespace, *, reach: bool = True) -> Kube:
+    """The command's cluster connection. `reach`: checked with one request first, so that
+    a server that cannot be reached fails the command at once with one line naming it and
+    the kubeconfig context (Kube.reach), not once per object after the retries; a server
+    that answered it and fails later is retried (orksync.cluster.retry)."""
     from orksync.cluster.kube import Kube
 
     if args.kubeconfig or os.environ.get("KUBECONFIG") or \
             Path("~/.kube/config").expanduser().exists() or \
             not os.environ.get("KUBERNETES_SERVICE_HOST"):
-        return Kube.from_kubeconfig(args.kubeconfig, args.context,
+        kube = Kube.from_kubeconfig(args.kubeconfig, args.context,
                                     pool_size=max(args.workers * 2, 4))
-    return Kube.in_cluster(pool_size=max(args.workers * 2, 4))
+    else:
+        kube = Kube.in_cluster(pool_size=max(args.workers * 2, 4))
+    if reach:
+        kube.reach()
+    return kube
 
 
 def _apply_options(args: argparse.Namespace) -> ApplyOptions:
@@ -774,7 +782,7 @@ def cmd_completion(args: argparse.Namespace) -> int:
 COMMANDS = {
     "render": cmd_render,
     "validate": cmd_validate,
-    "agent": lambda args: cmd_agent(args, _kube(args)),
+    "agent": lambda args: cmd_agent(args, _kube(args, reach=False)),
     "apply": cmd_apply,
     "diff": cmd_diff,
     "sync": cmd_sync,

@@ -40,6 +40,7 @@ from orksync.apply.rollout import (
     is_rolled,
     live_digest,
     pod_template,
+    read_secrets,
     referenced_secrets,
     rollout_body,
 )
@@ -475,6 +476,12 @@ class Applier:
         if refused:
             return Change(ref=obj.ref, action=Action.SKIPPED, message=refused)
         body = self._desired(obj, res, run)
+        if current is not None and obj.owner is not None and is_rolled(obj.ref) and \
+                live_digest(body) is not None and (live_digest(body) != live_digest(current)
+                                                   or not unchanged(body, current)):
+            if local:  # the Secrets are read again first (`_restamped`)
+                return None
+            body = self._restamped(kube, obj, body, run)
         if obj.directives.get("copyFrom"):
             body = self._copy_from(kube, obj, res, body)
         if kind.secret:
@@ -674,6 +681,27 @@ class Applier:
         template = pod_template(dict(body)) or {}
         return any((obj.owner, obj.ref.namespace, name) in run.secrets_written
                    for name in referenced_secrets(template.get("spec") or {}))
+
+    @staticmethod
+    def _restamped(kube: Kube, obj: RenderedObject, body: dict[str, Any],
+                   run: _Run) -> dict[str, Any]:
+        """The workload's secrets-hash from its Secrets as they are now, where this apply
+        read them (orksync.apply.rollout.read_secrets), for a workload this apply is about
+        to write or roll: a rotation that ran meanwhile wrote them and rolled the
+        workload, which must not be rolled back. One GET per such Secret, only for a
+        workload written or rolled."""
+        from orksync.secrets.plan import data_hash  # the secrets stack: see _write_secret
+
+        assert obj.owner is not None
+        res = kube.resource("v1", "Secret")
+        for name in read_secrets(body, obj.owner, obj.ref.namespace, run.secret_hashes,
+                                 run.secrets_written):
+            live = kube.get_or_none(res, obj.ref.namespace, name)
+            if live is not None:
+                run.secret_hashes[(obj.owner, obj.ref.namespace, name)] = data_hash(
+                    {str(k): str(v) for k, v in (live.get("data") or {}).items()})
+        add_rollout_annotation(body, obj.owner, obj.ref.namespace, run.secret_hashes)
+        return body
 
     def _roll(self, kube: Kube, obj: RenderedObject, res: Resource,
               body: Mapping[str, Any]) -> Change:

@@ -33,7 +33,8 @@ MISSING_MESSAGE = "not in the cluster"
 _METADATA_ONLY = {("v1", "Secret"), ("v1", "ConfigMap")}  # no rollout; values never read
 _ORDER = {HealthStatus.FAILED.value: 0, MISSING: 1, HealthStatus.IN_PROGRESS.value: 2,
           HealthStatus.TERMINATING.value: 2, UNKNOWN: 3, HealthStatus.CURRENT.value: 4}
-_SYNC_ERRORS = ("ReconcileError", "RenderFailed")  # Ready reasons of a failed sync
+# Ready reasons of a failed sync (SyncFailed, Stalled: the agent's, orksync.agent.failure)
+_SYNC_ERRORS = ("ReconcileError", "RenderFailed", "SyncFailed", "Stalled")
 
 
 @dataclass(frozen=True, slots=True)
