@@ -153,9 +153,19 @@ class Pool:
         for name, value in headers:
             _check(name, value)
             self._fixed.add(name, value)
+        self._repeats = len(self._fixed) != len({name.lower() for name, _ in headers})
         self._tls = tls if scheme == "https" else None
         self._lock = threading.Lock()
         self._manager = self._new_manager()
+        self._pool = self._server_pool(self._manager)
+
+    def _server_pool(self, manager: urllib3.PoolManager) -> HTTPConnectionPool | None:
+        """The manager's connection pool of the server, asked directly (a path as the
+        target, no URL parsed per request); None for an http server through a proxy,
+        whose requests name the whole URL (the manager's)."""
+        if self.proxy is not None and self.scheme == "http":
+            return None
+        return manager.connection_from_host(self.host, self.port, self.scheme)
 
     @property
     def tls(self) -> ssl.SSLContext | None:
@@ -167,6 +177,7 @@ class Pool:
         with self._lock:
             old, self._tls = self._manager, tls
             self._manager = self._new_manager()
+            self._pool = self._server_pool(self._manager)
         old.clear()
 
     def _new_manager(self, size: int | None = None) -> urllib3.PoolManager:
@@ -188,8 +199,11 @@ class Pool:
         manager.pool_classes_by_scheme = {"http": _Pool, "https": _TLSPool}
         return manager
 
-    def _headers(self, headers: Mapping[str, str]) -> urllib3.HTTPHeaderDict:
-        sent = self._fixed.copy()
+    def _headers(self, headers: Mapping[str, str]) -> dict[str, str] | urllib3.HTTPHeaderDict:
+        """The request's headers after the fixed ones: a plain dict (cheaper for
+        urllib3 to send) unless a fixed name repeats."""
+        sent: dict[str, str] | urllib3.HTTPHeaderDict = \
+            self._fixed.copy() if self._repeats else dict(self._fixed.items())
         if "User-Agent" not in headers:
             sent["User-Agent"] = USER_AGENT
         for name, value in headers.items():
@@ -204,12 +218,18 @@ class Pool:
         deadline = time.monotonic() + timeout
         sent = self._headers(headers)
         with self._lock:
-            manager = self._manager
+            manager, pool = self._manager, self._pool
         _attempt.up = False
         try:
-            resp = manager.request(method, self._origin + target, body=body, headers=sent,
-                                   timeout=urllib3.Timeout(connect=timeout, read=timeout),
-                                   preload_content=False, redirect=False)
+            if pool is not None:
+                resp = pool.urlopen(method, target, body=body, headers=sent,
+                                    timeout=urllib3.Timeout(connect=timeout, read=timeout),
+                                    preload_content=False, redirect=False, retries=False,
+                                    assert_same_host=False)
+            else:
+                resp = manager.request(method, self._origin + target, body=body,
+                                       headers=sent, preload_content=False, redirect=False,
+                                       timeout=urllib3.Timeout(connect=timeout, read=timeout))
         except (u3.HTTPError, OSError, http.client.HTTPException) as err:
             raise self._failure(err, timeout, "no complete answer") from err
         try:
