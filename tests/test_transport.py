@@ -145,6 +145,20 @@ def test_a_request_says_host_agent_and_length_and_a_kept_connection_serves_the_n
     assert head(post)[1]["content-length"] == "0"  # a POST has a body, if empty
 
 
+def test_fixed_headers_are_sent_with_every_request_a_repeated_name_each_time() -> None:
+    """Impersonated groups: one Impersonate-Group line per group."""
+    with serving(OK, OK) as server:
+        pool = Pool(server.url(), headers=[("Impersonate-User", "jane"),
+                                           ("Impersonate-Group", "a"),
+                                           ("Impersonate-Group", "b")])
+        pool.request("GET", "/", None, {}, 5)
+        pool.request("GET", "/", None, {"Accept": "application/json"}, 5)
+    for request in server.requests[0]:
+        lines = request.decode("latin-1").split("\r\n")
+        assert [x for x in lines if x.startswith("Impersonate-")] == \
+            ["Impersonate-User: jane", "Impersonate-Group: a", "Impersonate-Group: b"]
+
+
 def head(request: bytes) -> tuple[str, dict[str, str]]:
     """A request's first line and its header fields (names in lower case)."""
     lines = request.partition(b"\r\n\r\n")[0].decode("latin-1").split("\r\n")

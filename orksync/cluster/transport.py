@@ -153,7 +153,7 @@ class Pool:
         for name, value in headers:
             _check(name, value)
             self._fixed.add(name, value)
-        self._repeats = len(self._fixed) != len({name.lower() for name, _ in headers})
+        self._repeats = len(headers) != len({name.lower() for name, _ in headers})
         self._tls = tls if scheme == "https" else None
         self._lock = threading.Lock()
         self._manager = self._new_manager()
