@@ -285,10 +285,12 @@ class Pool:
             where = f"{where} through the proxy {self.proxy.shown}"
         return where
 
-    def _failure(self, err: BaseException, timeout: float, late: str) -> TransportError:
-        """The TransportError of what urllib3 or http.client raised."""
+    def _failure(self, err: BaseException, timeout: float, late: str, *,
+                 sent: bool = False) -> TransportError:
+        """The TransportError of what urllib3 or http.client raised (`sent`: the request
+        is known to have gone out, as a stream's that is being read)."""
         where = self._where()
-        up = getattr(_attempt, "up", False)
+        up = sent or getattr(_attempt, "up", False)
         inner = _inner(err)
         if not up:  # nothing of the request left this process
             if isinstance(err, u3.ProxyError) or (self.proxy is not None and
@@ -372,7 +374,8 @@ class Stream:
                     return
                 if isinstance(err, ValueError | AttributeError):
                     raise ConnectionLost(f"connection lost: {err}") from err
-                raise self._pool._failure(err, self._idle, "nothing received") from err
+                raise self._pool._failure(err, self._idle, "nothing received",
+                                          sent=True) from err
             if piece:
                 yield piece
             elif self._closed:
