@@ -6,6 +6,7 @@ the real API server: tests/test_kubeconfig_cluster.py and tests/test_faults_clus
 
 from __future__ import annotations
 
+import logging
 import re
 import socket
 import ssl
@@ -297,7 +298,11 @@ def test_what_is_not_an_http_answer_is_a_bad_answer(answer: bytes, problem: str)
         Pool(server.url()).request("GET", "/", None, {}, 5)
 
 
-def test_requests_at_once_each_get_a_connection_and_at_most_size_are_kept() -> None:
+def test_requests_at_once_each_get_a_connection_and_at_most_size_are_kept(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """The connections beyond `size` are closed after their request, as designed: nothing
+    to warn about (urllib3 would log "Connection pool is full" for each)."""
+    caplog.set_level(logging.DEBUG)
     together = threading.Barrier(4, timeout=10)
 
     def answer_when_all_four_are_under_way(conn: socket.socket) -> None:
@@ -314,6 +319,7 @@ def test_requests_at_once_each_get_a_connection_and_at_most_size_are_kept() -> N
         assert len(server.requests) == 4 and pool.idle() == 2
         pool.close()
         assert pool.idle() == 0
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
 
 
 def test_a_header_value_with_a_line_break_is_refused_before_anything_is_sent() -> None:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import http.client
+import logging
 import ssl
 import threading
 import time
@@ -81,6 +82,18 @@ class Response:
         self.status = status
         self.headers = headers  # case-insensitive names
         self.data = data
+
+
+class _PoolFull(logging.Filter):
+    """Drops urllib3's warning for a connection closed because the pool keeps `size`
+    already: that is how the pool is meant to work (more requests at once than kept
+    connections), not a fault to tell the user about."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("Connection pool is full")
+
+
+logging.getLogger("urllib3.connectionpool").addFilter(_PoolFull())
 
 
 # --- when a request may have been sent ---------------------------------------------------
