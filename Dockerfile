@@ -10,6 +10,8 @@ ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_NO_CACHE_DIR=1
 COPY pyproject.toml README.md ./
 COPY orksync ./orksync
+# `orksync install` builds from deploy/ (orksync/deploy links to it; package data)
+COPY deploy ./deploy
 RUN pip wheel --wheel-dir /wheels .
 
 # --- final image -------------------------------------------------------------------------

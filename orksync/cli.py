@@ -1,7 +1,9 @@
-"""The command line: render, validate, apply, sync, version.
+"""The command line: render (and the rendered change against a git revision), validate,
+apply, sync, diff, rotate, agent, status, tree, completion, version.
 
 Imperative shell: parses flags, calls the pipeline, prints ChangeSets and errors, maps
-results to exit codes (0 success, 1 errors or failed objects, 2 usage).
+results to exit codes (0 success, 1 errors or failed objects, 2 usage). The global flags
+(`_add_global_flags`) are accepted before and after every command.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from orksync import __version__
 from orksync.agent.command import add_agent_parser, cmd_agent
 from orksync.errors import OrksyncError, UsageError
 from orksync.gcpause import paused_gc
+from orksync.install import add_install_parser, cmd_install
 from orksync.overview import add_overview_parsers, cmd_status, cmd_tree
 from orksync.progress import current as progress
 from orksync.progress import progress_for
@@ -32,6 +35,7 @@ if TYPE_CHECKING:
     from orksync.cluster.kube import Kube
     from orksync.katalog.model import Catalog
     from orksync.render.parallel import DirectoryRender
+    from orksync.rendered.diff import RenderedDiff
     from orksync.sync import SyncResult
 from orksync.logs import log_change, log_problems, setup_logging, summary_line
 from orksync.model import Change, RenderedSet, Source, short_revision
@@ -40,10 +44,8 @@ log = logging.getLogger("orksync")
 
 
 def _add_cluster_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--kubeconfig", default=os.environ.get("ORKSYNC_KUBECONFIG"),
-                   help="kubeconfig file (default: $KUBECONFIG, then ~/.kube/config; "
-                        "in a pod without either: the in-cluster service account)")
-    p.add_argument("--context", default=None, help="kubeconfig context to use")
+    """The flags of a command that writes to the cluster (--kubeconfig and --context are
+    global: `_add_global_flags`)."""
     p.add_argument("--workers", type=int, default=8,
                    help="objects written concurrently inside one stage (default 8)")
     p.add_argument("--dry-run", action="store_true",
@@ -139,20 +141,37 @@ def _seconds(text: str) -> float:
         raise argparse.ArgumentTypeError(str(err)) from err
 
 
+def _add_global_flags(p: argparse.ArgumentParser, *, suppress: bool) -> None:
+    """The flags every command accepts, before or after its name (`orksync --kubeconfig K
+    status` and `orksync status --kubeconfig K`). On the top-level parser they carry the
+    defaults; on each command's (`suppress`) they default to nothing, so a flag given
+    before the command is not overwritten by the command's default."""
+    def default(value: object) -> object:
+        return argparse.SUPPRESS if suppress else value
+
+    group = p.add_argument_group("global flags")
+    group.add_argument("--kubeconfig", default=default(os.environ.get("ORKSYNC_KUBECONFIG")),
+                       help="kubeconfig file (default: $KUBECONFIG, then ~/.kube/config; "
+                            "in a pod without either: the in-cluster service account) "
+                            "[ORKSYNC_KUBECONFIG]")
+    group.add_argument("--context", default=default(None), help="kubeconfig context to use")
+    group.add_argument("--log-format", choices=("plain", "json"),
+                       default=default(os.environ.get("ORKSYNC_LOG_FORMAT", "plain")),
+                       help="plain lines or JSON lines (default: plain) [ORKSYNC_LOG_FORMAT]")
+    group.add_argument("--log-level", choices=("debug", "info", "warning", "error"),
+                       default=default(os.environ.get("ORKSYNC_LOG_LEVEL", "info")),
+                       help="default: info [ORKSYNC_LOG_LEVEL]")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="orksync",
         description="Render Orkestra Katalogs from a Git repository into Kubernetes "
                     "manifests and sync them to a cluster.")
-    parser.add_argument("--log-format", choices=("plain", "json"),
-                        default=os.environ.get("ORKSYNC_LOG_FORMAT", "plain"))
-    parser.add_argument("--log-level", default=os.environ.get("ORKSYNC_LOG_LEVEL", "info"),
-                        choices=("debug", "info", "warning", "error"))
-    # the logging flags are accepted after the command too (`orksync sync ... --log-level debug`)
+    parser.add_argument("--version", action="version", version=f"orksync {__version__}")
+    _add_global_flags(parser, suppress=False)
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--log-format", choices=("plain", "json"), default=argparse.SUPPRESS)
-    common.add_argument("--log-level", choices=("debug", "info", "warning", "error"),
-                        default=argparse.SUPPRESS)
+    _add_global_flags(common, suppress=True)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     original = sub.add_parser
 
@@ -167,16 +186,21 @@ def build_parser() -> argparse.ArgumentParser:
                        "cluster is contacted (.children, .status and .cross status are empty) "
                        "unless --live; generated secret values appear as placeholders.")
     p.add_argument("repo", type=Path, help="repository directory")
-    p.add_argument("-o", "--output", type=Path, required=True, help="output directory")
+    p.add_argument("-o", "--output", type=Path, default=None,
+                   help="output directory (required unless --diff-against)")
     _add_render_flags(p)
     _add_strict_fields_flag(p)
+    p.add_argument("--diff-against", metavar="REV", default=None,
+                   help="instead of writing: render REPO as the git revision REV holds it "
+                        "(read from the repository's objects, nothing checked out) and print "
+                        "the change to the working tree's render, per object, Secret values "
+                        "masked; exit 0 no difference, 1 differences, 2 errors")
+    p.add_argument("--format", choices=("text", "markdown", "json"), default="text",
+                   help="with --diff-against: unified diffs (text, default), a pull "
+                        "request comment (markdown) or JSON")
     p.add_argument("--live", action="store_true",
                    help="read the cluster (read only) for .children, the custom resources' "
                         "own .status and .cross status, as `orksync sync` does")
-    p.add_argument("--kubeconfig", default=os.environ.get("ORKSYNC_KUBECONFIG"),
-                   help="kubeconfig file for --live (default: $KUBECONFIG, then "
-                        "~/.kube/config)")
-    p.add_argument("--context", default=None, help="kubeconfig context for --live")
     _add_service_account_flag(p)
     p.add_argument("-j", "--jobs", type=_positive, default=None,
                    help="processes that load and render (default: the CPUs available "
@@ -204,8 +228,9 @@ def build_parser() -> argparse.ArgumentParser:
                        "resources that fail to render are reported and not applied; the "
                        "others are.")
     p.add_argument("repo", type=Path)
-    p.add_argument("--once", action="store_true", required=True,
-                   help="sync once and exit (the long-running agent is `orksync agent`)")
+    p.add_argument("--once", action="store_true",
+                   help="sync once and exit: what `orksync sync` always does (accepted for "
+                        "scripts that say it; the long-running agent is `orksync agent`)")
     p.add_argument("-o", "--output", type=Path, default=None,
                    help="also write the rendered manifests to this directory")
     _add_render_flags(p)
@@ -222,6 +247,11 @@ def build_parser() -> argparse.ArgumentParser:
                        "Exit 0: no difference, 1: differences, 2: errors.")
     p.add_argument("source", type=Path,
                    help="a repository, or a directory written by `orksync render`")
+    p.add_argument("-o", "--output", choices=("text", "json"), default="text",
+                   help="unified diffs (text, default) or one JSON document: the changes "
+                        "(object, action created/changed/deleted, diff), the refused "
+                        "deletions and the errors")
+    _add_namespace_flags(p, "objects")
     _add_render_flags(p)
     _add_cluster_flags(p)
     _add_sync_flags(p)
@@ -234,7 +264,7 @@ def build_parser() -> argparse.ArgumentParser:
                        "generators are recorded on the Secret. Suitable for a CronJob.")
     p.add_argument("--force", action="append", default=[], metavar="NAMESPACE/NAME",
                    help="rotate this Secret now, due or not (repeatable)")
-    p.add_argument("--namespace", default="", help="only Secrets in this namespace")
+    p.add_argument("-n", "--namespace", default="", help="only Secrets in this namespace")
     p.add_argument("--inventory-namespace",
                    default=os.environ.get("ORKSYNC_INVENTORY_NAMESPACE", "orksync-system"),
                    help="where the inventories are (default: orksync-system): each records "
@@ -245,10 +275,31 @@ def build_parser() -> argparse.ArgumentParser:
     add_agent_parser(sub, common_flags=(_add_cluster_flags, _add_sync_flags, _add_render_flags),
                      seconds=_seconds)
 
-    add_overview_parsers(sub, seconds=_seconds)
+    add_overview_parsers(sub, seconds=_seconds, namespace_flags=_add_namespace_flags)
+
+    add_install_parser(sub, cluster_flags=_add_cluster_flags)
 
     sub.add_parser("version", help="print the version")
+
+    p = sub.add_parser("completion", help="print a shell completion script",
+                       description="Print the completion script of SHELL for orksync's "
+                       "commands and flags. bash: `source <(orksync completion bash)`; zsh: "
+                       "`orksync completion zsh > \"${fpath[1]}/_orksync\"`; fish: `orksync "
+                       "completion fish > ~/.config/fish/completions/orksync.fish`.")
+    p.add_argument("shell", choices=("bash", "zsh", "fish"))
     return parser
+
+
+def _add_namespace_flags(p: argparse.ArgumentParser, what: str) -> None:
+    """-n/--namespace and -A/--all-namespaces: which namespace's `what` are shown. The
+    default is every namespace: a repository, not the kubeconfig's context, decides where
+    orksync's objects live."""
+    group = p.add_mutually_exclusive_group()
+    group.add_argument("-n", "--namespace", dest="namespace", default=None, metavar="NS",
+                       help=f"show only the {what} in namespace NS (cluster-scoped ones are "
+                            "left out)")
+    group.add_argument("-A", "--all-namespaces", dest="namespace", action="store_const",
+                       const=None, help=f"show the {what} of every namespace (the default)")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -356,6 +407,15 @@ def _log_problems(rendered: RenderedSet) -> None:
 def cmd_render(args: argparse.Namespace) -> int:
     from orksync.rendered.directory import check_output
 
+    if args.diff_against is not None:
+        if args.output is not None or args.live:
+            raise UsageError("--diff-against compares two offline renders and writes "
+                             "nothing: leave out -o and --live")
+        return _render_diff(args)
+    if args.format != "text":
+        raise UsageError("--format applies to --diff-against only")
+    if args.output is None:
+        raise UsageError("render needs -o DIR (the output directory), or --diff-against REV")
     start = time.monotonic()
     check_output(args.output)
     if args.live:
@@ -400,6 +460,83 @@ def _render_offline(args: argparse.Namespace) -> tuple[DirectoryRender, str]:
     return written, revision
 
 
+def _render_diff(args: argparse.Namespace) -> int:
+    """`orksync render REPO --diff-against REV`: REPO's working tree and REPO as the git
+    revision REV holds it, each loaded and rendered offline as `orksync render` renders,
+    compared per object (orksync.rendered.diff). REV's files are read from the
+    repository's objects into a temporary directory (orksync.source.revision_tree). An
+    error that stops the comparison (no such revision, no git repository) is printed in
+    the chosen format too, so a CI job posts it."""
+    import tempfile
+
+    from orksync.render.engine import render_catalog
+    from orksync.rendered.diff import RenderedDiff, compare_rendered
+    from orksync.source.revision_tree import export_revision
+
+    start = time.monotonic()
+
+    def render(repo: Path) -> RenderedSet:
+        progress().phase("load")
+        catalog = _load(repo)
+        progress().phase("render", len(catalog.crs), "custom resources")
+        return render_catalog(catalog, strict_cluster_scope=args.strict_cluster_scope,
+                              progress=progress().advance)
+
+    sha = ""
+    try:
+        if not args.repo.is_dir():
+            raise UsageError(f"{args.repo}: not a directory")
+        with tempfile.TemporaryDirectory(prefix="orksync-diff-against-") as tmp:
+            base = export_revision(args.repo, args.diff_against, Path(tmp))
+            sha = base.sha
+            if not base.existed:
+                log.warning("warning: %s does not exist at %s: every object counts as "
+                            "created", args.repo, args.diff_against)
+            old = render(Path(tmp))
+        new = render(args.repo)
+        progress().finish()
+    except OrksyncError as err:
+        progress().finish()
+        result = RenderedDiff(errors=[str(err)])
+    else:
+        short = short_revision(sha)
+        result = compare_rendered(old, new, old_label=short, new_label="worktree",
+                                  old_name=f"at {short}", new_name="working tree")
+    _print_render_diff(args, result, sha)
+    for error in result.errors:
+        log.error("error: %s", error)
+    counts = result.counts()
+    log.info("render diff against=%s created=%d changed=%d deleted=%d errors=%d in %.1fs",
+             short_revision(sha) if sha else args.diff_against, counts["created"],
+             counts["changed"], counts["deleted"], len(result.errors),
+             time.monotonic() - start)
+    return result.exit_code
+
+
+def _print_render_diff(args: argparse.Namespace, result: RenderedDiff, sha: str) -> None:
+    """`result` on stdout in `--format`: text (coloured on a terminal), markdown, json."""
+    import json
+
+    from orksync.rendered.diff import json_document, markdown
+    from orksync.source import local_revision
+
+    if args.format == "json":
+        sys.stdout.write(json.dumps(json_document(
+            result.changes, result.errors, revision=sha,
+            withheld=[str(r) for r in result.withheld]), indent=2) + "\n")
+    elif args.format == "markdown":
+        head = local_revision(args.repo) if args.repo.is_dir() else ""
+        title = (f"orksync: rendered change from {short_revision(sha) or args.diff_against}"
+                 f" to {short_revision(head) if head else 'the working tree'}")
+        sys.stdout.write(markdown(result.changes, result.errors, title=title,
+                                  notes=result.notes()))
+    else:
+        from orksync.colour import colour_diff, wanted
+
+        text = result.text()
+        sys.stdout.write(colour_diff(text) if wanted(sys.stdout) else text)
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
     from orksync.katalog.schema import catalog_schema_errors
 
@@ -415,15 +552,23 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return 1 if errors else 0
 
 
-def _kube(args: argparse.Namespace) -> Kube:
+def _kube(args: argparse.Namespace, *, reach: bool = True) -> Kube:
+    """The command's cluster connection. `reach`: checked with one request first, so that
+    a server that cannot be reached fails the command at once with one line naming it and
+    the kubeconfig context (Kube.reach), not once per object after the retries; a server
+    that answered it and fails later is retried (orksync.cluster.retry)."""
     from orksync.cluster.kube import Kube
 
     if args.kubeconfig or os.environ.get("KUBECONFIG") or \
             Path("~/.kube/config").expanduser().exists() or \
             not os.environ.get("KUBERNETES_SERVICE_HOST"):
-        return Kube.from_kubeconfig(args.kubeconfig, args.context,
+        kube = Kube.from_kubeconfig(args.kubeconfig, args.context,
                                     pool_size=max(args.workers * 2, 4))
-    return Kube.in_cluster(pool_size=max(args.workers * 2, 4))
+    else:
+        kube = Kube.in_cluster(pool_size=max(args.workers * 2, 4))
+    if reach:
+        kube.reach()
+    return kube
 
 
 def _apply_options(args: argparse.Namespace) -> ApplyOptions:
@@ -604,7 +749,20 @@ def cmd_diff(args: argparse.Namespace) -> int:
     except OrksyncError as err:
         log.error("error: %s", err)
         return 2
-    sys.stdout.write(result.text())
+    if args.namespace is not None:
+        result = result.in_namespace(args.namespace)
+    if args.output == "json":
+        import json
+
+        from orksync.rendered.diff import json_document
+
+        sys.stdout.write(json.dumps(json_document(result.object_diffs(), result.errors,
+                                                  refused=result.refused), indent=2) + "\n")
+    else:
+        from orksync.colour import colour_diff, wanted
+
+        text = result.text()
+        sys.stdout.write(colour_diff(text) if wanted(sys.stdout) else text)
     for error in result.errors[len(rendered.errors):]:  # render errors were logged already
         log.error("error: %s", error)
     log.info("diff objects=%d differ=%d refused=%d errors=%d", len(rendered.objects),
@@ -612,17 +770,28 @@ def cmd_diff(args: argparse.Namespace) -> int:
     return result.exit_code
 
 
+def cmd_completion(args: argparse.Namespace) -> int:
+    """The completion script of `args.shell`, made by shtab from this parser: every
+    command, every flag and the choices of each."""
+    import shtab
+
+    sys.stdout.write(shtab.complete(build_parser(), shell=args.shell))
+    return 0
+
+
 COMMANDS = {
     "render": cmd_render,
     "validate": cmd_validate,
-    "agent": lambda args: cmd_agent(args, _kube(args)),
+    "agent": lambda args: cmd_agent(args, _kube(args, reach=False)),
     "apply": cmd_apply,
     "diff": cmd_diff,
     "sync": cmd_sync,
     "rotate": cmd_rotate,
     "status": lambda args: cmd_status(args, _kube),
     "tree": lambda args: cmd_tree(args, _kube),
+    "install": lambda args: cmd_install(args, _kube),
     "version": cmd_version,
+    "completion": cmd_completion,
 }
 
 

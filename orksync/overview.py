@@ -25,10 +25,6 @@ __all__ = ["add_overview_parsers", "cmd_status", "cmd_tree"]
 
 
 def _add_common(p: argparse.ArgumentParser, seconds: Callable[[str], float]) -> None:
-    p.add_argument("--kubeconfig", default=os.environ.get("ORKSYNC_KUBECONFIG"),
-                   help="kubeconfig file (default: $KUBECONFIG, then ~/.kube/config; in a "
-                        "pod without either: the in-cluster service account)")
-    p.add_argument("--context", default=None, help="kubeconfig context to use")
     p.add_argument("--inventory-namespace",
                    default=os.environ.get("ORKSYNC_INVENTORY_NAMESPACE", "orksync-system"),
                    help="namespace of the inventory ConfigMaps (default: orksync-system)")
@@ -54,7 +50,11 @@ _COLUMNS_HELP = (
     "lists the object; when several do, the one that wrote it last comes first.")
 
 
-def add_overview_parsers(sub: Any, *, seconds: Callable[[str], float]) -> None:
+def add_overview_parsers(sub: Any, *, seconds: Callable[[str], float],
+                         namespace_flags: Callable[[argparse.ArgumentParser, str], None]
+                         ) -> None:
+    """`namespace_flags(parser, what)` adds -n/--namespace and -A/--all-namespaces (the
+    command line's, shared with `orksync diff`)."""
     p = sub.add_parser("status", help="list the custom resources orksync manages and their "
                        "health",
                        description="Every custom resource and plain manifest the "
@@ -65,14 +65,18 @@ def add_overview_parsers(sub: Any, *, seconds: Callable[[str], float]) -> None:
                    metavar="ROOT",
                    help="only the objects this sync root's inventory lists (repeatable; "
                         "default: every root)")
+    namespace_flags(p, "custom resources and manifests")
     _add_common(p, seconds)
     p = sub.add_parser("tree", help="show a custom resource and its children with their "
                        "health",
                        description="The custom resource KIND/NAMESPACE/NAME (KIND/NAME when "
                        "cluster-scoped; KIND may carry its group: Widget.example.io) and "
-                       "the children its inventory lists, each with its health. "
+                       "the children its inventory lists, each with its health; with "
+                       "-n NS the target may be KIND/NAME, as kubectl takes it. "
                        + _COLUMNS_HELP + " Reads the cluster only.")
     p.add_argument("target", metavar="KIND/NAMESPACE/NAME")
+    p.add_argument("-n", "--namespace", default=None, metavar="NS",
+                   help="the namespace of the custom resource when the target is KIND/NAME")
     _add_common(p, seconds)
 
 
@@ -117,29 +121,59 @@ def _run(args: argparse.Namespace, kube_factory: Callable[[argparse.Namespace], 
         kube.close()
 
 
+def _coloured(args: argparse.Namespace, text: str) -> str:
+    """A table's HEALTH column in colour, on a terminal (orksync.colour)."""
+    from orksync.colour import GREEN, RED, YELLOW, colour_column, wanted
+
+    if args.output != "table" or not wanted(sys.stdout):
+        return text
+    return colour_column(text, "HEALTH", {
+        "Current": GREEN, "Failed": RED, "Missing": RED, "InProgress": YELLOW,
+        "Terminating": YELLOW, "Unknown": YELLOW})
+
+
 def cmd_status(args: argparse.Namespace,
                kube_factory: Callable[[argparse.Namespace], Kube]) -> int:
     from orksync.lifecycle.overview import read_rows, status_table
 
     def view(kube: Kube) -> Callable[[datetime], str]:
         rows = read_rows(kube, args.inventory_namespace, args.name)
+        if args.namespace is not None:
+            rows = [r for r in rows if r.ref.namespace == args.namespace]
         if not rows and args.output == "table":
-            return lambda now: (f"No custom resources managed by orksync (no inventory in "
-                                f"namespace {args.inventory_namespace} lists one).\n")
+            where = f" in namespace {args.namespace}" if args.namespace is not None else ""
+            return lambda now: (f"No custom resources managed by orksync{where} (no "
+                                f"inventory in namespace {args.inventory_namespace} lists "
+                                "one).\n")
         return lambda now: _render(args, {"items": [r.to_dict(now) for r in rows]},
-                                   status_table(rows, now))
+                                   _coloured(args, status_table(rows, now)))
 
     return _run(args, kube_factory, view)
 
 
+def _tree_target(args: argparse.Namespace) -> str:
+    """The target with -n's namespace put in (`Widget/web -n team-a`)."""
+    from orksync.errors import UsageError
+    from orksync.lifecycle.overview import parse_target
+
+    kind, ns, name = parse_target(args.target)  # a malformed target fails before any request
+    if args.namespace is None:
+        return str(args.target)
+    if ns and ns != args.namespace:
+        raise UsageError(f"{args.target}: names namespace {ns}, but -n says "
+                         f"{args.namespace}")
+    return f"{kind}/{args.namespace}/{name}"
+
+
 def cmd_tree(args: argparse.Namespace,
              kube_factory: Callable[[argparse.Namespace], Kube]) -> int:
-    from orksync.lifecycle.overview import find_tree, parse_target, tree_table
+    from orksync.lifecycle.overview import find_tree, tree_table
 
-    parse_target(args.target)  # a malformed target fails before any request
+    target = _tree_target(args)
 
     def view(kube: Kube) -> Callable[[datetime], str]:
-        tree = find_tree(kube, args.inventory_namespace, args.target)
-        return lambda now: _render(args, tree.to_dict(now), tree_table(tree, now))
+        tree = find_tree(kube, args.inventory_namespace, target)
+        return lambda now: _render(args, tree.to_dict(now),
+                                   _coloured(args, tree_table(tree, now)))
 
     return _run(args, kube_factory, view)

@@ -76,6 +76,9 @@ STOP_TIMEOUT = 10.0
 LOG_TAIL_LINES = 30
 STATE_FILE = "state.json"
 CERT_VALIDITY = timedelta(days=30)
+# The Services' cluster IPs: a /16 (65,533 Services), so that benches with a Service per
+# custom resource (hundreds, thousands) do not run out of addresses as a /24's 253 did.
+SERVICE_RANGE = "10.0.0.0/16"
 _POLL_FIRST = 0.05
 _POLL_MAX = 0.5
 
@@ -821,7 +824,7 @@ class ControlPlane:
             f"--service-account-issuer={self.server}/",
             f"--service-account-key-file={paths.pki / 'service-account.pub'}",
             f"--service-account-signing-key-file={paths.key('service-account')}",
-            "--service-cluster-ip-range=10.0.0.0/24",
+            f"--service-cluster-ip-range={SERVICE_RANGE}",
             "--disable-admission-plugins=ServiceAccount",
             "--allow-privileged=true",
             # Without a bound, SIGTERM waits for kube-controller-manager's watches to end (minutes).

@@ -113,6 +113,8 @@ def _generated(body: Any) -> Iterator[Secret]:
             value = base64.b64decode(data[key], validate=True).decode("utf-8")
         except (binascii.Error, UnicodeDecodeError, TypeError):
             continue
+        if value.startswith("<generate:") and value.endswith(">"):
+            continue  # a placeholder (`orksync diff` dry-runs the rendered Secret): no value
         yield Secret(where, key, value)
 
 

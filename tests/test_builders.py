@@ -495,6 +495,12 @@ def test_a_config_map_writes_every_data_value_as_text() -> None:
     assert "data" not in build("configMaps", {})
 
 
+def test_a_config_map_keeps_data_text_verbatim_spaces_included() -> None:
+    # Orkestra writes a text without `{{` as it is; a config file's final newline stays
+    body = build("configMaps", {"data": {"p": "  plain text  ", "f": "a = 1\n"}})
+    assert body["data"] == {"p": "  plain text  ", "f": "a = 1\n"}
+
+
 @pytest.mark.parametrize("name", list(RESOURCE_QUOTAS))
 def test_every_resource_quota_profile_sets_hard_limits(name: str) -> None:
     assert build("resourceQuotas", {"profile": name})["spec"] == {"hard": RESOURCE_QUOTAS[name]}
@@ -1065,3 +1071,10 @@ def test_a_cluster_role_binding_subject_needs_a_namespace_when_the_cr_has_none()
     err = error("clusterRoleBindings", {"roleRef": {"name": "view"},
                                         "subjects": [{"name": "sa"}]}, cr_namespace="")
     assert err.field == "subjects[0].namespace"
+
+
+def test_the_env_map_form_is_refused_naming_the_list_form_orkestra_reads() -> None:
+    err = error("deployments", {"image": "nginx", "env": {"MODE": "prod"}})
+    assert err.field == "env"
+    assert "the form Orkestra reads since v0.7.13" in str(err)
+    assert 'env: [{name: KEY, value: "..."}]' in str(err)

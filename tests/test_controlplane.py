@@ -129,6 +129,22 @@ def test_a_deleted_namespace_goes_away_with_its_contents(api_client: ApiClient) 
 
 
 @pytest.mark.cluster
+def test_the_service_range_holds_more_services_than_a_slash_24(
+        api_client: ApiClient, namespace: str) -> None:
+    """A /24 has 253 cluster IPs (one is the `kubernetes` Service's): the 254th ClusterIP
+    Service was refused, and benches with a Service per custom resource ran out."""
+    core = CoreV1Api(api_client)
+    for i in range(260):
+        core.create_namespaced_service(namespace, {
+            "metadata": {"name": f"s{i}"},
+            "spec": {"ports": [{"port": 80}]}}, field_manager=FIELD_MANAGER)
+    ips = {s.spec.cluster_ip for s in core.list_namespaced_service(namespace).items}
+    assert len(ips) == 260 and None not in ips
+    for i in range(260):  # the IPs back to the range for the tests that follow
+        core.delete_namespaced_service(f"s{i}", namespace)
+
+
+@pytest.mark.cluster
 def test_restart_apiserver_keeps_data(control_plane: ControlPlane, namespace: str) -> None:
     with control_plane.api_client() as before:
         _config_map(CoreV1Api(before), namespace, "survivor")

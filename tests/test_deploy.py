@@ -121,10 +121,10 @@ def test_the_kustomization_leaves_the_credentials_template_out() -> None:
     assert "commonLabels" not in kustomization
     assert all(entry["includeSelectors"] is False for entry in kustomization["labels"])
     resources = kustomization["resources"]
-    assert "git-credentials.secret.yaml" not in resources
-    assert (BASE / "git-credentials.secret.yaml").is_file()
-    listed = {p.name for p in BASE.glob("*.yaml")} - {"kustomization.yaml",
-                                                        "git-credentials.secret.yaml"}
+    templates = {"git-credentials.secret.yaml", "git-ssh.secret.yaml"}
+    assert not templates & set(resources)
+    assert all((BASE / name).is_file() for name in templates)
+    listed = {p.name for p in BASE.glob("*.yaml")} - {"kustomization.yaml", *templates}
     assert set(resources) == listed
 
 
@@ -170,10 +170,19 @@ def test_the_agent_is_configured_from_the_environment_and_probed_on_8080() -> No
     assert port["containerPort"] == 8080
     assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
     assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
-    mount = next(m for m in container["volumeMounts"] if m["mountPath"] == "/etc/orksync/git")
-    assert mount["readOnly"] is True
-    secret = next(v for v in spec["volumes"] if v["name"] == mount["name"])["secret"]
-    assert secret["secretName"] == "orksync-git"
+    assert env["ORKSYNC_GIT_SSH_KEY_FILE"] == "/etc/orksync/ssh/identity"
+    assert env["ORKSYNC_GIT_KNOWN_HOSTS_FILE"] == "/etc/orksync/ssh/known_hosts"
+    assert env["ORKSYNC_NOTIFY_TOKEN_FILE"] == "/etc/orksync/notify/token"
+    for path, name in (("/etc/orksync/git", "orksync-git"), ("/etc/orksync/ssh",
+                                                              "orksync-git-ssh"),
+                       ("/etc/orksync/notify", "orksync-notify")):
+        mount = next(m for m in container["volumeMounts"] if m["mountPath"] == path)
+        assert mount["readOnly"] is True
+        secret = next(v for v in spec["volumes"] if v["name"] == mount["name"])["secret"]
+        assert (secret["secretName"], secret["optional"]) == (name, True)
+    # the inventories beside the agent, wherever it is installed (role.yaml's namespace)
+    inventory = next(e for e in container["env"] if e["name"] == "ORKSYNC_INVENTORY_NAMESPACE")
+    assert inventory["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace"
     (service,) = load(BASE / "service.yaml")
     (sport,) = service["spec"]["ports"]
     assert (sport["name"], sport["port"]) == ("http-metrics", 8080)
@@ -246,7 +255,8 @@ def test_kustomize_renders_every_manifest(control_plane: ControlPlane) -> None:
     docs = kustomize(control_plane)
     kinds = sorted(d["kind"] for d in docs)
     assert kinds == sorted(["Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding",
-                            "Role", "RoleBinding", "Deployment", "Service", "CronJob"])
+                            "Role", "RoleBinding", "Deployment", "Service", "NetworkPolicy",
+                            "CronJob"])
     for doc in docs:
         assert doc["metadata"]["labels"]["app.kubernetes.io/name"] == "orksync", doc["kind"]
         if doc["kind"] not in ("Namespace", "ClusterRole", "ClusterRoleBinding"):

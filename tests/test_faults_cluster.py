@@ -17,6 +17,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import shutil
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -29,7 +31,7 @@ import pytest
 
 from orksync.agent.runner import Agent, AgentConfig
 from orksync.apply.delete import DeletionOptions
-from orksync.cluster.kube import Kube, RetryPolicy
+from orksync.cluster.kube import Kube, RetryPolicy, Unreachable
 from orksync.errors import ClusterError
 from orksync.katalog.loader import load_repository
 from orksync.katalog.model import Catalog
@@ -474,6 +476,31 @@ def test_refused_connections_fail_fast_after_the_deadline_and_write_nothing(
     through.close()
     assert read_inventory(kube, world.name) == stored
     world.assert_converged(kube, kept)
+
+
+def test_an_api_server_never_reached_fails_the_cli_at_once_in_one_line_naming_it(
+        world: World, relay: TcpFaultProxy, tmp_path: Path) -> None:
+    """A refused first connection is not retried: `orksync sync` ends with one line naming
+    the server and the kubeconfig context, after one connection attempt (the relay
+    refuses at the port: nothing reaches the server); a server that answered once and
+    then refuses is retried (the test above)."""
+    kubeconfig = relay.kubeconfig(tmp_path / "kubeconfig")
+    relay.refuse()
+    done = subprocess.run([sys.executable, "-m", "orksync", "sync", str(world.root), "--once",
+                           "--kubeconfig", str(kubeconfig), "--name", world.name],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1, done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, lines
+    assert relay.url in lines[0] and "kubeconfig context" in lines[0], lines[0]
+    assert "cannot be reached" in lines[0], lines[0]
+    through = relayed(relay, tmp_path)
+    with pytest.raises(Unreachable, match="cannot be reached"):
+        through.resource("v1", "ConfigMap")
+    assert through.requests == 1  # one attempt, no retry
+    relay.resume()
+    assert through.resource("v1", "ConfigMap").plural == "configmaps"
+    through.close()
 
 
 # --- 3. 429 and 5xx answers, lost answers (TLS-terminating HTTP proxy) -----------------------

@@ -92,7 +92,7 @@ def test_a_deployment_past_its_progress_deadline_stalls_its_custom_resource(
     sync(kube, repo, T0 + timedelta(minutes=1, seconds=30))
     (event,) = health_events(kube, cr)
     assert event["type"] == "Warning" and event["reason"] == "WidgetHealthCheckFailed"
-    assert event["message"] == cond["Stalled"][2]
+    assert event["message"] == f"{cond['Stalled'][2]} (revision rev1)"  # Events name the revision
 
     # rolled out: Ready
     write_status(kube, deploy, rolled_out(2))

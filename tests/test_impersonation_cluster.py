@@ -494,7 +494,10 @@ def test_the_overlay_grants_no_writes_of_children_no_escalation_and_no_wildcard(
         ("platform.example.com", "webapps/finalizers"),
         # the example's plain manifests (platform/), the platform's, written as the agent
         ("rbac.authorization.k8s.io", "clusterroles"),
-        ("rbac.authorization.k8s.io", "rolebindings")}
+        ("rbac.authorization.k8s.io", "rolebindings"),
+        # the web view's reviews, which store nothing
+        ("authentication.k8s.io", "tokenreviews"),
+        ("authorization.k8s.io", "subjectaccessreviews")}
     assert grants[("", "serviceaccounts")] == {"get", "list", "watch", "impersonate"}
     assert grants[("", "namespaces")] == {"get", "list", "watch", "create", "patch",
                                           "update", "delete"}

@@ -300,3 +300,21 @@ def test_an_override_crd_file_is_read_from_the_komposer_directory(tmp_path: Path
     catalog = load(tmp_path, KOMPOSER + "      crdFile: ./crd.yaml\n")
     assert not catalog.errors, messages(catalog.errors)
     assert config_maps(render_catalog(catalog)) == {"a-cm": {"from": "katalog"}}
+
+
+def test_an_override_crd_file_wins_over_the_imported_entrys_api_types(tmp_path: Path) -> None:
+    # the imported entry names Widget by apiTypes; the override's CRD file names Gadget
+    by_api_types = KATALOG_FLAT.replace(
+        "      crdFile: ../crd.yaml\n",
+        "      apiTypes: {group: test.orksync.io, version: v1, kind: Widget, "
+        "plural: widgets}\n")
+    gadget_crd = CRD.replace("widgets", "gadgets").replace("Widget", "Gadget").replace(
+        "widget", "gadget")
+    catalog = load(tmp_path, KOMPOSER + "      crdFile: ./gadget-crd.yaml\n", by_api_types,
+                   {"op/gadget-crd.yaml": gadget_crd,
+                    "apps/a.yaml": widget("a").replace("Widget", "Gadget"),
+                    "apps/b.yaml": widget("b", "team-b").replace("Widget", "Gadget")})
+    assert not catalog.errors, messages(catalog.errors)
+    entry = next(e for e in catalog.entries() if e.key == "widget")
+    assert (entry.kind, entry.plural) == ("Gadget", "gadgets")
+    assert config_maps(render_catalog(catalog)) == {"a-cm": {"from": "katalog"}}

@@ -207,3 +207,41 @@ def test_the_agent_flags_reach_its_settings() -> None:
     assert (config.allow_empty, config.prune_crds) == (True, True)
     assert (config.lease_duration, config.renew_deadline, config.retry_period) == (20, 12, 3)
     assert str(config.webhook_secret_file) == "/run/hook/secret"
+
+
+def test_a_leaders_write_deadline_ends_before_its_renew_deadline() -> None:
+    """`check` (the gate of every request) returns the time left to write: each attempt's
+    deadline is cut to it (orksync.cluster.kube), so a write that a slow network delays
+    is given up before a standby may take the lease over, not 30 s later."""
+    clock, store = Clock(), Store()
+    a = elector(Kube(store), clock, "a")
+    a.try_acquire_or_renew()
+    assert a.check() == pytest.approx(a.renew_deadline)
+    clock.now += 7.5
+    assert a.check() == pytest.approx(a.renew_deadline - 7.5)
+    assert a.check() < a.lease_duration - a.retry_period  # before any standby's takeover
+
+
+def test_each_attempts_deadline_is_bounded_by_the_gates_time_left() -> None:
+    import ssl
+
+    from orksync.cluster import kubeconfig
+    from orksync.cluster.kube import Kube as RealKube
+    from orksync.cluster.retry import RetryPolicy
+    from orksync.cluster.transport import ConnectFailed
+
+    kube = RealKube(connection=kubeconfig.Connection(
+        server="https://127.0.0.1:1", tls=ssl.create_default_context()), timeout=30.0,
+        retry=RetryPolicy(attempts=1))
+    seen: list[float] = []
+
+    def request(method: str, url: str, payload: Any, headers: Any, timeout: float) -> Any:
+        seen.append(timeout)
+        raise ConnectFailed("refused")
+
+    kube._pool.request = request  # type: ignore[method-assign]
+    for left in (None, 2.5, 45.0):
+        kube.gate = lambda left=left: left  # type: ignore[misc]
+        with pytest.raises(ClusterError):
+            kube.request("GET", "/api/v1")
+    assert seen == [30.0, 2.5, 30.0]

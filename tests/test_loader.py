@@ -253,6 +253,41 @@ def test_depends_on_names_entries_of_the_katalog_with_a_supported_state(
         assert [e.key for e in catalog.entries()] == ["widget"]  # the gadget is not loaded
 
 
+def test_depends_on_takes_orkestras_map_form_with_a_condition(tmp_path: Path) -> None:
+    write_repo(tmp_path, {"crd.yaml": CRD, "gadget-crd.yaml": GADGET_CRD,
+                          "katalog.yaml": two_entries("{widget: {condition: healthy}}")})
+    catalog = load_repository(tmp_path)
+    assert not catalog.errors and not catalog.warnings, (catalog.errors, catalog.warnings)
+    gadget = next(e for e in catalog.entries() if e.key == "gadget")
+    assert gadget.depends_on == (("widget", "healthy"),)
+    write_repo(tmp_path, {"katalog.yaml": two_entries("{widget: {condition: ready, "
+                                                      "after: 5m}}")})
+    assert [str(e) for e in load_repository(tmp_path).errors] == [
+        "katalog.yaml:22 Katalog/widgets spec.crds.gadget.dependsOn.widget.after: unknown "
+        "key: a dependency is {condition: <state>} (or the state alone)"]
+
+
+def test_api_types_of_a_built_in_kind_are_filled_from_orkestras_table(tmp_path: Path) -> None:
+    write_repo(tmp_path, {
+        "katalog.yaml": "apiVersion: orkestra.orkspace.io/v1\nkind: Katalog\n"
+                        "metadata: {name: nsk}\nspec:\n  crds:\n    namespace:\n"
+                        "      apiTypes: {kind: Namespace}\n      operatorBox:\n"
+                        "        onCreate:\n          configMaps:\n"
+                        "            - {name: settings, namespace: \"{{ .metadata.name }}\"}\n"
+                        "    deploy:\n      apiTypes: {kind: Deployment}\n",
+        "ns.yaml": "apiVersion: v1\nkind: Namespace\nmetadata: {name: team-x}\n"})
+    catalog = load_repository(tmp_path)
+    assert not catalog.errors, catalog.errors
+    by_key = {e.key: e for e in catalog.entries()}
+    namespace, deploy = by_key["namespace"], by_key["deploy"]
+    assert (namespace.group, namespace.version, namespace.plural, namespace.namespaced) == \
+        ("", "v1", "namespaces", False)
+    assert (deploy.api_version, deploy.plural, deploy.namespaced) == \
+        ("apps/v1", "deployments", True)
+    assert [str(cr.ref) for cr in catalog.crs] == ["Namespace/team-x"]  # its resources
+    assert not catalog.plain
+
+
 def test_a_setup_file_in_the_walk_is_read_once_and_outside_it_holds_plain_manifests_only(
         tmp_path: Path) -> None:
     with_setup = KATALOG.replace("      crdFile: ./crd.yaml\n",
@@ -338,3 +373,34 @@ def test_yaml_that_is_no_manifest_is_still_ignored(tmp_path: Path) -> None:
         "half.yaml:2 ?/b/a apiVersion: missing: a manifest needs apiVersion and kind, this "
         "one is not applied"]
     assert not catalog.plain
+
+
+@pytest.mark.parametrize(("insert", "line", "path", "says"), [
+    ("      reconciler:\n        constructor: NewWidgetReconciler\n", 9,
+     "spec.crds.widget.reconciler.constructor", "needs Go code compiled into an Orkestra"),
+    ("      reconciler: {hooks: {preCreate: Check}}\n", 8,
+     "spec.crds.widget.reconciler.hooks", "needs Go code compiled into an Orkestra"),
+    ("      operatorBox:\n        cross:\n          - as: db\n            crd: widget\n"
+     "            source: {url: \"http://other:8080\"}\n", 12,
+     "spec.crds.widget.operatorBox.cross[0].source", "reads another Orkestra instance"),
+])
+def test_go_code_at_the_crd_level_and_a_remote_cross_source_are_refused(
+        tmp_path: Path, insert: str, line: int, path: str, says: str) -> None:
+    katalog = KATALOG.replace("      crdFile: ./crd.yaml\n", "      crdFile: ./crd.yaml\n"
+                              + insert, 1)
+    if "operatorBox:\n        cross" in insert:
+        katalog = katalog.replace("      operatorBox:\n        onCreate:", "        onCreate:")
+    write_repo(tmp_path, {"crd.yaml": CRD, "katalog.yaml": katalog})
+    errors = [str(e) for e in load_repository(tmp_path).errors]
+    assert len(errors) == 1, errors
+    assert errors[0].startswith(f"katalog.yaml:{line} Katalog/widgets {path}: {says}")
+    assert errors[0].endswith("not supported")
+
+
+def test_notes_as_a_list_name_the_form_orkestra_reads(tmp_path: Path) -> None:
+    katalog = KATALOG.replace("spec:\n", "notes: [greet]\nspec:\n", 1)
+    write_repo(tmp_path, {"crd.yaml": CRD, "katalog.yaml": katalog})
+    assert [str(e) for e in load_repository(tmp_path).errors] == [
+        "katalog.yaml:4 Katalog/widgets notes: notes must be Orkestra's map notes: "
+        "{functions: [{name, expression}]} (orksync also reads a map of name to "
+        "expression), not a list (an early form Orkestra no longer reads)"]

@@ -735,3 +735,20 @@ def test_numbers_reach_templates_as_the_api_server_delivers_them(tmp_path: Path)
     objs = by_name(render(tmp_path))
     assert objs["ConfigMap/default/app-numbers"]["data"] == {
         "own": "1000000|1.2345678901234568e+29|2.5", "cross": "2000000"}
+
+
+def test_custom_metadata_labels_as_a_key_value_list_render_with_a_portability_warning(
+        tmp_path: Path) -> None:
+    box = ("        onCreate:\n          custom:\n"
+           "            - apiVersion: example.com/v1\n              kind: Thing\n"
+           "              metadata:\n                name: \"{{ .metadata.name }}-thing\"\n"
+           "                labels:\n                  - {key: tier, value: cache}\n")
+    root = write_repo(tmp_path, {"crd.yaml": CRD, "apps/a.yaml": widget("a"),
+                                 "katalog.yaml": KATALOG.split("        onCreate:\n")[0]
+                                 + box})
+    rendered = render_catalog(load_repository(root))
+    assert not rendered.errors, rendered.errors
+    thing = next(o for o in rendered.objects if o.ref.kind == "Thing")
+    assert thing.body["metadata"]["labels"]["tier"] == "cache"
+    assert [w for w in rendered.warnings if "custom[0].metadata.labels not portable to "
+            "Orkestra" in w and "Orkestra reads a map: labels: {key: value}" in w]

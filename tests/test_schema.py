@@ -145,16 +145,20 @@ def test_a_custom_resource_outside_its_crds_schema_is_named_by_file_line_and_fie
 
 def test_a_rendered_child_of_a_repository_kind_is_checked_at_its_katalog_entry(
         tmp_path: Path) -> None:
+    # a Gadget: a kind of the repository that no entry of this Katalog reconciles (a
+    # Widget creating a Widget would be rendered through its own entry, without end)
     katalog = KATALOG.replace("          services:\n", """\
           custom:
             - apiVersion: test.orksync.io/v1
-              kind: Widget
+              kind: Gadget
               metadata: {name: "{{ .metadata.name }}-child"}
               spec: {image: nginx, colour: red}
           services:
 """)
     repo = strict_repo(tmp_path)
-    write_repo(repo, {"katalog.yaml": katalog})
+    gadget_crd = STRICT_CRD.replace("widgets", "gadgets").replace("Widget", "Gadget") \
+        .replace("widget", "gadget")
+    write_repo(repo, {"katalog.yaml": katalog, "gadget-crd.yaml": gadget_crd})
     catalog = load_repository(repo)
     errors = catalog_schema_errors(catalog, render_catalog(catalog).objects)
     children = [e for e in errors if e.obj.endswith("-child")]
@@ -162,6 +166,7 @@ def test_a_rendered_child_of_a_repository_kind_is_checked_at_its_katalog_entry(
         ("katalog.yaml", 20, "spec.colour"), ("katalog.yaml", 20, "spec.colour")]
     assert "rendered by spec.crds.widget.operatorBox.onCreate.custom[0] for " \
         "Widget.test.orksync.io/default/ok: unknown field 'colour'" in str(children[0])
+    assert "Gadget" in str(children[0])
 
 
 def validate(repo: Path) -> subprocess.CompletedProcess[str]:

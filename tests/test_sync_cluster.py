@@ -16,7 +16,15 @@ from orksync.katalog.loader import load_repository
 from orksync.model import Action, ChangeSet, ObjRef
 from orksync.render.engine import render_catalog
 from testbed.controlplane import ControlPlane
-from tests.helpers import CRD, KATALOG, REPO_EXAMPLE, record_requests, widget, write_repo
+from tests.helpers import (
+    CRD,
+    KATALOG,
+    REPO_EXAMPLE,
+    katalog,
+    record_requests,
+    widget,
+    write_repo,
+)
 
 pytestmark = pytest.mark.cluster
 
@@ -403,4 +411,26 @@ def test_a_custom_resource_outside_its_crds_schema_is_refused_once_not_retried(
     assert kube.requests == len(sent) and kube.retries == 0, "nothing was sent again"
     failed = {str(c.ref): c.message for c in changes.failed}
     assert ".spec.colour: field not declared in schema" in failed[f"Gizmo.strict.orksync.io/{ns}/g"]
+    kube.close()
+
+
+def test_text_outside_the_basic_multilingual_plane_is_applied_as_written(
+        control_plane: ControlPlane, tmp_path: Path) -> None:
+    """A server-side apply body is read as YAML, which refuses the JSON escape of a
+    surrogate pair (`\\ud83d\\ude80`): the body is sent as UTF-8."""
+    ns = f"t-{uuid.uuid4().hex[:8]}"
+    box = ("        onReconcile:\n          configMaps:\n"
+           "            - name: \"{{ .metadata.name }}-greeting\"\n"
+           "              data: {greeting: \"{{ .spec.image }}\"}\n")
+    repo = write_repo(tmp_path, {"katalog.yaml": katalog(box), "crd.yaml": CRD,
+                                 "w.yaml": widget("w", ns, image='"héllo 🚀"')})
+    kube = Kube.from_kubeconfig(control_plane.kubeconfig)
+    changes = sync(kube, repo)
+    assert not changes.failed, changes.failed
+    cm = live(kube, ObjRef(api_version="v1", kind="ConfigMap", namespace=ns, name="w-greeting"))
+    assert cm["data"]["greeting"] == "héllo 🚀"
+    widget_body = live(kube, ObjRef(api_version="test.orksync.io/v1", kind="Widget",
+                                    namespace=ns, name="w"))
+    assert widget_body["spec"]["image"] == "héllo 🚀"
+    assert all(c.action is Action.UNCHANGED for c in sync(kube, repo).changes)
     kube.close()

@@ -424,3 +424,10 @@ def test_a_stream_closed_from_another_thread_ends_without_an_error() -> None:
         assert list(pieces) == []  # the wait for more ends when the stream is closed
         closer.join()
         release.set()
+
+
+def test_a_body_goes_as_utf8_json_and_a_lone_surrogate_as_the_replacement_character() -> None:
+    from orksync.cluster.kube import encode_body
+
+    assert encode_body({"a": "héllo 🚀"}) == '{"a":"héllo 🚀"}'.encode()
+    assert encode_body({"a": "x\ud800y"}) == '{"a":"x\ufffdy"}'.encode()

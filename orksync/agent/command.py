@@ -109,6 +109,42 @@ def add_agent_parser(sub: Any, *, common_flags: tuple[Callable[[argparse.Argumen
                    help="ssh: git's allowed-signers file [ORKSYNC_ALLOWED_SIGNERS_FILE]")
     p.add_argument("--gpg-keyring", type=Path, default=env("ORKSYNC_GPG_KEYRING"),
                    help="gpg: a public keyring file of the allowed keys [ORKSYNC_GPG_KEYRING]")
+    n = p.add_argument_group("notifications", "the result of each revision's sync, posted "
+                             "in the background (a notification never holds a sync)")
+    n.add_argument("--notify-commit-status", choices=("github", "gitlab", "gitea"),
+                   default=env("ORKSYNC_NOTIFY_COMMIT_STATUS") or None,
+                   help="post a commit status for each revision's sync: pending when it "
+                        "starts, success or failure with its message when it ends "
+                        "[ORKSYNC_NOTIFY_COMMIT_STATUS]")
+    n.add_argument("--notify-api-url", default=env("ORKSYNC_NOTIFY_API_URL", ""),
+                   help="the forge's API (GitHub Enterprise https://HOST/api/v3, GitLab "
+                        "https://HOST/api/v4, Gitea https://HOST/api/v1); default: from the "
+                        "repository URL's host [ORKSYNC_NOTIFY_API_URL]")
+    n.add_argument("--notify-repo", default=env("ORKSYNC_NOTIFY_REPO", ""),
+                   metavar="OWNER/NAME",
+                   help="the repository on the forge (GitLab: group/subgroup/project or the "
+                        "project id); default: from the repository URL [ORKSYNC_NOTIFY_REPO]")
+    n.add_argument("--notify-token-file", type=Path, default=env("ORKSYNC_NOTIFY_TOKEN_FILE"),
+                   help="file holding the API token (a mounted Secret's key; read at each "
+                        "post), else the variable ORKSYNC_NOTIFY_TOKEN "
+                        "[ORKSYNC_NOTIFY_TOKEN_FILE]")
+    n.add_argument("--notify-context", default=env("ORKSYNC_NOTIFY_CONTEXT", ""),
+                   help="the commit status's name [ORKSYNC_NOTIFY_CONTEXT, default "
+                        "orksync/NAME]")
+    n.add_argument("--notify-target-url", default=env("ORKSYNC_NOTIFY_TARGET_URL", ""),
+                   help="the link of the commit status, e.g. the web view "
+                        "[ORKSYNC_NOTIFY_TARGET_URL]")
+    n.add_argument("--notify-webhook-url", default=env("ORKSYNC_NOTIFY_WEBHOOK_URL", ""),
+                   help="POST a JSON alert here when a revision's sync ends "
+                        "[ORKSYNC_NOTIFY_WEBHOOK_URL]")
+    n.add_argument("--notify-webhook-secret-file", type=Path,
+                   default=env("ORKSYNC_NOTIFY_WEBHOOK_SECRET_FILE"),
+                   help="sign the alert with HMAC-SHA256 of this secret, header "
+                        "X-Orksync-Signature-256: sha256=HEX "
+                        "[ORKSYNC_NOTIFY_WEBHOOK_SECRET_FILE]")
+    n.add_argument("--notify-timeout", type=seconds, default=env("ORKSYNC_NOTIFY_TIMEOUT", "10s"),
+                   help="bound of each notification's connect and of each read of its answer "
+                        "[ORKSYNC_NOTIFY_TIMEOUT, default 10s]")
     for add in common_flags:
         add(p)
 
@@ -122,6 +158,7 @@ def cmd_agent(args: argparse.Namespace, kube: Kube) -> int:
 
 def agent_config(args: argparse.Namespace) -> AgentConfig:
     """The agent's settings from its parsed flags."""
+    from orksync.agent.notify import NotifyConfig
     from orksync.agent.runner import AgentConfig
     from orksync.source.git import GitAuth, GitVerify, VerifyMode
 
@@ -144,6 +181,13 @@ def agent_config(args: argparse.Namespace) -> AgentConfig:
     if not 0 <= args.shard < args.shards:
         raise UsageError(f"--shard {args.shard} is not in 0..{args.shards - 1}")
     suffix = f"-shard-{args.shard}-of-{args.shards}" if args.shards > 1 else ""
+    notify = NotifyConfig(commit_status=args.notify_commit_status or "",
+                          api_url=args.notify_api_url, repo=args.notify_repo,
+                          token_file=args.notify_token_file, context=args.notify_context,
+                          target_url=args.notify_target_url,
+                          webhook_url=args.notify_webhook_url,
+                          webhook_secret_file=args.notify_webhook_secret_file,
+                          timeout=args.notify_timeout)
     return AgentConfig(repo_url=args.repo_url, ref=args.ref, path=args.path,
                        interval=args.interval, resync_interval=args.resync_interval,
                        rotate_interval=args.rotate_interval,
@@ -161,4 +205,4 @@ def agent_config(args: argparse.Namespace) -> AgentConfig:
                        allow_empty=args.allow_empty, prune_crds=args.prune_crds,
                        default_service_account=args.default_service_account,
                        repair_workers=args.repair_workers, ui=args.ui == "true",
-                       **identity)
+                       notify=notify, **identity)

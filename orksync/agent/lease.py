@@ -36,6 +36,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from orksync.cluster.kube import Kube, Resource
+from orksync.cluster.outage import Outages
 from orksync.errors import ClusterError, LeadershipLost, UsageError
 
 log = logging.getLogger(__name__)
@@ -76,6 +77,10 @@ class LeaderElector:
         self.on_started_leading: Callable[[], None] = lambda: None
         self.on_stopped_leading: Callable[[], None] = lambda: None
         self.on_sync_requested: Callable[[], None] = lambda: None
+        # an API server that cannot be reached is logged once, when it begins and ends
+        self.outages = Outages(log)
+        # why this replica does not lead, for /readyz (`standby_reason`)
+        self._why_not = "the lease has not been tried yet"
 
     # --- the write gate ------------------------------------------------------------------
 
@@ -87,11 +92,25 @@ class LeaderElector:
             renewed = self._renewed_at
         return renewed is not None and self.monotonic() - renewed < self.renew_deadline
 
-    def check(self) -> None:
-        """Raise LeadershipLost unless this process may write (`Kube.gate` of the jobs)."""
-        if not self.leading:
+    def check(self) -> float:
+        """Raise LeadershipLost unless this process may write (`Kube.gate` of the jobs);
+        the seconds it may still write without a new renewal, which bound the next
+        request's deadline (a write sent now is answered, or given up, before the renew
+        deadline, and so before any standby may take the lease over)."""
+        with self._lock:
+            renewed = self._renewed_at
+        left = self.renew_deadline - (self.monotonic() - renewed) if renewed is not None \
+            else 0.0
+        if left <= 0:
             raise LeadershipLost(f"{self.identity} does not hold the lease "
                                  f"{self.namespace}/{self.name}; writes stopped")
+        return left
+
+    @property
+    def standby_reason(self) -> str:
+        """Why this replica does not lead now: another replica holds the lease (named), or
+        the lease could not be read or renewed (the error)."""
+        return self._why_not
 
     # --- one try -------------------------------------------------------------------------
 
@@ -104,6 +123,7 @@ class LeaderElector:
             if current is None:
                 self.kube.create(self.res, self._body(None, 0, sent=sent),
                                  field_manager="orksync")
+                self.outages.recovered("lease")
                 return self._won(sent)
             spec = dict(current.get("spec") or {})
             now = self.monotonic()
@@ -119,6 +139,9 @@ class LeaderElector:
                 duration = max(float(spec.get("leaseDurationSeconds") or 0),
                                self.lease_duration)
                 if silent < duration:
+                    self.outages.recovered("lease")
+                    self._why_not = f"another replica ({holder}) holds the lease " \
+                        f"{self.namespace}/{self.name}"
                     return self._lost()
                 log.info("leader election: %s takes over the lease %s/%s from %s "
                          "(unchanged for %.1fs)", self.identity, self.namespace, self.name,
@@ -129,12 +152,23 @@ class LeaderElector:
                               body=self._body(current, transitions, sent=sent),
                               subject=f"Lease/{self.namespace}/{self.name}")
             won = self._won(sent)
+            self.outages.recovered("lease")
             if SYNC_REQUESTED in ((current.get("metadata") or {}).get("annotations") or {}):
                 self.on_sync_requested()
             return won
         except ClusterError as err:
-            if err.status != 409:  # 409: another candidate wrote first; it wins this round
+            if err.status == 409:  # another candidate wrote first; it wins this round
+                self.outages.recovered("lease")
+                self._why_not = f"another replica took the lease {self.namespace}/" \
+                    f"{self.name} first"
+            elif not err.status or err.status >= 500:  # the API server, not the request
+                self.outages.failed("lease", f"leader election: {err}")
+                self._why_not = f"the lease {self.namespace}/{self.name} could not be " \
+                    f"read or renewed: {err}"
+            else:
                 log.warning("leader election: %s", err)
+                self._why_not = f"the lease {self.namespace}/{self.name} could not be " \
+                    f"read or renewed: {err}"
             return self._lost() if not self.leading else True
 
     def _body(self, current: dict[str, Any] | None, transitions: int, *,

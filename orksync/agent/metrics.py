@@ -19,6 +19,16 @@ class Metrics:
         self.syncs = Counter("orksync_syncs_total", "Syncs by result", ["result"], registry=r)
         self.last_success = Gauge("orksync_last_successful_sync_timestamp_seconds",
                                   "Unix time of the last successful sync", registry=r)
+        self.sync_failing = Gauge("orksync_sync_failing",
+                                  "1 while the last sync failed (the last good revision "
+                                  "stays applied; /readyz says why)", registry=r)
+        self.stalled = Gauge("orksync_sync_stalled",
+                             "1 while the last sync was refused in a way that cannot "
+                             "succeed without a change (retried at a new revision, or "
+                             "after the backoff)", registry=r)
+        self.consecutive_failures = Gauge("orksync_sync_consecutive_failures",
+                                          "Syncs failed in a row (0 after a success)",
+                                          registry=r)
         self.revision = Gauge("orksync_last_applied_revision_info",
                               "The revision last applied (label), value 1", ["revision"],
                               registry=r)

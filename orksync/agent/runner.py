@@ -52,9 +52,17 @@ from apscheduler.schedulers.background import BackgroundScheduler
 
 from orksync.agent import webhook
 from orksync.agent.drift import DriftRepair, Plan
+from orksync.agent.failure import (
+    FAILED,
+    STALLED,
+    SUCCEEDED,
+    report_custom_resources,
+    report_root,
+)
 from orksync.agent.incremental import changed_custom_resources, cross_readers
 from orksync.agent.lease import LeaderElector
 from orksync.agent.metrics import Metrics
+from orksync.agent.notify import Notifier, NotifyConfig, notification_counter
 from orksync.agent.relabel import block_kinds, label_shard
 from orksync.agent.server import serve
 from orksync.agent.shard import shard_filter, shard_label, shard_of
@@ -63,9 +71,15 @@ from orksync.agent.ui.journal import Journal
 from orksync.apply.delete import DeletionOptions, OnDeleteRenderer
 from orksync.apply.engine import ApplyOptions
 from orksync.apply.impersonation import Identities, Impersonation
-from orksync.apply.inventory import CONFIGMAP_PREFIX, Inventory, inventory_identity
+from orksync.apply.inventory import (
+    CONFIGMAP_PREFIX,
+    Inventory,
+    InventoryError,
+    inventory_identity,
+)
 from orksync.apply.secrets import rotate_due
 from orksync.cluster.kube import Kube
+from orksync.cluster.outage import Outages
 from orksync.cluster.retry import RetryPolicy
 from orksync.cluster.transport import USER_AGENT
 from orksync.cluster.view import WatchedView
@@ -73,6 +87,7 @@ from orksync.egress import HttpEgress
 from orksync.errors import ClusterError, LeadershipLost, OrksyncError, SourceError
 from orksync.katalog.loader import load_repository
 from orksync.katalog.model import Catalog, CustomResource
+from orksync.katalog.schema import catalog_schema_errors
 from orksync.logs import log_change, log_problems, summary_line
 from orksync.model import (
     OWNER_ANNOTATION,
@@ -141,6 +156,8 @@ class AgentConfig:
     default_service_account: str = ""
     repair_workers: int = 4  # drift repair's workers (orksync.agent.drift); 0: none
     ui: bool = True  # the read-only web view on /ui/ (orksync.agent.ui)
+    # the commit status and webhook alert of each revision's sync (orksync.agent.notify)
+    notify: NotifyConfig = field(default_factory=NotifyConfig)
 
 
 @dataclass(slots=True)
@@ -160,6 +177,39 @@ class _State:
     # the catalog's compiled templates and onDelete renderers, for scoped syncs
     render_plan: RenderPlan | None = None
     hooks: Mapping[tuple[str, str], OnDeleteRenderer] | None = None
+    # failures (orksync.agent.failure): the revision the last sync fetched (a new one ends
+    # a backoff), the last sync's failure ("" after a success), why it cannot succeed
+    # without a change (a refusal: Stalled), and the failure last reported to the cluster
+    attempted: str = ""
+    failure: str = ""
+    stalled: str = ""
+    reported: tuple[str, str] | None = None
+    said_failure: tuple[str, str] | None = None  # the failure last logged
+    unreported_crs: bool = False  # the failed sync wrote no custom resource's status
+    foreign: bool = False  # the inventory belongs to another source: nothing written
+    own_errors: frozenset[str] = frozenset()  # custom resources whose status names theirs
+    # (revision, object, message) of the failed changes logged (`Agent._log_change`)
+    said_changes: set[tuple[str, str, str]] = field(default_factory=set)
+
+
+def schema_checked(catalog: Catalog, rendered: RenderedSet) -> RenderedSet:
+    """The render less what does not fit its CRD's schema, by `orksync validate`'s check
+    (orksync.katalog.schema): a custom resource, or a rendered child of a kind the
+    repository defines, that the API server would refuse the same way at every try is
+    not sent. Each problem becomes an error of the render (file:line, object, field), so
+    the sync fails, backs off and prunes nothing, as for any render error; the custom
+    resource concerned is held whole (itself and its children: neither applied nor
+    pruned), the others are synced."""
+    errors = catalog_schema_errors(catalog, rendered.objects)
+    if not errors:
+        return rendered
+    bad = {err.obj for err in errors}
+    held = {o.ref if o.owner is None else o.owner for o in rendered.objects
+            if str(o.ref) in bad}
+    objects = tuple(o for o in rendered.objects
+                    if o.ref not in held and o.owner not in held and str(o.ref) not in bad)
+    return dataclasses.replace(rendered, objects=objects,
+                               errors=(*rendered.errors, *errors))
 
 
 class Agent:
@@ -174,6 +224,10 @@ class Agent:
                                               verify=config.verify),
                                 config.state_dir / "checkout")
         self.elector: LeaderElector | None = None
+        # an outage (the API server or the Git remote down) is logged once per component
+        # when it begins and once when it ends, not at every retry (orksync.cluster.outage)
+        self.outages = Outages(log)
+        kube.retry_log_level = logging.DEBUG
         if not kube.user_agent:  # the audit log tells the replicas apart by it
             kube.user_agent = f"{USER_AGENT} (agent {config.identity})"
         if config.leader_elect:
@@ -190,6 +244,7 @@ class Agent:
             self.elector.on_started_leading = self._started_leading
             self.elector.on_sync_requested = self._hook_sync
             self.elector.on_stopped_leading = self._stopped_leading
+            self.elector.outages = self.outages
             kube.gate = self.elector.check
         self.scheduler: BackgroundScheduler | None = None
         # set by a webhook; a sync that starts clears it, one that ends finds it set when
@@ -214,22 +269,40 @@ class Agent:
         self.labelled = False
         # the last syncs and repairs, for the web view (orksync.agent.ui)
         self.journal = Journal()
+        # told of each revision's sync: `sync` names the revision it syncs in
+        # `notify_revision`, `_sync_job_locked` says how it ended
+        self.notifier = Notifier.of(config.notify, root=config.name,
+                                    repository=config.repo_url, path=config.path,
+                                    counter=notification_counter(self.metrics.registry))
+        self.notify_revision = self.notify_message = ""
 
     # --- readiness -----------------------------------------------------------------------
 
     def ready(self) -> tuple[bool, str]:
+        """/readyz: (ready, why). Not ready while the API server cannot be reached (the
+        lease then cannot be renewed) or before the first successful sync; ready but
+        saying so while the last sync failed or stalled (the last good revision stays
+        applied) or the Git remote cannot be fetched; a standby says who leads."""
         if self.elector is not None and not self.elector.leading:
-            return True, "standby: another replica holds the lease"
+            if any(o.component == "lease" for o in self.outages.current()):
+                return False, f"not leading: {self.elector.standby_reason}"
+            return True, f"standby: {self.elector.standby_reason}"
         if not self.state.synced_once:
             why = f": {self.state.last_error}" if self.state.last_error else ""
-            return False, f"not synced yet{why}"
+            return False, f"not synced yet{' (stalled)' if self.state.stalled else ''}{why}"
         unsynced = self.drift.unsynced() if self.drift is not None else []
         if unsynced:
             return False, "the watches of the managed objects have not listed " + ", ".join(
                 f"{kind} ({api_version})" for api_version, kind in unsynced)
+        said = []
+        if self.state.failure:
+            said.append(f"{'stalled' if self.state.stalled else 'failing'}: the sync of "
+                        f"revision {self.state.attempted[:12]} failed {self.state.failures} "
+                        "time(s), next attempt at a new revision or after the backoff: "
+                        f"{self.state.failure}")
         if self.state.source_error:
-            return True, f"serving the last good revision: {self.state.source_error}"
-        return True, "ok"
+            said.append(f"serving the last good revision: {self.state.source_error}")
+        return True, "; ".join(said) or "ok"
 
     # --- jobs ----------------------------------------------------------------------------
 
@@ -311,7 +384,9 @@ class Agent:
     def _sync_job(self) -> bool:
         """One sync, unless this replica is not the leader (then its standby view), is
         stopping or backs off; whether it ran, or the lease came while it did not."""
-        if self.stop_event.is_set() or time.monotonic() < self.state.next_attempt:
+        if self.stop_event.is_set():
+            return False
+        if time.monotonic() < self.state.next_attempt and not self._moved_during_backoff():
             return False
         try:
             return self._sync_job_locked()
@@ -326,6 +401,7 @@ class Agent:
                 # found this job running, and is run by `sync_job`'s loop
                 return self.is_leader()
             self.sync_wanted.clear()
+            self.notify_revision = self.notify_message = ""
             start = time.monotonic()
             hook_at, self.hook_at = self.hook_at, None
             try:
@@ -343,8 +419,13 @@ class Agent:
                 self.journal.synced(self.config.name, kind="full", ok=False,
                                     revision=self.state.revision.sha
                                     if self.state.revision else "", message=str(err))
+                if isinstance(err, InventoryError):  # the inventory is another source's
+                    self.state.stalled = str(err)
                 self.metrics.errors.labels(reason=type(err).__name__).inc()
-                log.error("sync failed: %s", err)
+                self._failed_early(err)
+            # queued, never waited for (orksync.agent.notify)
+            self.notifier.finished(self.notify_revision, ok,
+                                   self.notify_message or self.state.last_error)
             duration = time.monotonic() - start
             self.metrics.sync_duration.observe(duration)
             self.metrics.reconcile_duration.labels(
@@ -352,16 +433,110 @@ class Agent:
                 time.monotonic() - (hook_at if hook_at is not None else start))
             self.metrics.syncs.labels(result="success" if ok else "failure").inc()
             if ok:
-                self.state.failures = 0
-                self.state.next_attempt = 0.0
-                self.metrics.last_success.set(time.time())
+                self._succeeded()
             else:
-                self.state.failures += 1
-                backoff = min(self.config.interval * 2 ** self.state.failures, MAX_BACKOFF)
-                self.state.next_attempt = time.monotonic() + backoff
-                log.info("next sync attempt in %.0fs (failure %d)", backoff,
-                         self.state.failures)
+                self._failed()
             return True
+
+    # --- failures (orksync.agent.failure) -------------------------------------------------
+
+    def _moved_during_backoff(self) -> bool:
+        """While a failed sync backs off, the job still fetches at every interval: a
+        revision other than the one that failed ends the backoff at once (as a webhook
+        does). Whether it did."""
+        if not self.is_leader() or not self.state.attempted:
+            return False
+        revision = self.fetch()
+        if revision is None or self.state.source_error or \
+                revision.sha == self.state.attempted:  # (the remote down: the last good)
+            return False
+        log.info("revision %s: new since the failed sync of %s; syncing now, not after "
+                 "the backoff", revision.sha[:7], self.state.attempted[:7])
+        self.state.next_attempt = 0.0
+        return True
+
+    def _log_change(self, change: Change) -> None:
+        """A sync's change logged; a failure the same object met with the same message
+        at this revision already (a refusal that repeats at every attempt of the backoff)
+        only at debug level: once per revision."""
+        if change.action is Action.FAILED:
+            said = (self.state.attempted, str(change.ref), change.message)
+            if said in self.state.said_changes:
+                log.debug("failed %s: %s (again)", change.ref, change.message)
+                return
+            self.state.said_changes.add(said)
+        log_change(change, log)
+
+    def _failed_early(self, err: OrksyncError) -> None:
+        """A sync that raised: an API server that cannot be reached is an outage of the
+        sync (logged when it begins and ends); any other error is logged once per
+        revision and message, and reported on the custom resources when the sync wrote
+        no status (the revision did not load, or the sync never got to it)."""
+        if isinstance(err, ClusterError) and (not err.status or err.status >= 500):
+            self.outages.failed("sync", str(err))
+            return
+        said = (self.state.attempted, str(err))
+        if said != self.state.said_failure:
+            self.state.said_failure = said
+            log.error("sync failed: %s", err)
+        self.state.foreign = isinstance(err, InventoryError)
+        self.state.unreported_crs = not self.state.foreign  # another source's: not ours
+        self.state.own_errors = frozenset()
+
+    def _succeeded(self) -> None:
+        self.outages.recovered("sync")
+        self.state.failures = 0
+        self.state.next_attempt = 0.0
+        self.state.failure = self.state.stalled = ""
+        self.state.said_failure = None
+        self.state.said_changes.clear()
+        self.state.foreign = False
+        self.metrics.last_success.set(time.time())
+        self.metrics.sync_failing.set(0)
+        self.metrics.stalled.set(0)
+        self.metrics.consecutive_failures.set(0)
+        if self.state.reported != ("", ""):  # a failure reported, or not known: cleared
+            self._report(SUCCEEDED, "")
+
+    def _failed(self) -> None:
+        """Backoff: interval x 2^failures, at most MAX_BACKOFF; a new revision or a
+        webhook ends it. A refusal that cannot succeed without a change says Stalled."""
+        self.state.failures += 1
+        backoff = min(self.config.interval * 2 ** self.state.failures, MAX_BACKOFF)
+        self.state.next_attempt = time.monotonic() + backoff
+        self.state.failure = self.state.stalled or self.state.last_error
+        self.metrics.sync_failing.set(1)
+        self.metrics.stalled.set(1 if self.state.stalled else 0)
+        self.metrics.consecutive_failures.set(self.state.failures)
+        result = STALLED if self.state.stalled else FAILED
+        log.info("%s; next attempt at a new revision or in %.0fs (failure %d)",
+                 "sync stalled" if self.state.stalled else "sync failed", backoff,
+                 self.state.failures)
+        self._report(result, self.state.failure)
+
+    def _report(self, result: str, message: str) -> None:
+        """The root's sync result, and the custom resources' when the sync wrote no
+        status, written to the cluster once per revision and message; a failure to
+        write it is logged at debug (the log and /readyz said it already)."""
+        key = (self.state.attempted if result != SUCCEEDED else "", message)
+        crs, self.state.unreported_crs = self.state.unreported_crs, False
+        if key == self.state.reported or self.state.foreign:
+            return
+        try:
+            self.state.reported = key
+            report_root(self.kube, name=self.config.name,
+                        namespace=self.config.inventory_namespace, result=result,
+                        revision=self.state.attempted, message=message)
+            if crs and result != SUCCEEDED:
+                inventory = read_inventory(self.kube, self.config.name,
+                                           self.config.inventory_namespace)
+                report_custom_resources(
+                    self.kube, [e.ref for e in inventory if e.is_custom_resource and
+                                str(e.ref) not in self.state.own_errors],
+                    result=result, revision=self.state.attempted, message=message)
+        except OrksyncError as err:
+            self.state.reported = None
+            log.debug("the sync result was not written: %s", err)
 
     def standby_view(self) -> None:
         """A standby watches the kinds of the stored inventory, so that a takeover
@@ -384,13 +559,14 @@ class Agent:
             self.metrics.source_up.set(0)
             self.metrics.errors.labels(reason="source").inc()
             self.state.source_error = str(err)
-            log.error("git: %s; keeping revision %s", err,
-                      self.state.revision.sha[:7] if self.state.revision else "none")
+            self.outages.failed("git", f"{err}; keeping revision " + (
+                self.state.revision.sha[:7] if self.state.revision else "none"))
             return self.state.revision
         finally:
             self.metrics.fetch_duration.observe(time.monotonic() - start)
         self.metrics.source_up.set(1)
         self.state.source_error = ""
+        self.outages.recovered("git")
         return revision
 
     def full_due(self) -> bool:
@@ -412,10 +588,14 @@ class Agent:
             self.journal.synced(self.config.name, kind="fetch", ok=False, revision="",
                                 message=self.state.source_error)
             return False
+        self.state.attempted = revision.sha
+        self.state.stalled = ""
         moved = self.state.catalog is None or self.state.revision is None or \
             revision.sha != self.state.revision.sha
         if not moved and not self.full_due():
             return None
+        self.notify_revision = revision.sha
+        self.notifier.started(revision.sha)
         if moved:
             catalog = load_repository(revision.path)
             scope = None
@@ -472,6 +652,8 @@ class Agent:
             live=WatchedView(self.drift.informers, self.kube)
             if self.drift is not None and not relabel else None,
             select=self._mine)
+        rendered = schema_checked(catalog if self.config.shards <= 1 else dataclasses.replace(
+            catalog, crs=tuple(filter(self._mine, catalog.crs))), rendered)
         said = (rendered.warnings, tuple(map(str, rendered.errors)))
         if said != self.state.said:  # once per revision, and when they change
             log_problems(rendered.warnings, rendered.errors, log)
@@ -487,7 +669,7 @@ class Agent:
                 inventory_namespace=self.config.inventory_namespace, hooks=hooks,
                 options=self._options(listed=relabel),
                 source=Source.of(self.config.repo_url, self.config.path),
-                revision=revision.sha, on_change=lambda change: log_change(change, log),
+                revision=revision.sha, on_change=self._log_change,
                 # status only for this shard's custom resources
                 status_of=dataclasses.replace(catalog,
                                               crs=tuple(filter(self._mine, catalog.crs)))
@@ -506,14 +688,31 @@ class Agent:
                               seconds=time.monotonic() - start, errors=len(rendered.errors)))
         self.metrics.revision.clear()
         self.metrics.revision.labels(revision=revision.sha).set(1)
-        ok = not rendered.errors and not result.changes.failed
+        # a refused prune (an empty render of a root that has objects) is a failed sync:
+        # it backs off and is counted and reported as one, Stalled until Git changes
+        ok = not rendered.errors and not result.changes.failed and not result.refused_empty
         self.state.synced_once = self.state.synced_once or ok
         if ok:
             self.state.full_at = started
         else:
             self.state.full_wanted = True
-        self.state.last_error = "" if ok else (
+        if result.refused_empty:
+            self.state.stalled = "; ".join(result.refused) or "the render is empty"
+        if not ok:  # the root's custom resources did not reach this revision: said on
+            # each, but for those whose status names their own error already
+            self.state.unreported_crs = True
+            self.state.own_errors = frozenset(
+                str(getattr(e, "obj", "")) for e in rendered.errors) | frozenset(
+                str(c.ref) for c in result.changes.failed)
+        self.state.last_error = "" if ok else self.state.stalled or "; ".join(
+            [*(str(e) for e in rendered.errors[:3]),
+             *(f"{c.ref}: {c.message}" for c in result.changes.failed[:3])]) or (
             f"{len(rendered.errors)} render error(s), {len(result.changes.failed)} failed")
+        # the commit status names the first error, then the counts (orksync.agent.notify)
+        first = [str(e) for e in rendered.errors[:1]] + [
+            f"{c.ref}: {c.message}" for c in result.changes.failed[:1]]
+        self.notify_message = f"{'; '.join(first)} ({self.state.last_error})" if first \
+            else self.state.last_error
         self.journal.synced(self.config.name, kind="full", revision=revision.sha, ok=ok,
                             counts=_counts(result.changes.counts()),
                             message=self.state.last_error)
@@ -597,6 +796,11 @@ class Agent:
                 return None
             assert isinstance(outcome, CrResult)
             objects.extend((outcome.resource, *outcome.children))
+        if catalog_schema_errors(dataclasses.replace(catalog, crs=tuple(crs)), objects):
+            log.info("a custom resource does not fit its CRD's schema: a full sync follows "
+                     "(it reports it)")
+            self.state.full_wanted = True
+            return None
         objects.sort(key=lambda o: (o.stage, o.ref))
         rendered = merger.rendered_set(tuple(objects))
         start = time.monotonic()
@@ -608,7 +812,7 @@ class Agent:
                 inventory_namespace=self.config.inventory_namespace, hooks=self._hooks(),
                 options=self._options(),
                 source=Source.of(self.config.repo_url, self.config.path), revision=revision,
-                on_change=lambda change: log_change(change, log),
+                on_change=self._log_change,
                 status_of=dataclasses.replace(catalog, crs=tuple(crs)),
                 scope=Scope(frozenset(cr.ref for cr in crs), shared))
         finally:
@@ -882,6 +1086,7 @@ class Agent:
             if self.elector is not None:
                 self.elector.release()
         server.shutdown()
+        self.notifier.close()
         if self.elector is not None:
             self.elector.kube.close()
         self.kube.close()

@@ -20,11 +20,16 @@ from typing import Protocol
 from orksync.errors import UsageError
 
 PATH = "/hooks/git"
-MAX_BODY = 25 * 1024 * 1024  # GitHub's largest payload; a longer body is refused unread
+# A push event's payload is a few kilobytes (tens for a push of many commits); a longer
+# body is refused unread (413). GitHub caps payloads at 25 MB, which only events carrying
+# whole file lists or large diffs reach: the agent never needs their content, as a hook
+# only says "look now".
+MAX_BODY = 1024 * 1024
 
 
 class Headers(Protocol):
-    """A request's headers, looked up without regard to case (http.server's)."""
+    """A request's headers, looked up without regard to case (an email.message.Message,
+    as orksync.agent.server and http.server give them)."""
 
     def get(self, name: str) -> str | None: ...
 

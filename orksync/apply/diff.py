@@ -40,7 +40,10 @@ refusal of the plan, is a `# prune refused: ...` line, not a difference. An obje
 gone is no difference. Deleted Secrets are masked like the others.
 
 Exit code for the CLI (`DiffResult.exit_code`): 0 no difference, 1 differences, 2 errors
-(render errors included).
+(render errors included). `DiffResult.object_diffs` gives each diff its action (created:
+the cluster does not hold the object; deleted; else changed) for `orksync diff -o json`
+(orksync.rendered.diff.json_document); `in_namespace` keeps one namespace's diffs
+(`orksync diff -n`).
 """
 
 from __future__ import annotations
@@ -71,6 +74,7 @@ from orksync.model import (
     RenderedSet,
     WritePolicy,
 )
+from orksync.rendered.diff import ObjectDiff
 from orksync.secrets.mask import mask_secret, scrub, secret_values
 from orksync.yamlio import dump_yaml
 
@@ -101,6 +105,8 @@ class DiffResult:
     errors: list[str] = field(default_factory=list)
     refused: list[str] = field(default_factory=list)  # deletions the sync would not make
     failed: list[ObjRef] = field(default_factory=list)  # objects whose dry run failed
+    created: set[ObjRef] = field(default_factory=set)  # diffs of objects not in the cluster
+    deleted: set[ObjRef] = field(default_factory=set)  # diffs of deletions
 
     @property
     def exit_code(self) -> int:
@@ -112,6 +118,19 @@ class DiffResult:
     def text(self) -> str:
         return "".join(d for _, d in self.diffs) + "".join(
             f"# prune refused: {reason}\n" for reason in self.refused)
+
+    def object_diffs(self) -> list[ObjectDiff]:
+        """Each diff with its action (created, changed or deleted), for `-o json`."""
+        return [ObjectDiff(ref, "created" if ref in self.created else
+                           "deleted" if ref in self.deleted else "changed", text)
+                for ref, text in self.diffs]
+
+    def in_namespace(self, namespace: str) -> DiffResult:
+        """Only the diffs of objects in `namespace` (`orksync diff -n`); refusals and
+        errors stay: they are about the whole sync."""
+        return DiffResult(diffs=[(r, t) for r, t in self.diffs if r.namespace == namespace],
+                          errors=self.errors, refused=self.refused, failed=self.failed,
+                          created=self.created, deleted=self.deleted)
 
 
 def normalise(obj: dict[str, Any] | None) -> dict[str, Any]:
@@ -153,13 +172,15 @@ def diff_objects(kube: Kube, rendered: RenderedSet, prune: PruneInputs | None = 
     for obj in rendered.objects:
         try:
             one = _diff_one(kube, identities.kube_for(obj.owner), obj, owners, values,
-                            coming)
+                            coming, result.created)
         except ClusterError as err:
             result.errors.append(f"{obj.ref}: {err!s}")
             result.failed.append(obj.ref)
             continue
         if one:
             result.diffs.append((obj.ref, one))
+        else:
+            result.created.discard(obj.ref)
     if prune is not None:
         _diff_deletions(kube, identities, rendered, prune, result, values)
     # scrubbed at the end: the live Secrets' (old) values are known only now
@@ -197,6 +218,7 @@ def _diff_deletions(agent: Kube, identities: Identities, rendered: RenderedSet,
         if ref.kind == "Secret" and ref.api_version == "v1":
             values.extend(secret_values(live))
         result.diffs.append((ref, _deletion_diff(ref, live, why)))
+        result.deleted.add(ref)
 
     for entry in plan.delete:
         if entry.is_custom_resource:
@@ -246,9 +268,10 @@ def _deletion_diff(ref: ObjRef, live: dict[str, Any], why: str) -> str:
 
 def _diff_one(agent: Kube, kube: Kube, obj: RenderedObject,
               owners: dict[ObjRef, dict[str, Any] | None], values: list[str],
-              coming: set[tuple[str, str]]) -> str:
+              coming: set[tuple[str, str]], created: set[ObjRef]) -> str:
     """`kube`: the connection `obj` is read and dry-run through (its owner's identity);
-    `agent`: the agent's own, for its owner; `coming`: the kinds the rendered CRDs serve."""
+    `agent`: the agent's own, for its owner; `coming`: the kinds the rendered CRDs serve;
+    `created`: `obj` is added when the cluster does not hold it."""
     notes: list[str] = []
     body = copy.deepcopy(dict(obj.body))
     try:
@@ -262,6 +285,7 @@ def _diff_one(agent: Kube, kube: Kube, obj: RenderedObject,
                 "and no CRD of the repository defines it (from "
                 f"{obj.origin.file})", status=404, reason="NotFound") from err
         notes.append("kind not served yet (its CRD comes with this sync): not dry-run")
+        created.add(obj.ref)
         return _render_diff(obj, None, body, notes)
     meta = body.setdefault("metadata", {})
     if not res.namespaced:
@@ -269,6 +293,8 @@ def _diff_one(agent: Kube, kube: Kube, obj: RenderedObject,
     live = kube.get_or_none(res, obj.ref.namespace if res.namespaced else "", obj.ref.name)
     if obj.owner is None:
         owners[obj.ref] = live
+    if live is None:
+        created.add(obj.ref)
     work = ""
     if obj.ref.kind == "Secret" and obj.ref.api_version == "v1":
         values.extend(secret_values(live))
@@ -313,6 +339,7 @@ def _diff_one(agent: Kube, kube: Kube, obj: RenderedObject,
 def _secret_work(kube: Kube, res: Resource, obj: RenderedObject, body: dict[str, Any],
                  live: dict[str, Any]) -> tuple[str, ...]:
     """What a sync's plan would do to this existing Secret (see the module docstring)."""
+    from orksync.apply.secrets import Generating
     from orksync.secrets.ca import ca_secret_name
     from orksync.secrets.plan import plan_secret
     from orksync.secrets.random import CryptoRandom
@@ -326,8 +353,9 @@ def _secret_work(kube: Kube, res: Resource, obj: RenderedObject, body: dict[str,
     if obj.directives.get("tls"):
         ca_live = kube.get_or_none(res, obj.ref.namespace, ca_secret_name(obj.ref.name))
     # the values this plan generates stay in memory: only key names and reasons leave it
-    plan = plan_secret(body, obj.directives, live, policy=obj.policy, now=datetime.now(UTC),
-                       random=CryptoRandom(), source=source, ca_live=ca_live)
+    now = datetime.now(UTC)
+    plan = plan_secret(body, obj.directives, live, policy=obj.policy, now=now,
+                       random=Generating(CryptoRandom(), now), source=source, ca_live=ca_live)
     if plan.failed:
         return (f"a sync would fail: {plan.reason.removeprefix('error: ')}",)
     return plan.work

@@ -40,6 +40,7 @@ from orksync.apply.rollout import (
     is_rolled,
     live_digest,
     pod_template,
+    read_secrets,
     referenced_secrets,
     rollout_body,
 )
@@ -475,6 +476,12 @@ class Applier:
         if refused:
             return Change(ref=obj.ref, action=Action.SKIPPED, message=refused)
         body = self._desired(obj, res, run)
+        if current is not None and obj.owner is not None and is_rolled(obj.ref) and \
+                live_digest(body) is not None and (live_digest(body) != live_digest(current)
+                                                   or not unchanged(body, current)):
+            if local:  # the Secrets are read again first (`_restamped`)
+                return None
+            body = self._restamped(kube, obj, body, run)
         if obj.directives.get("copyFrom"):
             body = self._copy_from(kube, obj, res, body)
         if kind.secret:
@@ -485,7 +492,7 @@ class Applier:
                 if local:
                     return None
                 return self._roll(kube, obj, res, body)
-            return self._create_if_absent(kube, obj, res, body, current)
+            return self._create_if_absent(kube, obj, res, body, current, run)
         if current is not None and not obj.directives.get("forceConflict", True) and \
                 self._needs_rollout(obj, body, current, run):
             # the rollout manager may own the annotation (a rotation wrote it): moved by
@@ -675,6 +682,27 @@ class Applier:
         return any((obj.owner, obj.ref.namespace, name) in run.secrets_written
                    for name in referenced_secrets(template.get("spec") or {}))
 
+    @staticmethod
+    def _restamped(kube: Kube, obj: RenderedObject, body: dict[str, Any],
+                   run: _Run) -> dict[str, Any]:
+        """The workload's secrets-hash from its Secrets as they are now, where this apply
+        read them (orksync.apply.rollout.read_secrets), for a workload this apply is about
+        to write or roll: a rotation that ran meanwhile wrote them and rolled the
+        workload, which must not be rolled back. One GET per such Secret, only for a
+        workload written or rolled."""
+        from orksync.secrets.plan import data_hash  # the secrets stack: see _write_secret
+
+        assert obj.owner is not None
+        res = kube.resource("v1", "Secret")
+        for name in read_secrets(body, obj.owner, obj.ref.namespace, run.secret_hashes,
+                                 run.secrets_written):
+            live = kube.get_or_none(res, obj.ref.namespace, name)
+            if live is not None:
+                run.secret_hashes[(obj.owner, obj.ref.namespace, name)] = data_hash(
+                    {str(k): str(v) for k, v in (live.get("data") or {}).items()})
+        add_rollout_annotation(body, obj.owner, obj.ref.namespace, run.secret_hashes)
+        return body
+
     def _roll(self, kube: Kube, obj: RenderedObject, res: Resource,
               body: Mapping[str, Any]) -> Change:
         """Write the pod template's secrets-hash annotation alone, under orksync's rollout
@@ -690,25 +718,31 @@ class Applier:
                       message="rolled: a Secret it reads changed" + suffix)
 
     def _create_if_absent(self, kube: Kube, obj: RenderedObject, res: Resource,
-                          body: dict[str, Any], current: dict[str, Any] | None) -> Change:
+                          body: dict[str, Any], current: dict[str, Any] | None,
+                          run: _Run) -> Change:
         if current is not None:
+            self._remember(obj, current, run)
             return Change(ref=obj.ref, action=Action.UNCHANGED)
         if self.options.dry_run:
             return Change(ref=obj.ref, action=Action.CREATED, message="dry run")
         try:
-            kube.create(res, body, field_manager=self.options.field_manager,
-                        subject=str(obj.ref), metadata_only=True)
+            created = kube.create(res, body, field_manager=self.options.field_manager,
+                                  subject=str(obj.ref), metadata_only=True)
         except ClusterError as err:
             if err.status == 409 and err.reason == "AlreadyExists":
                 return Change(ref=obj.ref, action=Action.UNCHANGED,
                               message="exists already (made outside orksync, or by an "
                                       "earlier attempt whose answer was lost)")
             raise
+        self._remember(obj, created if isinstance(created, Mapping) else None, run)
         return Change(ref=obj.ref, action=Action.CREATED)
 
     def _remember(self, obj: RenderedObject, result: Mapping[str, Any] | None,
                   run: _Run) -> None:
-        if obj.owner is None and result:
+        """The uid of an object written or found: the owner reference of its children
+        (a custom resource's, and a nested custom resource's, one that a `custom:` block
+        created and that is rendered through its own entry)."""
+        if result:
             uid = (result.get("metadata") or {}).get("uid")
             if uid:
                 run.uids[obj.ref] = uid

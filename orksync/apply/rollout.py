@@ -16,7 +16,7 @@ still carries the annotation when it is applied).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Set
 from typing import Any
 
 from orksync.apply.compare import fingerprint
@@ -88,6 +88,21 @@ def rollout_body(ref: ObjRef, digest: str) -> dict[str, Any]:
 
 def is_rolled(ref: ObjRef) -> bool:
     return (ref.api_version, ref.kind) in ROLLED_KINDS
+
+
+def read_secrets(body: Mapping[str, Any], owner: ObjRef, namespace: str,
+                 hashes: Mapping[tuple[ObjRef, str, str], str],
+                 written: Set[tuple[ObjRef, str, str]]) -> list[str]:
+    """The Secrets of the same owner whose hashes a workload's annotation is made of and
+    that this apply read rather than wrote (`written`): a rotation (`orksync rotate`, the
+    agent's schedule) may have changed them since they were read. When the annotation
+    differs from the live workload's, the apply reads them again before it writes the
+    workload, so that it never puts back the hash of the Secrets a rotation replaced
+    (and rolled the workload for) between the two stages."""
+    template = pod_template(dict(body)) or {}
+    return sorted(name for name in referenced_secrets(template.get("spec") or {})
+                  if (owner, namespace, name) in hashes and
+                  (owner, namespace, name) not in written)
 
 
 def add_rollout_annotation(body: dict[str, Any], owner: ObjRef, namespace: str,

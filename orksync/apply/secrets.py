@@ -70,9 +70,9 @@ from orksync.secrets.plan import (
     owned_desired,
     plan_secret,
 )
-from orksync.secrets.random import RandomSource
+from orksync.secrets.random import Leaf, RandomSource
 
-__all__ = ["MANAGED_SELECTOR", "roll_readers", "rotate_due", "write_secret"]
+__all__ = ["MANAGED_SELECTOR", "Generating", "roll_readers", "rotate_due", "write_secret"]
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +87,30 @@ class _AlreadyExists(Exception):
     def __init__(self, *, ca: bool = False) -> None:
         super().__init__()
         self.ca = ca
+
+
+class Generating:
+    """The random source of a Secret write: `random`'s values, and the expressions a
+    template computed from random values (`<generate:expr:...>`) evaluated over them with
+    the template notes (orksync.render.notes.expressions, imported only when a Secret holds
+    such an expression), `now` the clock of their time notes."""
+
+    def __init__(self, random: RandomSource, now: datetime) -> None:
+        self._random = random
+        self._now = now
+
+    def token(self, func: str, n: int | None) -> str:
+        return self._random.token(func, n)
+
+    def evaluate(self, expression: Any, leaf: Leaf) -> str:
+        from orksync.render.notes.expressions import evaluate
+
+        return evaluate(expression, leaf, now=self._now)
+
+    def finish(self, text: str) -> str:
+        from orksync.render.notes.expressions import finish
+
+        return finish(text)
 
 
 def write_secret(kube: Kube, obj: RenderedObject, body: Mapping[str, Any],
@@ -110,7 +134,7 @@ def write_secret(kube: Kube, obj: RenderedObject, body: Mapping[str, Any],
                     _hash_of(live))
     for _attempt in range(2):
         plan = plan_secret(body, obj.directives, live, policy=obj.policy, now=now,
-                           random=random, source=source, ca_live=ca_live)
+                           random=Generating(random, now), source=source, ca_live=ca_live)
         try:
             change, after = _write_plan(kube, res, ref, plan, live,
                                         field_manager=field_manager, dry_run=dry_run)
@@ -162,8 +186,8 @@ def rotate_due(kube: Kube, *, now: datetime, random: RandomSource, dry_run: bool
             changes.add(ref, Action.SKIPPED, "nothing to rotate: no generated keys, no tls")
             continue
         plan = plan_secret(owned_desired(live, field_manager), directives, live,
-                           policy=WritePolicy.APPLY, now=now, random=random,
-                           force_rotate=forced,
+                           policy=WritePolicy.APPLY, now=now,
+                           random=Generating(random, now), force_rotate=forced,
                            ca_live=by_name.get((ref.namespace, ca_secret_name(ref.name))))
         if plan.write != "rotate" and not plan.failed:
             changes.add(ref, Action.UNCHANGED, "not due")

@@ -16,6 +16,7 @@ import copy
 import functools
 import json
 import logging
+import re
 import ssl
 import threading
 import time
@@ -37,7 +38,8 @@ from orksync.cluster.retry import (
 from orksync.cluster.transport import Pool, Stream, TransportError
 from orksync.errors import ClusterError
 
-__all__ = ["APPLY_PATCH", "MERGE_PATCH", "METADATA_ONLY", "Kube", "Resource", "RetryPolicy"]
+__all__ = ["APPLY_PATCH", "MERGE_PATCH", "METADATA_ONLY", "Kube", "Resource", "RetryPolicy",
+           "Unreachable"]
 
 log = logging.getLogger(__name__)
 
@@ -57,8 +59,20 @@ METADATA_ONLY = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1, a
 METADATA_LIST = ("application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1, "
                  "application/json")
 # json.dumps with `separators` builds a new encoder on every call; one is enough (it keeps
-# no state between calls)
-_encode_json = json.JSONEncoder(separators=(",", ":")).encode
+# no state between calls). Not ASCII-escaped: a server-side apply body is read as YAML,
+# which refuses the JSON escape of a surrogate pair (an emoji), so text goes as UTF-8.
+_json_text = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def encode_body(body: Any) -> bytes:
+    """`body` as UTF-8 JSON; a lone surrogate (text decoded from a JSON escape, never
+    valid UTF-8) becomes U+FFFD, as Go's encoder writes it."""
+    text = _json_text(body)
+    try:
+        return text.encode()
+    except UnicodeEncodeError:
+        return _LONE_SURROGATE.sub("\ufffd", text).encode()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -88,6 +102,13 @@ class Resource:
         return base
 
 
+class Unreachable(ClusterError):
+    """No connection to the API server could be made, and it never answered this client:
+    the address, the network or the server is wrong or down. Not retried (retrying a
+    server that was never reached only makes a command slow and loud); the message names
+    the server and where its address came from (the kubeconfig context)."""
+
+
 class Kube:
     """One cluster connection. Thread-safe: requests go through a pool of connections
     (orksync.cluster.transport's). Neither retries nor follows a redirect: the loop in
@@ -112,11 +133,19 @@ class Kube:
         self.retries = 0  # requests sent again (see the retry path below)
         # start of the first attempt of the current run of server failures (None: healthy)
         self._failing_since: float | None = None
+        # whether the server has answered any request of this client (a connection that
+        # cannot be made to a server never reached fails at once: `_retry_delay`)
+        self._answered = False
         # called before every attempt of every request; raises to stop the caller's whole
         # job (the agent's leader election: a job of a replica that may no longer write
-        # is abandoned at its next request, read or write; orksync.agent.lease)
-        self.gate: Callable[[], None] | None = None
+        # is abandoned at its next request, read or write; orksync.agent.lease). A number
+        # it returns bounds the attempt's deadline (seconds): the leader's write is
+        # answered or given up before its renew deadline passes.
+        self.gate: Callable[[], float | None] | None = None
         self.user_agent = ""  # sent instead of the transport's default when set
+        # the level of the line each retry logs: the agent's is DEBUG, as it logs the
+        # outages of its components once (orksync.cluster.outage) instead
+        self.retry_log_level = logging.INFO
         # `impersonating`: the user every request is sent as (Impersonate-User), and the
         # Kube whose pool, discovery, counters and gate this one shares (itself if none)
         self.as_user = ""
@@ -131,6 +160,7 @@ class Kube:
         other = Kube(connection=self._connection, pool_size=pool_size, timeout=timeout,
                      retry=retry)
         other.user_agent = self.user_agent
+        other.retry_log_level = self.retry_log_level
         return other
 
     def impersonating(self, user: str) -> Kube:
@@ -159,6 +189,12 @@ class Kube:
                 view._views = {}
                 root._views[user] = view
         return view
+
+    def reach(self) -> None:
+        """One GET /version: raises Unreachable at once when no connection can be made to a
+        server that never answered this client (a command's first request; any answer,
+        even a refusal, shows it is there: a refusal raises its ClusterError)."""
+        self.request("GET", "/version", subject=self.host)
 
     def check_gate(self) -> None:
         """Raise what the gate raises (a long wait between requests asks this)."""
@@ -203,7 +239,7 @@ class Kube:
         if not isinstance(query, str):
             query = _query_string(query or {})
         url = self._pool.prefix + path + query
-        payload = None if body is None else _encode_json(body).encode()
+        payload = None if body is None else encode_body(body)
         replayable = replay_safe(method, content_type, body)
         root = self._root
         gate = root.gate
@@ -211,9 +247,10 @@ class Kube:
         retry = 0
         renewed = False  # the credentials were renewed after a 401 (once per request)
         while True:
-            if gate is not None:
-                gate()
-            outcome = self._attempt(method, url, payload, content_type, accept)
+            left = gate() if gate is not None else None
+            outcome = self._attempt(method, url, payload, content_type, accept,
+                                    timeout=self.timeout if left is None else
+                                    max(min(self.timeout, left), 0.001))
             if outcome.status and outcome.status < 300:
                 return outcome.status, (json.loads(outcome.data) if outcome.data else None)
             if outcome.status == 401 and not renewed:
@@ -227,13 +264,21 @@ class Kube:
             if delay is None:
                 err = outcome.error(method, path, subject, retry + 1,
                                     ca_origin=self._ca_origin, outage=self._outage())
+                if outcome.transport is not None and not outcome.transport.sent and \
+                        not root._answered:
+                    origin = f" ({self._connection.origin})" if self._connection.origin \
+                        else ""
+                    raise Unreachable(f"the API server cannot be reached{origin} ({method} "
+                                      f"{path}): {type(outcome.transport).__name__}: "
+                                      f"{outcome.transport}",
+                                      subject=self.host) from outcome.transport
                 if self.as_user and outcome.status == 403:  # the identity, always named
                     err = ClusterError(f"{err.detail} (sent as {self.as_user})",
                                        subject=err.subject, status=err.status,
                                        reason=err.reason)
                 raise err
-            log.info("%s %s: %s; retry %d/%d in %.2fs", method, path, outcome.summary(),
-                     retry + 1, self.retry.attempts - 1, delay)
+            log.log(root.retry_log_level, "%s %s: %s; retry %d/%d in %.2fs", method, path,
+                    outcome.summary(), retry + 1, self.retry.attempts - 1, delay)
             time.sleep(delay)
             retry += 1
             with root._lock:
@@ -411,18 +456,20 @@ class Kube:
         return headers, authorization, tls
 
     def _attempt(self, method: str, url: str, payload: bytes | None,
-                 content_type: str, accept: str = "application/json") -> _Outcome:
+                 content_type: str, accept: str = "application/json", *,
+                 timeout: float) -> _Outcome:
         headers, authorization, tls = self._headers(accept, content_type)
         root = self._root
         with root._lock:  # threads send at once (the prefetch, the stage's writes)
             root.requests += 1
         started = time.monotonic()
         try:
-            resp = self._pool.request(method, url, payload, headers, self.timeout)
+            resp = self._pool.request(method, url, payload, headers, timeout)
         except TransportError as err:
             self._note_health(started, failed=True)
             return _Outcome(transport=err)
         status = resp.status
+        root._answered = True
         self._note_health(started, failed=status >= 500)
         if status < 300:  # Retry-After is read only where a retry may follow
             return _Outcome(status=status, data=resp.data)
@@ -454,8 +501,10 @@ class Kube:
         if outcome.transport is not None:
             if _refused_certificate(outcome.transport):
                 return None  # a configuration error: the next attempt is refused too
-            # a connection that was never established carried no request
-            allowed = not outcome.transport.sent or replayable
+            # a connection that was never established carried no request; to a server
+            # that never answered this client, it is not tried again (`Unreachable`)
+            allowed = (not outcome.transport.sent and self._root._answered) or \
+                (outcome.transport.sent and replayable)
         else:
             allowed = retryable_status(outcome.status, replayable=replayable,
                                        body=outcome.data)

@@ -48,7 +48,7 @@ import ssl
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -153,6 +153,8 @@ class Connection:
     # for error messages: where the CA came from ("certificate-authority-data of cluster
     # 'x' in /path/kubeconfig"); never the certificate itself
     ca_origin: str = "the system's trusted CAs"
+    # for error messages: where the server came from ("kubeconfig context 'x' in /path")
+    origin: str = ""
 
 
 # --- kubeconfig ----------------------------------------------------------------------------
@@ -215,7 +217,8 @@ def load_kubeconfig(path: str | Path | None = None, context: str | None = None, 
     _warn_unknown(cluster, _CLUSTER_FIELDS, "cluster")
     if user is not None:
         _warn_unknown(user, _USER_FIELDS, "user")
-    return _connection(cluster, user, env)
+    return replace(_connection(cluster, user, env),
+                   origin=f"kubeconfig context {name!r} in {ctx.file}")
 
 
 def _proxy(server: str, env: Mapping[str, str], cluster: _Entry | None) -> proxies.Proxy | None:
@@ -579,4 +582,5 @@ def in_cluster(*, environ: Mapping[str, str] | None = None,
     server = f"https://{host}:{port}"
     return Connection(server=server, tls=tls, credentials=Credentials(token_file=token),
                       ca_origin=f"the service-account CA {ca}",
+                      origin="in-cluster service account",
                       proxy=_proxy(server, env, None))

@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from orksync.cluster.kube import Kube, Resource
+from orksync.cluster.outage import Outages
 from orksync.cluster.transport import TransportError
 from orksync.errors import ClusterError
 from orksync.model import ObjRef
@@ -47,6 +48,9 @@ Handler = Callable[[str, dict[str, Any], dict[str, Any] | None], None]
 MIN_BACKOFF = 0.2
 MAX_BACKOFF = 30.0
 WATCH_TIMEOUT = 300  # seconds the server keeps one watch open (spread by up to a fifth)
+# the watches of a process, as one component: an API server outage fails every informer
+# at every reconnect; its start and end are logged once, not once per kind and attempt
+OUTAGES = Outages(log)
 
 
 class _Gone(Exception):
@@ -112,6 +116,7 @@ class Informer:
                 if not resource_version:
                     resource_version = self._relist()
                     self.synced.set()
+                    OUTAGES.recovered("watch")
                 resource_version, delivered = self._watch(resource_version)
                 if delivered:
                     failures = 0
@@ -131,7 +136,11 @@ class Informer:
                 failures += 1
                 delay = min(MIN_BACKOFF * 2 ** (failures - 1), MAX_BACKOFF)
                 delay *= random.uniform(0.8, 1.2)
-                log.info("watch %s %s failed (%s); again in %.1fs", *self.kind, err, delay)
+                quiet = _unavailable(err)  # an outage: its start and end are logged
+                if quiet:
+                    OUTAGES.failed("watch", f"{self.kind[1]} ({self.kind[0]}): {err}")
+                log.log(logging.DEBUG if quiet else logging.INFO,
+                        "watch %s %s failed (%s); again in %.1fs", *self.kind, err, delay)
                 self._restarted("error")
                 self._stopping.wait(delay)
 
@@ -183,6 +192,7 @@ class Informer:
                                  label_selector=self.label_selector,
                                  timeout_seconds=timeout, idle=timeout + 60.0)
         self._stream = stream
+        OUTAGES.recovered("watch")  # the server answered the watch
         delivered = False
         try:
             if self._stopping.is_set():
@@ -292,6 +302,13 @@ class Informers:
             informer.stop(wait=False)
         for informer in informers:
             informer.stop()
+
+
+def _unavailable(err: BaseException) -> bool:
+    """A failure of the server or the way to it (no answer, a 5xx), not of the request."""
+    if isinstance(err, TransportError):
+        return True
+    return isinstance(err, ClusterError) and (not err.status or err.status >= 500)
 
 
 def _version(obj: dict[str, Any]) -> str:

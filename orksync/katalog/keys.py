@@ -130,7 +130,8 @@ _OBSERVE_WATCH = warns("watches only trigger reconciles; orksync renders every c
                        "resource at every sync")
 _OBSERVE_EVENTS = warns("Kubernetes Events as reconcile triggers; orksync renders every "
                         "custom resource at every sync")
-_CROSS = acts("other custom resources read as .cross.<as> (orksync.render.cross)")
+_CROSS = acts("other custom resources read as .cross.<as> (orksync.render.cross); an "
+              "item's `source` (another Orkestra instance read over HTTP) is refused")
 _BLOCK = acts("the resources rendered (checked by the render's field tables, "
               "orksync.render.builders.fields)")
 _FINALIZERS = warns("orksync holds every custom resource with its own finalizer "
@@ -266,7 +267,10 @@ CRD_ENTRY = acts("one custom resource kind and what its instances render", {
     "enabled": acts("false: the entry is skipped and its custom resources are left out"),
     "mode": warns("orksync reads every custom resource as plain YAML (Orkestra's dynamic "
                   "mode); typed mode needs Go types"),
-    "apiTypes": acts("the custom resources' API type", {
+    "apiTypes": acts("the custom resources' API type; for a built-in kind (`kind: "
+                     "Namespace`) group, version and plural come from Orkestra's table of "
+                     "built-in kinds (orksync.katalog.builtin_kinds) and the repository's "
+                     "objects of that kind are the entry's resources", {
         "group": acts("API group"), "version": acts("API version"), "kind": acts("kind"),
         "plural": acts("plural (the resource name)"),
         "apiPath": info("/apis or /api; orksync finds the path by discovery"),
@@ -295,14 +299,17 @@ CRD_ENTRY = acts("one custom resource kind and what its instances render", {
     "queue": warns(_RUNTIME_ONLY + " (CRD-level spelling of early Orkestra)"),
     "dependsOn": acts("the entry's custom resources wait (neither applied nor pruned) "
                       "until every custom resource of each entry it names with `healthy` "
-                      "or `ready` is Ready, in a live sync; `started` (and the list form) "
-                      "waits for nothing; `pending`, `degraded` and `deleted` are refused"),
+                      "or `ready` (also as `{condition: healthy}`) is Ready, in a live "
+                      "sync; `started` (and the list form) waits for nothing; `pending`, "
+                      "`degraded` and `deleted` are refused"),
     "enrichAll": warns(_ENRICH),
     "enrich": warns(_ENRICH),
     "crossAccess": acts("false: a cross read of this entry's custom resources finds "
                         "nothing (found: \"false\", orksync.render.cross)"),
     "operatorBox": OPERATOR_BOX,
-    "reconciler": own("the operatorBox under its name of orksync.konductor.io/v1Alpha"),
+    "reconciler": own("the operatorBox under its name of orksync.konductor.io/v1Alpha; "
+                      "a `constructor` or `hooks` in it (a custom reconciler's Go code) is "
+                      "refused"),
     "labels": acts("labels added to each custom resource as it is applied (Orkestra "
                    "patches them onto it): static label keys, values are templates "
                    "rendered against the custom resource and win over the same key "

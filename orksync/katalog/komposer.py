@@ -54,7 +54,8 @@ _ADDED: tuple[Path_, ...] = (("allowedNamespaces",), ("restrictedNamespaces",),
 # apiTypes replaces the entry's whole when it names a kind; enabled only when false;
 # deletionProtection key by key
 MERGED_FIELDS: tuple[str, ...] = (
-    "apiTypes (when it names a kind, whole)", "enabled (false only)",
+    "apiTypes (when it names a kind, whole; a crdFile without it drops the imported "
+    "entry's kind, group, version and plural: the CRD file wins)", "enabled (false only)",
     *(".".join(p) for p in _REPLACED), "deletionProtection (key by key)",
     *(".".join(p) + " (added to)" for p in _ADDED))
 
@@ -71,6 +72,16 @@ def merge_entry(base: Mapping[str, Any], override: Mapping[str, Any]
     if isinstance(api, Mapping) and api.get("kind"):
         out["apiTypes"] = copy.deepcopy(dict(api))
         taken.add(("apiTypes",))
+    own_api = out.get("apiTypes")
+    if override.get("crdFile") and ("apiTypes",) not in taken and \
+            isinstance(own_api, Mapping):
+        # the override's CRD file wins: the kind, group, version and plural come from it
+        kept = {k: v for k, v in own_api.items()
+                if k not in ("group", "version", "kind", "plural")}
+        if kept:
+            out["apiTypes"] = kept
+        else:
+            out.pop("apiTypes")
     if override.get("enabled") is False:
         out["enabled"] = False
         taken.add(("enabled",))

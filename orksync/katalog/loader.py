@@ -64,6 +64,7 @@ from orksync.errors import InputError, LoadError, printable
 from orksync.forked import fork_chunks_into
 from orksync.gcpause import gc_paused
 from orksync.ignore import IGNORE_FILE, IgnoreRules
+from orksync.katalog.builtin_kinds import BUILTIN_KINDS, CLUSTER_SCOPED
 from orksync.katalog.keys import KATALOG, KOMPOSER, Finding, Key, check
 from orksync.katalog.komposer import (
     MERGED_FIELDS,
@@ -820,8 +821,12 @@ class _Loader:
         a note a template could not call, or whose expression is not text, is an error."""
         raw = doc.content.get("notes") or {}
         if not isinstance(raw, dict):
-            self.errors.append(self.error(doc, "notes must be a map of name to expression",
-                                          ["notes"], obj))
+            form = "a list (an early form Orkestra no longer reads)" \
+                if isinstance(raw, list) else _type(raw)
+            self.errors.append(self.error(
+                doc, "notes must be Orkestra's map notes: {functions: [{name, expression}]} "
+                f"(orksync also reads a map of name to expression), not {form}",
+                ["notes"], obj))
             return {}
         if _registry_shape(raw):
             return self.note_functions(doc, obj, raw)
@@ -918,6 +923,19 @@ class _Loader:
                              "declarative templates only: not supported",
                              [*fpath, *flat.written_at(["operatorBox", "reconciler",
                                                         "default"])], obj)
+        go_code = _crd_level_go_code(raw)
+        if go_code:
+            raise self.error(doc, "needs Go code compiled into an Orkestra operator (a "
+                             "constructor or hooks of a custom reconciler); orksync renders "
+                             "the declarative templates only: not supported",
+                             [*fpath, *go_code], obj)
+        remote = _remote_cross(raw)
+        if remote:
+            raise self.error(doc, "reads another Orkestra instance over HTTP while "
+                             "reconciling; a render is offline and repeatable and reads "
+                             "the custom resources of its repository (and the live status "
+                             "of its cluster) only: not supported",
+                             [*fpath, *flat.written_at(remote)], obj)
         for path in _any_of(raw, []):
             self.warn(doc, obj, [*fpath, *flat.written_at(path)], "not portable to Orkestra: "
                       "anyOf was renamed or in v0.7.16, and Orkestra refuses the old name")
@@ -943,17 +961,23 @@ class _Loader:
         if manifest is None:
             manifest = next((m for m in crds.values() if m.group == api.get("group")
                              and m.kind == api.get("kind")), None)
+        builtin = BUILTIN_KINDS.get(str(api.get("kind"))) if manifest is None else None
+        if builtin is not None:  # Orkestra fills a built-in kind's from its table
+            group_, version_, plural_ = builtin
+            api = {"group": group_, "version": version_, "plural": plural_, **api}
         group = str(api.get("group") or (manifest.group if manifest else ""))
         kind = str(api.get("kind") or (manifest.kind if manifest else ""))
         version = str(api.get("version") or (manifest.storage_version if manifest else ""))
         plural = str(api.get("plural") or (manifest.plural if manifest else ""))
         missing = [n for n, v in (("group", group), ("version", version), ("kind", kind),
-                                  ("plural", plural)) if not v]
+                                  ("plural", plural))
+                   if not v and not (n == "group" and builtin is not None)]
         if missing:
             raise self.error(doc, f"apiTypes.{', apiTypes.'.join(missing)} not set and no "
                              "crdFile (or CustomResourceDefinition in the repository) gives "
                              "them", [*fpath, "apiTypes"], obj)
-        for field, problem in (("group", subdomain_problem(group)),
+        for field, problem in (("group", subdomain_problem(group)
+                                 if group or builtin is None else None),
                                ("version", label_problem(version)),
                                ("kind", kind_problem(kind)), ("plural", label_problem(plural))):
             if problem:
@@ -961,6 +985,8 @@ class _Loader:
                 raise self.error(doc, problem, [*fpath, *where], obj)
         namespaced = raw.get("namespaced", True) is not False
         if manifest is not None and not manifest.namespaced:
+            namespaced = False
+        if builtin is not None and kind in CLUSTER_SCOPED:
             namespaced = False
         box = raw.get("operatorBox") or raw.get("reconciler") or {}
         if raw.get("imports") or (isinstance(box, dict) and box.get("imports")):
@@ -1439,8 +1465,8 @@ DEPENDS_ON_REFUSED = ("pending", "degraded", "deleted")
 def _depends_on(value: Any) -> tuple[tuple[tuple[str, str], ...],
                                      tuple[list[str | int], str] | None]:
     """An entry's dependsOn as (entry key, state) pairs: a list of names (each
-    `started`) or a map of name to state; or the problem (path under dependsOn,
-    message)."""
+    `started`) or a map of name to state (`db: healthy`, or Orkestra's
+    `db: {condition: healthy}`); or the problem (path under dependsOn, message)."""
     if value is None:
         return (), None
     if isinstance(value, list):
@@ -1453,6 +1479,12 @@ def _depends_on(value: Any) -> tuple[tuple[tuple[str, str], ...],
                         f"not {_type(value)}")
     pairs = []
     for name, state in value.items():
+        if isinstance(state, dict):  # Orkestra's map form: {db: {condition: healthy}}
+            extra = sorted(str(k) for k in state if k != "condition")
+            if extra:
+                return (), ([str(name), extra[0]], "unknown key: a dependency is "
+                            "{condition: <state>} (or the state alone)")
+            state = state.get("condition")
         if state in DEPENDS_ON_REFUSED:
             return (), ([str(name)], f"state {state!r} is not supported: a sync waits for "
                         "a dependency's custom resources to be healthy (healthy, ready) "
@@ -1463,6 +1495,28 @@ def _depends_on(value: Any) -> tuple[tuple[tuple[str, str], ...],
                         f"Orkestra's {', '.join(DEPENDS_ON_REFUSED)}), not {state!r}")
         pairs.append((str(name), DEPENDS_ON_STATES[state]))
     return tuple(pairs), None
+
+
+def _crd_level_go_code(raw: Mapping[str, Any]) -> list[str | int]:
+    """The path of a CRD-level `reconciler: {constructor: ...}` or `{hooks: ...}` (a
+    custom reconciler's Go code), [] when there is none. Read whether `reconciler` is the
+    entry's reconciler settings (beside an operatorBox) or the v1Alpha name of the box."""
+    reconciler = raw.get("reconciler")
+    if not isinstance(reconciler, Mapping):
+        return []
+    return next((["reconciler", key] for key in ("constructor", "hooks")
+                 if reconciler.get(key) not in (None, "", {}, [])), [])
+
+
+def _remote_cross(raw: Mapping[str, Any]) -> list[str | int]:
+    """The path of a `cross[].source` (a cross read from another Orkestra instance over
+    HTTP), [] when there is none."""
+    box = raw.get("operatorBox") or raw.get("reconciler")
+    cross = box.get("cross") if isinstance(box, Mapping) else None
+    for i, item in enumerate(cross if isinstance(cross, list) else []):
+        if isinstance(item, Mapping) and item.get("source") not in (None, "", {}):
+            return ["operatorBox", "cross", i, "source"]
+    return []
 
 
 def _cycle(start: str, entries: dict[str, CrdEntry]) -> list[str]:

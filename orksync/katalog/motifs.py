@@ -361,7 +361,8 @@ def _motif_notes(motif: Motif, label: str, problems: list[str]) -> dict[str, str
     if not notes:
         return {}
     if not isinstance(notes, Mapping):
-        problems.append(f"{label}: notes must be a map")
+        problems.append(f"{label}: notes must be Orkestra's map notes: {{functions: [{{name, "
+                        "expression}]}, not a list or a text")
         return {}
     if "functions" in notes or "include" in notes:
         if notes.get("include"):

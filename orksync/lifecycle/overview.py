@@ -55,7 +55,8 @@ MISSING_MESSAGE = "not in the cluster"
 _METADATA_ONLY = {("v1", "Secret"), ("v1", "ConfigMap")}  # no rollout; values never read
 _ORDER = {HealthStatus.FAILED.value: 0, MISSING: 1, HealthStatus.IN_PROGRESS.value: 2,
           HealthStatus.TERMINATING.value: 2, UNKNOWN: 3, HealthStatus.CURRENT.value: 4}
-_SYNC_ERRORS = ("ReconcileError", "RenderFailed")  # Ready reasons of a failed sync
+# Ready reasons of a failed sync (SyncFailed, Stalled: the agent's, orksync.agent.failure)
+_SYNC_ERRORS = ("ReconcileError", "RenderFailed", "SyncFailed", "Stalled")
 
 
 @dataclass(frozen=True, slots=True)
@@ -283,9 +284,17 @@ def _rows(kube: Kube, namespace: str, items: Sequence[_Listed]) -> list[Resource
 def read_rows(kube: Kube, namespace: str, roots: Iterable[str] = ()) -> list[ResourceRow]:
     """Every custom resource and plain manifest the inventories of `namespace` list (only
     those a root of `roots` lists, when given), one row each, with its health read now;
-    sorted by kind, namespace, name."""
+    sorted by kind, namespace, name. Raises OrksyncError naming the sync roots that exist
+    when a root of `roots` has no inventory."""
     wanted = set(roots)
-    listed = _listed(read_inventories(kube, namespace))
+    inventories = read_inventories(kube, namespace)
+    unknown = sorted(wanted - inventories.keys())
+    if unknown:
+        known = ", ".join(inventories) or "none"
+        raise OrksyncError(f"no sync root named {', '.join(unknown)} (no inventory "
+                           f"{CONFIGMAP_PREFIX}<name> in namespace {namespace}); the sync "
+                           f"roots there: {known}")
+    listed = _listed(inventories)
     items = [item for item in listed.values() if not wanted or wanted & set(item.roots)]
     return _rows(kube, namespace, items)
 

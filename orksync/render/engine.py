@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TypeAlias
 
 from orksync.errors import ClusterError, InputError, RenderError
@@ -21,6 +21,7 @@ from orksync.gcpause import gc_paused
 from orksync.katalog.model import (
     DELETION_PROTECTION_LABEL,
     Catalog,
+    CrdEntry,
     CrdManifest,
     CustomResource,
     PlainManifest,
@@ -136,6 +137,11 @@ class RenderPlan:
             for warning in [*portability_warnings(katalog, self.templates[katalog.name].engine),
                             *shadow_warnings(katalog)]]
         self.warnings.extend(w for katalog in catalog.katalogs for w in cross_warnings(katalog))
+        # each Katalog's entries by the (apiVersion, kind) they reconcile: a custom
+        # resource a `custom:` block creates of one of them is rendered through it
+        self.nested: dict[str, dict[tuple[str, str], CrdEntry]] = {
+            katalog.name: {(e.api_version, e.kind): e for e in katalog.crds}
+            for katalog in catalog.katalogs}
         self._check_fields(strict_fields)
 
     def _check_fields(self, strict: bool) -> None:
@@ -200,7 +206,8 @@ class RenderPlan:
         try:
             return render_custom_resource(cr, self.templates[cr.entry.katalog],
                                           self.catalog.crs, scope=self.scope, live=live,
-                                          egress=egress)
+                                          egress=egress,
+                                          nested=self.nested.get(cr.entry.katalog, {}))
         except InputError as err:
             return err
 
@@ -474,15 +481,28 @@ def entry_labels(cr: CustomResource, templates: Templates,
     return out
 
 
+# How deep custom resources created by `custom:` blocks are rendered through their own
+# entries (the top custom resource is depth 0), and how far apart the stages of each level
+# are, so that a level's children are applied after the custom resource that owns them.
+MAX_NESTED_DEPTH = 4
+NESTED_STAGE_STEP = 100
+
+
 def render_custom_resource(cr: CustomResource, templates: Templates,
                            others: Sequence[CustomResource] = (), *,
                            scope: ClusterScope | None = None,
                            live: LiveView | None = None,
-                           egress: Egress | None = None) -> CrResult:
+                           egress: Egress | None = None,
+                           nested: Mapping[tuple[str, str], CrdEntry] | None = None,
+                           chain: tuple[CustomResource, ...] = ()) -> CrResult:
     """`others`: the repository's custom resources, for `cross` reads; `scope`: what is
     known about the scope of kinds, and the strict switch (default: built-ins only);
     `live`: the cluster, for `.children`, `.status` and `.cross.<as>.status` (None:
-    offline); `egress`: makes the `external:` calls (None: none is made)."""
+    offline); `egress`: makes the `external:` calls (None: none is made); `nested`: the
+    entries of the same Katalog by (apiVersion, kind): a child of one of these kinds (a
+    `custom:` block creating a custom resource Orkestra's own controller for that kind
+    would reconcile) is rendered through its entry in the same render, its children owned
+    by it (`render_nested`); `chain`: the custom resources above `cr` in such a nesting."""
     origin = Origin(file=cr.source.file, katalog=cr.entry.katalog, crd=cr.entry.key,
                     cr=str(cr.ref))
     account = service_account_of(cr.entry.tenancy, cr.ref.namespace)
@@ -512,4 +532,55 @@ def render_custom_resource(cr: CustomResource, templates: Templates,
     result.absent = sorted({ref for ref in renderer.absent if ref not in by_ref})
     result.retained = sorted({ref for ref in renderer.retained if ref not in by_ref})
     result.declared = list(dict.fromkeys(renderer.declared))
+    if nested:
+        render_nested(cr, result, templates, others, scope=scope, live=live, egress=egress,
+                      nested=nested, chain=chain)
     return result
+
+
+def render_nested(cr: CustomResource, result: CrResult, templates: Templates,
+                  others: Sequence[CustomResource], *, scope: ClusterScope | None,
+                  live: LiveView | None, egress: Egress | None,
+                  nested: Mapping[tuple[str, str], CrdEntry],
+                  chain: tuple[CustomResource, ...]) -> None:
+    """Render every child of `result` that is a custom resource of an entry of the same
+    Katalog through that entry, and add what it renders to `result`: its children are
+    owned by it (in its tree, torn down with it by the garbage collector) and staged after
+    it. A chain that comes back to a kind it passed through, or that nests deeper than
+    MAX_NESTED_DEPTH, is an error naming the chain: Orkestra's controllers would create
+    custom resources without end."""
+    path = (*chain, cr)
+    for child in list(result.children):
+        entry = nested.get((child.ref.api_version, child.ref.kind))
+        if entry is None or child.owner != cr.ref:
+            continue
+        names = " -> ".join(f"{c.ref.kind}/{c.ref.name}" for c in path) + \
+            f" -> {child.ref.kind}/{child.ref.name}"
+        where = f"{child.origin.entry} creates {child.ref}, a custom resource of Katalog entry " \
+            f"{entry.key}, rendered through that entry ({names})"
+        if any(c.entry.kind == entry.kind and c.entry.group == entry.group for c in path):
+            raise RenderError(f"{where}: the chain comes back to kind {entry.kind}; custom "
+                              "resources that create each other are refused",
+                              file=path[0].source.file, obj=str(path[0].ref))
+        if len(path) > MAX_NESTED_DEPTH:
+            raise RenderError(f"{where}: custom resources nest more than "
+                              f"{MAX_NESTED_DEPTH} deep", file=path[0].source.file,
+                              obj=str(path[0].ref))
+        inner = CustomResource(ref=child.ref, body=dict(child.body), source=cr.source,
+                               entry=entry)
+        try:
+            below = render_custom_resource(inner, templates, others, scope=scope, live=live,
+                                           egress=egress, nested=nested, chain=path)
+        except RenderError as err:
+            if chain:
+                raise
+            raise RenderError(f"{where}: {err.detail}", file=cr.source.file,
+                              obj=str(cr.ref), path=err.path, causes=(err,)) from err
+        step = NESTED_STAGE_STEP * (len(chain) + 1)
+        result.children.extend(replace(obj, stage=obj.stage + step)
+                               if obj.owner == inner.ref else obj for obj in below.children)
+        result.warnings.extend(below.warnings)
+        result.skipped.extend(below.skipped)
+        result.absent.extend(below.absent)
+        result.retained.extend(below.retained)
+        result.declared.extend(below.declared)

@@ -61,7 +61,7 @@ from jinja2.runtime import Context, Macro
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 from jinja2.visitor import NodeTransformer
 
-from orksync.render.gotemplate import GoTemplateEngine, GoTemplateError
+from orksync.render.gotemplate import GoTemplateEngine, GoTemplateError, deferred
 from orksync.render.gotemplate.engine import (
     GO_SPACE,
     NESTED_RENDER_COST,
@@ -164,6 +164,8 @@ def _text(value: Any) -> str:
         return "true" if value else "false"
     if isinstance(value, str):
         return value
+    if type(value) is deferred.Deferred:  # computed from a random value: its token
+        return value.token()
     if isinstance(value, Mapping | list | tuple):
         _budget().size(value)  # shared references count for every time they print
         return json.dumps(value, separators=(",", ":"), default=str)
@@ -517,7 +519,7 @@ class JinjaTemplateEngine:
         template = compiled.template
         assert template is not None
         max_steps, max_output, max_seconds = self._limits
-        budget = _BUDGET.get()
+        budget = outer = _BUDGET.get()
         if budget is None:
             budget = _Budget(max_steps, max_output, time.monotonic() + max_seconds)
         else:  # a note rendering inside a render: the outer budget, and a price
@@ -527,6 +529,9 @@ class JinjaTemplateEngine:
             except _Limit as exc:
                 raise GoTemplateError(str(exc), source) from None
         token = _BUDGET.set(budget)
+        # the random values of a render and of the notes it runs share one numbering
+        defer_scope = deferred.DeferScope() if outer is None else None
+        scope_token = deferred.scope().set(defer_scope) if defer_scope is not None else None
         parts: list[str] = []
         size = 0
         try:
@@ -553,7 +558,10 @@ class JinjaTemplateEngine:
                                   source, self._position(template, source, exc)) from exc
         finally:
             _BUDGET.reset(token)
-        return "".join(parts)
+            if scope_token is not None:
+                deferred.scope().reset(scope_token)
+        out = "".join(parts)
+        return deferred.finish(out) if defer_scope is not None and defer_scope.count else out
 
 
 def template_dialect(katalog_doc: Mapping[str, Any]) -> str:

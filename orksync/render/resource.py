@@ -596,6 +596,8 @@ class CrRenderer:
     def build(self, spec: KindSpec, rendered: Mapping[str, Any], ctx: BuildContext,
               path: str) -> tuple[dict[str, Any], dict[str, Any]]:
         assert spec.builder is not None
+        if spec.key == "custom":
+            rendered = self.custom_label_list(rendered, path)
         try:
             built = spec.builder(rendered, ctx)
         except BuildError as err:
@@ -604,6 +606,25 @@ class CrRenderer:
             else (built, {})
         body["metadata"].setdefault("annotations", {})[OWNER_ANNOTATION] = self.cr_text
         return body, directives
+
+    def custom_label_list(self, rendered: Mapping[str, Any], path: str) -> Mapping[str, Any]:
+        """A `custom:` child's `metadata.labels` written as a list of {key, value} (the
+        form Orkestra used before labels became a map, still read on the built-in kinds'
+        `labels`): read as the map, with a warning that Orkestra now wants the map."""
+        meta = rendered.get("metadata")
+        labels = meta.get("labels") if isinstance(meta, Mapping) else None
+        if not isinstance(labels, list):
+            return rendered
+        assert isinstance(meta, Mapping)
+        as_map: dict[str, Any] = {}
+        for i, item in enumerate(labels):
+            if not isinstance(item, Mapping) or "key" not in item:
+                raise self.fail(f"{path}.metadata.labels[{i}]", "must be {key, value}")
+            as_map[str(item["key"])] = item.get("value")
+        self.warn(f"{path}.metadata.labels", "not portable to Orkestra: a list of {key, "
+                  "value} (its form before labels became a map); Orkestra reads a map: "
+                  "labels: {key: value}")
+        return {**rendered, "metadata": {**meta, "labels": as_map}}
 
     def ingress_tls_secret(self, rendered: Mapping[str, Any], ctx: BuildContext,
                            ingress: RenderedObject, path: str) -> list[RenderedObject]:

@@ -11,11 +11,24 @@ No I/O; randomness only in `CryptoRandom`. Every random value a render produces 
   against the live cluster, typically through `fill_generated`, which replaces every
   placeholder token in a text with a fresh value.
 
-The Go dialect's random notes (`orkestra_time.random_notes`) return the token as a
-`gosig.RandomValue`: a note computing over it (`len (randomHex 5)`, `sha256sum (uuidv4)`)
-is an error, since the value only exists in the cluster; printing it or handing it on
-unchanged (`default`, `ternary`, ...) keeps the placeholder. A length of 0 or less gives
-"" as in Orkestra; more than 4096 is a ValueError.
+The Go dialect's random notes (`orkestra_time.random_notes`) return a placeholder as a
+`gotemplate.deferred.Deferred` value: whatever a template computes from it (`len (randomHex
+5)`, `randomAlphanumeric 32 | toBase64`, `printf "%.6s" (randomHex 8)`) is deferred too, and
+printed as an expression token, `<generate:expr:PAYLOAD>`: PAYLOAD is the expression, as
+compact JSON in unpadded URL-safe base64, which the apply evaluates with the same notes over
+real values (`fill_generated`, through the `evaluate` method of an `ExpressionSource`). The
+JSON of an expression:
+
+* `{"r": [func, n, id]}`: a random value (`n` null for uuidv4); within one text, the
+  leaves of the same `id` are one value (`$p := randomHex 8` used twice);
+* `{"f": name, "a": [args]}`: a call of the note `name`; `{"g": name, "a": [args]}`: of
+  text/template's builtin `name` (`printf`, `len`, `index`, ...);
+* `{"t": [parts]}`: the parts printed one after the other (what a Katalog note rendered);
+* constants: `"text"`, `null`, `true`; `{"i": 1}`, `{"I": 1}`, `{"u": 1}`, `{"x": "1.5"}`
+  (a Go int, int64, uint8, float64 by its repr); `{"S": [...]}`, `{"l": [...]}`,
+  `{"m": {...}}` (a []string, []interface{}, map[string]interface{}).
+
+A length of 0 or less gives "" as in Orkestra; more than 4096 is a ValueError.
 
 | Function | Signature | Meaning |
 |---|---|---|
@@ -28,23 +41,33 @@ unchanged (`default`, `ternary`, ...) keeps the placeholder. A length of 0 or le
 from __future__ import annotations
 
 import base64
+import binascii
+import json
 import re
 import secrets
 import string
 import uuid
-from typing import Protocol, runtime_checkable
+from collections.abc import Callable
+from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["ALPHANUMERIC", "GENERATE_TOKEN_RE", "MAX_RANDOM_N", "RANDOM_FUNCS", "CryptoRandom",
-           "PlaceholderRandom", "RandomSource", "fill_generated", "placeholder"]
+__all__ = ["ALPHANUMERIC", "GENERATE_TOKEN_RE", "MAX_EXPRESSION", "MAX_RANDOM_N", "RANDOM_FUNCS",
+           "CryptoRandom", "ExpressionSource", "Leaf", "PlaceholderRandom", "RandomSource",
+           "decode_expression", "encode_expression", "expression_token", "fill_generated",
+           "placeholder"]
 
 ALPHANUMERIC = string.ascii_letters + string.digits
 MAX_RANDOM_N = 4096
 RANDOM_FUNCS = ("randomAlphanumeric", "randomHex", "randomBase64", "uuidv4")
 _SIZED = RANDOM_FUNCS[:3]
 
+MAX_EXPRESSION = 65536  # characters of an expression token's payload
+
 GENERATE_TOKEN_RE = re.compile(
     r"<generate:(?:(?P<func>randomAlphanumeric|randomHex|randomBase64):(?P<n>[1-9][0-9]{0,3})"
-    r"|(?P<uuid>uuidv4))>")
+    rf"|(?P<uuid>uuidv4)|expr:(?P<expr>[A-Za-z0-9_-]{{1,{MAX_EXPRESSION}}}))>")
+
+Leaf = Callable[[str, int | None, int | None], str]
+"""The value of one random leaf of an expression: (func, n, id) -> value."""
 
 
 @runtime_checkable
@@ -75,11 +98,55 @@ def placeholder(func: str, n: int | None) -> str:
     return "<generate:uuidv4>" if func == "uuidv4" else f"<generate:{func}:{n}>"
 
 
+@runtime_checkable
+class ExpressionSource(RandomSource, Protocol):
+    """A random source that also evaluates an expression token's expression (decoded),
+    taking its random leaves from `leaf`, and finishes a text whose expressions it
+    evaluated as the template engine finishes a render's output (Orkestra's resolver trims
+    it and removes `<no value>`: an expression can print either)."""
+
+    def evaluate(self, expression: Any, leaf: Leaf) -> str: ...
+
+    def finish(self, text: str) -> str: ...
+
+
+def encode_expression(expression: Any) -> str:
+    """The payload of an expression token: compact JSON, unpadded URL-safe base64."""
+    text = json.dumps(expression, separators=(",", ":"), ensure_ascii=False)
+    payload = base64.urlsafe_b64encode(text.encode("utf-8", "surrogatepass"))
+    out = payload.decode("ascii").rstrip("=")
+    if len(out) > MAX_EXPRESSION:
+        raise ValueError(f"an expression over random values is longer than {MAX_EXPRESSION} "
+                         "characters once encoded")
+    return out
+
+
+def expression_token(expression: Any) -> str:
+    """`<generate:expr:PAYLOAD>` for an expression (see the module docstring)."""
+    return f"<generate:expr:{encode_expression(expression)}>"
+
+
+def decode_expression(payload: str) -> Any:
+    """The expression of a token's payload; ValueError when it is not one."""
+    try:
+        raw = base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4))
+        return json.loads(raw.decode("utf-8", "surrogatepass"))
+    except (binascii.Error, UnicodeDecodeError, ValueError):
+        raise ValueError("a <generate:expr:...> token that does not decode") from None
+
+
 class PlaceholderRandom:
-    """Render-to-disk source: returns the placeholder token, never a random value."""
+    """Render-to-disk source: returns the placeholder token, never a random value; an
+    expression stays its token."""
 
     def token(self, func: str, n: int | None) -> str:
         return placeholder(func, n)
+
+    def evaluate(self, expression: Any, leaf: Leaf) -> str:
+        return expression_token(expression)
+
+    def finish(self, text: str) -> str:
+        return text
 
 
 class CryptoRandom:
@@ -99,11 +166,34 @@ class CryptoRandom:
 
 def fill_generated(text: str, random: RandomSource) -> str:
     """Replace every placeholder token in `text` with a fresh value from `random`
-    (each token gets its own value). Raises ValueError for an out-of-range length."""
+    (each token gets its own value), and every expression token with its expression's
+    value, evaluated by `random` (an `ExpressionSource`) over fresh random values: the
+    leaves of the same id are one value throughout `text`. Raises ValueError for an
+    out-of-range length, an expression that cannot be evaluated, or an expression token
+    given a source that cannot evaluate it."""
+    values: dict[int, str] = {}
+    evaluated = False
+
+    def leaf(func: str, n: int | None, ident: int | None) -> str:
+        if ident is None:
+            return random.token(func, n)
+        if ident not in values:
+            values[ident] = random.token(func, n)
+        return values[ident]
 
     def replace(match: re.Match[str]) -> str:
+        nonlocal evaluated
+        if match.group("expr"):
+            if not isinstance(random, ExpressionSource):
+                raise ValueError("a value computed from a random value needs an evaluator")
+            evaluated = True
+            return random.evaluate(decode_expression(match.group("expr")), leaf)
         if match.group("uuid"):
             return random.token("uuidv4", None)
         return random.token(match.group("func"), int(match.group("n")))
 
-    return GENERATE_TOKEN_RE.sub(replace, text)
+    filled = GENERATE_TOKEN_RE.sub(replace, text)
+    if evaluated:
+        assert isinstance(random, ExpressionSource)
+        filled = random.finish(filled)
+    return filled

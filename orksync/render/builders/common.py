@@ -86,6 +86,13 @@ def string_map(value: Any, field: str) -> dict[str, str]:
     return {str(k): as_text(v, sub(field, str(k))) for k, v in node(value, field).items()}
 
 
+def text_map(value: Any, field: str) -> dict[str, str]:
+    """A map of text values kept as rendered, spaces included (ConfigMap data: Orkestra
+    writes a text without `{{` verbatim)."""
+    return {str(k): v if isinstance(v, str) else as_text(v, sub(field, str(k)))
+            for k, v in node(value, field).items()}
+
+
 def string_list(value: Any, field: str, *, allow_empty_items: bool = False) -> list[str]:
     """A list of text values; an item that renders empty is an error unless allowed."""
     out = []

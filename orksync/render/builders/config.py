@@ -32,7 +32,15 @@ from orksync.names import (
     subdomain_problem,
 )
 from orksync.render.builders import BuildContext, BuildError
-from orksync.render.builders.common import as_bool, as_text, node, required, string_map, sub
+from orksync.render.builders.common import (
+    as_bool,
+    as_text,
+    node,
+    required,
+    string_map,
+    sub,
+    text_map,
+)
 from orksync.render.coercion import try_coerce
 
 # Keys of a custom entry that are not copied into the object.
@@ -47,7 +55,7 @@ CUSTOM_METADATA_KEYS = ("name", "namespace", "namespaced", "labels", "annotation
 def build_config_map(entry: Mapping[str, Any], ctx: BuildContext) -> dict[str, Any]:
     body: dict[str, Any] = {"apiVersion": "v1", "kind": "ConfigMap",
                             "metadata": _meta(ctx.name, ctx.namespace, ctx.labels, {})}
-    data = string_map(entry.get("data"), "data")
+    data = text_map(entry.get("data"), "data")
     if data:
         body["data"] = data
     return body

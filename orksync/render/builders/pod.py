@@ -144,8 +144,9 @@ def container(entry: Mapping[str, Any], name: str, *,
 def env_vars(entry: Mapping[str, Any]) -> list[dict[str, Any]]:
     raw = entry.get("env")
     if isinstance(raw, Mapping):
-        raise BuildError("env", "must be a list of {name, value} or {name, valueFrom} "
-                         "(the map form was removed in Orkestra v0.7.13)")
+        raise BuildError("env", "must be a list, the form Orkestra reads since v0.7.13 "
+                         "(which removed this map form): env: [{name: KEY, value: \"...\"}] "
+                         "or [{name: KEY, valueFrom: {secretKeyRef: {name, key}}}]")
     out: list[dict[str, Any]] = []
     for i, item in enumerate(nodes(raw, "env")):
         field = sub("env", i)

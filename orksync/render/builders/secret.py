@@ -126,9 +126,11 @@ def _data(entry: Mapping[str, Any]) -> dict[str, str]:
             raise BuildError(f"data.{key}", f"must be a string, not a {type(value).__name__}")
         rendered = as_text(value, key) if value is not None else ""
         if len(_ANY_TOKEN_RE.findall(rendered)) != len(GENERATE_TOKEN_RE.findall(rendered)):
-            raise BuildError(f"data.{key}", "the result of a random function was changed by "
-                             "another function; random values can only be printed as they "
-                             "are (e.g. `prefix-{{ randomHex 8 }}`)")
+            raise BuildError(f"data.{key}", "holds a `<generate:` placeholder that is not one "
+                             "a random note rendered (text changed after the render, or "
+                             "written by hand); call the random note in the template: what "
+                             "the template computes from it is computed when the Secret is "
+                             "written")
         out[key] = rendered
     return out
 

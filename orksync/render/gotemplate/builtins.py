@@ -106,7 +106,19 @@ def length(item: Any) -> GoInt:
     raise GoExecError(f"len of type {go_type_name(item)}")
 
 
+class Iface:
+    """A value Go holds as an interface{} where `slice` wants an integer: a field read
+    from a map. `slice` refuses it whatever it holds."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+
 def _index_arg(index: Any, cap: int) -> int:
+    if isinstance(index, Iface):
+        raise GoExecError("cannot index slice/array with type interface {}")
     if index is None:
         raise GoExecError("cannot index slice/array with nil")
     if not is_int(index):

@@ -359,6 +359,9 @@ class Compiler:
                     else self.arg(a, ctx) for i, a in enumerate(args)]
         else:
             argv = [self.arg(a, ctx) for a in args]
+        if name == "slice":
+            argv = [_call("iface", [v]) if i and _field_read(a) else v
+                    for i, (a, v) in enumerate(zip(args, argv, strict=True))]
         if name in self.user_functions:
             if final is None:
                 return _call("call", [j.Const(name), *argv])
@@ -423,6 +426,13 @@ class Compiler:
         if combined is None:
             combined = j.Const(name == "and")
         return _call("andf" if name == "and" else "orf", [final, combined])
+
+
+def _field_read(node: n.Node) -> bool:
+    """A field read straight from a map (`.spec.i`, `$.spec.i`, `(x).i`): Go hands it to
+    a reflect.Value parameter as an interface{}, which `slice` does not unwrap."""
+    return isinstance(node, n.FieldNode | n.ChainNode) or (
+        isinstance(node, n.VariableNode) and len(node.idents) > 1)
 
 
 def _literal_text(node: n.Node) -> str:

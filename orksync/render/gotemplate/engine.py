@@ -37,6 +37,7 @@ from jinja2.runtime import Context
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from ..govalues import NO_VALUE, format_value
+from . import deferred
 from . import nodes as n
 from .builtins import BUILTIN_NAMES
 from .codegen import compile_ast
@@ -80,8 +81,13 @@ class _GoSandbox(ImmutableSandboxedEnvironment):
 
 
 def _go_print(value: Any) -> str:
-    """How an action prints its value (fmt.Fprint of the value, nil as <no value>)."""
-    return value if type(value) is str else format_value(value)
+    """How an action prints its value (fmt.Fprint of the value, nil as <no value>; a value
+    computed from a random value as its expression token)."""
+    if type(value) is str:
+        return value
+    if type(value) is deferred.Deferred:
+        return value.token()
+    return format_value(value)
 
 
 def _make_env() -> _GoSandbox:
@@ -382,6 +388,9 @@ class GoTemplateEngine:
             runtime.templates = compiled.defines
         outer = _ACTIVE.get()
         token = _ACTIVE.set(runtime)
+        # the random values of a render and of the notes it runs share one numbering
+        defer_scope = deferred.DeferScope() if outer is None else None
+        scope_token = deferred.scope().set(defer_scope) if defer_scope is not None else None
         try:
             if outer is not None:  # a note rendering inside a render: one budget for both
                 runtime.max_steps = min(runtime.max_steps, outer.max_steps)
@@ -390,9 +399,14 @@ class GoTemplateEngine:
                     runtime.step()
                 except GoExecError as exc:
                     raise GoTemplateError(exc.message, source) from None
-            return self._run(compiled, source, data, runtime)
+            out = self._run(compiled, source, data, runtime)
+            if defer_scope is not None and defer_scope.count:
+                out = deferred.finish(out)
+            return out
         finally:
             _ACTIVE.reset(token)
+            if scope_token is not None:
+                deferred.scope().reset(scope_token)
             if outer is not None:
                 outer.steps = runtime.steps
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from .errors import LimitError
 from .gostrconv import MAX_RUNE, can_backquote, format_float, is_print, quote, quote_rune
-from .gotypes import GoUint8, go_type_name, to_go_bytes
+from .gotypes import GoStrings, GoUint8, GoUint64, go_type_name, to_go_bytes
 
 _LDIGITS, _UDIGITS = "0123456789abcdefx", "0123456789ABCDEFX"
 _U64 = (1 << 64) - 1
@@ -190,7 +190,7 @@ class Printer:
             self.bad_verb(verb, v)
 
     def fmt_int(self, v: int, verb: str) -> None:
-        signed = not isinstance(v, GoUint8)
+        signed = not isinstance(v, GoUint8 | GoUint64)
         if verb == "v" and self.sharp_v and not signed:
             sharp, self.sharp = self.sharp, True
             self.fmt_integer(v, 16, False, "v", _LDIGITS)
@@ -280,7 +280,10 @@ class Printer:
         self.buf.append("}" if self.sharp_v else "]")
 
     def _print_list(self, value: list[Any] | tuple[Any, ...], verb: str, depth: int) -> None:
-        self.buf.append("[]interface {}{" if self.sharp_v else "[")
+        if self.sharp_v:
+            self.buf.append("[]string{" if isinstance(value, GoStrings) else "[]interface {}{")
+        else:
+            self.buf.append("[")
         for i, item in enumerate(value):
             if i:
                 self.buf.append(", " if self.sharp_v else " ")

@@ -32,6 +32,12 @@ class GoUint8(int):
     __slots__ = ()
 
 
+class GoUint64(int):
+    """A Go `uint64` (a YAML integer above the int64 range, as yaml.v3 decodes it)."""
+
+    __slots__ = ()
+
+
 def go_type_name(value: Any) -> str:
     """The Go type name fmt prints for %T and in %!verb(type=value)."""
     if value is None:
@@ -41,6 +47,8 @@ def go_type_name(value: Any) -> str:
     if isinstance(value, int):
         if isinstance(value, GoInt):
             return "int"
+        if isinstance(value, GoUint64):
+            return "uint64"
         return "uint8" if isinstance(value, GoUint8) else "int64"
     if isinstance(value, float):
         return "float64"
@@ -52,6 +60,9 @@ def go_type_name(value: Any) -> str:
         return "[]string"
     if isinstance(value, list | tuple):
         return "[]interface {}"
+    type_name = getattr(value, "type_name", None)  # a deferred value (deferred.Deferred)
+    if isinstance(type_name, str):
+        return type_name
     return f"?{type(value).__name__}?"
 
 

@@ -19,6 +19,8 @@ from typing import Any
 
 from ..govalues import format_value
 from . import builtins as b
+from . import deferred
+from .deferred import Deferred, any_deferred
 from .errors import GoExecError, GoTemplateError, LimitError
 from .gosprintf import sprint, sprintf, sprintln
 from .gotypes import GoInt, GoStrings, go_type_name, is_int
@@ -36,6 +38,8 @@ def _nil_field(key: str) -> GoExecError:
 
 
 def _bad_field(key: str, value: Any) -> GoExecError:
+    if type(value) is Deferred:
+        return value.field_error(key)
     return GoExecError(f"can't evaluate field {key} in type {go_type_name(value)}")
 
 
@@ -43,11 +47,28 @@ def _map_key(key: Any) -> tuple[int, Any]:
     return (0, key) if isinstance(key, str) else (1, str(key))
 
 
+# The Go type code (notes.gosig's) of a builtin's result, when an argument is deferred
+_RESULT_TYPES = {"len": "i", "index": "a", "html": "s", "js": "s", "urlquery": "s",
+                 "print": "s", "println": "s", "printf": "s"}
+
+
+def _defer_builtin(name: str, args: tuple[Any, ...]) -> Deferred:
+    """A builtin given a value computed from a random value: the call, deferred."""
+    go_type = _RESULT_TYPES.get(name, "b")
+    if name == "slice":
+        first = args[0]
+        go_type = first.go_type if type(first) is Deferred else "s" if isinstance(
+            first, str) else "a"
+    return deferred.call("g", name, args, go_type)
+
+
 def _builtin(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
     def method(self: Runtime, *args: Any) -> Any:
         self.steps += 1
         if self.steps > self.max_steps:
             raise LimitError("template too expensive")
+        if any_deferred(args):
+            return _defer_builtin(name, args)
         try:
             return fn(*args)
         except GoExecError as exc:
@@ -183,6 +204,10 @@ class Runtime:
         """A nil literal given to a parameter of type []string, map or []interface{}."""
         return GoStrings() if code == "S" else {} if code == "m" else []
 
+    def iface(self, value: Any) -> Any:
+        """A `slice` index read from a map field: Go passes it as an interface{}."""
+        return b.Iface(value)
+
     def fail(self, message: str) -> Any:
         raise GoExecError(message)
 
@@ -195,6 +220,9 @@ class Runtime:
             return self._iter_list(value) if value else EMPTY
         if isinstance(value, Mapping):
             return self._iter_map(value) if value else EMPTY
+        if type(value) is Deferred:
+            raise GoExecError(f"range over {value.origin}: it is computed from a random "
+                              "value, generated when the Secret is written")
         if is_int(value):
             if nvars > 1:
                 raise GoExecError(f"can't use {value} to iterate over more than one variable")
@@ -267,16 +295,24 @@ class Runtime:
     b_js = _builtin("js", b.js)
     b_urlquery = _builtin("urlquery", b.urlquery)
 
-    def b_print(self, *args: Any) -> str:
+    def b_print(self, *args: Any) -> Any:
         self.step()
+        if any_deferred(args):
+            return _defer_builtin("print", args)
         return self.limit(sprint(args, self.max_output))
 
-    def b_println(self, *args: Any) -> str:
+    def b_println(self, *args: Any) -> Any:
         self.step()
+        if any_deferred(args):
+            return _defer_builtin("println", args)
         return self.limit(sprintln(args, self.max_output))
 
-    def b_printf(self, fmt: Any, *args: Any) -> str:
+    def b_printf(self, fmt: Any, *args: Any) -> Any:
         self.step()
+        if type(fmt) is Deferred and fmt.go_type not in "sa":
+            raise GoExecError(f"wrong type for value; expected string; got {fmt.type_name}")
+        if type(fmt) is Deferred or any_deferred(args):
+            return _defer_builtin("printf", (fmt, *args))
         if not isinstance(fmt, str):
             raise GoExecError(f"wrong type for value; expected string; got {go_type_name(fmt)}")
         return self.limit(sprintf(fmt, args, self.max_output))

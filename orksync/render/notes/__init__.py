@@ -22,12 +22,14 @@ signatures, the extensions from those tables.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from types import ModuleType
 from typing import Any
 
+from orksync.render.gotemplate import deferred
 from orksync.render.notes import extensions, orkestra, orkestra_kube, orkestra_time
 from orksync.render.notes._common import NoteError
 from orksync.render.notes.gosig import GoNote
@@ -61,7 +63,8 @@ def builtin_functions(*, clock: Callable[[], datetime],
     extensions (`EXTENSIONS`). `clock` must return the current time (aware; a naive
     value is taken as UTC); `random` produces the random notes' values
     (`PlaceholderRandom` when rendering to disk, `CryptoRandom` at apply time)."""
-    functions: dict[str, Callable[..., Any]] = dict(extensions.notes(clock))
+    functions: dict[str, Callable[..., Any]] = {
+        name: _deferring(name, fn) for name, fn in extensions.notes(clock).items()}
     for fn in orkestra_notes(clock=clock, random=random):
         functions[fn.__name__] = fn
     return functions
@@ -85,6 +88,18 @@ def catalog() -> list[tuple[str, str, str, str]]:
                 signature = match.group(2).strip().strip("`")
                 rows.append((topic, match.group(1), signature, match.group(3).strip()))
     return rows
+
+
+def _deferring(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+    """An extension note (a plain function) that defers its call when given a value
+    computed from a random value, as the Go-signed notes do (gotemplate.deferred)."""
+    @functools.wraps(fn)
+    def call(*args: Any) -> Any:
+        if deferred.any_deferred(args):
+            return deferred.call("f", name, args, "a")
+        return fn(*args)
+
+    return call
 
 
 class _NoRandom:
@@ -131,7 +146,10 @@ def user_notes(notes: Mapping[str, Any],
             scope.update({f"arg{i}": arg for i, arg in enumerate(args)})
             depth[0] += 1
             try:
-                return _bool_or_text(render(expression, scope))
+                result = _bool_or_text(render(expression, scope))
+                # a note computing on a random value prints expression tokens: its result is
+                # the deferred value they stand for, so the caller computes on that
+                return deferred.lift(result) if isinstance(result, str) else result
             finally:
                 depth[0] -= 1
 

@@ -90,6 +90,7 @@ def split_path(path: Any) -> list[str]:
 # ── Go-compatible JSON (encoding/json.Marshal) ───────────────────────────────────
 
 _JSON_ESCAPES = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t",
+                 "\b": "\\b", "\f": "\\f",
                  "<": "\\u003c", ">": "\\u003e", "&": "\\u0026",
                  "\u2028": "\\u2028", "\u2029": "\\u2029"}
 
@@ -101,6 +102,8 @@ def _json_string(s: str) -> str:
             out.append(_JSON_ESCAPES[ch])
         elif ord(ch) < 0x20:
             out.append(f"\\u{ord(ch):04x}")
+        elif "\udc80" <= ch <= "\udcff":  # a byte of invalid UTF-8
+            out.append("\\ufffd")
         else:
             out.append(ch)
     return '"' + "".join(out) + '"'

@@ -14,6 +14,7 @@ themselves are Orkestra's (`orkestra_time`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -99,7 +100,8 @@ def expand(expr: str) -> str:
     return MACROS.get(text.lower(), text)
 
 
-def _parse_field(text: str, index: int) -> tuple[frozenset[int], bool]:
+def _parse_field(text: str, index: int, *, robfig: bool = False
+                 ) -> tuple[frozenset[int], bool]:
     low, high, names = _BOUNDS[index]
     name = _FIELD_NAMES[index]
     values: set[int] = set()
@@ -108,7 +110,8 @@ def _parse_field(text: str, index: int) -> tuple[frozenset[int], bool]:
     def number(part: str) -> int:
         value = names.get(part.upper()) if names else None
         if value is None:
-            value = go_atoi(part) if part.isdigit() else None
+            digits = part[1:] if robfig and part[:1] == "+" else part  # strconv.Atoi
+            value = go_atoi(digits) if digits.isdigit() else None
         if value is None:
             raise ValueError(f"invalid {name} value {part!r}")
         return value
@@ -123,7 +126,7 @@ def _parse_field(text: str, index: int) -> tuple[frozenset[int], bool]:
             step = step_value
         if range_part in ("*", "?"):
             start, end = low, high
-            star = True
+            star = star or not (robfig and step > 1)
         elif "-" in range_part:
             a, _, b = range_part.partition("-")
             start, end = number(a), number(b)
@@ -159,6 +162,48 @@ def parse_cron(expr: Any) -> CronSchedule:
     return CronSchedule(minutes=parsed[0][0], hours=parsed[1][0], doms=parsed[2][0],
                         months=parsed[3][0], dows=parsed[4][0],
                         day_star=parsed[2][1] or parsed[4][1])
+
+
+_DESCRIPTORS = {**MACROS, "@every": ""}
+
+
+def parse_standard(spec: str, go_duration: Callable[[str], int]
+                   ) -> tuple[CronSchedule, str | None]:
+    """robfig/cron's ParseStandard, as Orkestra's `nextCron` calls it: an optional
+    `CRON_TZ=<zone> ` or `TZ=<zone> ` prefix, then a descriptor (case-sensitive,
+    `@every <Go duration>`) or five blank-separated fields. A `*`/`?` day field with a
+    step above 1 does not count as unrestricted for cron's day rule. Returns the schedule
+    and the zone name (None: UTC); ValueError when robfig/cron refuses the text.
+    `go_duration` is time.ParseDuration (nanoseconds) for `@every`."""
+    if spec == "":
+        raise ValueError("empty spec string")
+    zone: str | None = None
+    if spec.startswith(("TZ=", "CRON_TZ=")):
+        space, eq = spec.find(" "), spec.find("=")
+        if space < 0:
+            raise ValueError("runtime error: slice bounds out of range [:-1]")
+        zone = spec[eq + 1:space] or None  # time.LoadLocation("") is UTC
+        from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+        try:
+            ZoneInfo(zone or "UTC")
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(f"provided bad location {zone}") from None
+        spec = spec[space:].strip(" \t\n\v\f\r")
+    if spec.startswith("@"):
+        if spec in MACROS:
+            return parse_cron(MACROS[spec]), zone
+        if spec.startswith("@every "):
+            seconds = max(go_duration(spec[7:]) // 1_000_000_000, 1)
+            return CronSchedule(every=timedelta(seconds=seconds)), zone
+        raise ValueError(f"unrecognized descriptor: {spec}")
+    fields = spec.split()
+    if len(fields) != 5:
+        raise ValueError(f"expected exactly 5 fields, found {len(fields)}: {spec}")
+    parsed = [_parse_field(field, i, robfig=True)
+              for i, field in enumerate(fields)]
+    return CronSchedule(minutes=parsed[0][0], hours=parsed[1][0], doms=parsed[2][0],
+                        months=parsed[3][0], dows=parsed[4][0],
+                        day_star=parsed[2][1] or parsed[4][1]), zone
 
 
 def cron_valid(expr: Any) -> bool:

@@ -117,8 +117,8 @@ def _case(s: str, upper: bool) -> str:
         if ch.isascii():
             out.append(ch.upper() if upper else ch.lower())
             continue
-        if "\udc80" <= ch <= "\udcff":
-            out.append(ch)
+        if "\udc80" <= ch <= "\udcff":  # invalid UTF-8: strings.Map writes U+FFFD
+            out.append("\ufffd")
             continue
         mapped = ch.upper() if upper else ch.lower()
         if len(mapped) != 1:  # Go maps rune by rune (simple case mapping)

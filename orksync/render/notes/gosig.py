@@ -27,12 +27,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from orksync.render.gotemplate import deferred
+from orksync.render.gotemplate.deferred import Deferred, any_deferred
 from orksync.render.gotemplate.gotypes import GoInt, GoStrings, go_type_name
 from orksync.render.govalues import format_value
 from orksync.render.notes._common import NoteError
 
-__all__ = ["GO_TYPES", "PASS_THROUGH", "GoStrings", "RandomValue", "go_note", "random_value",
-           "signature_of"]
+__all__ = ["GO_TYPES", "GoStrings", "go_note", "signature_of"]
 
 GO_TYPES = {"a": "interface {}", "s": "string", "i": "int", "I": "int64", "f": "float64",
             "b": "bool", "S": "[]string", "m": "map[string]interface {}",
@@ -118,40 +119,17 @@ def _result(code: str, value: Any) -> Any:
     return value
 
 
-class RandomValue(str):
-    """The result of a random note (a placeholder when rendering to disk): the value is
-    generated in the cluster, so it can be printed or passed along, never computed on."""
-
-    __slots__ = ("call",)
-    call: str
-
-
-def random_value(text: str, call: str) -> RandomValue:
-    value = RandomValue(text)
-    value.call = call
-    return value
-
-
-# Notes that hand a random value back unchanged: the argument positions they may take one
-# in ("*": all). Any other note given a random value is an error (docs/differences.md).
-PASS_THROUGH: dict[str, frozenset[int] | str] = {
-    "default": frozenset({0, 1}), "coalesce": "*", "getOr": frozenset({0, 1}),
-    "ternary": frozenset({1, 2}), "boolTernary": frozenset({1, 2}),
-    "eqTernary": frozenset({2, 3}), "toString": frozenset({0}), "asString": frozenset({0}),
-    "getStringOr": frozenset({0, 1}),
-}
-
-
-def _check_random(name: str, args: tuple[Any, ...]) -> None:
+def _defer(name: str, sig: Signature, args: tuple[Any, ...], strict: bool) -> Deferred:
+    """The call of a note given a value computed from a random value, deferred (see
+    gotemplate.deferred); through the Go engine (`strict`), its Go type checked against the
+    parameter's as text/template would check the value's."""
     for i, value in enumerate(args):
-        if type(value) is RandomValue:
-            allowed = PASS_THROUGH.get(name)
-            if allowed == "*" or (isinstance(allowed, frozenset) and i in allowed):
-                continue
-            raise NoteError(
-                f"argument {i + 1} is a random value ({value.call}), generated in the "
-                "cluster when the object is applied; a template can print it or pass it "
-                "along, not compute on it")
+        code = sig.param(i)
+        if strict and type(value) is Deferred and code != "a" and \
+                value.go_type not in (code, "a"):
+            raise NoteError(f"argument {i + 1}: wrong type for value; expected "
+                            f"{GO_TYPES[code]}; got {value.type_name}")
+    return deferred.call("f", name, args, sig.result)
 
 
 class Signature:
@@ -202,7 +180,8 @@ class GoNote:
         wrong = self.sig.arity_error(self.__name__, len(args))
         if wrong:
             raise NoteError(wrong)
-        _check_random(self.__name__, args)
+        if any_deferred(args):
+            return _defer(self.__name__, self.sig, args, strict=False)
         converted = []
         for i, value in enumerate(args):
             try:
@@ -217,10 +196,9 @@ class GoNote:
         if wrong:
             raise NoteError(wrong)
         sig = self.sig
-        _check_random(self.__name__, args)
         for i, value in enumerate(args):
             code = sig.param(i)
-            if code != "a" and not _strict_ok(code, value):
+            if code != "a" and type(value) is not Deferred and not _strict_ok(code, value):
                 if value is None:
                     if code in "Sm":  # a missing value reaches a typed note as interface {}
                         got = "interface {}"
@@ -231,6 +209,8 @@ class GoNote:
                     got = _describe(value)
                 raise NoteError(f"argument {i + 1}: wrong type for value; expected "
                                 f"{GO_TYPES[code]}; got {got}")
+        if any_deferred(args):
+            return _defer(self.__name__, sig, args, strict=True)
         return _result(sig.result, self.impl(*args))
 
 

@@ -18,7 +18,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from orksync.render.gotemplate.gotypes import GoInt, GoStrings, GoUint8, to_go_bytes
+from orksync.render.gotemplate.gotypes import GoInt, GoStrings, GoUint8, GoUint64, to_go_bytes
 from orksync.render.notes._common import NoteError
 from orksync.render.notes.gocore import (
     INT64_MIN,
@@ -65,32 +65,143 @@ def _type_text(value: Any) -> str:
 
 # ── as ──────────────────────────────────────────────────────────────────────────────
 def _yaml_any(text: str) -> tuple[bool, Any]:
-    """gopkg.in/yaml.v3 Unmarshal into `any`: (ok, value)."""
+    """gopkg.in/yaml.v3 Unmarshal into `any`: (ok, value). Plain scalars are resolved as
+    yaml.v3 resolves them (`_v3_scalar`); a mapping with a key that is not a string is
+    not a map[string]any (None in its place, so asMap and asList refuse it)."""
     from ruamel.yaml import YAML
     from ruamel.yaml.error import YAMLError
 
     yaml = YAML(typ="safe", pure=True)
     try:
-        value = yaml.load(text)
+        node = yaml.compose(text)
     except (YAMLError, ValueError, TypeError, RecursionError):
         return False, None
     except Exception:
         return False, None
-    return True, _from_yaml(value)
+    try:
+        return True, _from_node(node, 0)
+    except (ValueError, RecursionError):
+        return False, None
 
 
-def _from_yaml(value: Any) -> Any:
-    if isinstance(value, bool) or value is None or isinstance(value, str | float):
-        return value
-    if isinstance(value, int):
-        return GoInt(value) if INT64_MIN <= value < 2**63 else float(value)
-    if isinstance(value, list):
-        return [_from_yaml(v) for v in value]
-    if isinstance(value, dict):
-        if all(isinstance(k, str) for k in value):
-            return {k: _from_yaml(v) for k, v in value.items()}
-        return {sprint_v(k): _from_yaml(v) for k, v in value.items()}
-    return sprint_v(value)
+class _AnyKeyMap(dict[str, Any]):
+    """A YAML mapping with a key that is not a string (Go: map[interface{}]interface{}),
+    keys printed; asMap does not take it for a map[string]any."""
+
+
+def _from_node(node: Any, depth: int) -> Any:
+    from ruamel.yaml.nodes import MappingNode, SequenceNode
+
+    if node is None:
+        return None
+    if depth > 200:
+        raise ValueError("too deep")
+    if isinstance(node, SequenceNode):
+        return [_from_node(item, depth + 1) for item in node.value]
+    if isinstance(node, MappingNode):
+        out: dict[str, Any] = {}
+        string_keys = True
+        for key_node, value_node in node.value:
+            if isinstance(key_node, MappingNode | SequenceNode):
+                raise ValueError("a collection as a mapping key")
+            key = _scalar(key_node)
+            if key_node.tag == "tag:yaml.org,2002:merge" and key == "<<":
+                merged = _from_node(value_node, depth + 1)
+                if isinstance(merged, dict):
+                    for k, v in merged.items():
+                        out.setdefault(k, v)
+                    continue
+            if not isinstance(key, str) or (key_node.style is None and _v3_timestamp(key)):
+                string_keys = False
+                key = sprint_v(key)
+            out[key] = _from_node(value_node, depth + 1)
+        return out if string_keys else _AnyKeyMap(out)
+    return _scalar(node)
+
+
+def _scalar(node: Any) -> Any:
+    if node.style is not None:  # quoted or a block scalar: a string
+        return node.value
+    return _v3_scalar(node.value)
+
+
+_V3_FLOAT = re.compile(r"[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?\Z")
+_V3_WORDS: dict[str, Any] = {
+    "~": None, "null": None, "Null": None, "NULL": None, "": None,
+    "true": True, "True": True, "TRUE": True, "false": False, "False": False, "FALSE": False,
+    ".inf": float("inf"), ".Inf": float("inf"), ".INF": float("inf"),
+    "+.inf": float("inf"), "+.Inf": float("inf"), "+.INF": float("inf"),
+    "-.inf": float("-inf"), "-.Inf": float("-inf"), "-.INF": float("-inf"),
+    ".nan": float("nan"), ".NaN": float("nan"), ".NAN": float("nan"),
+}
+_GO_INT = re.compile(r"[-+]?(0[xX][0-9a-fA-F_]+|0[oO][0-7_]+|0[bB][01_]+|0[0-7_]*|"
+                     r"[1-9][0-9_]*)\Z")
+
+
+def _go_parse_int(text: str) -> int | None:
+    """strconv.ParseInt(text, 0, 64) / ParseUint without the range check: base prefixes,
+    a leading 0 for octal, underscores only after a prefix or between digits."""
+    if not _GO_INT.match(text):
+        return None
+    sign = -1 if text[0] == "-" else 1
+    body = text.lstrip("+-")
+    if "_" in body and (body.endswith("_") or "__" in body or
+                        not (body[:2].lower() in ("0x", "0o", "0b") or body[0] == "0")):
+        return None
+    digits = body.replace("_", "")
+    lowered = digits[:2].lower()
+    if lowered in ("0x", "0o", "0b"):
+        if len(digits) == 2:
+            return None
+        return sign * int(digits[2:], {"0x": 16, "0o": 8, "0b": 2}[lowered])
+    if len(digits) > 1 and digits[0] == "0":
+        return sign * int(digits[1:], 8)
+    return sign * int(digits)
+
+
+_V3_TIMESTAMP = re.compile(
+    r"\d{4}-\d{1,2}-\d{1,2}(?:(?:[Tt]\d{1,2}:\d{1,2}:\d{1,2}(?:[.,]\d+)?"
+    r"(?:Z|[+-]\d{2}:\d{2}))|(?: \d{1,2}:\d{1,2}:\d{1,2}(?:[.,]\d+)?))?\Z", re.ASCII)
+
+
+def _v3_timestamp(text: str) -> bool:
+    """Whether yaml.v3 reads a plain scalar as a timestamp (its parseTimestamp layouts,
+    read by time.Parse: a real date, hours below 24, minutes and seconds below 60)."""
+    if not _V3_TIMESTAMP.match(text):
+        return False
+    from orksync.render.notes.time import days_in_month
+    numbers = [int(n) for n in re.findall(r"\d+", text.split(".")[0].split(",")[0])[:6]]
+    year, month, day = numbers[:3]
+    clock = numbers[3:] or [0, 0, 0]
+    zone = re.search(r"[+-](\d{2}):(\d{2})\Z", text)
+    if zone and (int(zone.group(1)) > 24 or int(zone.group(2)) > 60):
+        return False
+    return (1 <= month <= 12 and 1 <= day <= days_in_month(year, month) and clock[0] < 24
+            and clock[1] < 60 and clock[2] < 60)
+
+
+def _v3_scalar(text: str) -> Any:
+    """yaml.v3's resolve() of a plain scalar decoded into `any`: null, booleans and the
+    float words, then integers as strconv.ParseInt(_, 0, 64) reads them (so `017` is
+    octal 15) after removing every `_`, uint64, YAML floats (`08` is the float 8); the
+    rest (timestamps included, see docs/differences.md) stays text."""
+    if text in _V3_WORDS:
+        return _V3_WORDS[text]
+    if not text or text[0] not in "0123456789+-.":
+        return text
+    plain = text.replace("_", "")
+    number = _go_parse_int(plain)
+    if number is not None:
+        if INT64_MIN <= number < 2**63:
+            return GoInt(number)
+        if 0 <= number < 2**64:
+            return GoUint64(number)
+    if _V3_FLOAT.match(plain):
+        try:
+            return float(plain)
+        except ValueError:
+            pass
+    return text
 
 
 @note("asList", "a->l")
@@ -117,7 +228,7 @@ def as_map(value: Any) -> Any:
         return value
     if isinstance(value, str):
         ok, parsed = _yaml_any(value)
-        if ok and isinstance(parsed, dict):
+        if ok and type(parsed) is dict:
             return parsed
         try:
             decoded = json_decode(value)
@@ -692,11 +803,22 @@ def _dot_atom(text: str) -> bool:
 @note("isValidEmail", "s->b")
 def is_valid_email(s: str) -> bool:
     """A bare address (`a@b.c`) that net/mail parses to itself."""
-    core = s.strip(" \t\r\n")
+    core = s.strip(" \t")  # net/mail skips only blanks and tabs around the address
     if core != trim_space(s) or core.count("@") != 1:
         return False
     local, _, domain = core.partition("@")
+    if domain.startswith("[") and domain.endswith("]"):
+        return _dot_atom(local) and _domain_literal_ip(domain[1:-1])
     return _dot_atom(local) and _dot_atom(domain)
+
+
+def _domain_literal_ip(text: str) -> bool:
+    """net/mail takes a domain literal (`a@[1.2.3.4]`) when it holds an IP address."""
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return "%" not in text
 
 
 _GIT_PATTERNS = (re.compile(r"^(https?|git|ssh)://[^\t\n\f\r ]+\Z", re.ASCII),
@@ -725,8 +847,8 @@ def _bad_escapes(text: str, host: bool) -> bool:
                 return True
             if i + 2 >= len(text) or text[i + 1] not in _HEX or text[i + 2] not in _HEX:
                 return True
-            if host and text[i:i + 3] != "%25" and False:
-                return True
+            if host and text[i:i + 3] != "%25" and int(text[i + 1], 16) < 8:
+                return True  # net/url: %-encoding in a host is for non-ASCII bytes only
             i += 3
             continue
         if host and ord(text[i]) < 0x80 and text[i] not in _HOST_OK:

@@ -10,19 +10,20 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from decimal import Decimal, localcontext
 from typing import Any
 
+from orksync.render.gotemplate import deferred
 from orksync.render.notes import quantity as q
 from orksync.render.notes import semver as sv
 from orksync.render.notes._common import Clock, NoteError, go_json, now_utc
-from orksync.render.notes.cron import parse_cron
+from orksync.render.notes.cron import parse_standard
 from orksync.render.notes.gocore import INT64_MAX, INT64_MIN, int64_of, parse_float, sprint_v
 from orksync.render.notes.gocore import trim_space as _trim_space
-from orksync.render.notes.gosig import GoNote, random_value, registrar
-from orksync.render.notes.time import go_format
-from orksync.secrets.random import MAX_RANDOM_N, RandomSource
+from orksync.render.notes.gosig import GoNote, registrar
+from orksync.render.notes.time import days_from_civil, days_in_month, go_format
+from orksync.secrets.random import GENERATE_TOKEN_RE, MAX_RANDOM_N, RandomSource
 
 NS = 1
 US = 1000
@@ -147,48 +148,43 @@ def go_duration_string(d: int) -> str:
 
 
 # ── time ────────────────────────────────────────────────────────────────────────────
-_RFC3339 = re.compile(r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(\.\d+)?"
+# The union of what Go's time.Parse accepts for Orkestra's layouts (RFC3339,
+# RFC3339Nano, "2006-01-02T15:04:05Z", "2006-01-02"): the general parser reads a one-digit
+# hour, a `,` or `.` fraction, and zone offsets up to +24:00 / 60 minutes.
+_RFC3339 = re.compile(r"(\d{4})-(\d{2})-(\d{2})T(\d{1,2}):(\d{2}):(\d{2})(?:[.,](\d+))?"
                       r"(Z|[+-]\d{2}:\d{2})\Z", re.ASCII)
 _DATE = re.compile(r"(\d{4})-(\d{2})-(\d{2})\Z", re.ASCII)
 
 
-def parse_time(s: str) -> tuple[datetime, int] | None:
-    """Orkestra's parseTime: RFC 3339 (fractions allowed) or a date; (UTC moment with
-    microseconds, the nanoseconds below them)."""
-    m = _RFC3339.match(s)
-    if m:
-        year, month, day, hour, minute, second = (int(m.group(i)) for i in range(1, 7))
-        frac = (m.group(7) or ".")[1:]
-        zone = m.group(8)
-        offset = 0
-        if zone != "Z":
-            oh, om = int(zone[1:3]), int(zone[4:6])
-            if oh > 23 or om > 59:
-                return None
-            offset = (oh * 60 + om) * (-1 if zone[0] == "-" else 1)
-        if hour > 23 or minute > 59 or second > 59:
+def parse_time(s: str) -> tuple[int, int] | None:
+    """Orkestra's parseTime: RFC 3339 (fractions allowed) or a date, as Go's time.Parse
+    reads them; (seconds since the Unix epoch, nanoseconds), or None."""
+    m = _RFC3339.match(s) or _DATE.match(s)
+    if not m:
+        return None
+    year, month, day = int(m.group(1)), int(m.group(2)), int(m.group(3))
+    if not 1 <= month <= 12 or not 1 <= day <= days_in_month(year, month):
+        return None
+    if m.re is _DATE:
+        return days_from_civil(year, month, day) * 86400, 0
+    hour, minute, second = int(m.group(4)), int(m.group(5)), int(m.group(6))
+    if hour > 23 or minute > 59 or second > 59:
+        return None
+    nanos = int(m.group(7)[:9].ljust(9, "0")) if m.group(7) else 0
+    zone = m.group(8)
+    offset = 0
+    if zone != "Z":
+        oh, om = int(zone[1:3]), int(zone[4:6])
+        if oh > 24 or om > 60:
             return None
-        try:
-            moment = datetime(year, month, day, hour, minute, second, tzinfo=UTC)
-        except ValueError:
-            return None
-        nanos = int(frac[:9].ljust(9, "0")) if frac else 0
-        moment = moment - timedelta(minutes=offset)
-        return moment + timedelta(microseconds=nanos // 1000), nanos % 1000
-    m = _DATE.match(s)
-    if m:
-        try:
-            return datetime(int(m.group(1)), int(m.group(2)), int(m.group(3)), tzinfo=UTC), 0
-        except ValueError:
-            return None
-    return None
+        offset = (oh * 60 + om) * 60 * (-1 if zone[0] == "-" else 1)
+    unix = days_from_civil(year, month, day) * 86400 + hour * 3600 + minute * 60 + second
+    return unix - offset, nanos
 
 
-def _ns_between(later: datetime, earlier: datetime) -> int:
-    """later - earlier in nanoseconds, saturated as time.Time.Sub saturates."""
-    delta = later - earlier
-    ns = (delta.days * 86400 + delta.seconds) * SECOND + delta.microseconds * 1000
-    return max(INT64_MIN, min(INT64_MAX, ns))
+def _unix_ns(moment: datetime) -> int:
+    delta = moment - datetime(1970, 1, 1, tzinfo=UTC)
+    return (delta.days * 86400 + delta.seconds) * SECOND + delta.microseconds * 1000
 
 
 def time_notes(clock: Clock) -> list[GoNote]:
@@ -202,8 +198,9 @@ def time_notes(clock: Clock) -> list[GoNote]:
         parsed = parse_time(s)
         if parsed is None:
             return None
-        moment, sub_us = parsed
-        return _ns_between(now(), moment) - sub_us
+        unix, nanos = parsed
+        since = _unix_ns(now()) - (unix * SECOND + nanos)
+        return max(INT64_MIN, min(INT64_MAX, since))  # time.Time.Sub saturates
 
     @note("timeAgo", "s->s")
     def time_ago(s: str) -> str:
@@ -249,9 +246,8 @@ def time_notes(clock: Clock) -> list[GoNote]:
             d = parse_time_duration(duration)
         except ValueError:
             return False
-        moment = parsed[0]
-        deadline = moment + timedelta(microseconds=d // 1000)
-        return now() > deadline
+        unix, nanos = parsed
+        return _unix_ns(now()) > unix * SECOND + nanos + d
 
     @note("timeFormat", "a,s->s")
     def time_format(timestamp: Any, layout: str) -> str:
@@ -259,7 +255,7 @@ def time_notes(clock: Clock) -> list[GoNote]:
         parsed = parse_time(timestamp if isinstance(timestamp, str) else sprint_v(timestamp))
         if parsed is None:
             return ""
-        return go_format(parsed[0], layout)
+        return go_format(parsed[0], parsed[1], layout)
 
     @note("durationSeconds", "s->I")
     def duration_seconds(d: str) -> int:
@@ -313,17 +309,24 @@ def time_notes(clock: Clock) -> list[GoNote]:
     note("timeInWindow", "s,s->b")(in_window)
     note("timeNotInWindow", "s,s->b")(lambda a, b: not in_window(a, b))
 
-    @note("nextCron", "s->s")
+    @note("nextCron", "s->s!")
     def next_cron(expr: str) -> str:
-        """The next time the cron expression fires, RFC 3339 UTC; "" when invalid."""
+        """The next time the cron expression fires (robfig/cron's standard parser, a
+        CRON_TZ= prefix honoured), RFC 3339 UTC; "" when invalid."""
         try:
-            schedule = parse_cron(expr)
-        except ValueError:
+            schedule, zone = parse_standard(expr, go_parse_duration)
+        except ValueError as err:
+            if str(err).startswith("runtime error"):  # Orkestra's parser panics
+                raise NoteError(str(err)) from None
             return ""
-        fire = schedule.next_after(now())
+        current = now()
+        if zone is not None:
+            from zoneinfo import ZoneInfo
+            current = current.astimezone(ZoneInfo(zone))
+        fire = schedule.next_after(current.replace(tzinfo=None))
         if fire is None:  # robfig/cron gives the zero time for a schedule that never fires
             return "0001-01-01T00:00:00Z"
-        return fire.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return fire.replace(tzinfo=current.tzinfo).astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
     return table
 
@@ -582,7 +585,7 @@ def quantity_notes() -> list[GoNote]:
         left, fmt = parse(name, a)
         right, right_fmt = parse(name, b)
         with localcontext() as ctx:
-            ctx.prec = 200
+            ctx.prec = q.precision_for(left, right)
             total = left + sign * right
         # Quantity.Add / Sub: a zero receiver takes the other operand's format
         return q.format_quantity(total, right_fmt if left == 0 else fmt)
@@ -622,17 +625,22 @@ def _suffix(suffix: str) -> tuple[int, int, str]:
 
 
 def go_parse_quantity(text: str) -> tuple[Decimal, Any]:
-    """resource.ParseQuantity: the value (rounded up to nano units, capped at int64) and
-    its format; ValueError where Go returns an error."""
+    """resource.ParseQuantity: the value (rounded up to nano units; the magnitude of a
+    BinarySI value capped at the int64 maximum, as Go caps only that format) and its
+    format; ValueError where Go returns an error."""
     positive, num, denom, suffix = _quantity_parts(text)
     base, exponent, fmt = _suffix(suffix)
+    digits = len(num) + len(denom) + max(exponent, 0) + 9  # whole digits, nano units
+    if digits > q.MAX_DIGITS:
+        raise ValueError(f"more than {q.MAX_DIGITS} digits, beyond orksync's bound")
     with localcontext() as ctx:
-        ctx.prec = 400
+        ctx.prec = max(400, digits + 20)
         value = Decimal(int(num + denom)).scaleb(-len(denom))
         value = value.scaleb(exponent) if base == 10 else value * (2**exponent)
         if value != value.quantize(Decimal("1e-9"), rounding="ROUND_DOWN"):
             value = value.quantize(Decimal("1e-9"), rounding="ROUND_UP")
-        value = min(value, Decimal(INT64_MAX))
+        if fmt == "BinarySI":
+            value = min(value, Decimal(INT64_MAX))
     return (value if positive else -value), fmt
 
 
@@ -695,17 +703,23 @@ def _pow10(n: int) -> float:
 
 # ── random ──────────────────────────────────────────────────────────────────────────
 def random_notes(source: RandomSource) -> list[GoNote]:
-    """The random notes: a value from `source` (a placeholder when rendering to disk);
-    n <= 0 gives "" as in Orkestra."""
+    """The random notes: a value from `source`; a placeholder (when rendering to disk) is
+    returned as a deferred value (gotemplate.deferred), so that what a template computes
+    from it is computed when the value is generated. n <= 0 gives "" as in Orkestra."""
     table: list[GoNote] = []
     note = registrar(table)
+
+    def value(name: str, n: int | None) -> str | deferred.Deferred:
+        text = source.token(name, n)
+        return deferred.leaf(name, n) if GENERATE_TOKEN_RE.fullmatch(text) else text
+
     for name in ("randomAlphanumeric", "randomHex", "randomBase64"):
-        def sized(n: int, name: str = name) -> str:
+        def sized(n: int, name: str = name) -> str | deferred.Deferred:
             if n <= 0:
                 return ""
             if n > MAX_RANDOM_N:
                 raise NoteError(f"{name} {n}: the length must be at most {MAX_RANDOM_N}")
-            return random_value(source.token(name, n), f"{name} {n}")
+            return value(name, n)
         note(name, "i->s!")(sized)
-    note("uuidv4", "->s!")(lambda: random_value(source.token("uuidv4", None), "uuidv4"))
+    note("uuidv4", "->s!")(lambda: value("uuidv4", None))
     return table

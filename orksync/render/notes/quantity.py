@@ -78,11 +78,22 @@ def parse_quantity(text: Any) -> Decimal:
     return parse_quantity_format(text)[0]
 
 
+# The most digits a quantity's value may have (Go's big decimals have no bound; a
+# render's output is bounded anyway).
+MAX_DIGITS = 10_000
+
+
+def precision_for(*values: Decimal) -> int:
+    """A decimal precision that holds every value exactly down to nano units, and their
+    sum."""
+    return max([200] + [v.adjusted() + 40 for v in values if v])
+
+
 def _decimal_parts(value: Decimal) -> tuple[int, int]:
     """value = mantissa × 10^exponent with exponent a multiple of 3 (≥ -9, so below
     nano the value is rounded up) and as large as possible with an integral mantissa."""
     with localcontext() as ctx:
-        ctx.prec = 200
+        ctx.prec = precision_for(value)
         exponent = -9
         mantissa = int((value.scaleb(9)).to_integral_value(rounding=ROUND_CEILING))
         while mantissa != 0 and mantissa % 1000 == 0:

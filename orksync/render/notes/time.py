@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from datetime import datetime, timedelta
+from datetime import datetime
 from datetime import time as dtime
 from typing import Any
 
@@ -80,43 +80,62 @@ def day_of_week_matches(spec: Any, now: datetime) -> bool:
 _STD = re.compile(
     r"January|Jan|Monday|Mon|MST|2006|__2|_2006|_2|002|0[1-6]|15|[1-5]|PM|pm"
     r"|[-Z](?:070000|07:00:00|0700|07:00|07)|[.,](?:0+|9+)(?![0-9])")
+_MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August",
+           "September", "October", "November", "December")
+_WEEKDAYS = ("Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday")
 
 
-def _zone(moment: datetime, token: str) -> str:
-    offset = moment.utcoffset() or timedelta(0)
-    if token[0] == "Z" and offset == timedelta(0):
-        return "Z"
-    total = int(offset.total_seconds())
-    sign = "-" if total < 0 else "+"
-    hours, rest = divmod(abs(total), 3600)
-    minutes, seconds = divmod(rest, 60)
-    body = token[1:]
-    if body == "07":
-        return f"{sign}{hours:02d}"
-    if body == "0700":
-        return f"{sign}{hours:02d}{minutes:02d}"
-    if body == "07:00":
-        return f"{sign}{hours:02d}:{minutes:02d}"
-    if body == "070000":
-        return f"{sign}{hours:02d}{minutes:02d}{seconds:02d}"
-    return f"{sign}{hours:02d}:{minutes:02d}:{seconds:02d}"
+def days_from_civil(year: int, month: int, day: int) -> int:
+    """Days from 1970-01-01 to a date of the proleptic Gregorian calendar (any year,
+    year 0 included, as Go's time package counts)."""
+    year -= month <= 2
+    era = year // 400
+    yoe = year - era * 400
+    doy = (153 * (month + (-3 if month > 2 else 9)) + 2) // 5 + day - 1
+    doe = yoe * 365 + yoe // 4 - yoe // 100 + doy
+    return era * 146097 + doe - 719468
 
 
-def go_format(moment: datetime, layout: str) -> str:
-    """Format like Go's time.Format(layout) for the common layout elements."""
-    hour12 = moment.hour % 12 or 12
+def civil_from_days(days: int) -> tuple[int, int, int]:
+    """The (year, month, day) `days` after 1970-01-01."""
+    days += 719468
+    era = days // 146097
+    doe = days - era * 146097
+    yoe = (doe - doe // 1460 + doe // 36524 - doe // 146096) // 365
+    doy = doe - (365 * yoe + yoe // 4 - yoe // 100)
+    mp = (5 * doy + 2) // 153
+    day = doy - (153 * mp + 2) // 5 + 1
+    month = mp + 3 if mp < 10 else mp - 9
+    return yoe + era * 400 + (month <= 2), month, day
+
+
+def days_in_month(year: int, month: int) -> int:
+    if month == 2:
+        return 29 if year % 4 == 0 and (year % 100 != 0 or year % 400 == 0) else 28
+    return 30 if month in (4, 6, 9, 11) else 31
+
+
+def go_format(unix: int, nanos: int, layout: str) -> str:
+    """Go's time.Format(layout) of the UTC instant `unix` seconds + `nanos` after the
+    epoch (any year Go represents, nanosecond precision)."""
+    days, secs = divmod(unix, 86400)
+    year, month, day = civil_from_days(days)
+    hour, minute, second = secs // 3600, secs // 60 % 60, secs % 60
+    yday = days - days_from_civil(year, 1, 1) + 1
+    weekday = _WEEKDAYS[(days + 4) % 7]
+    hour12 = hour % 12 or 12
     fixed = {
-        "January": moment.strftime("%B"), "Jan": moment.strftime("%b"),
-        "Monday": moment.strftime("%A"), "Mon": moment.strftime("%a"),
-        "MST": moment.tzname() or "UTC", "2006": f"{moment.year:04d}",
-        "_2006": f"_{moment.year:04d}", "06": f"{moment.year % 100:02d}",
-        "01": f"{moment.month:02d}", "1": str(moment.month), "02": f"{moment.day:02d}",
-        "2": str(moment.day), "_2": f"{moment.day:>2}",
-        "002": f"{moment.timetuple().tm_yday:03d}",
-        "__2": f"{moment.timetuple().tm_yday:>3}", "15": f"{moment.hour:02d}",
-        "03": f"{hour12:02d}", "3": str(hour12), "04": f"{moment.minute:02d}",
-        "4": str(moment.minute), "05": f"{moment.second:02d}", "5": str(moment.second),
-        "PM": "PM" if moment.hour >= 12 else "AM", "pm": "pm" if moment.hour >= 12 else "am",
+        "January": _MONTHS[month - 1], "Jan": _MONTHS[month - 1][:3],
+        "Monday": weekday, "Mon": weekday[:3],
+        "MST": "UTC", "2006": f"{year:04d}",
+        "_2006": f"_{year:04d}", "06": f"{year % 100:02d}",
+        "01": f"{month:02d}", "1": str(month), "02": f"{day:02d}",
+        "2": str(day), "_2": f"{day:>2}",
+        "002": f"{yday:03d}",
+        "__2": f"{yday:>3}", "15": f"{hour:02d}",
+        "03": f"{hour12:02d}", "3": str(hour12), "04": f"{minute:02d}",
+        "4": str(minute), "05": f"{second:02d}", "5": str(second),
+        "PM": "PM" if hour >= 12 else "AM", "pm": "pm" if hour >= 12 else "am",
     }
 
     def chunk(match: re.Match[str]) -> str:
@@ -124,8 +143,8 @@ def go_format(moment: datetime, layout: str) -> str:
         if token in fixed:
             return fixed[token]
         if token[0] in "-Z":
-            return _zone(moment, token)
-        digits = f"{moment.microsecond:06d}000"[: len(token) - 1]
+            return "Z" if token[0] == "Z" else _ZERO_OFFSET[token[1:]]
+        digits = f"{nanos:09d}"[: len(token) - 1]
         if token[1] == "9":
             digits = digits.rstrip("0")
             return token[0] + digits if digits else ""
@@ -134,6 +153,20 @@ def go_format(moment: datetime, layout: str) -> str:
     return _STD.sub(chunk, layout)
 
 
+_ZERO_OFFSET = {"07": "+00", "0700": "+0000", "07:00": "+00:00", "070000": "+000000",
+                "07:00:00": "+00:00:00"}
 
-__all__ = ["DAYS", "day_matches", "day_names", "day_of_week_matches", "go_format", "in_window",
-           "parse_hhmm"]
+
+
+__all__ = [
+    "DAYS",
+    "civil_from_days",
+    "day_matches",
+    "day_names",
+    "day_of_week_matches",
+    "days_from_civil",
+    "days_in_month",
+    "go_format",
+    "in_window",
+    "parse_hhmm",
+]
