@@ -264,8 +264,10 @@ class Kube:
             if delay is None:
                 err = outcome.error(method, path, subject, retry + 1,
                                     ca_origin=self._ca_origin, outage=self._outage())
+                # a certificate refused is a server reached: its error names the CA
                 if outcome.transport is not None and not outcome.transport.sent and \
-                        not root._answered:
+                        not root._answered and \
+                        _refused_certificate(outcome.transport) is None:
                     origin = f" ({self._connection.origin})" if self._connection.origin \
                         else ""
                     raise Unreachable(f"the API server cannot be reached{origin} ({method} "
