@@ -1,7 +1,7 @@
 """docs/quickstart.md runs as written: every ```sh block, in order, in one bash session on a
-control plane of its own, with the variables the page asks the reader to set
-(KUBECONFIG, REPO_URL served by a git daemon, AGENT, HOOK_TOKEN). Each block follows an
-HTML comment `<!-- step: NAME -->`; the test holds one check per step and refuses a page
+control plane of its own, with the variables the page asks the reader to set (KUBECONFIG,
+IMAGE, REPO_URL served by a git daemon, AGENT, HOOK_TOKEN). Each block follows an HTML
+comment `<!-- step: NAME -->`; the test holds one check per step and refuses a page
 whose steps differ from its checks, so a new block cannot go unchecked. Blocks of any
 other language (```console, ```yaml) are not run."""
 
@@ -149,7 +149,8 @@ def test_the_quickstart_runs_as_written(own_plane: ControlPlane, tmp_path: Path)
         env = {"PATH": f"{own_plane.bin_dir}:{Path(sys.executable).parent}:{os.environ['PATH']}",
                "HOME": str(work), "PYTHONPATH": str(ROOT), "NO_COLOR": "1",
                "KUBECONFIG": str(own_plane.kubeconfig), "REPO_URL": daemon.url("quickstart.git"),
-               "AGENT": f"127.0.0.1:{free_port()}", "HOOK_TOKEN": secrets.token_hex(20),
+               "IMAGE": "orksync:0.1.0", "AGENT": f"127.0.0.1:{free_port()}",
+               "HOOK_TOKEN": secrets.token_hex(20),
                "GIT_AUTHOR_NAME": "Quick Start", "GIT_AUTHOR_EMAIL": "q@example.com",
                "GIT_COMMITTER_NAME": "Quick Start", "GIT_COMMITTER_EMAIL": "q@example.com"}
         session = subprocess.Popen(["bash", "-c", script], cwd=work, env=env,
@@ -185,6 +186,12 @@ def test_the_quickstart_runs_as_written(own_plane: ControlPlane, tmp_path: Path)
     # the cleanup pruned what the Sync applied; the CRD stays
     kube = Kube.from_kubeconfig(own_plane.kubeconfig)
     try:
+        # the installed agent: the page's image, serving Sync objects (no repository of its own)
+        deployment = kube.get(kube.resource("apps/v1", "Deployment"), "orksync-system", "orksync")
+        [container] = deployment["spec"]["template"]["spec"]["containers"]
+        assert container["image"] == env["IMAGE"]
+        assert not {"ORKSYNC_REPO_URL", "ORKSYNC_REF", "ORKSYNC_PATH"} & \
+            {e["name"] for e in container["env"]}
         assert kube.get_or_none(kube.resource("apiextensions.k8s.io/v1",
                                               "CustomResourceDefinition"),
                                 None, "websites.quickstart.example.com") is not None
