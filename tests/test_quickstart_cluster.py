@@ -105,6 +105,8 @@ def check_reconcile(out: str, env: dict[str, str]) -> None:
 
 def check_cleanup(out: str, env: dict[str, str]) -> None:
     assert 'sync.orksync.io "quickstart" deleted' in out
+    # the Namespace it applied is pruned with the rest
+    assert out.rstrip().endswith("Terminating") or "NotFound" in out, out
 
 
 def nothing(out: str, env: dict[str, str]) -> None:
