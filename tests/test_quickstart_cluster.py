@@ -47,6 +47,18 @@ def test_the_page_s_run_blocks_are_found_and_each_one_is_named() -> None:
         steps(text + "\n```sh\necho unchecked\n```\n")
 
 
+def test_examples_quickstart_holds_the_files_the_page_writes() -> None:
+    """examples/quickstart is the repository as the page leaves it: the last content the
+    page writes to each file (`cat > FILE <<'EOF'`), and no other file."""
+    written = {m[1]: m[2] for m in re.finditer(r"cat > (\S+) <<'EOF'\n(.*?)^EOF$",
+                                               PAGE.read_text(), re.DOTALL | re.MULTILINE)}
+    assert set(written) == {"namespace.yaml", "crd.yaml", "katalog.yaml", "hello.yaml"}
+    example = ROOT / "examples" / "quickstart"
+    assert {p.name for p in example.glob("*.yaml")} == set(written)
+    for name, body in written.items():
+        assert (example / name).read_text() == body, name
+
+
 def split(output: str) -> dict[str, str]:
     """The session's output cut at the step marks, by step."""
     parts = re.split(r"^@@quickstart-step ([a-z0-9-]+)@@$", output, flags=re.MULTILINE)
