@@ -108,9 +108,14 @@ class Root:
 def sync_label(spec: syncs.SyncSpec) -> str:
     """The `orksync.io/shard` value on what a Sync writes: `sync-` and a digest of its
     namespace and name (a label value holds 63 characters, a Sync's key more)."""
+    return sync_label_of(spec.key)
+
+
+def sync_label_of(key: str) -> str:
+    """`sync_label` of the Sync whose key is `namespace/name`."""
     import hashlib
 
-    return "sync-" + hashlib.sha256(spec.key.encode()).hexdigest()[:16]
+    return "sync-" + hashlib.sha256(key.encode()).hexdigest()[:16]
 
 
 class Controller:
