@@ -57,6 +57,13 @@ def test_the_package_type_checks_with_mypy() -> None:
     assert result.returncode == 0, result.stdout[-3000:]
 
 
+def test_the_cluster_client_and_the_apply_engine_pass_mypy_strict() -> None:
+    result = subprocess.run([sys.executable, "-m", "mypy", "--strict", "orksync/cluster",
+                             "orksync/apply"], cwd=ROOT, capture_output=True, text=True,
+                            timeout=600)
+    assert result.returncode == 0, result.stdout[-3000:]
+
+
 def test_the_code_is_clean_under_ruff() -> None:
     result = subprocess.run([sys.executable, "-m", "ruff", "check", "orksync", "tests",
                              "testbed", "bench"], cwd=ROOT,
