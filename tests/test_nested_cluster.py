@@ -10,21 +10,25 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from orksync.apply.inventory import DEFAULT_NAMESPACE
 from orksync.cluster.kube import Kube
 from orksync.errors import ClusterError
 from orksync.katalog.loader import load_repository
+from orksync.lifecycle.overview import find_tree, read_rows, tree_table
 from orksync.lifecycle.teardown import DeletionOptions, remove_finalizer
 from orksync.model import Action, ObjRef
 from orksync.render.engine import render_catalog
-from orksync.sync import SyncOptions, SyncResult, hook_renderers, sync_once
+from orksync.sync import SyncOptions, SyncResult, hook_renderers, sync_once, sync_rendered
 from testbed.controlplane import ControlPlane
 from tests import nested_cases as nc
 from tests.helpers import wait_for, write_repo
+from tests.workload_status import rolled_out, write_status
 
 pytestmark = pytest.mark.cluster
 
@@ -118,3 +122,108 @@ def test_a_created_custom_resource_gets_its_own_children_and_goes_with_its_paren
                        ("Deployment", "dev-cache-redis")):
         wait_for(f"{kind}/{name} deleted", lambda k=kind, n=name: get(
             kube, ref(k, n, ns)) is None)
+
+
+def synced(kube: Kube, root: Path, name: str, revision: str) -> SyncResult:
+    """A sync as `orksync sync` makes it: apply, prune, then every custom resource's status
+    and Events (orksync.lifecycle.events.report_sync)."""
+    catalog = load_repository(root)
+    rendered = render_catalog(catalog)
+    assert not rendered.errors, rendered.errors
+    result = sync_rendered(kube, rendered, catalog, inventory_name=name, revision=revision,
+                           options=SyncOptions(deletion=DeletionOptions(poll=0.1)))
+    assert not result.changes.failed, result.changes.failed
+    return result
+
+
+def conditions(obj: dict[str, Any] | None) -> dict[str, str]:
+    assert obj is not None
+    return {c["type"]: c["status"] for c in (obj.get("status") or {}).get("conditions") or []}
+
+
+CACHE_WITH_STATUS = nc.CACHE_ENTRY + """\
+        status:
+          fields:
+            - path: redis
+              value: "{{ .children.deployment.metadata.name }}"
+"""
+
+
+def chain(root: Path, ns: str) -> tuple[ObjRef, ObjRef, ObjRef]:
+    """An AppEnvironment creating a CacheCluster whose entry has a status field; the refs
+    of the AppEnvironment, the CacheCluster and its redis Deployment."""
+    write_repo(root, {**nc.files(ns), "katalog.yaml": nc.katalog(CACHE_WITH_STATUS)})
+    return (ref("AppEnvironment", "dev", ns), ref("CacheCluster", "dev-cache", ns),
+            ref("Deployment", "dev-cache-redis", ns))
+
+
+def test_a_created_custom_resource_gets_its_status_from_its_own_entry_and_children(
+        kube: Kube, tmp_path: Path, ns: str) -> None:
+    """The created CacheCluster's status is written from its own entry (its `status`
+    fields, Ready/Reconciling/Stalled from its redis Deployment's health), and its health
+    rolls up into the AppEnvironment's."""
+    env_ref, cache_ref, redis_ref = chain(tmp_path / "repo", ns)
+    inventory = f"nest-{uuid.uuid4().hex[:8]}"
+
+    # applied, not rolled out: in progress
+    synced(kube, tmp_path / "repo", inventory, "a" * 40)
+    cache = get(kube, cache_ref)
+    assert conditions(cache) == {"Ready": "False", "Reconciling": "True", "Stalled": "False"}
+    assert cache is not None and cache["status"]["redis"] == "dev-cache-redis"
+    assert cache["status"]["orksync"]["lastAppliedRevision"] == "a" * 40
+    assert [c["object"] for c in cache["status"]["orksync"]["health"]["children"]] == \
+        [str(redis_ref)]
+    env = get(kube, env_ref)
+    assert conditions(env)["Ready"] == "False"
+    assert env is not None and env["status"]["orksync"]["health"]["message"].startswith(
+        f"{cache_ref}: InProgress: {redis_ref}: InProgress")
+
+    # rolled out (as its controller would write it): a sync makes the chain Ready
+    write_status(kube, redis_ref, rolled_out(2))
+    synced(kube, tmp_path / "repo", inventory, "a" * 40)
+    assert conditions(get(kube, cache_ref)) == \
+        {"Ready": "True", "Reconciling": "False", "Stalled": "False"}
+    assert conditions(get(kube, env_ref))["Ready"] == "True"
+
+
+def test_the_tree_shows_a_created_custom_resource_with_its_children_beneath_it(
+        kube: Kube, tmp_path: Path, ns: str) -> None:
+    """`orksync tree` of the top custom resource (table and -o json|yaml) has the
+    CacheCluster with its Deployment indented beneath it, health rolled up; `orksync
+    status` lists the CacheCluster as its own row naming its owner; `orksync tree` of the
+    CacheCluster works too."""
+    env_ref, cache_ref, redis_ref = chain(tmp_path / "repo", ns)
+    inventory = f"nest-{uuid.uuid4().hex[:8]}"
+    synced(kube, tmp_path / "repo", inventory, "a" * 40)
+
+    tree = find_tree(kube, DEFAULT_NAMESPACE, f"AppEnvironment/{ns}/dev")
+    [cache_row] = tree.resource.children
+    assert (cache_row.ref, cache_row.health) == (cache_ref, "InProgress")
+    assert [(c.ref, c.health) for c in cache_row.children] == [(redis_ref, "InProgress")]
+    assert tree.resource.health == "InProgress"
+    assert tree.resource.message.startswith(f"{cache_ref}: InProgress: {redis_ref}")
+
+    write_status(kube, redis_ref, rolled_out(2))
+    synced(kube, tmp_path / "repo", inventory, "b" * 40)
+    tree = find_tree(kube, DEFAULT_NAMESPACE, f"AppEnvironment/{ns}/dev")
+    [cache_row] = tree.resource.children
+    assert (cache_row.ref, cache_row.ready, cache_row.health) == (cache_ref, "True", "Current")
+    assert [(c.ref, c.health) for c in cache_row.children] == [(redis_ref, "Current")]
+    assert tree.resource.health == "Current"
+    now = datetime.now(UTC)
+    lines = tree_table(tree, now).splitlines()
+    assert lines[2].split()[:4] == ["└──", str(cache_ref), "True", "Current"]
+    assert lines[3].startswith(f"    └── {redis_ref}")
+    doc = tree.to_dict(now)
+    assert doc["children"][0]["ready"] == "True"
+    assert [c["object"] for c in doc["children"][0]["children"]] == [str(redis_ref)]
+
+    rows = {r.ref: r for r in read_rows(kube, DEFAULT_NAMESPACE, [inventory])}
+    assert set(rows) == {env_ref, cache_ref}
+    assert rows[cache_ref].owner == env_ref and rows[env_ref].owner is None
+    assert (rows[cache_ref].ready, rows[cache_ref].health) == ("True", "Current")
+    assert rows[cache_ref].to_dict(now)["owner"] == str(env_ref)
+    assert [c.ref for c in rows[cache_ref].children] == [redis_ref]
+    own = find_tree(kube, DEFAULT_NAMESPACE, f"CacheCluster/{ns}/dev-cache")
+    assert own.resource.ref == cache_ref
+    assert [c.ref for c in own.resource.children] == [redis_ref]
