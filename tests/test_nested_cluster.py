@@ -8,6 +8,8 @@ orksync.apply.engine (owner uids of nested custom resources)."""
 
 from __future__ import annotations
 
+import signal
+import subprocess
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -26,8 +28,10 @@ from orksync.model import Action, ObjRef
 from orksync.render.engine import render_catalog
 from orksync.sync import SyncOptions, SyncResult, hook_renderers, sync_once, sync_rendered
 from testbed.controlplane import ControlPlane
+from testbed.gitdaemon import GitDaemon
 from tests import nested_cases as nc
 from tests.helpers import wait_for, write_repo
+from tests.test_agent_cluster import AgentProcess, commit, http_get
 from tests.workload_status import rolled_out, write_status
 
 pytestmark = pytest.mark.cluster
@@ -227,3 +231,49 @@ def test_the_tree_shows_a_created_custom_resource_with_its_children_beneath_it(
     own = find_tree(kube, DEFAULT_NAMESPACE, f"CacheCluster/{ns}/dev-cache")
     assert own.resource.ref == cache_ref
     assert [c.ref for c in own.resource.children] == [redis_ref]
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[tuple[Path, str]]:
+    """A git repository served by a git daemon: (its working tree, its URL)."""
+    repo = tmp_path / "served" / "platform"
+    repo.mkdir(parents=True)
+    subprocess.run(["git", "init", "-q", "-b", "main"], cwd=repo, check=True)
+    with GitDaemon(repo.parent) as daemon:
+        yield repo, daemon.url("platform")
+
+
+def conditions_of(kube: Kube, r: ObjRef) -> dict[str, str]:
+    """The conditions of `r`, {} while it (or its kind) does not exist yet."""
+    try:
+        live = get(kube, r)
+    except ClusterError:
+        return {}
+    return conditions(live) if live is not None else {}
+
+
+def test_the_agent_makes_the_chain_ready_when_the_created_ones_child_rolls_out(
+        control_plane: ControlPlane, served: tuple[Path, str], kube: Kube,
+        tmp_path: Path, ns: str) -> None:
+    """In the agent, the redis Deployment's status (watched) renders the custom resource
+    at the top of its chain again (orksync.agent.drift.Plan: a created custom resource's
+    children are under the top one's key): the CacheCluster, then the AppEnvironment turn
+    Ready without a full sync."""
+    repo, url = served
+    env_ref, cache_ref, redis_ref = chain(repo, ns)
+    commit(repo, "first")
+    agent = AgentProcess(control_plane, url, tmp_path / "state",
+                         name=f"nest-{uuid.uuid4().hex[:6]}",
+                         flags=["--resync-interval", "3600"])
+    try:
+        wait_for("the CacheCluster's status", lambda: conditions_of(
+            kube, cache_ref).get("Reconciling") == "True")
+        wait_for("readiness", lambda: http_get(agent.port, "/readyz")[0] == 200)
+        write_status(kube, redis_ref, rolled_out(2))
+        wait_for("the CacheCluster Ready", lambda: conditions_of(
+            kube, cache_ref).get("Ready") == "True")
+        wait_for("the AppEnvironment Ready", lambda: conditions_of(
+            kube, env_ref).get("Ready") == "True")
+        assert agent.text().count("sync rev=") == 1  # the first sync only
+    finally:
+        agent.stop(signal.SIGKILL)
