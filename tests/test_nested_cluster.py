@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import signal
 import subprocess
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -32,6 +33,7 @@ from testbed.gitdaemon import GitDaemon
 from tests import nested_cases as nc
 from tests.helpers import wait_for, write_repo
 from tests.test_agent_cluster import AgentProcess, commit, http_get
+from tests.test_webui_cluster import _service_account
 from tests.workload_status import rolled_out, write_status
 
 pytestmark = pytest.mark.cluster
@@ -258,7 +260,8 @@ def test_the_agent_makes_the_chain_ready_when_the_created_ones_child_rolls_out(
     """In the agent, the redis Deployment's status (watched) renders the custom resource
     at the top of its chain again (orksync.agent.drift.Plan: a created custom resource's
     children are under the top one's key): the CacheCluster, then the AppEnvironment turn
-    Ready without a full sync."""
+    Ready without a full sync. The web view's tree has the Deployment beneath the
+    CacheCluster."""
     repo, url = served
     env_ref, cache_ref, redis_ref = chain(repo, ns)
     commit(repo, "first")
@@ -275,5 +278,22 @@ def test_the_agent_makes_the_chain_ready_when_the_created_ones_child_rolls_out(
         wait_for("the AppEnvironment Ready", lambda: conditions_of(
             kube, env_ref).get("Ready") == "True")
         assert agent.text().count("sync rev=") == 1  # the first sync only
+
+        # the web view's tree: the CacheCluster's Deployment in a list beneath it
+        token = _service_account(kube, ns, "operator", cluster_role="cluster-admin")
+        page = ""
+
+        def tree_page() -> bool:
+            nonlocal page
+            request = urllib.request.Request(
+                f"http://127.0.0.1:{agent.port}/ui/tree?kind=AppEnvironment&namespace={ns}"
+                "&name=dev", headers={"Authorization": f"Bearer {token}"})
+            with urllib.request.urlopen(request, timeout=30) as answer:
+                page = answer.read().decode()
+            return f"<code>{redis_ref}</code>" in page
+
+        wait_for("the tree page with the Deployment", tree_page)
+        beneath = page.split(f"<code>{cache_ref}</code>", 1)[1]
+        assert f"<code>{redis_ref}</code>" in beneath.split("<ul>", 1)[1].split("</ul>")[0]
     finally:
         agent.stop(signal.SIGKILL)
