@@ -297,3 +297,36 @@ def test_the_agent_makes_the_chain_ready_when_the_created_ones_child_rolls_out(
         assert f"<code>{redis_ref}</code>" in beneath.split("<ul>", 1)[1].split("</ul>")[0]
     finally:
         agent.stop(signal.SIGKILL)
+
+
+def test_the_agents_scoped_sync_prunes_what_a_created_custom_resource_no_longer_renders(
+        control_plane: ControlPlane, served: tuple[Path, str], kube: Kube,
+        tmp_path: Path, ns: str) -> None:
+    """A commit that changes only the AppEnvironment is a scoped sync of it; its render
+    holds the whole chain, so its part of the inventory holds the CacheCluster's children
+    too (orksync.sync.SharedInventory.part): the redis Deployment the CacheCluster no
+    longer renders is pruned by that scoped sync, not left to the next full sync."""
+    gated = nc.CACHE_ENTRY.replace('''              reconcile: true
+''', '''              reconcile: true
+              when:
+                - field: spec.size
+                  greaterThan: "0"
+''')
+    repo, url = served
+    write_repo(repo, {**nc.files(ns), "katalog.yaml": nc.katalog(gated)})
+    commit(repo, "first")
+    redis_ref = ref("Deployment", "dev-cache-redis", ns)
+    agent = AgentProcess(control_plane, url, tmp_path / "state",
+                         name=f"nest-{uuid.uuid4().hex[:6]}",
+                         flags=["--resync-interval", "3600"])
+    try:
+        wait_for("the redis Deployment", lambda: get(kube, redis_ref) is not None)
+        wait_for("readiness", lambda: http_get(agent.port, "/readyz")[0] == 200)
+        write_repo(repo, {"apps/dev.yaml": nc.env("dev", ns, size=0)})
+        commit(repo, "no cache replicas")
+        wait_for("the scoped sync", lambda: "scoped sync of 1 custom resource(s)"
+                 in agent.text())
+        wait_for("the redis Deployment pruned", lambda: get(kube, redis_ref) is None)
+        assert agent.text().count("sync rev=") == 1  # the first sync only
+    finally:
+        agent.stop(signal.SIGKILL)
