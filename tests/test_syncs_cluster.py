@@ -359,14 +359,30 @@ def test_a_sync_reads_secrets_of_its_own_namespace_only_and_writes_as_its_servic
         "stringData": {"username": "u", "password": password}}, field_manager=MANAGER)
     _, sha = env.repo("a", widgets_repo(env.ns, "a1"))
     env.repo("b", widgets_repo(env.ns, "b1"))
-    # may write Widgets and Deployments in its namespace, not Services
+    # may write Widgets and Deployments in its namespace, not Services; the Widget CRD is
+    # the platform's (the ServiceAccount may apply it unchanged, by name)
+    from ruamel.yaml import YAML
+
+    kube.apply(kube.resource("apiextensions.k8s.io/v1", "CustomResourceDefinition"),
+               YAML(typ="safe").load(CRD), field_manager=MANAGER, force=True)
+    for kind, body in (("ClusterRole", {"rules": [{
+            "apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"],
+            "resourceNames": ["widgets.test.orksync.io"], "verbs": ["get", "patch"]}]}),
+            ("ClusterRoleBinding", {"roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                "name": f"crd-{env.ns}"}, "subjects": [{
+                    "kind": "ServiceAccount", "name": "deployer", "namespace": env.ns}]})):
+        kube.create(kube.resource("rbac.authorization.k8s.io/v1", kind), {
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": kind,
+            "metadata": {"name": f"crd-{env.ns}"}, **body}, field_manager=MANAGER)
     kube.create(kube.resource("v1", "ServiceAccount"), {
         "apiVersion": "v1", "kind": "ServiceAccount",
         "metadata": {"name": "deployer", "namespace": env.ns}}, field_manager=MANAGER)
     kube.create(kube.resource("rbac.authorization.k8s.io/v1", "Role"), {
         "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
         "metadata": {"name": "deployer", "namespace": env.ns},
-        "rules": [{"apiGroups": ["apps"], "resources": ["deployments"],
+        "rules": [{"apiGroups": ["apps", "test.orksync.io"],
+                   "resources": ["deployments", "widgets"],
                    "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]}]},
         field_manager=MANAGER)
     kube.create(kube.resource("rbac.authorization.k8s.io/v1", "RoleBinding"), {

@@ -5,7 +5,8 @@ Each Sync is a sync root of its own: an `Agent` (orksync.agent.runner) with the 
 settings, its own inventory (`orksync-inventory-<namespace>.<name>`), checkout and state
 directory (`<state dir>/syncs/<namespace>/<name>`), drift repair and scoped syncs, and a
 connection of its own whose gate closes when this replica loses the Lease or the Sync's
-run passes its `timeout`. The controller owns what is shared: one Lease, one informer of
+run passes its `timeout`, and whose writes go as the Sync's ServiceAccount (`_writer`).
+The controller owns what is shared: one Lease, one informer of
 the Syncs, the HTTP server (per-Sync webhooks at `/hooks/git/<namespace>/<name>`) and a
 pool of `--concurrent-syncs` workers. A Sync's runs never overlap; the runs of different
 Syncs never wait for each other beyond the pool's size.
@@ -48,7 +49,7 @@ from orksync.agent.runner import AgentConfig
 from orksync.agent.server import serve
 from orksync.apply.delete import DeletionOptions
 from orksync.apply.engine import ApplyOptions
-from orksync.apply.impersonation import Impersonation
+from orksync.apply.impersonation import Impersonation, service_account_user
 from orksync.apply.inventory import configmap_name
 from orksync.cluster.kube import Kube
 from orksync.cluster.retry import RetryPolicy
@@ -291,7 +292,9 @@ class Controller:
         try:
             agent = self._agent(root, spec)
         except InputError as err:  # a Secret it names, or an inventory it may not adopt
-            reason = syncs.SECRET if err.path.startswith("spec.") else syncs.INVALID
+            reason = syncs.SERVICE_ACCOUNT if err.path in (
+                "spec.serviceAccountName", "--default-service-account") else \
+                syncs.SECRET if err.path.startswith("spec.") else syncs.INVALID
             self._report(root, syncs.Outcome(ready="False", reason=reason,
                                              message=str(err)), warn=True)
             root.next_run = time.monotonic() + spec.interval
@@ -385,6 +388,7 @@ class Controller:
                 root.agent.config, interval=spec.interval)
             return root.agent
         self._stop_agent(root)
+        account = self._account(spec)
         auth, verify = self._credentials(spec)
         base = self.config.base
         if base.adopt_inventory:
@@ -394,12 +398,12 @@ class Controller:
             resync_interval=spec.resync_interval, state_dir=self.state_dir(spec),
             leader_elect=False, name=spec.inventory_name, auth=auth, verify=verify,
             webhook_secret_file=None, shards=1, shard=0, prune=spec.prune,
-            default_service_account=spec.service_account or base.default_service_account)
-        kube = self.kube.sibling(timeout=self.kube.timeout, retry=self.kube.retry,
-                                 pool_size=4)
-        kube.user_agent = self.kube.user_agent
-        kube.gate = lambda: self._gate(root)
-        agent = SyncAgent(config, kube, Metrics())
+            default_service_account=account)
+        own = self.kube.sibling(timeout=self.kube.timeout, retry=self.kube.retry,
+                                pool_size=4)
+        own.user_agent = self.kube.user_agent
+        own.gate = lambda: self._gate(root)
+        agent = SyncAgent(config, self._writer(own, account), Metrics())
         config.state_dir.mkdir(parents=True, exist_ok=True)
 
         def woken(job: str) -> None:
@@ -417,6 +421,39 @@ class Controller:
         log.info("Sync %s: serving %s@%s path %s as inventory %s", root.key, spec.url,
                  spec.ref, spec.path or ".", configmap_name(spec.inventory_name))
         return agent
+
+    def _account(self, spec: syncs.SyncSpec) -> str:
+        """`namespace/name` of the ServiceAccount the Sync writes as: its
+        serviceAccountName, else --default-service-account, in the Sync's namespace; ""
+        (neither given) for the agent's own identity. InputError when it does not exist:
+        the Sync is Stalled rather than written as a user nobody granted anything."""
+        name = spec.service_account or self.config.base.default_service_account
+        if not name:
+            return ""
+        field = "spec.serviceAccountName" if spec.service_account else \
+            "--default-service-account"
+        try:
+            found = self.kube.get_or_none(self.kube.resource("v1", "ServiceAccount"),
+                                          spec.namespace, name)
+        except ClusterError as err:
+            raise InputError(f"ServiceAccount {spec.namespace}/{name} cannot be read: "
+                             f"{err.detail}", path=field) from None
+        if found is None:
+            raise InputError(f"ServiceAccount {spec.namespace}/{name} not found: nothing "
+                             "is written until it exists (a Sync writes as a ServiceAccount "
+                             "of its own namespace)", path=field)
+        return f"{spec.namespace}/{name}"
+
+    @staticmethod
+    def _writer(kube: Kube, account: str) -> Kube:
+        """The connection of a Sync's root: every write (its CRDs, custom resources, plain
+        manifests, children, Secrets, prune and onDelete) sent as `account`, so that the
+        cluster's RBAC decides what the Sync's repository may do; reads, and the
+        bookkeeping written through `Kube.own` (the inventory, the sync result, the
+        custom resources' status), as the agent."""
+        if not account:
+            return kube
+        return kube.impersonating(service_account_user(account), writes_only=True)
 
     def _adopt(self, root: Root, spec: syncs.SyncSpec) -> None:
         """The inventory the Sync's annotation `orksync.io/adopt-inventory` names, moved to
@@ -624,7 +661,14 @@ class Controller:
         """An empty render synced: the prune deletes the whole inventory. The error, or
         "" when everything is gone."""
         catalog = agent.state.catalog if agent is not None else None
-        kube = agent.kube if agent is not None else self.kube
+        if agent is not None:
+            kube, account = agent.kube, agent.config.default_service_account
+        else:  # its deletes go as its ServiceAccount all the same
+            try:
+                account = self._account(spec)
+            except InputError as err:
+                return f"{err}; its objects are kept until it exists (or set prune: false)"
+            kube = self._writer(self.kube, account)
         if catalog is None and agent is not None:
             # its onDelete renderers: from the repository, when it answers
             with contextlib.suppress(OrksyncError):
@@ -644,9 +688,7 @@ class Controller:
                     apply=ApplyOptions(workers=self.config.base.workers),
                     deletion=DeletionOptions(wait=True), allow_empty=True,
                     adopt_inventory=True,
-                    impersonation=Impersonation.of_catalog(
-                        catalog, spec.service_account or
-                        self.config.base.default_service_account)),
+                    impersonation=Impersonation.of_catalog(catalog, account)),
                 source=Source.of(spec.url, spec.path),
                 on_change=lambda change: log.info("Sync %s: %s %s", root.key,
                                                   change.action.value, change.ref))

@@ -533,14 +533,14 @@ class Agent:
             return
         try:
             self.state.reported = key
-            report_root(self.kube, name=self.config.name,
+            report_root(self.kube.own(), name=self.config.name,
                         namespace=self.config.inventory_namespace, result=result,
                         revision=self.state.attempted, message=message)
             if crs and result != SUCCEEDED:
                 inventory = read_inventory(self.kube, self.config.name,
                                            self.config.inventory_namespace)
                 report_custom_resources(
-                    self.kube, [e.ref for e in inventory if e.is_custom_resource and
+                    self.kube.own(), [e.ref for e in inventory if e.is_custom_resource and
                                 str(e.ref) not in self.state.own_errors],
                     result=result, revision=self.state.attempted, message=message)
         except OrksyncError as err:

@@ -48,10 +48,11 @@ FAILED = "ReconciliationFailed"
 PROGRESSING = "Progressing"
 INVALID = "InvalidSpec"
 SECRET = "SecretNotFound"
+SERVICE_ACCOUNT = "ServiceAccountNotFound"
 DUPLICATE = "DuplicateSource"
 SUSPENDED = "Suspended"
 TIMEOUT = "TimedOut"
-STALLED_REASONS = frozenset({INVALID, SECRET, DUPLICATE})
+STALLED_REASONS = frozenset({INVALID, SECRET, SERVICE_ACCOUNT, DUPLICATE})
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -1,0 +1,181 @@
+"""A Sync's whole repository written as the Sync's ServiceAccount, on the real control plane
+with a real agent process and a git daemon: what the ServiceAccount may not create (a
+ClusterRoleBinding, a Namespace, a CRD) is refused and named in the Sync's status, what it
+may write is applied; the same repository under a ServiceAccount with the rights syncs in
+full; a Sync whose ServiceAccount does not exist is Stalled and writes nothing."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from orksync.cluster.kube import Kube
+from testbed.controlplane import ControlPlane
+from testbed.gitdaemon import GitDaemon
+from tests.helpers import CRD, KATALOG, wait_for, widget
+from tests.test_syncs_cluster import MANAGER, Env, deployment, install_sync_crd
+
+pytestmark = pytest.mark.cluster
+
+RBAC = "rbac.authorization.k8s.io/v1"
+CRD_API = "apiextensions.k8s.io/v1"
+
+
+@pytest.fixture
+def env(control_plane: ControlPlane, tmp_path: Path) -> Iterator[Env]:
+    base = tmp_path / "served"
+    base.mkdir()
+    with GitDaemon(base) as daemon:
+        made = Env(control_plane, tmp_path, daemon, base)
+        install_sync_crd(made.kube)
+        try:
+            yield made
+        finally:
+            made.stop()
+            res = made.kube.resource("orksync.io/v1alpha1", "Sync")
+            for obj in made.kube.list(res, namespace=made.ns):
+                made.kube.request("PATCH", res.path(made.ns, obj["metadata"]["name"]),
+                                  body={"metadata": {"finalizers": None}},
+                                  content_type="application/merge-patch+json")
+                made.kube.delete(res, made.ns, obj["metadata"]["name"])
+            made.kube.close()
+
+
+def create(kube: Kube, body: dict[str, Any]) -> None:
+    kube.create(kube.resource(body["apiVersion"], body["kind"]), body, field_manager=MANAGER)
+
+
+def get(kube: Kube, api_version: str, kind: str, namespace: str, name: str) -> Any:
+    return kube.get_or_none(kube.resource(api_version, kind), namespace, name)
+
+
+def tenant_repo(ns: str, tag: str) -> dict[str, str]:
+    """Widgets and a ConfigMap of `ns` (the tenant's), and what no tenant should get from
+    its repository: cluster-admin bound to its ServiceAccount, a Namespace, a CRD."""
+    return {
+        "katalog.yaml": KATALOG, "crd.yaml": CRD,
+        "w1.yaml": widget("w1", ns, image="nginx", replicas=1, port=80),
+        "cm.yaml": f"apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: plain, namespace: {ns}}}\n"
+                   "data: {a: b}\n",
+        "crb.yaml": f"apiVersion: {RBAC}\nkind: ClusterRoleBinding\n"
+                    f"metadata: {{name: escalate-{tag}}}\n"
+                    "roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, "
+                    "name: cluster-admin}\n"
+                    f"subjects: [{{kind: ServiceAccount, name: deployer, namespace: {ns}}}]\n",
+        "ns.yaml": f"apiVersion: v1\nkind: Namespace\nmetadata: {{name: extra-{tag}}}\n",
+        "gadget.yaml": f"apiVersion: {CRD_API}\nkind: CustomResourceDefinition\n"
+                       f"metadata: {{name: gadgets{tag}.test.orksync.io}}\n"
+                       "spec:\n  group: test.orksync.io\n  scope: Namespaced\n"
+                       f"  names: {{kind: Gadget{tag}, plural: gadgets{tag}}}\n"
+                       "  versions:\n  - name: v1\n    served: true\n    storage: true\n"
+                       "    schema: {openAPIV3Schema: {type: object, "
+                       "x-kubernetes-preserve-unknown-fields: true}}\n",
+    }
+
+
+def grant_deployer(kube: Kube, ns: str, tag: str) -> None:
+    """The ServiceAccount `deployer` of `ns`: the Widgets, Deployments, Services and
+    ConfigMaps of its namespace, and the Widget CRD the platform installed (patch by
+    name: an unchanged server-side apply); nothing cluster-wide besides."""
+    create(kube, {"apiVersion": "v1", "kind": "ServiceAccount",
+                  "metadata": {"name": "deployer", "namespace": ns}})
+    verbs = ["get", "list", "watch", "create", "update", "patch", "delete"]
+    create(kube, {"apiVersion": RBAC, "kind": "Role",
+                  "metadata": {"name": "deployer", "namespace": ns},
+                  "rules": [{"apiGroups": ["", "apps", "test.orksync.io"],
+                             "resources": ["configmaps", "services", "deployments",
+                                           "widgets"], "verbs": verbs}]})
+    create(kube, {"apiVersion": RBAC, "kind": "RoleBinding",
+                  "metadata": {"name": "deployer", "namespace": ns},
+                  "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                              "name": "deployer"},
+                  "subjects": [{"kind": "ServiceAccount", "name": "deployer",
+                                "namespace": ns}]})
+    create(kube, {"apiVersion": RBAC, "kind": "ClusterRole",
+                  "metadata": {"name": f"widget-crd-{tag}"},
+                  "rules": [{"apiGroups": ["apiextensions.k8s.io"],
+                             "resources": ["customresourcedefinitions"],
+                             "resourceNames": ["widgets.test.orksync.io"],
+                             "verbs": ["get", "patch"]}]})
+    create(kube, {"apiVersion": RBAC, "kind": "ClusterRoleBinding",
+                  "metadata": {"name": f"widget-crd-{tag}"},
+                  "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                              "name": f"widget-crd-{tag}"},
+                  "subjects": [{"kind": "ServiceAccount", "name": "deployer",
+                                "namespace": ns}]})
+
+
+def test_a_sync_s_repository_is_written_as_its_service_account_and_refused_beyond_it(
+        env: Env) -> None:
+    kube, ns = env.kube, env.ns
+    tag = uuid.uuid4().hex[:6]
+    from ruamel.yaml import YAML
+
+    kube.apply(kube.resource(CRD_API, "CustomResourceDefinition"), YAML(typ="safe").load(CRD),
+               field_manager=MANAGER, force=True)  # the platform's
+    grant_deployer(kube, ns, tag)
+    env.repo("tenant", tenant_repo(ns, tag))
+    _, ghost_sha = env.repo("ghost", {"cm.yaml": f"apiVersion: v1\nkind: ConfigMap\n"
+                                      f"metadata: {{name: ghostly, namespace: {ns}}}\n"})
+    env.start()
+    env.sync("ghost", "ghost", serviceAccountName="nobody")
+    env.sync("tenant", "tenant", serviceAccountName="deployer")
+
+    # a ServiceAccount that does not exist: Stalled, nothing written as anyone
+    wait_for("the missing ServiceAccount reported",
+             lambda: env.ready("ghost").get("reason") == "ServiceAccountNotFound")
+    assert f"ServiceAccount {ns}/nobody not found" in env.ready("ghost")["message"]
+    assert any(c["type"] == "Stalled" and c["status"] == "True"
+               for c in env.status("ghost")["conditions"])
+    assert get(kube, "v1", "ConfigMap", ns, "ghostly") is None
+
+    # the tenant's repository: what deployer may write is applied, the rest refused
+    wait_for("the tenant's sync", lambda: bool(env.status("tenant").get(
+        "lastAttemptedRevision")) and env.ready("tenant").get("status") == "False")
+    message = env.ready("tenant")["message"]
+    assert f"system:serviceaccount:{ns}:deployer" in message
+    for named in (f"ClusterRoleBinding/escalate-{tag}", f"Namespace/extra-{tag}",
+                  f"gadgets{tag}.test.orksync.io"):
+        assert named in message, (named, message)
+    assert get(kube, RBAC, "ClusterRoleBinding", "", f"escalate-{tag}") is None
+    assert get(kube, "v1", "Namespace", "", f"extra-{tag}") is None
+    assert get(kube, CRD_API, "CustomResourceDefinition", "",
+               f"gadgets{tag}.test.orksync.io") is None
+    assert get(kube, "v1", "ConfigMap", ns, "plain") is not None
+    assert get(kube, "test.orksync.io/v1", "Widget", ns, "w1") is not None
+    assert deployment(kube, ns, "w1") is not None
+    assert get(kube, "v1", "Service", ns, "w1-svc") is not None
+    # the inventory (the agent's bookkeeping) records what was written
+    inventory = env.inventory("tenant")
+    assert inventory is not None
+
+    # the same repository under a ServiceAccount with the rights: synced in full
+    create(kube, {"apiVersion": "v1", "kind": "ServiceAccount",
+                  "metadata": {"name": "admin", "namespace": ns}})
+    create(kube, {"apiVersion": RBAC, "kind": "ClusterRoleBinding",
+                  "metadata": {"name": f"tenant-admin-{tag}"},
+                  "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                              "name": "cluster-admin"},
+                  "subjects": [{"kind": "ServiceAccount", "name": "admin", "namespace": ns}]})
+    env.patch("tenant", {"spec": {"serviceAccountName": "admin"}})
+    wait_for("the full sync as admin", lambda: env.ready("tenant").get("status") == "True")
+    assert get(kube, RBAC, "ClusterRoleBinding", "", f"escalate-{tag}") is not None
+    assert get(kube, "v1", "Namespace", "", f"extra-{tag}") is not None
+    assert get(kube, CRD_API, "CustomResourceDefinition", "",
+               f"gadgets{tag}.test.orksync.io") is not None
+
+    # the ServiceAccount appears: the stalled Sync syncs
+    create(kube, {"apiVersion": "v1", "kind": "ServiceAccount",
+                  "metadata": {"name": "nobody", "namespace": ns}})
+    create(kube, {"apiVersion": RBAC, "kind": "RoleBinding",
+                  "metadata": {"name": "nobody", "namespace": ns},
+                  "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                              "name": "deployer"},
+                  "subjects": [{"kind": "ServiceAccount", "name": "nobody",
+                                "namespace": ns}]})
+    wait_for("the ghost Sync applied", lambda: env.applied("ghost", ghost_sha))
+    assert get(kube, "v1", "ConfigMap", ns, "ghostly") is not None
