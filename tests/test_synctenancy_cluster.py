@@ -16,7 +16,7 @@ import pytest
 from orksync.cluster.kube import Kube
 from testbed.controlplane import ControlPlane
 from testbed.gitdaemon import GitDaemon
-from tests.helpers import CRD, KATALOG, wait_for, widget
+from tests.helpers import CRD, KATALOG, katalog, wait_for, widget
 from tests.test_syncs_cluster import MANAGER, Env, deployment, install_sync_crd
 
 pytestmark = pytest.mark.cluster
@@ -179,3 +179,72 @@ def test_a_sync_s_repository_is_written_as_its_service_account_and_refused_beyon
                                 "namespace": ns}]})
     wait_for("the ghost Sync applied", lambda: env.applied("ghost", ghost_sha))
     assert get(kube, "v1", "ConfigMap", ns, "ghostly") is not None
+
+
+ROTATING = katalog("""\
+        onReconcile:
+          secrets:
+            - name: "{{ .metadata.name }}-token"
+              rotateAfter: 1s
+              data:
+                token: "{{ randomHex 16 }}"
+""")
+
+
+def test_two_syncs_with_due_rotations_each_rotate_only_their_own_as_their_service_account(
+        env: Env) -> None:
+    """Each Sync's rotation scans its own Secrets (its `orksync.io/shard` label): Sync a
+    never writes Sync b's Secret, so every write of each Secret is its own Sync's
+    ServiceAccount's (the audit log)."""
+    from ruamel.yaml import YAML
+
+    from tests.test_impersonation_cluster import as_whom, audit_events
+
+    kube, ns = env.kube, env.ns
+    tag = uuid.uuid4().hex[:6]
+    kube.apply(kube.resource(CRD_API, "CustomResourceDefinition"), YAML(typ="safe").load(CRD),
+               field_manager=MANAGER, force=True)
+    create(kube, {"apiVersion": RBAC, "kind": "ClusterRole",
+                  "metadata": {"name": f"widget-crd-{tag}"},
+                  "rules": [{"apiGroups": ["apiextensions.k8s.io"],
+                             "resources": ["customresourcedefinitions"],
+                             "resourceNames": ["widgets.test.orksync.io"],
+                             "verbs": ["get", "patch"]}]})
+    create(kube, {"apiVersion": RBAC, "kind": "Role", "metadata": {"name": "rotor",
+                                                                   "namespace": ns},
+                  "rules": [{"apiGroups": ["", "test.orksync.io"],
+                             "resources": ["secrets", "widgets"],
+                             "verbs": ["get", "list", "watch", "create", "update", "patch",
+                                       "delete"]}]})
+    for name in ("a", "b"):
+        account = f"sa-{name}"
+        create(kube, {"apiVersion": "v1", "kind": "ServiceAccount",
+                      "metadata": {"name": account, "namespace": ns}})
+        subjects = [{"kind": "ServiceAccount", "name": account, "namespace": ns}]
+        create(kube, {"apiVersion": RBAC, "kind": "RoleBinding",
+                      "metadata": {"name": account, "namespace": ns},
+                      "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                                  "name": "rotor"}, "subjects": subjects})
+        create(kube, {"apiVersion": RBAC, "kind": "ClusterRoleBinding",
+                      "metadata": {"name": f"widget-crd-{tag}-{name}"},
+                      "roleRef": {"apiGroup": "rbac.authorization.k8s.io",
+                                  "kind": "ClusterRole", "name": f"widget-crd-{tag}"},
+                      "subjects": subjects})
+        env.repo(name, {"katalog.yaml": ROTATING, "crd.yaml": CRD,
+                        f"{name}.yaml": widget(f"{name}-{tag}", ns)})
+    env.start("--rotate-interval", "1s")
+    for name in ("a", "b"):
+        env.sync(name, name, serviceAccountName=f"sa-{name}")
+
+    def rotated(name: str) -> list[str]:
+        """Who wrote the Secret of Sync `name` after creating it."""
+        writes = [e for e in audit_events(env.control_plane.audit_log, resource="secrets",
+                                          name=f"{name}-{tag}-token", namespace=ns)
+                  if e["verb"] in ("create", "patch", "update") and
+                  e["responseStatus"]["code"] < 300]
+        return [as_whom(e) for e in writes]
+
+    # two rotations of each after its creation
+    wait_for("both Secrets rotated twice", lambda: all(len(rotated(n)) >= 3 for n in "ab"))
+    for name in ("a", "b"):
+        assert set(rotated(name)) == {f"system:serviceaccount:{ns}:sa-{name}"}, rotated(name)

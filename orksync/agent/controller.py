@@ -414,7 +414,7 @@ class Controller:
         agent.on_wake = woken
         # its objects carry a label of their own (the shard label of a one-shard root),
         # so that its watches hold its objects only, not those of every Sync
-        agent.shard_label = sync_label(spec)
+        agent.shard_label = agent.rotate_shard = sync_label(spec)
         if config.repair_workers > 0:
             agent.drift = agent.drift_repair()
         root.agent, root.fingerprint = agent, fingerprint

@@ -271,6 +271,9 @@ class Agent:
         # owns carry it since this leadership term began (`_sync`, orksync.agent.relabel)
         self.shard_label = shard_label(config.shard, config.shards)
         self.labelled = False
+        # the `orksync.io/shard` value of the Secrets the rotation scans ("": every
+        # managed Secret): a Sync's root rotates its own only
+        self.rotate_shard = ""
         # the last syncs and repairs, for the web view (orksync.agent.ui)
         self.journal = Journal()
         # told of each revision's sync: `sync` names the revision it syncs in
@@ -992,7 +995,8 @@ class Agent:
                     recorded=read_inventory(self.kube, self.config.name,
                                             self.config.inventory_namespace))
                 changes = rotate_due(self.kube, now=datetime.now(UTC), random=CryptoRandom(),
-                                     writer=identities.kube_for_owner)
+                                     writer=identities.kube_for_owner,
+                                     shard=self.rotate_shard)
             except LeadershipLost as err:
                 self.metrics.errors.labels(reason="leadership_lost").inc()
                 log.error("rotation abandoned: %s", err)
