@@ -248,3 +248,47 @@ def test_two_syncs_with_due_rotations_each_rotate_only_their_own_as_their_servic
     wait_for("both Secrets rotated twice", lambda: all(len(rotated(n)) >= 3 for n in "ab"))
     for name in ("a", "b"):
         assert set(rotated(name)) == {f"system:serviceaccount:{ns}:sa-{name}"}, rotated(name)
+
+
+def test_reconciling_is_true_while_any_sync_of_a_sync_runs_not_only_the_first(
+        env: Env) -> None:
+    """Every status the Sync goes through, seen by a watch: the sync of a second revision
+    sets Reconciling=True (Ready Unknown, Progressing, naming that revision) before it
+    ends Ready=True and Reconciling=False; the run that ends as the one before emits no
+    second Event for it."""
+    from orksync.cluster.watch import Informer
+    from tests.test_syncs_cluster import commit
+
+    seen: list[dict[str, Any]] = []
+
+    def record(_kind: str, obj: dict[str, Any], _before: dict[str, Any] | None) -> None:
+        meta = obj.get("metadata") or {}
+        if meta.get("namespace") == env.ns and meta.get("name") == "r":
+            seen.append({c["type"]: (c["status"], c.get("message", ""))
+                         for c in (obj.get("status") or {}).get("conditions") or []})
+
+    watching = Kube.from_kubeconfig(env.control_plane.kubeconfig)
+    informer = Informer(watching, ("orksync.io/v1alpha1", "Sync"), on_event=record).start()
+    try:
+        repo, first = env.repo("r", {"cm.yaml": f"apiVersion: v1\nkind: ConfigMap\n"
+                                     f"metadata: {{name: r1, namespace: {env.ns}}}\n"})
+        env.start()
+        env.sync("r", "r")
+        wait_for("the first revision", lambda: env.applied("r", first))
+        (repo / "cm2.yaml").write_text(f"apiVersion: v1\nkind: ConfigMap\n"
+                                       f"metadata: {{name: r2, namespace: {env.ns}}}\n")
+        second = commit(repo, "second")
+        wait_for("the second revision", lambda: env.applied("r", second))
+        wait_for("the watch caught up", lambda: any(
+            s.get("Ready", ("", ""))[0] == "True" and second in s["Ready"][1] for s in seen))
+    finally:
+        informer.stop()
+        watching.close()
+    during = [s for s in seen if s.get("Reconciling", ("", ""))[0] == "True" and
+              second in s["Reconciling"][1]]
+    assert during, seen
+    assert during[0]["Ready"][0] == "Unknown"
+    last = seen[-1]
+    assert last["Reconciling"][0] == "False" and last["Ready"][0] == "True"
+    # one Event per revision applied, none for the progress in between
+    assert sum(1 for e in env.events("r") if second[:12] in e["message"]) == 1

@@ -102,6 +102,9 @@ class Root:
     deadline: float | None = None  # the running job's end (its `timeout`)
     duplicate_of: str = ""
     written: dict[str, Any] = field(default_factory=dict)  # the status last written
+    # the Ready condition's status and message before a run set it Unknown: a run that
+    # ends as the one before it is no news (no Event)
+    settled: tuple[str, str] | None = None
 
 
 def sync_label(spec: syncs.SyncSpec) -> str:
@@ -306,6 +309,12 @@ class Controller:
         if not root.written and not (root.obj.get("status") or {}).get("conditions"):
             self._report(root, syncs.Outcome(ready="Unknown", reason=syncs.PROGRESSING,
                                              message="first sync running"))
+        def started(sha: str) -> None:  # Reconciling=True while any of its syncs runs
+            self._report(root, syncs.Outcome(
+                ready="Unknown", reason=syncs.PROGRESSING,
+                message=f"reconciling revision {spec.wanted}@sha1:{sha}"))
+
+        agent.on_sync_started = started
         before = agent.state.changes
         root.deadline = time.monotonic() + spec.timeout
         try:
@@ -336,7 +345,7 @@ class Controller:
         elif state.synced_once:
             outcome = syncs.Outcome(
                 ready="True", reason=syncs.SUCCEEDED,
-                message=f"applied revision {spec.ref}@sha1:{sha}", attempted=sha,
+                message=f"applied revision {spec.wanted}@sha1:{sha}", attempted=sha,
                 applied=sha, counts=counts, objects=objects,
                 new_revision=ran and self._new(root, sha, "succeeded"),
                 handled=requested or None)
@@ -394,7 +403,8 @@ class Controller:
         if base.adopt_inventory:
             self._adopt(root, spec)
         config = dataclasses.replace(
-            base, repo_url=spec.url, ref=spec.ref, path=spec.path, interval=spec.interval,
+            base, repo_url=spec.url, ref=spec.ref, semver=spec.semver, path=spec.path,
+            interval=spec.interval,
             resync_interval=spec.resync_interval, state_dir=self.state_dir(spec),
             leader_elect=False, name=spec.inventory_name, auth=auth, verify=verify,
             webhook_secret_file=None, shards=1, shard=0, prune=spec.prune,
@@ -419,7 +429,7 @@ class Controller:
             agent.drift = agent.drift_repair()
         root.agent, root.fingerprint = agent, fingerprint
         log.info("Sync %s: serving %s@%s path %s as inventory %s", root.key, spec.url,
-                 spec.ref, spec.path or ".", configmap_name(spec.inventory_name))
+                 spec.wanted, spec.path or ".", configmap_name(spec.inventory_name))
         return agent
 
     def _account(self, spec: syncs.SyncSpec) -> str:
@@ -567,8 +577,14 @@ class Controller:
         root.written = status
         old_ready: Mapping[str, Any] = next(
             (c for c in old.get("conditions") or [] if c.get("type") == "Ready"), {})
-        changed = old_ready.get("message") != outcome.message or \
-            old_ready.get("status") != outcome.ready
+        before = (str(old_ready.get("status")), str(old_ready.get("message")))
+        if before[0] == "Unknown" and root.settled is not None:
+            before = root.settled  # what it said before this run began
+        if outcome.ready != "Unknown":
+            root.settled = (outcome.ready, outcome.message)
+        elif before[0] != "Unknown":
+            root.settled = before
+        changed = before != (outcome.ready, outcome.message)
         if outcome.new_revision or (changed and outcome.ready != "Unknown"):
             self._log_outcome(root, outcome)
             syncs.event(self.kube, root.obj, reason=outcome.reason, message=outcome.message,

@@ -124,6 +124,7 @@ MAX_BACKOFF = 900.0
 class AgentConfig:
     repo_url: str
     ref: str = "main"
+    semver: str = ""  # a range replacing `ref`: its highest tag (a Sync's ref.semver)
     path: str = ""
     interval: float = 60.0  # how often the repository is fetched (webhooks: at once)
     # how often everything is rendered and synced although no revision moved (prune and
@@ -224,8 +225,8 @@ class Agent:
         self.state = _State()
         self.stop_event = threading.Event()
         self.source = GitSource(GitSourceSpec(url=config.repo_url, ref=config.ref,
-                                              path=config.path, auth=config.auth,
-                                              verify=config.verify),
+                                              semver=config.semver, path=config.path,
+                                              auth=config.auth, verify=config.verify),
                                 config.state_dir / "checkout")
         self.elector: LeaderElector | None = None
         # an outage (the API server or the Git remote down) is logged once per component
@@ -285,6 +286,9 @@ class Agent:
         # without a scheduler of its own (a Sync's root, orksync.agent.controller), the
         # job this agent wants run now is handed to this
         self.on_wake: Callable[[str], None] | None = None
+        # told the revision of each sync that starts (full or scoped; not a poll that
+        # found nothing to do): a Sync's Reconciling condition
+        self.on_sync_started: Callable[[str], None] | None = None
 
     # --- readiness -----------------------------------------------------------------------
 
@@ -608,6 +612,8 @@ class Agent:
             return None
         self.notify_revision = revision.sha
         self.notifier.started(revision.sha)
+        if self.on_sync_started is not None:
+            self.on_sync_started(revision.sha)
         if moved:
             catalog = load_repository(revision.path)
             scope = None
