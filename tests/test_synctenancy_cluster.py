@@ -292,3 +292,48 @@ def test_reconciling_is_true_while_any_sync_of_a_sync_runs_not_only_the_first(
     assert last["Reconciling"][0] == "False" and last["Ready"][0] == "True"
     # one Event per revision applied, none for the progress in between
     assert sum(1 for e in env.events("r") if second[:12] in e["message"]) == 1
+
+
+def test_status_names_each_object_s_sync_and_shows_the_syncs_in_every_output(
+        env: Env) -> None:
+    """`orksync status`: the Syncs' rows in the table, in `-o json|yaml` and with
+    --watch; each object row's SYNC ROOT is its Sync's `namespace/name`, not the raw
+    inventory name."""
+    import json
+
+    from ruamel.yaml import YAML
+
+    from tests.test_syncs_cluster import widgets_repo
+
+    ns = env.ns
+    _, sha_a = env.repo("a", widgets_repo(ns, "sa1"))
+    _, sha_b = env.repo("b", {"cm.yaml": f"apiVersion: v1\nkind: ConfigMap\n"
+                                         f"metadata: {{name: sb1, namespace: {ns}}}\n"})
+    env.start()
+    env.sync("a", "a")
+    env.sync("b", "b")
+    wait_for("both applied", lambda: env.applied("a", sha_a) and env.applied("b", sha_b))
+
+    out = env.cli("status", "-n", ns, "-o", "json")
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    mine = {s["sync"]: s for s in doc["syncs"] if s["sync"].startswith(ns + "/")}
+    assert set(mine) == {f"{ns}/a", f"{ns}/b"}
+    assert mine[f"{ns}/a"]["revision"] == sha_a[:12] and mine[f"{ns}/a"]["ready"] == "True"
+    by_name = {i["name"]: i for i in doc["items"]}
+    assert by_name["sa1"]["sync"] == f"{ns}/a" and by_name["sa1"]["syncRoot"] == f"{ns}.a"
+    assert by_name["sb1"]["sync"] == f"{ns}/b"
+
+    yaml_doc = YAML(typ="safe").load(env.cli("status", "-n", ns, "-o", "yaml").stdout)
+    assert {s["sync"] for s in yaml_doc["syncs"]} >= {f"{ns}/a", f"{ns}/b"}
+
+    table = env.cli("status", "-n", ns).stdout
+    lines = table.splitlines()
+    assert lines[0].split()[0] == "SYNC"  # the Syncs first
+    row = next(line for line in lines if " sa1 " in line)
+    assert f" {ns}/a " in row and f"{ns}.a" not in row
+
+    watched = env.cli("status", "-n", ns, "-o", "json", "--watch", "--timeout", "1s")
+    assert watched.returncode == 0, watched.stderr
+    first = json.loads(watched.stdout.splitlines()[0])
+    assert {s["sync"] for s in first["syncs"]} >= {f"{ns}/a", f"{ns}/b"}
