@@ -149,9 +149,28 @@ def test_a_sync_s_repository_is_written_as_its_service_account_and_refused_beyon
     assert get(kube, "test.orksync.io/v1", "Widget", ns, "w1") is not None
     assert deployment(kube, ns, "w1") is not None
     assert get(kube, "v1", "Service", ns, "w1-svc") is not None
-    # the inventory (the agent's bookkeeping) records what was written
-    inventory = env.inventory("tenant")
-    assert inventory is not None
+    # every write of what it applied went as deployer; the inventory and the statuses,
+    # the agent's bookkeeping, as the agent
+    from tests.test_impersonation_cluster import as_whom, audit_events
+
+    deployer = f"system:serviceaccount:{ns}:deployer"
+
+    def writers(resource: str, name: str, namespace: str, *, status: bool = False
+                ) -> set[str]:
+        return {as_whom(e) for e in audit_events(env.control_plane.audit_log,
+                                                 resource=resource, name=name,
+                                                 namespace=namespace)
+                if e["verb"] in ("create", "patch", "update", "delete") and
+                (e.get("objectRef") or {}).get("subresource", "") == ("status" if status
+                                                                      else "")}
+
+    assert writers("configmaps", "plain", ns) == {deployer}
+    assert writers("widgets", "w1", ns) == {deployer}
+    assert writers("deployments", "w1", ns) == {deployer}
+    assert writers("clusterrolebindings", f"escalate-{tag}", "") <= {deployer}
+    agent_side = writers("configmaps", f"orksync-inventory-{ns}.tenant", "orksync-system") | \
+        writers("widgets", "w1", ns, status=True)
+    assert agent_side and not any(w.startswith("system:serviceaccount:") for w in agent_side)
 
     # the same repository under a ServiceAccount with the rights: synced in full
     create(kube, {"apiVersion": "v1", "kind": "ServiceAccount",
@@ -167,6 +186,17 @@ def test_a_sync_s_repository_is_written_as_its_service_account_and_refused_beyon
     assert get(kube, "v1", "Namespace", "", f"extra-{tag}") is not None
     assert get(kube, CRD_API, "CustomResourceDefinition", "",
                f"gadgets{tag}.test.orksync.io") is not None
+    # a plain manifest leaving Git is pruned as the Sync's ServiceAccount
+    from tests.test_syncs_cluster import commit
+
+    (env.base / "tenant" / "cm.yaml").unlink()
+    left = commit(env.base / "tenant", "the ConfigMap leaves")
+    wait_for("the prune", lambda: env.applied("tenant", left))
+    assert get(kube, "v1", "ConfigMap", ns, "plain") is None
+    deletes = [as_whom(e) for e in audit_events(env.control_plane.audit_log,
+                                                resource="configmaps", name="plain",
+                                                namespace=ns) if e["verb"] == "delete"]
+    assert deletes == [f"system:serviceaccount:{ns}:admin"]
 
     # the ServiceAccount appears: the stalled Sync syncs
     create(kube, {"apiVersion": "v1", "kind": "ServiceAccount",
