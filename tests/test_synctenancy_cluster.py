@@ -367,3 +367,33 @@ def test_status_names_each_object_s_sync_and_shows_the_syncs_in_every_output(
     assert watched.returncode == 0, watched.stderr
     first = json.loads(watched.stdout.splitlines()[0])
     assert {s["sync"] for s in first["syncs"]} >= {f"{ns}/a", f"{ns}/b"}
+
+
+def test_a_sync_of_a_semver_range_applies_its_highest_tag_and_follows_a_new_one(
+        env: Env) -> None:
+    import subprocess
+
+    from tests.test_syncs_cluster import GIT, commit
+
+    ns = env.ns
+
+    def release(repo: Path, version: str) -> str:
+        (repo / "cm.yaml").write_text(f"apiVersion: v1\nkind: ConfigMap\nmetadata: "
+                                      f"{{name: semver, namespace: {ns}}}\n"
+                                      f"data: {{version: {version}}}\n")
+        sha = commit(repo, version)
+        subprocess.run([*GIT, "tag", version], cwd=repo, check=True)
+        return sha
+
+    repo, _ = env.repo("s", {"README": "x\n"})
+    v1 = release(repo, "v1.2.0")
+    release(repo, "v2.0.0")
+    env.start()
+    env.sync("s", "s", ref={"semver": "^1.0"})
+    wait_for("v1.2.0 applied", lambda: env.applied("s", v1))
+    data = get(env.kube, "v1", "ConfigMap", ns, "semver")["data"]
+    assert data == {"version": "v1.2.0"}
+    assert "semver ^1.0" in env.ready("s")["message"]
+    v13 = release(repo, "v1.3.0")
+    wait_for("v1.3.0 applied", lambda: env.applied("s", v13))
+    assert get(env.kube, "v1", "ConfigMap", ns, "semver")["data"] == {"version": "v1.3.0"}
