@@ -460,10 +460,14 @@ class Controller:
         manifests, children, Secrets, prune and onDelete) sent as `account`, so that the
         cluster's RBAC decides what the Sync's repository may do; reads, and the
         bookkeeping written through `Kube.own` (the inventory, the sync result, the
-        custom resources' status), as the agent."""
+        custom resources' status), as the agent. InputError when the kubeconfig
+        impersonates already."""
         if not account:
             return kube
-        return kube.impersonating(service_account_user(account), writes_only=True)
+        try:
+            return kube.impersonating(service_account_user(account), writes_only=True)
+        except ClusterError as err:  # the kubeconfig impersonates already (`as:`)
+            raise InputError(err.detail, path="spec.serviceAccountName") from None
 
     def _adopt(self, root: Root, spec: syncs.SyncSpec) -> None:
         """The inventory the Sync's annotation `orksync.io/adopt-inventory` names, moved to
@@ -682,9 +686,9 @@ class Controller:
         else:  # its deletes go as its ServiceAccount all the same
             try:
                 account = self._account(spec)
+                kube = self._writer(self.kube, account)
             except InputError as err:
                 return f"{err}; its objects are kept until it exists (or set prune: false)"
-            kube = self._writer(self.kube, account)
         if catalog is None and agent is not None:
             # its onDelete renderers: from the repository, when it answers
             with contextlib.suppress(OrksyncError):
