@@ -186,13 +186,24 @@ def _tree_target(args: argparse.Namespace) -> str:
 
 
 def cmd_tree(args: argparse.Namespace,
-             kube_factory: Callable[[argparse.Namespace], Kube]) -> int:
-    from orksync.lifecycle.overview import find_tree, tree_table
+             kube_factory: Callable[[argparse.Namespace], Kube],
+             syncs_view: SyncsView | None = None) -> int:
+    """The custom resource's tree, its SYNC ROOT a Sync's `namespace/name` where a Sync's
+    inventory lists it (`syncs_view`)."""
+    import dataclasses
+
+    from orksync.lifecycle.overview import Tree, find_tree, tree_table
 
     target = _tree_target(args)
 
     def view(kube: Kube) -> Callable[[datetime], str]:
         tree = find_tree(kube, args.inventory_namespace, target)
+        if syncs_view is not None:
+            labels = syncs_view(kube)[1]
+            row = tree.resource
+            tree = Tree(dataclasses.replace(
+                row, sync=labels.get(row.root, ""),
+                syncs=tuple(labels.get(n, n) for n in row.roots)))
         return lambda now: _render(args, tree.to_dict(now),
                                    _coloured(args, tree_table(tree, now)))
 

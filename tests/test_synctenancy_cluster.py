@@ -379,6 +379,10 @@ def test_status_names_each_object_s_sync_and_shows_the_syncs_in_every_output(
     row = next(line for line in lines if " sa1 " in line)
     assert f" {ns}/a " in row and f"{ns}.a" not in row
 
+    tree = json.loads(env.cli("tree", f"Widget/{ns}/sa1", "-o", "json").stdout)
+    assert tree["sync"] == f"{ns}/a" and tree["children"]
+    assert f"{ns}/a" in env.cli("tree", f"Widget/{ns}/sa1").stdout
+
     watched = env.cli("status", "-n", ns, "-o", "json", "--watch", "--timeout", "1s")
     assert watched.returncode == 0, watched.stderr
     first = json.loads(watched.stdout.splitlines()[0])
