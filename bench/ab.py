@@ -19,6 +19,9 @@ render (1,000 custom resources, load + render + write as `orksync render` does i
 apply (`orksync apply DIR` of 1,000 objects, fresh and no-change resync; kubectl beside):
   machinery, no-gcpause, dataclass-init as above, and
   threadpool-map (*) apply.engine._in_threads (own threads) -> ThreadPoolExecutor.map
+  own-transport      cluster.transport (urllib3) -> orksync's own HTTP/1.1 client (socket,
+                     ssl, llhttp through httptools, which must be installed), and
+                     cluster.proxy, read from commit OWN_TRANSPORT by `git show`
 
 The variants of one benchmark run interleaved, the order rotating each repetition, so a
 change in the machine's load falls on all of them. Each render runs in a fresh process
@@ -52,7 +55,8 @@ import record  # noqa: E402
 
 RENDER_VARIANTS = ("machinery", "serial", "processpool", "no-gcpause", "plain-index-write",
                    "plain-file-write")
-APPLY_VARIANTS = ("machinery", "no-gcpause")
+APPLY_VARIANTS = ("machinery", "no-gcpause", "own-transport")
+OWN_TRANSPORT = "81432ac"  # the last commit with orksync's own HTTP/1.1 client
 REMOVED = ("no-plain-text", "no-compile-leaves", "dataclass-init", "threadpool-map")
 
 
@@ -99,7 +103,29 @@ def _pool_chunks_into(fn: Any, items: Any, jobs: int, *, chunk: int, take: Any) 
             take(result)
 
 
+def _own_transport() -> None:
+    """Register the own HTTP client of OWN_TRANSPORT as orksync.cluster.transport and
+    .proxy, before anything imports them (so urllib3 is never imported)."""
+    import types
+
+    import orksync.cluster
+
+    for name in ("proxy", "transport"):
+        path = f"orksync/cluster/{name}.py"
+        source = subprocess.run(["git", "-C", str(BENCH.parent), "show",
+                                 f"{OWN_TRANSPORT}:{path}"], capture_output=True, text=True,
+                                check=True).stdout
+        module = types.ModuleType(f"orksync.cluster.{name}")
+        module.__file__ = path
+        sys.modules[module.__name__] = module
+        exec(compile(source, f"{OWN_TRANSPORT}:{path}", "exec"), module.__dict__)
+        setattr(orksync.cluster, name, module)
+
+
 def patch(variant: str) -> None:
+    if variant == "own-transport":
+        _own_transport()
+        return
     if variant == "dataclass-init":
         _identity_quick_init()
         return

@@ -36,8 +36,8 @@ import record
 
 from orksync.cluster.kube import Kube
 from orksync.model import ObjRef, Origin, RenderedObject, RenderedSet, WritePolicy
+from orksync.render.entry import STAGE_CHILDREN
 from orksync.render.kinds import ORDER
-from orksync.render.resource import STAGE_CHILDREN
 from orksync.rendered.directory import write_rendered
 from testbed.controlplane import ControlPlane
 from testbed.gitdaemon import GitDaemon, free_port

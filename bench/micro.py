@@ -1,6 +1,7 @@
-"""In-process timings of the pieces the benchmarks are made of, no cluster: loading a
-repository, rendering it, emitting YAML, writing and reading the rendered directory, and
-5,000 renders of one cached short Go template.
+"""In-process timings of the pieces the benchmarks are made of, no cluster: 2,000
+requests through the HTTP client to a local server, loading a repository, rendering it,
+emitting YAML, writing and reading the rendered directory, and 5,000 renders of one
+cached short Go template.
 Best of N runs each (wall, and user CPU apart), so a busy machine disturbs them less
 than the end-to-end benches.
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -25,6 +27,35 @@ from pathlib import Path
 from typing import Any
 
 BENCH = Path(__file__).resolve().parent
+# answers every request on a kept connection with the same small JSON object; prints its port
+_HTTP_SERVER = """
+import socket, threading
+body = b'{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"x"}}' * 10
+answer = (b"HTTP/1.1 200 OK\\r\\nContent-Type: application/json\\r\\n"
+          b"Content-Length: %d\\r\\n\\r\\n%s" % (len(body), body))
+listener = socket.create_server(("127.0.0.1", 0))
+print(listener.getsockname()[1], flush=True)
+def serve(conn):
+    buf = b""
+    while True:
+        while b"\\r\\n\\r\\n" not in buf:
+            data = conn.recv(65536)
+            if not data:
+                return
+            buf += data
+        head, _, buf = buf.partition(b"\\r\\n\\r\\n")
+        length = 0
+        for line in head.split(b"\\r\\n"):
+            if line.lower().startswith(b"content-length:"):
+                length = int(line.split(b":")[1])
+        while len(buf) < length:
+            buf += conn.recv(65536)
+        buf = buf[length:]
+        conn.sendall(answer)
+while True:
+    conn, _ = listener.accept()
+    threading.Thread(target=serve, args=(conn,), daemon=True).start()
+"""
 
 
 def best(repeat: int, fn: Callable[[], Any]) -> tuple[str, str]:
@@ -113,7 +144,24 @@ def main() -> int:
             for source in sources:
                 template_misses(checked, source, schema)
 
+        server = subprocess.Popen([sys.executable, "-c", _HTTP_SERVER],
+                                  stdout=subprocess.PIPE, text=True)
+        assert server.stdout is not None
+        from orksync.cluster.transport import Pool
+
+        pool = Pool(f"http://127.0.0.1:{int(server.stdout.readline())}")
+        patch = b'{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"x"}}'
+        headers = {"Accept": "application/json", "Authorization": "Bearer t",
+                   "Content-Type": "application/apply-patch+yaml"}
+
+        def requests() -> None:  # the client's cost of a request, kept connection
+            for _ in range(2000):
+                pool.request("PATCH", "/api/v1/namespaces/a/configmaps/x?fieldManager=m",
+                             patch, headers, 30)
+
         rows = [
+            ("transport: 2,000 PATCHes to a local HTTP/1.1 server (cluster/transport)",
+             best(args.repeat, requests)),
             ("files only: every object's bytes, one directory (the floor's layout)",
              best(args.repeat, lambda: files_only(False))),
             ("files only: every object's bytes, the rendered directory's layout",
@@ -132,6 +180,9 @@ def main() -> int:
             ("field check: 1,000 templates against a CRD schema (render/fieldcheck)",
              best(args.repeat, field_check)),
         ]
+        pool.close()
+        server.kill()
+        server.wait()
     print(f"orksync from {Path(orksync.__file__).parent.parent}, {args.crs:,} custom resources "
           f"= {len(bodies):,} objects, best of {args.repeat}\n")
     print("| step | wall s | user CPU s |\n|---|---|---|")

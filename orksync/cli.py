@@ -260,6 +260,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "(object, action created/changed/deleted, diff), the refused "
                         "deletions and the errors")
     _add_namespace_flags(p, "objects")
+    p.add_argument("--sync", default="", metavar="NAMESPACE/NAME",
+                   help="compare as the Sync NAMESPACE/NAME would sync SOURCE (a working copy "
+                        "of its repository): its inventory, its label and its "
+                        "serviceAccountName; the inventory's recorded source is not checked")
     _add_render_flags(p)
     _add_cluster_flags(p)
     _add_sync_flags(p)
@@ -725,6 +729,28 @@ def cmd_rotate(args: argparse.Namespace) -> int:
     return 1 if changes.failed else 0
 
 
+def _diff_as_sync(args: argparse.Namespace, kube: Kube) -> str:
+    """Point the diff at the Sync `args.sync`: its inventory as --name, its
+    serviceAccountName as --default-service-account (unless given). Returns the label the
+    Sync's agent stamps on what it writes, so that a diff of an unchanged working copy is
+    empty. A working copy is another source than the Sync's URL by nature, so the caller
+    leaves the inventory's source unchecked."""
+    from orksync.agent.controller import sync_label_of
+    from orksync.agent.syncs import API_VERSION, KIND
+
+    namespace, _, name = args.sync.partition("/")
+    if not namespace or not name or "/" in name:
+        raise UsageError(f"--sync {args.sync}: expected NAMESPACE/NAME")
+    found = kube.get_or_none(kube.resource(API_VERSION, KIND), namespace, name)
+    if found is None:
+        raise UsageError(f"--sync {args.sync}: no such Sync")
+    args.name = f"{namespace}.{name}"
+    if not getattr(args, "default_service_account", ""):
+        args.default_service_account = str((found.get("spec") or {})
+                                           .get("serviceAccountName") or "")
+    return sync_label_of(f"{namespace}/{name}")
+
+
 def cmd_diff(args: argparse.Namespace) -> int:
     """The dry run of a sync (orksync.apply.diff), against the inventory of --name: the
     same source check as the sync (a conflict is an error), the same prune plan."""
@@ -733,10 +759,11 @@ def cmd_diff(args: argparse.Namespace) -> int:
     from orksync.rendered.directory import read_rendered
     from orksync.sync import hook_renderers, mark_for_cleanup, read_inventory
 
-    identity = inventory_identity(args.name, args.inventory_namespace)
     try:
         kube = _kube(args)
         try:
+            shard = _diff_as_sync(args, kube) if args.sync else ""
+            identity = inventory_identity(args.name, args.inventory_namespace)
             hooks = None
             catalog = None
             if (args.source / "index.yaml").is_file():
@@ -748,9 +775,9 @@ def cmd_diff(args: argparse.Namespace) -> int:
                 source = _local_source(args.source)
                 hooks = hook_renderers(catalog)
             stored = read_inventory(kube, args.name, args.inventory_namespace)
-            if not args.adopt_inventory:
+            if not args.adopt_inventory and not args.sync:
                 check_source(stored, source, name=args.name, namespace=args.inventory_namespace)
-            result = diff_objects(kube, mark_for_cleanup(rendered, identity), PruneInputs(
+            result = diff_objects(kube, mark_for_cleanup(rendered, identity, shard), PruneInputs(
                 stored=stored, inventory=identity, allow_empty=args.allow_empty,
                 prune_crds=args.prune_crds, hooks=hooks),
                 impersonation=_impersonation(args, catalog))

@@ -25,9 +25,9 @@ sub-microsecond amounts are rounded half-even to the microsecond (`1ns` → 0).
 from __future__ import annotations
 
 import re
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
-__all__ = ["UNIT_NANOS", "format_duration", "format_go_duration", "parse_duration"]
+__all__ = ["UNIT_NANOS", "format_duration", "format_go_duration", "parse_duration", "rfc3339"]
 
 _NS = 1
 _US = 1_000
@@ -135,3 +135,10 @@ def _fraction(value: int, unit: int) -> str:
         return str(whole)
     width = len(str(unit)) - 1
     return f"{whole}." + str(frac).rjust(width, "0").rstrip("0")
+
+
+def rfc3339(now: datetime) -> str:
+    """`now` as Kubernetes writes timestamps (UTC, seconds, `Z`); a naive time is UTC."""
+    if now.tzinfo is None:
+        now = now.replace(tzinfo=UTC)
+    return now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

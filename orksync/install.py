@@ -329,8 +329,8 @@ def add_install_parser(sub: Any, *, cluster_flags: Callable[[argparse.ArgumentPa
                    help="impersonation (default): the agent writes the children as each "
                         "namespace's ServiceAccount orksync-tenant (deploy/overlays/"
                         "impersonation); direct: the agent writes them itself (deploy/)")
-    p.add_argument("--repo-url", default="", help="the repository the agent syncs "
-                   "(ORKSYNC_REPO_URL; default: deploy/'s placeholder)")
+    p.add_argument("--repo-url", default="", help="the one repository the agent syncs "
+                   "(ORKSYNC_REPO_URL); default: none, the agent serves the Sync objects")
     p.add_argument("--ref", default="", help="its branch, tag or commit (ORKSYNC_REF)")
     p.add_argument("--path", default="", help="the directory in it (ORKSYNC_PATH)")
     cluster_flags(p)

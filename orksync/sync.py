@@ -1,44 +1,7 @@
 """One sync of one sync root: apply the render, tear down what left Git, prune from the
-inventory, store the new inventory. I/O (orchestration only; the rules live in
-orksync.apply.inventory, the deletes in orksync.apply.prune and orksync.lifecycle.teardown).
-
-Order of one run:
-
-1. read the inventory ConfigMap (`orksync-inventory-<name>`; its namespace, default
-   `orksync-system`, is created when missing, before the inventory is written in step 7),
-   and refuse (InventoryError, before any write) when it holds objects of another
-   recorded source (`orksync.apply.inventory.check_source`);
-2. stamp the custom resources with the finalizer `orksync.io/cleanup`, every CRD and
-   custom resource with `app.kubernetes.io/managed-by: orksync` (the ownership marker the
-   prune checks) and every object with `orksync.io/inventory: <namespace>/<name>` (the
-   sync root that wrote it last, re-checked before a delete), then apply
-   (orksync.apply.engine); workloads with `autoscale` get their replica count from
-   orksync.lifecycle.autoscale, before the apply for those that exist, after it for those it
-   created;
-3. plan the prune (nothing at all when the render had errors or an apply failed);
-4. finish the teardown of custom resources deleted out of band (deletionTimestamp and
-   our finalizer while still in Git or in the inventory): onDelete, then the finalizer;
-   Git recreates them on a later sync. This runs even when the prune is halted: the
-   delete was already issued, by a person or by an earlier sync;
-5. prune: children, then custom resources leaving Git (onDelete, finalizer), then CRDs
-   (only with `prune_crds`);
-6. Orkestra's DeleteIfOwned for objects whose entry condition turned false (`absent`),
-   unless they are in the inventory (the prune handles those);
-7. write the inventory (server-side apply, field manager `orksync`), failed deletes kept,
-   with this sync's source.
-
-A dry run applies with dryRun=All, deletes nothing, and writes no inventory.
-
-A scoped sync (`Scope`, the agent's reconcile of a few custom resources) runs the same
-steps on the render of those custom resources only, against their part of the inventory
-(their entries and their children's): nothing else is pruned or recorded, and the
-inventory is written back, merged, only when that part changed.
-
-`render_live` is the render of a sync: the repository rendered against the cluster's live
-state (`.children`, the custom resources' own `.status`, `.cross.<as>.status`), one LIST
-per kind for all custom resources (orksync.lifecycle.status.LiveIndex, strict: a failed read
-fails the custom resources that needed it, never hides a child).
-"""
+inventory, store the new inventory. I/O, orchestration only: the rules live in
+orksync.apply.inventory, the deletes in orksync.apply.prune and orksync.lifecycle.teardown
+(docs/operations.md#one-sync-step-by-step)."""
 
 from __future__ import annotations
 

@@ -14,10 +14,10 @@ import pytest
 
 from orksync.apply.inventory import Inventory, InventoryEntry
 from orksync.katalog.loader import load_repository
-from orksync.lifecycle.status import desired_status
 from orksync.model import ObjRef
 from orksync.render.cleanup import MET_AT, fingerprint
 from orksync.render.engine import render_catalog, templates_for
+from orksync.status.desired import desired_status
 from tests.helpers import CRD, katalog, widget, write_repo
 from tests.test_live_render import FakeLive
 

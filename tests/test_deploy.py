@@ -162,7 +162,9 @@ def test_the_agent_is_configured_from_the_environment_and_probed_on_8080() -> No
     (container,) = spec["containers"]
     assert container["args"] == ["agent"]
     env = {e["name"]: e.get("value") for e in container["env"]}
-    assert {"ORKSYNC_REPO_URL", "ORKSYNC_REF", "ORKSYNC_PATH", "ORKSYNC_INTERVAL"} <= set(env)
+    assert "ORKSYNC_INTERVAL" in set(env)
+    # it serves the Sync objects: no repository of its own (`orksync install --repo-url`)
+    assert not {"ORKSYNC_REPO_URL", "ORKSYNC_REF", "ORKSYNC_PATH"} & set(env)
     assert env["ORKSYNC_STATE_DIR"] == "/var/lib/orksync"
     assert env["ORKSYNC_LOG_FORMAT"] == "json"
     assert env["ORKSYNC_GIT_PASSWORD_FILE"] == "/etc/orksync/git/password"

@@ -1,5 +1,5 @@
-"""Health by kstatus rules (orksync.lifecycle.health) and the conditions it decides
-(orksync.lifecycle.status.health_conditions)."""
+"""Health by kstatus rules (orksync.status.health) and the conditions it decides
+(orksync.status.desired.health_conditions)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,9 @@ from typing import Any
 import pytest
 
 from orksync.katalog.loader import load_repository
-from orksync.lifecycle.health import (
+from orksync.render.engine import templates_for
+from orksync.status.desired import desired_status, health_conditions
+from orksync.status.health import (
     DEFAULT_HEALTH_TIMEOUT,
     ChildHealth,
     Health,
@@ -18,8 +20,6 @@ from orksync.lifecycle.health import (
     evaluate,
     health_timeout,
 )
-from orksync.lifecycle.status import desired_status, health_conditions
-from orksync.render.engine import templates_for
 from tests.helpers import CRD, KATALOG, write_repo
 
 NOW = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)

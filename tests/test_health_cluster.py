@@ -1,4 +1,4 @@
-"""A custom resource's conditions follow its children's health (orksync.lifecycle.health) on
+"""A custom resource's conditions follow its children's health (orksync.status.health) on
 the real control plane; the Deployment's status is written by the test, as the deployment
 controller would (none runs here)."""
 

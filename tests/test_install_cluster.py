@@ -97,11 +97,10 @@ def test_the_export_equals_kustomize_with_the_substitutions(
     assert proc.returncode == 0, proc.stderr
     exported = load_text(proc.stdout)
     expected = kustomized(control_plane, tmp_path, **kustomization)  # type: ignore[arg-type]
-    if "--repo-url" in flags:  # the agent's existing variable, given its value
+    if "--repo-url" in flags:  # the variable added: the agent syncs that one repository
         (deployment,) = (d for d in expected if d["kind"] == "Deployment")
-        (env,) = (e for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]
-                  if e["name"] == "ORKSYNC_REPO_URL")
-        env["value"] = "https://git.example.com/acme/platform.git"
+        deployment["spec"]["template"]["spec"]["containers"][0]["env"].append(
+            {"name": "ORKSYNC_REPO_URL", "value": "https://git.example.com/acme/platform.git"})
     assert by_key(exported) == by_key(expected)
     kinds = [d["kind"] for d in exported]
     assert kinds[0] == "Namespace"

@@ -393,8 +393,8 @@ PIPELINE = {
 def test_orkestras_include_katalog_example_renders_its_job_and_status(tmp_path: Path) -> None:
     from datetime import UTC, datetime
 
-    from orksync.lifecycle.status import desired_status
     from orksync.render.engine import templates_for
+    from orksync.status.desired import desired_status
 
     write_repo(tmp_path, PIPELINE)
     catalog = load_repository(tmp_path)

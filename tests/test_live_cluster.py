@@ -19,12 +19,12 @@ import yaml
 
 from orksync.apply.engine import ApplyOptions
 from orksync.cluster.kube import Kube
+from orksync.durations import rfc3339
 from orksync.errors import ClusterError
 from orksync.katalog.loader import load_repository
 from orksync.lifecycle.autoscale import FIELD_MANAGER as AUTOSCALER
 from orksync.lifecycle.autoscale import LAST_SCALE_ANNOTATION
 from orksync.lifecycle.events import report_sync
-from orksync.lifecycle.status import rfc3339
 from orksync.lifecycle.teardown import remove_finalizer
 from orksync.model import Action, Change, ObjRef
 from orksync.sync import SyncOptions, SyncResult, hook_renderers, render_live, sync_once

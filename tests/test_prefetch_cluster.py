@@ -13,8 +13,8 @@ import pytest
 from orksync.apply.engine import Applier, ApplyOptions
 from orksync.cluster.kube import Kube
 from orksync.model import Action, ObjRef, Origin, RenderedObject, WritePolicy
+from orksync.render.entry import STAGE_CHILDREN, STAGE_CR, STAGE_CRD
 from orksync.render.kinds import ORDER
-from orksync.render.resource import STAGE_CHILDREN, STAGE_CR, STAGE_CRD
 from testbed.controlplane import ControlPlane
 from tests.helpers import record_requests
 

@@ -17,9 +17,9 @@ from orksync.render.prepare import (
     mutate,
     normalize,
     prepare,
-    rule_problems,
     validate,
 )
+from orksync.render.validate import rule_problems
 from orksync.secrets.random import PlaceholderRandom
 
 NOW = datetime(2026, 4, 6, 8, 0, tzinfo=UTC)

@@ -1,22 +1,18 @@
 """orksync.cluster.proxy without a cluster: which proxy the environment names for a server
-(Go's net/http rules, as kubectl applies them) and the CONNECT handshake's failures. A
-tunnel to the real control plane: tests/test_credentials_cluster.py."""
+(Go's net/http rules, as kubectl applies them); and a tunnel the proxy refuses (through
+orksync.cluster.transport, urllib3's CONNECT): no request was sent. A tunnel to the real
+control plane: tests/test_credentials_cluster.py."""
 
 from __future__ import annotations
 
 import socket
+import ssl
 import threading
 
 import pytest
 
-from orksync.cluster.proxy import (
-    Proxy,
-    ProxyError,
-    TunnelRefused,
-    from_environment,
-    open_tunnel,
-    parse_proxy_url,
-)
+from orksync.cluster.proxy import Proxy, ProxyError, from_environment, parse_proxy_url
+from orksync.cluster.transport import ConnectFailed, Pool
 
 
 @pytest.mark.parametrize(("server", "env", "expected"), [
@@ -67,26 +63,33 @@ def test_proxy_urls_as_go_reads_them_and_the_ones_refused() -> None:
 @pytest.mark.parametrize(("answer", "message"), [
     (b"HTTP/1.1 407 Proxy Authentication Required\r\nContent-Length: 0\r\n\r\n",
      "the proxy refused the tunnel: 407 Proxy Authentication Required"),
-    (b"SSH-2.0-OpenSSH\r\n\r\n", "not HTTP/1.x"),
-    (b"HTTP/1.1 200 OK\r\n\r\nunexpected", "the proxy sent data after its answer"),
-    (b"HTTP/1.1 200 OK\r\n", "the proxy closed the connection before answering CONNECT"),
+    (b"SSH-2.0-OpenSSH\r\n\r\n", "no tunnel to api.example:6443"),
+    (b"SSH-2.0-OpenSSH\r\n\r\n", "the proxy's answer to CONNECT is not HTTP/1.x"),
+    # an empty tunnel: the handshake with the API server through it fails
+    (b"HTTP/1.1 200 OK\r\n", "TLS handshake with api.example:6443 through the proxy"),
 ])
-def test_a_tunnel_the_proxy_does_not_open_is_refused_with_its_reason(
+def test_a_tunnel_the_proxy_does_not_open_is_a_request_never_sent(
         answer: bytes, message: str) -> None:
-    ours, theirs = socket.socketpair()
+    listener = socket.create_server(("127.0.0.1", 0))
     asked: list[bytes] = []
 
     def proxy() -> None:
-        asked.append(theirs.recv(4096))
-        theirs.sendall(answer)
-        theirs.close()
+        conn, _ = listener.accept()
+        asked.append(conn.recv(4096))
+        conn.sendall(answer)
+        conn.close()
 
     thread = threading.Thread(target=proxy)
     thread.start()
-    ours.settimeout(30)
-    with pytest.raises(TunnelRefused, match=message):
-        open_tunnel(ours, parse_proxy_url("http://ann:pw@p:1"), "api.example:6443")
+    port = listener.getsockname()[1]
+    pool = Pool("https://api.example:6443", tls=ssl.create_default_context(),
+                proxy=parse_proxy_url(f"http://ann:pw@127.0.0.1:{port}"))
+    with pytest.raises(ConnectFailed, match=message) as err:
+        pool.request("POST", "/api/v1/namespaces", b"{}", {}, 10)
     thread.join()
-    ours.close()
-    assert asked == [b"CONNECT api.example:6443 HTTP/1.1\r\nHost: api.example:6443\r\n"
-                     b"Proxy-Authorization: Basic YW5uOnB3\r\n\r\n"]
+    listener.close()
+    assert not err.value.sent
+    assert "pw" not in str(err.value) and "YW5uOnB3" not in str(err.value)
+    line, _, rest = asked[0].partition(b"\r\n")
+    assert line.startswith(b"CONNECT api.example:6443 HTTP/1.")
+    assert b"Proxy-Authorization: Basic YW5uOnB3\r\n" in rest

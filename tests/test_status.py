@@ -9,15 +9,15 @@ from typing import Any
 from orksync.errors import RenderError
 from orksync.katalog.loader import load_repository
 from orksync.lifecycle.events import sync_event
-from orksync.lifecycle.status import (
+from orksync.model import Action, Change, ObjRef
+from orksync.render.engine import templates_for
+from orksync.status.desired import (
     MAX_CONDITION_MESSAGE,
     bounded,
     desired_status,
     render_error_text,
     status_equal,
 )
-from orksync.model import Action, Change, ObjRef
-from orksync.render.engine import templates_for
 from tests.helpers import CRD, widget, write_repo
 
 NOW = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)

@@ -15,9 +15,10 @@ from orksync.cluster.kube import Kube
 from orksync.cluster.live import LiveIndex
 from orksync.katalog.loader import load_repository
 from orksync.lifecycle.events import health_report, report_sync
-from orksync.lifecycle.status import desired_status, read_children, write_status
+from orksync.lifecycle.status import read_children, write_status
 from orksync.model import Action, Change, ChangeSet, ObjRef
 from orksync.render.engine import render_catalog, templates_for
+from orksync.status.desired import desired_status
 from testbed.controlplane import ControlPlane
 from tests.helpers import CRD, record_requests, widget, write_repo
 from tests.workload_status import rolled_out
@@ -96,7 +97,7 @@ def test_status_and_events_after_syncs(control_plane: ControlPlane, tmp_path: Pa
     assert not changes.failed and written == [ref]
     cr = live_cr(kube, ns)
     cond = conditions(cr)
-    # applied, not rolled out: Ready only once the Deployment is (orksync.lifecycle.health)
+    # applied, not rolled out: Ready only once the Deployment is (orksync.status.health)
     assert cond["Ready"]["status"] == "False" and cond["Ready"]["reason"] == "Progressing"
     assert cond["Reconciling"]["message"] == f"Deployment/{ns}/w: InProgress: replicas: 0/2"
     write_deployment_status(kube, ObjRef(api_version="apps/v1", kind="Deployment",

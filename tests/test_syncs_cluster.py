@@ -684,3 +684,40 @@ def test_an_agent_serving_syncs_says_so_when_the_sync_crd_is_missing(
         finally:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(30)
+
+
+def _ui(env: Env, token: str) -> str:
+    request = urllib.request.Request(f"http://127.0.0.1:{env.port}/ui/",
+                                     headers={"Authorization": f"Bearer {token}"})
+    with urllib.request.urlopen(request, timeout=30) as answer:
+        return str(answer.read().decode())
+
+
+def test_the_web_view_shows_each_sync_to_whoever_may_get_it(env: Env) -> None:
+    """The web view of an agent serving Syncs: its roots are the Syncs, each shown to a
+    token allowed to `get` that Sync (a SubjectAccessReview), with the custom resources of
+    its inventory."""
+    from tests.test_webui_cluster import _service_account
+
+    _, sha_a = env.repo("a", widgets_repo(env.ns, "a1"))
+    _, sha_b = env.repo("b", widgets_repo(env.ns, "b1"))
+    env.start()
+    env.sync("a", "a")
+    env.sync("b", "b")
+    wait_for("both Syncs applied", lambda: env.applied("a", sha_a) and env.applied("b", sha_b))
+    operator = _service_account(env.kube, env.ns, "operator", cluster_role="cluster-admin")
+    only_a = _service_account(env.kube, env.ns, "only-a", rules=[
+        {"apiGroups": ["orksync.io"], "resources": ["syncs"], "verbs": ["get"],
+         "resourceNames": ["a"]},
+        {"apiGroups": ["test.orksync.io"], "resources": ["widgets"], "verbs": ["list"]}])
+
+    def shows(token: str, name: str) -> bool:
+        return f"{env.ns}.{name}" in _ui(env, token)
+
+    wait_for("the operator sees both Syncs", lambda: shows(operator, "a") and
+             shows(operator, "b"))
+    page = _ui(env, operator)
+    assert env.daemon.url("a") in page and sha_a[:12] in page
+    assert f"{env.ns}/a1" in page and f"{env.ns}/b1" in page  # the custom resources
+    page = _ui(env, only_a)
+    assert f"{env.ns}.a" in page and f"{env.ns}.b" not in page

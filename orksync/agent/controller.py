@@ -47,6 +47,8 @@ from orksync.agent.metrics import Metrics
 from orksync.agent.runner import Agent as SyncAgent
 from orksync.agent.runner import AgentConfig
 from orksync.agent.server import serve
+from orksync.agent.ui.data import RootStatus
+from orksync.agent.ui.journal import Journal
 from orksync.apply.delete import DeletionOptions
 from orksync.apply.engine import ApplyOptions
 from orksync.apply.impersonation import Impersonation, service_account_user
@@ -110,9 +112,14 @@ class Root:
 def sync_label(spec: syncs.SyncSpec) -> str:
     """The `orksync.io/shard` value on what a Sync writes: `sync-` and a digest of its
     namespace and name (a label value holds 63 characters, a Sync's key more)."""
+    return sync_label_of(spec.key)
+
+
+def sync_label_of(key: str) -> str:
+    """`sync_label` of the Sync whose key is `namespace/name`."""
     import hashlib
 
-    return "sync-" + hashlib.sha256(spec.key.encode()).hexdigest()[:16]
+    return "sync-" + hashlib.sha256(key.encode()).hexdigest()[:16]
 
 
 class Controller:
@@ -126,6 +133,8 @@ class Controller:
             kube.user_agent = f"{USER_AGENT} (agent {base.identity})"
         self.stop_event = threading.Event()
         self.roots: dict[str, Root] = {}
+        # the last syncs and repairs of every Sync's root, for the web view
+        self.journal = Journal()
         self.lock = threading.Lock()  # the roots and their flags
         self.wake = threading.Condition(self.lock)
         self.elector: LeaderElector | None = None
@@ -414,6 +423,7 @@ class Controller:
         own.user_agent = self.kube.user_agent
         own.gate = lambda: self._gate(root)
         agent = SyncAgent(config, self._writer(own, account), Metrics())
+        agent.journal = self.journal  # keyed by root: one for the web view of every Sync
         config.state_dir.mkdir(parents=True, exist_ok=True)
 
         def woken(job: str) -> None:
@@ -784,13 +794,40 @@ class Controller:
             count = len(self.roots)
         return True, f"ok: {count} Sync(s)"
 
+    def ui_roots(self) -> list[RootStatus]:
+        """The Syncs as the web view shows them: a user sees one when they may get it."""
+        with self.lock:
+            roots = [(r.spec, r.obj) for r in self.roots.values() if r.spec is not None]
+        shown = []
+        for spec, obj in roots:
+            status = obj.get("status") or {}
+            ready: dict[str, Any] = next((c for c in status.get("conditions") or []
+                                          if c.get("type") == "Ready"), {})
+            shown.append(RootStatus(
+                name=spec.inventory_name,
+                source=f"{spec.url}@{spec.ref}" + (f" ({spec.path})" if spec.path else ""),
+                revision=str(status.get("lastAppliedRevision") or ""),
+                ready=ready.get("status") == "True", message=str(ready.get("message") or ""),
+                group=syncs.GROUP, resource="syncs", namespace=spec.namespace,
+                object_name=spec.name))
+        return sorted(shown, key=lambda r: r.name)
+
     def run(self) -> int:
         base = self.config.base
         base.state_dir.mkdir(parents=True, exist_ok=True)
         if self.elector is not None:
             ensure_namespace(self.elector.kube, base.lease_namespace)
+        mounts = {}
+        if base.ui:
+            from orksync.agent.ui.app import PREFIX, WebView
+
+            # its own connections, ungated: a standby serves the view too
+            view = WebView(self.kube.sibling(timeout=10.0, retry=RetryPolicy(attempts=2),
+                                             pool_size=4),
+                           self.journal, self.ui_roots, base.inventory_namespace)
+            mounts[PREFIX] = view.handle
         server = serve(base.listen, self.metrics.registry, self.ready,
-                       sync_hook=self.handle_hook)
+                       sync_hook=self.handle_hook, mounts=mounts)
         log.info("agent %s: serving the Syncs of %s; listening on %s", base.identity,
                  f"namespace {self.config.watch_namespace}" if self.config.watch_namespace
                  else "every namespace",

@@ -1,50 +1,6 @@
-"""`orksync diff`: what a sync would change, per object, as unified diffs (prior art 6, 13).
-
-For every rendered object: the live object (GET; absent: a "new object" diff against
-nothing) is compared with the server-side apply DRY RUN of the body the applier would
-send (field manager `orksync`, forced; owner references to the live custom resource
-added the same way; the pod-template secrets-hash annotation carried over from the live
-object, since only a sync recomputes it). Both sides are normalised: no
-`metadata.managedFields`, `resourceVersion`, `generation`, `uid`, `creationTimestamp`,
-no `status`, no `orksync.io/hash` annotation.
-
-* Create-if-absent objects (onCreate without `reconcile`, Jobs) that exist are never
-  changed by a sync, so they never differ (a Secret's own work below excepted).
-* A child whose owner custom resource does not exist yet is dry-run without owner
-  references (said in the diff); an object whose kind is not served yet (a CRD of the
-  same sync serves it) or whose namespace does not exist yet is shown as rendered. An
-  object of a kind the cluster does not serve and no rendered CRD defines is an error.
-* Secrets: `data`/`stringData` are masked as `***` on BOTH sides before the diff, so no
-  value ever reaches the output; a changed value shows as a line `# data.<key> changed`
-  (no hash of the value: a hash of a low-entropy value can be reversed). Keys whose
-  rendered value is a generator placeholder (`<generate:...>`) are not compared: the
-  generator owns them (prior art 9).
-* Secret work a sync would do to an existing Secret, whatever its write policy, is planned
-  as the sync plans it (orksync.secrets.plan, against the live Secret, its CA Secret and
-  its `fromSecret` source) and shown one line each, before its diff, naming keys and
-  reasons only: `Secret/ns/name: certificate would be re-issued: dnsNames changed`,
-  `rotation due: ...`, `generated keys to add: ...`, the CA key's move to its CA Secret,
-  or why the write would fail. Such a line is a difference.
-* Every value of every rendered and live Secret (plain, base64) is scrubbed from all the output
-  (diffs of other objects, e.g. a custom resource spec holding the value, and errors).
-
-Deletions (`PruneInputs`: the stored inventory of the sync root and the sync's flags): the
-prune plan of a sync (orksync.apply.inventory.plan_prune, the same rules; an object whose
-dry run failed counts as a failed apply) is shown as diffs against nothing
-(`+++ /dev/null`): objects that left the render, custom resources that left Git (their
-onDelete noted) with the children their teardown and the garbage collector delete, CRDs
-with `prune_crds`, and objects whose entry condition turned false (Orkestra's
-DeleteIfOwned). Each live object is re-checked as the sync's delete re-checks it
-(orksync.apply.inventory.ownership_problem); one that would not be deleted, and every
-refusal of the plan, is a `# prune refused: ...` line, not a difference. An object already
-gone is no difference. Deleted Secrets are masked like the others.
-
-Exit code for the CLI (`DiffResult.exit_code`): 0 no difference, 1 differences, 2 errors
-(render errors included). `DiffResult.object_diffs` gives each diff its action (created:
-the cluster does not hold the object; deleted; else changed) for `orksync diff -o json`
-(orksync.rendered.diff.json_document); `in_namespace` keeps one namespace's diffs
-(`orksync diff -n`).
-"""
+"""`orksync diff`: what a sync would change, per object, as unified diffs against the
+server-side apply dry run, Secrets masked, the prune shown as deletions. I/O
+(docs/operations.md#what-orksync-diff-compares)."""
 
 from __future__ import annotations
 

@@ -749,7 +749,7 @@ class Applier:
 
     def _desired(self, obj: RenderedObject, res: Resource, run: _Run) -> dict[str, Any]:
         """The body we send: the rendered one plus owner reference and fingerprint."""
-        body = copy_tree(dict(obj.body))
+        body: dict[str, Any] = copy_tree(dict(obj.body))
         meta = body.setdefault("metadata", {})
         if not res.namespaced:
             meta.pop("namespace", None)

@@ -1,69 +1,7 @@
-"""The inventory of what one sync root applied, and the prune plan computed from it. Pure.
-
-Prune only from a recorded inventory (old minus new), never from "everything carrying my
-label" (prior art, lesson 1). The inventory of sync root `<name>` is stored in the
-ConfigMap `orksync-inventory-<name>` (namespace `orksync-system` unless configured).
-
-An inventory records its source (`Source`: the repository URL or the absolute local path,
-and the directory inside it) in the ConfigMap's annotations `orksync.io/source` and
-`orksync.io/source-path`. A sync from another source is refused before it writes
-anything (`check_source`): its prune would delete the first source's objects. An
-inventory without a recorded source (written by an earlier orksync) is adopted: the next
-sync records its own. Every object a sync applies carries the annotation
-`orksync.io/inventory: <namespace>/<name>` (`inventory_identity`), and a delete re-checks
-it on the live object (`ownership_problem`): an object whose annotation names another
-inventory was last written by another sync root and is not deleted.
-
-Storage format (`v1`): `binaryData.entries` holds zlib-compressed JSON
-
-    {"owners": [[apiVersion, kind, namespace, name], ...],
-     "entries": [[apiVersion, kind, namespace, name, ownerIndex | null, uid | null
-                  (, plain (, account (, file)))], ...],
-     "cleaned": [[apiVersion, kind, namespace, name, fingerprint], ...]}
-
-(`plain`: 1 for a plain manifest of the repository, 0 otherwise, present only when it is 1
-or an item follows; `file`: the repository file an object no custom resource owns was
-applied from; an inventory without these items reads as before)
-
-with entries sorted by identity and owners de-duplicated into a table (an entry names its
-owner by index), so the bytes are a function of the content alone. `account`, present only
-on a custom resource whose children were written as a ServiceAccount, is that
-ServiceAccount (`namespace/name`; orksync.apply.impersonation): the prune and the
-teardown of a custom resource that left Git delete its children as the identity that wrote
-them, even when its Katalog entry left with it. `cleaned` (only when not empty) lists
-the custom resources runtime.cleanup deleted, with the fingerprint of their text in Git,
-so that a sync does not apply them again while Git holds them unchanged
-(orksync.render.cleanup). `data` carries the
-format and the count for humans. A ConfigMap holds at most 1 MiB: 10,000 entries are about
-1 MB of JSON but compress to a small fraction of it (identities repeat), so one key is
-enough for the inventories orksync is built for; an inventory whose compressed form would
-exceed MAX_COMPRESSED bytes is refused with an error rather than truncated.
-
-Plan rules (`plan_prune`), each a lesson from prior art:
-
-* nothing is deleted when the render had errors or any change failed; the inventory to
-  store is then old ∪ successfully applied, so nothing is forgotten (lessons 1, 4). Each
-  file with an error that objects of the inventory were last applied from (the entries'
-  `file`) gets its own line naming them: what a broken file held is never read as having
-  left Git;
-* an empty render against a non-empty inventory is refused unless `allow_empty` (lesson 3);
-* a custom resource that still renders but renders no children, where it had some, keeps
-  them unless `allow_orphaning_children` (a partial render is not an instruction);
-* a plain manifest (`InventoryEntry.plain`: an object of the repository no Katalog
-  handles) that left Git is deleted as a child is, after the custom resources and their
-  children and before the CRDs: no teardown, no finalizer;
-* CustomResourceDefinitions are never pruned unless `prune_crds`: deleting a CRD deletes
-  every custom resource of that kind in the cluster, including ones orksync never wrote.
-  A CRD that left the repository stays in the inventory (and is reported every sync) so
-  that enabling `prune_crds` later still finds it;
-* objects refused by the namespace guard (and the children of a refused custom resource)
-  are neither written nor deleted;
-* objects Orkestra never cleans up when their condition turns false (Jobs, onCreate
-  entries without `reconcile: true`, every entry of a block whose own condition is false:
-  `RenderedSet.retained`) are kept, not written, and stay in the inventory;
-* the children of a custom resource that is itself being deleted are left to its deletion
-  path (orksync.lifecycle.teardown): onDelete first, then garbage collection.
-"""
+"""The inventory of what one sync root applied (stored compressed in a ConfigMap), and the
+prune plan computed from it: only what a recorded inventory lists and the render no
+longer holds is deleted, never after an error. Pure
+(docs/operations.md#the-inventory-and-the-prune-plan)."""
 
 from __future__ import annotations
 

@@ -1,32 +1,6 @@
-"""Writing Secrets against the live cluster: the I/O shell around `orksync.secrets.plan`.
-
-I/O: reads the `fromSecret` source, sends the one request a plan asks for and turns the
-outcome into one `Change`. Every decision (keep, fill, rotate, renew) is the pure planner's;
-the clock and the randomness are passed in.
-
-* `write_secret` is called by the apply engine for every `v1 Secret` of a render.
-* `rotate_due` backs `orksync rotate` and the agent's scheduled rotation: it finds the
-  managed Secrets that carry rotation or TLS annotations and rotates the due ones in place,
-  from the annotations alone (no repository needed), then rolls the workloads of the same
-  custom resource that read them (`roll_readers`, orksync.apply.rollout).
-
-A `tls:` Secret's CA key is kept in its CA Secret `<name>-ca` (orksync.secrets.ca): when
-the plan carries that Secret's body, it is written first (POST when absent, else a forced
-server-side apply with a resourceVersion precondition), so the TLS Secret never names a CA
-whose key is not stored; a TLS Secret that an earlier version wrote with `ca.key` inside
-loses that key (a merge patch: a Secret created by POST is not the server-side apply's to
-prune) only after both.
-
-Writes: a missing Secret is created with POST (fails when it appeared meanwhile: another
-writer's generated values are never overwritten; the Secret is then read and planned
-again); everything else is a forced server-side apply with field manager `orksync`; a
-rotation carries `metadata.resourceVersion`, so a concurrent write turns it into a 409,
-reported as a failed change and retried on the next run. One request per write: the Secret
-is never absent and never half-written (the key always travels with its certificate).
-
-No value ever reaches a message: reasons are built from key names, and API error texts
-are scrubbed of every value of the body.
-"""
+"""Writing Secrets against the live cluster: the I/O shell around `orksync.secrets.plan`
+(the one request a plan asks for, turned into one `Change`), and `orksync rotate`
+(docs/operations.md#writing-secrets)."""
 
 from __future__ import annotations
 

@@ -433,7 +433,7 @@ class AuthProviderCredentials:
             if current != authorization:
                 return True
             self._load()
-            return self._configuration.api_key.get("BearerToken") != authorization
+            return bool(self._configuration.api_key.get("BearerToken") != authorization)
 
 
 def check_auth_provider(body: Any, *, where: str, file: Path) -> str:

@@ -3,11 +3,11 @@ failed requests retried where that is safe (orksync.cluster.retry), every failur
 a ClusterError naming the object.
 
 Connections: the kubeconfig and in-cluster settings are read by orksync.cluster.kubeconfig
-(one TLS context, the credentials, a proxy) without importing `kubernetes`, which costs a
-third of a second of start-up; every request goes through orksync.cluster.transport, whatever
-the kubeconfig's way of authenticating (exec plugins and auth-providers only produce the
-credentials: orksync.cluster.credentials). Plain dicts, not the `kubernetes` package's
-generated models: faster, and server-side apply wants plain dicts anyway.
+(one TLS context, the credentials, a proxy); every request goes through
+orksync.cluster.transport (urllib3), whatever the kubeconfig's way of authenticating (exec
+plugins and auth-providers only produce the credentials: orksync.cluster.credentials).
+Plain dicts, not the `kubernetes` package's generated models: faster, and server-side apply
+wants plain dicts anyway.
 """
 
 from __future__ import annotations
@@ -281,8 +281,10 @@ class Kube:
             if delay is None:
                 err = outcome.error(method, path, subject, retry + 1,
                                     ca_origin=self._ca_origin, outage=self._outage())
+                # a certificate refused is a server reached: its error names the CA
                 if outcome.transport is not None and not outcome.transport.sent and \
-                        not root._answered:
+                        not root._answered and \
+                        _refused_certificate(outcome.transport) is None:
                     origin = f" ({self._connection.origin})" if self._connection.origin \
                         else ""
                     raise Unreachable(f"the API server cannot be reached{origin} ({method} "
@@ -470,7 +472,6 @@ class Kube:
         if tls is not None and tls is not self._pool.tls:
             # new credentials with a client certificate of their own: new connections
             self._pool.tls = tls
-            self._pool.close()
         return headers, authorization, tls
 
     def _attempt(self, method: str, url: str, payload: bytes | None,

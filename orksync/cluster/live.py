@@ -10,22 +10,16 @@ from __future__ import annotations
 
 import logging
 import threading
-from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from orksync.cluster.kube import Kube
+from orksync.durations import rfc3339
 from orksync.errors import ClusterError
 from orksync.model import ObjRef
 
 __all__ = ["LiveIndex", "LiveReader", "rfc3339"]
 
 log = logging.getLogger(__name__)
-
-
-def rfc3339(now: datetime) -> str:
-    if now.tzinfo is None:
-        now = now.replace(tzinfo=UTC)
-    return now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class LiveReader(Protocol):

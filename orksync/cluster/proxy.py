@@ -3,36 +3,31 @@ chooses them: a cluster's `proxy-url`, else the environment (`HTTPS_PROXY` for a
 server, `HTTP_PROXY` for an http one, upper case before lower case; `NO_PROXY` exceptions;
 `localhost` and loopback addresses never go through a proxy from the environment).
 
-An https server is reached through an HTTP CONNECT tunnel (TLS to the API server inside
-it, so the proxy sees no request); an http server by sending each request to the proxy in
-absolute form. The proxy itself is spoken to in plain HTTP (`http://` proxies; an
-`https://` or `socks5://` proxy is refused with a clear error). User information in the
-proxy URL becomes a Proxy-Authorization header (basic); it is never shown.
+Only the choice is made here: urllib3's ProxyManager speaks to the proxy
+(orksync.cluster.transport), an HTTP CONNECT tunnel for an https server, requests in
+absolute form for an http one. urllib3 reads no environment, and the `kubernetes` package's
+NO_PROXY check knows neither CIDR ranges nor ports, hence Go's rules below. The proxy
+itself is spoken to in plain HTTP (`http://` proxies; an `https://` or `socks5://` proxy is
+refused with a clear error). User information in the proxy URL becomes a
+Proxy-Authorization header (basic); it is never shown.
 """
 
 from __future__ import annotations
 
 import base64
 import ipaddress
-import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from urllib.parse import unquote, urlsplit
 
-__all__ = ["Proxy", "ProxyError", "TunnelRefused", "from_environment", "open_tunnel",
-           "parse_proxy_url"]
+__all__ = ["Proxy", "ProxyError", "from_environment", "parse_proxy_url"]
 
 ENVIRONMENT = {"https": ("HTTPS_PROXY", "https_proxy"), "http": ("HTTP_PROXY", "http_proxy")}
 NO_PROXY = ("NO_PROXY", "no_proxy")
-MAX_HEAD = 64 * 1024  # the proxy's answer to CONNECT, at most
 
 
 class ProxyError(ValueError):
     """A proxy setting that cannot be used (the message never holds its password)."""
-
-
-class TunnelRefused(Exception):
-    """The proxy answered CONNECT with something other than 2xx, or not in HTTP."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -152,29 +147,3 @@ def _exempt(host: str, port: int, no_proxy: str) -> bool:
             return True
     return False
 
-
-def open_tunnel(sock: socket.socket, proxy: Proxy, authority: str) -> None:
-    """Ask the proxy on `sock` for a tunnel to `authority` (host:port) and read its answer
-    (the socket's timeout bounds the wait). Raises TunnelRefused, or OSError."""
-    lines = [f"CONNECT {authority} HTTP/1.1", f"Host: {authority}"]
-    if proxy.authorization:
-        lines.append(f"Proxy-Authorization: {proxy.authorization}")
-    sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
-    head = b""
-    while b"\r\n\r\n" not in head:
-        chunk = sock.recv(4096)
-        if not chunk:
-            raise TunnelRefused("the proxy closed the connection before answering CONNECT")
-        head += chunk
-        if len(head) > MAX_HEAD:
-            raise TunnelRefused("the proxy's answer to CONNECT is too long")
-    answer, _, extra = head.partition(b"\r\n\r\n")
-    status_line = answer.partition(b"\r\n")[0]
-    words = status_line.decode("latin-1").split(" ", 2)
-    if len(words) < 2 or not words[0].startswith("HTTP/1.") or not words[1].isdigit():
-        raise TunnelRefused("the proxy's answer to CONNECT is not HTTP/1.x")
-    if not 200 <= int(words[1]) < 300:
-        reason = words[2].strip()[:100] if len(words) > 2 else ""
-        raise TunnelRefused(f"the proxy refused the tunnel: {words[1]} {reason}".rstrip())
-    if extra:
-        raise TunnelRefused("the proxy sent data after its answer to CONNECT")

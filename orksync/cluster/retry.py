@@ -62,7 +62,7 @@ class RetryPolicy:
         if retry_after is not None:
             return min(max(retry_after, 0.0), self.max_retry_after)
         base = min(self.backoff * 2 ** (retry - 1), self.max_delay)
-        return base / 2 + (rng or random).uniform(0, base / 2)
+        return float(base / 2 + (rng or random).uniform(0, base / 2))
 
 
 NO_RETRY = RetryPolicy(attempts=1)

@@ -1,60 +1,51 @@
-"""HTTP/1.1 to one API server: a pool of keep-alive connections over `socket` and `ssl`;
-answers parsed by llhttp (Node.js's HTTP parser, through `httptools`): framing, chunked
-bodies, keep-alive rules, interim answers.
+"""HTTP/1.1 to one API server through urllib3: its pool of keep-alive connections, its
+CONNECT tunnel through a proxy, http.client's framing; answers read with one deadline.
 
 What orksync.cluster.kube needs of HTTP: a request with a small set of headers and a JSON
 body, an answer read whole, connections kept for the next request; and, for watches, an
-answer read as it arrives (`Pool.stream`); through an HTTP proxy when the kubeconfig or
-the environment names one (orksync.cluster.proxy: a CONNECT tunnel to an https server).
-Neither redirects (an answer like any other), compression nor pipelining.
-
-Why not urllib3: importing it (with `http.client` and the `email` package under it) costs
-a no-change `orksync apply`, a new process for a few requests, more than its requests.
-Why not h11: a pure-Python parser, it cost several times this module's CPU per request
-(docs/architecture.md). A request is a few formatted lines (its header values are checked
-for line breaks); only answers need a parser.
+answer read as it arrives (`Pool.stream`); through an HTTP proxy when the kubeconfig or the
+environment names one (orksync.cluster.proxy chooses it). urllib3 follows no redirect and
+retries nothing here (`retries=False`): the retry loop is orksync.cluster.kube's.
 
 Failures are TransportErrors, which say whether the request may have reached the server
-(`sent`): a connection that was never made, or whose TLS handshake failed, carried none
-of it, so any request may be sent again (orksync.cluster.retry decides the others).
+(`sent`). urllib3's exceptions do not say it reliably (a tunnel the proxy refused is a
+ProtocolError, like a connection cut mid-answer), so the connection class records when a
+connection is up (TCP, the proxy's tunnel and the TLS handshake done): a failure before
+that carried no byte of the request, and any request may be sent again
+(orksync.cluster.retry decides the others).
 
 Every attempt of `request` has one deadline for all of it: connecting, the handshake,
-sending and the whole answer (not a timeout per read: a server that trickles bytes cannot
-hold a request longer than the deadline). A stream has a deadline for its head and then a
-bound on the silence between two reads.
+sending and the whole answer (the body is read piece by piece, each read waiting at most
+for what is left, so a server that trickles bytes cannot hold a request longer). A stream
+has a deadline for its head and then a bound on the silence between two reads.
 """
 
 from __future__ import annotations
 
 import contextlib
-import select
-import socket
+import http.client
+import logging
 import ssl
 import threading
 import time
-import warnings
 from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
 from urllib.parse import urlsplit
 
-import httptools
+import urllib3
+from urllib3 import exceptions as u3
+from urllib3.connection import HTTPConnection, HTTPSConnection
+from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
 from orksync import __version__
-from orksync.cluster.proxy import Proxy, TunnelRefused, open_tunnel
+from orksync.cluster.proxy import Proxy
 
-__all__ = ["AnswerTimeout", "BadAnswer", "ConnectFailed", "ConnectionLost",
-           "InsecureRequestWarning", "Pool", "Response", "Stream", "TransportError"]
+__all__ = ["AnswerTimeout", "BadAnswer", "ConnectFailed", "ConnectionLost", "Pool",
+           "Response", "Stream", "TransportError"]
 
 USER_AGENT = f"orksync/{__version__}"
-MAX_HEAD = 256 * 1024  # the status line and headers of one answer, at most
-# bytes asked of one recv. `recv` allocates them before it receives, then shrinks the
-# buffer to what came; at or above glibc's mmap threshold (128 KiB) that is a fresh mapping,
-# shrunk in place and later freed as a small one, so glibc never raises its threshold and
-# every answer would cost an mmap, an mremap and a munmap. A TLS read returns one record,
-# 16 KiB at most, anyway.
-_RECV = 64 * 1024
+_READ = 64 * 1024  # bytes asked of one read of an answer's body
 _CUT_SHORT = "the server closed the connection before the answer was complete"
-# methods whose request has a body by definition: sent with Content-Length even when empty
-_BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 
 
 class TransportError(Exception):
@@ -65,8 +56,9 @@ class TransportError(Exception):
 
 
 class ConnectFailed(TransportError):
-    """No connection: refused, unreachable, timed out, or its TLS handshake failed (the
-    certificate refused: `__cause__` is the ssl.SSLCertVerificationError)."""
+    """No connection: refused, unreachable, timed out, the proxy refused the tunnel, or
+    the TLS handshake failed (the certificate refused: `__cause__` is or holds the
+    ssl.SSLCertVerificationError)."""
 
     sent = False
 
@@ -83,18 +75,62 @@ class BadAnswer(TransportError):
     """What came back is not an HTTP/1.x answer this client can read."""
 
 
-class InsecureRequestWarning(UserWarning):
-    """An HTTPS connection whose server certificate is not verified
-    (`insecure-skip-tls-verify`)."""
-
-
 class Response:
     __slots__ = ("data", "headers", "status")
 
-    def __init__(self, status: int, headers: dict[str, str], data: bytes) -> None:
+    def __init__(self, status: int, headers: Mapping[str, str], data: bytes) -> None:
         self.status = status
-        self.headers = headers  # names in lower case
+        self.headers = headers  # case-insensitive names
         self.data = data
+
+
+class _PoolFull(logging.Filter):
+    """Drops urllib3's warning for a connection closed because the pool keeps `size`
+    already: that is how the pool is meant to work (more requests at once than kept
+    connections), not a fault to tell the user about."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("Connection pool is full")
+
+
+logging.getLogger("urllib3.connectionpool").addFilter(_PoolFull())
+
+
+# --- when a request may have been sent ---------------------------------------------------
+
+_attempt = threading.local()  # `up`: the connection of this thread's attempt is made
+
+
+class _Tracked:
+    """Marks the thread's attempt when its connection is up: made now (TCP, tunnel and
+    handshake done) or taken from the pool already made."""
+
+    sock: Any
+
+    def connect(self) -> None:
+        super().connect()  # type: ignore[misc]
+        _attempt.up = True
+
+    def request(self, *args: Any, **kwargs: Any) -> None:
+        if self.sock is not None:
+            _attempt.up = True
+        super().request(*args, **kwargs)  # type: ignore[misc]
+
+
+class _Connection(_Tracked, HTTPConnection):
+    pass
+
+
+class _TLSConnection(_Tracked, HTTPSConnection):
+    pass
+
+
+class _Pool(HTTPConnectionPool):
+    ConnectionCls = _Connection
+
+
+class _TLSPool(HTTPSConnectionPool):
+    ConnectionCls = _TLSConnection
 
 
 class Pool:
@@ -116,41 +152,107 @@ class Pool:
         if scheme == "https" and tls is None:
             raise ValueError("an https server needs a TLS context")
         default = 443 if scheme == "https" else 80
+        self.scheme = scheme
         self.host = parts.hostname
         self.port = parts.port or default
         self.prefix = parts.path.rstrip("/")
-        self.tls = tls if scheme == "https" else None
         self.server_name = server_name or self.host
         shown = f"[{self.host}]" if ":" in self.host else self.host
         self.authority = shown if self.port == default else f"{shown}:{self.port}"
         self.size = size
         self.proxy = proxy
-        # an http server through a proxy: requests name the whole URL (absolute form)
-        self._origin = f"http://{self.authority}" if proxy and scheme == "http" else ""
-        self._fixed = [_header_line(name, value) for name, value in headers]
-        if self._origin and proxy is not None and proxy.authorization:
-            self._fixed.append(_header_line("Proxy-Authorization", proxy.authorization))
-        self._idle: list[_Connection] = []
+        self._origin = f"{scheme}://{self.authority}"
+        self._fixed = urllib3.HTTPHeaderDict()
+        for name, value in headers:
+            _check(name, value)
+            self._fixed.add(name, value)
+        self._repeats = len(headers) != len({name.lower() for name, _ in headers})
+        self._tls = tls if scheme == "https" else None
         self._lock = threading.Lock()
+        self._manager = self._new_manager()
+        self._pool = self._server_pool(self._manager)
+
+    def _server_pool(self, manager: urllib3.PoolManager) -> HTTPConnectionPool | None:
+        """The manager's connection pool of the server, asked directly (a path as the
+        target, no URL parsed per request); None for an http server through a proxy,
+        whose requests name the whole URL (the manager's)."""
+        if self.proxy is not None and self.scheme == "http":
+            return None
+        return manager.connection_from_host(self.host, self.port, self.scheme)
+
+    @property
+    def tls(self) -> ssl.SSLContext | None:
+        return self._tls
+
+    @tls.setter
+    def tls(self, tls: ssl.SSLContext | None) -> None:
+        """New connections use `tls`; idle ones made with the old context are closed."""
+        with self._lock:
+            old, self._tls = self._manager, tls
+            self._manager = self._new_manager()
+            self._pool = self._server_pool(self._manager)
+        old.clear()
+
+    def _new_manager(self, size: int | None = None) -> urllib3.PoolManager:
+        options: dict[str, Any] = {"num_pools": 1, "maxsize": size or self.size,
+                                   "block": False,
+                                   "retries": False}
+        if self._tls is not None:
+            options["ssl_context"] = self._tls
+            if self.server_name != self.host:
+                options["server_hostname"] = self.server_name
+        manager: urllib3.PoolManager
+        if self.proxy is not None:
+            proxy_headers = {"Proxy-Authorization": self.proxy.authorization} \
+                if self.proxy.authorization else None
+            manager = urllib3.ProxyManager(self.proxy.shown, proxy_headers=proxy_headers,
+                                           **options)
+        else:
+            manager = urllib3.PoolManager(**options)
+        manager.pool_classes_by_scheme = {"http": _Pool, "https": _TLSPool}
+        return manager
+
+    def _headers(self, headers: Mapping[str, str]) -> dict[str, str] | urllib3.HTTPHeaderDict:
+        """The request's headers after the fixed ones: a plain dict (cheaper for
+        urllib3 to send) unless a fixed name repeats."""
+        sent: dict[str, str] | urllib3.HTTPHeaderDict = \
+            self._fixed.copy() if self._repeats else dict(self._fixed.items())
+        if "User-Agent" not in headers:
+            sent["User-Agent"] = USER_AGENT
+        for name, value in headers.items():
+            _check(name, value)
+            sent[name] = value
+        return sent
 
     def request(self, method: str, target: str, body: bytes | None,
                 headers: Mapping[str, str], timeout: float) -> Response:
         """One attempt: `target` is the path and query (the prefix is the caller's).
         Raises TransportError."""
         deadline = time.monotonic() + timeout
-        message = self._message(method, target, body, headers)
-        conn = self._take() or self._connect(deadline, timeout)
+        sent = self._headers(headers)
+        with self._lock:
+            manager, pool = self._manager, self._pool
+        _attempt.up = False
         try:
-            conn.send(message, deadline, timeout)
-            response = conn.answer(deadline, timeout)
-        except BaseException:
-            conn.close()
-            raise
-        if conn.reusable():
-            self._give_back(conn)
-        else:
-            conn.close()
-        return response
+            if pool is not None:
+                resp = pool.urlopen(method, target, body=body, headers=sent,
+                                    timeout=urllib3.Timeout(connect=timeout, read=timeout),
+                                    preload_content=False, redirect=False, retries=False,
+                                    assert_same_host=False)
+            else:
+                resp = manager.request(method, self._origin + target, body=body,
+                                       headers=sent, preload_content=False, redirect=False,
+                                       timeout=urllib3.Timeout(connect=timeout, read=timeout))
+        except (u3.HTTPError, OSError, http.client.HTTPException) as err:
+            raise self._failure(err, timeout, "no complete answer") from err
+        try:
+            data = _read_whole(resp, deadline)
+        except (u3.HTTPError, OSError, http.client.HTTPException) as err:
+            resp.close()
+            resp.release_conn()
+            raise self._failure(err, timeout, "no complete answer") from err
+        resp.release_conn()
+        return Response(resp.status, resp.headers, data)
 
     def stream(self, method: str, target: str, headers: Mapping[str, str], *,
                timeout: float, idle: float) -> Stream:
@@ -159,231 +261,105 @@ class Pool:
         is its own, never reused. An answer that is not 2xx is read whole (within
         `timeout`) into `Stream.response.data`, and the stream is empty."""
         deadline = time.monotonic() + timeout
-        message = self._message(method, target, None, headers)
-        conn = self._connect(deadline, timeout)
+        sent = self._headers(headers)
+        with self._lock:  # its own connection: a manager of its own, cleared at the end
+            manager = self._new_manager(size=1)
+        _attempt.up = False
         try:
-            conn.send(message, deadline, timeout)
-            head = conn.head(deadline, timeout)
-            if not 200 <= head.status < 300:
-                head.data = conn.body(deadline, timeout)
-                conn.close()
-        except BaseException:
-            conn.close()
-            raise
-        return Stream(conn, head, idle)
-
-    def _message(self, method: str, target: str, body: bytes | None,
-                 headers: Mapping[str, str]) -> bytes:
-        lines = [f"{method} {self._origin}{target} HTTP/1.1", f"Host: {self.authority}",
-                 *self._fixed]
-        if "User-Agent" not in headers:
-            lines.append(f"User-Agent: {USER_AGENT}")
-        for name, value in headers.items():
-            if "\r" in value or "\n" in value:
-                raise ValueError(f"header {name} holds a line break")
-            lines.append(f"{name}: {value}")
-        if body is not None or method in _BODY_METHODS:
-            lines.append(f"Content-Length: {len(body) if body is not None else 0}")
-        lines.append("\r\n")
-        message = "\r\n".join(lines).encode("latin-1")
-        return message + body if body else message
+            resp = manager.request(method, self._origin + target, headers=sent,
+                                   timeout=urllib3.Timeout(connect=timeout, read=timeout),
+                                   preload_content=False, redirect=False)
+            head = Response(resp.status, resp.headers, b"")
+            if not 200 <= resp.status < 300:
+                head.data = _read_whole(resp, deadline)
+                manager.clear()
+                return Stream(None, head, idle, self, manager)
+            _set_timeout(resp, idle)
+        except (u3.HTTPError, OSError, http.client.HTTPException) as err:
+            manager.clear()
+            raise self._failure(err, timeout, "no complete answer") from err
+        return Stream(resp, head, idle, self, manager)
 
     def close(self) -> None:
         """Close the idle connections (one in use is closed or kept when it is done)."""
         with self._lock:
-            idle, self._idle = self._idle, []
-        for conn in idle:
-            conn.close()
+            manager = self._manager
+        manager.clear()
 
-    def _take(self) -> _Connection | None:
-        """The most recently used idle connection the server has not closed."""
-        while True:
-            with self._lock:
-                if not self._idle:
-                    return None
-                conn = self._idle.pop()
-            if conn.usable():
-                return conn
-            conn.close()
-
-    def _give_back(self, conn: _Connection) -> None:
+    def idle(self) -> int:
+        """Connections kept for the next request."""
         with self._lock:
-            if len(self._idle) < self.size:
-                self._idle.append(conn)
-                return
-        conn.close()
+            manager = self._manager
+        return sum(_kept(pool) for pool in _pools(manager))
 
-    def _connect(self, deadline: float, timeout: float) -> _Connection:
-        where, proxy, tls = self.authority, self.proxy, self.tls
-        address = (self.host, self.port) if proxy is None else (proxy.host, proxy.port)
-        if proxy is not None:
-            where = f"{where} through the proxy {proxy.shown}"
-        try:
-            sock = socket.create_connection(address, timeout=_remaining(deadline))
-        except TimeoutError as err:
-            raise ConnectFailed(f"cannot connect to {where} within {timeout}s") from err
-        except OSError as err:
-            raise ConnectFailed(f"cannot connect to {where}: {_reason(err)}") from err
-        try:
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            if proxy is not None and tls is not None:
-                sock.settimeout(_remaining(deadline))
-                shown = f"[{self.host}]" if ":" in self.host else self.host
-                open_tunnel(sock, proxy, f"{shown}:{self.port}")
-            if tls is not None:
-                if tls.verify_mode == ssl.CERT_NONE:
-                    warnings.warn(f"Unverified HTTPS request to {where}: its certificate is "
-                                  "not checked (insecure-skip-tls-verify)",
-                                  InsecureRequestWarning, stacklevel=4)
-                sock.settimeout(_remaining(deadline))
-                sock = tls.wrap_socket(sock, server_hostname=self.server_name)
-        except TunnelRefused as err:
-            sock.close()
-            raise ConnectFailed(f"no tunnel to {where}: {err}") from err
-        except TimeoutError as err:
-            sock.close()
-            raise ConnectFailed(f"TLS handshake with {where} not done within "
-                                f"{timeout}s") from err
-        except (ssl.SSLError, OSError, ValueError) as err:
-            sock.close()
-            raise ConnectFailed(f"TLS handshake with {where} failed: {_reason(err)}") \
-                from err
-        return _Connection(sock)
+    def _where(self) -> str:
+        where = self.authority
+        if self.proxy is not None:
+            where = f"{where} through the proxy {self.proxy.shown}"
+        return where
 
-
-class _Answer:
-    """The parser's callbacks: one answer's head and body as they are parsed. Interim
-    answers (1xx) are parsed and dropped; `extra` is set when bytes follow the answer."""
-
-    __slots__ = ("complete", "extra", "headers", "keep_alive", "parser", "parts", "started",
-                 "status")
-
-    def __init__(self) -> None:
-        self.parser = httptools.HttpResponseParser(self)
-        self.started = False  # the head of the final answer is complete
-        self.complete = False
-        self.extra = False
-        self.status = 0
-        self.keep_alive = False
-        self.headers: dict[str, str] = {}
-        self.parts: list[bytes] = []
-
-    def on_message_begin(self) -> None:
-        if self.complete:
-            self.extra = True
-        self.headers = {}
-        self.parts = []
-
-    def on_header(self, name: bytes, value: bytes) -> None:
-        key, text = name.decode("latin-1").lower(), value.decode("latin-1")
-        self.headers[key] = f"{self.headers[key]}, {text}" if key in self.headers else text
-
-    def on_headers_complete(self) -> None:
-        self.status = self.parser.get_status_code()
-        self.started = not 100 <= self.status < 200
-        self.keep_alive = self.parser.should_keep_alive()  # known once the head is parsed
-
-    def on_body(self, body: bytes) -> None:
-        self.parts.append(body)
-
-    def on_message_complete(self) -> None:
-        if self.started:
-            self.complete = True
-
-    def take_body(self) -> bytes:
-        data, self.parts = b"".join(self.parts), []
-        return data
-
-    def ends_with_connection(self) -> bool:
-        """The body is delimited by the end of the connection (no length, not chunked)."""
-        return self.started and "content-length" not in self.headers and \
-            "chunked" not in self.headers.get("transfer-encoding", "").lower()
+    def _failure(self, err: BaseException, timeout: float, late: str, *,
+                 sent: bool = False) -> TransportError:
+        """The TransportError of what urllib3 or http.client raised (`sent`: the request
+        is known to have gone out, as a stream's that is being read)."""
+        where = self._where()
+        up = sent or getattr(_attempt, "up", False)
+        inner = _inner(err)
+        if not up:  # nothing of the request left this process
+            if isinstance(err, u3.ProxyError) or (self.proxy is not None and
+                                                  _tunnel_refused(inner)):
+                refused = str(inner).replace("Tunnel connection failed:",
+                                             "the proxy refused the tunnel:")
+                return ConnectFailed(f"no tunnel to {where}: {refused}")
+            if self.proxy is not None and isinstance(inner, http.client.HTTPException):
+                return ConnectFailed(f"no tunnel to {where}: the proxy's answer to CONNECT "
+                                     f"is not HTTP/1.x")
+            if self._tls is not None and isinstance(err, u3.SSLError | ssl.SSLError):
+                return ConnectFailed(f"TLS handshake with {where} failed: {_reason(inner)}")
+            if isinstance(err, u3.ConnectTimeoutError) and \
+                    not isinstance(err, u3.NewConnectionError):
+                text = f"cannot connect to {where} within {timeout}s" \
+                    if self._tls is None else \
+                    f"TLS handshake with {where} not done within {timeout}s"
+                return ConnectFailed(text)
+            if isinstance(inner, TimeoutError | u3.ReadTimeoutError | u3.ConnectTimeoutError) \
+                    and self._tls is not None:
+                return ConnectFailed(f"TLS handshake with {where} not done within {timeout}s")
+            if self._tls is not None and isinstance(inner, ssl.SSLError):
+                return ConnectFailed(f"TLS handshake with {where} failed: {_reason(inner)}")
+            return ConnectFailed(f"cannot connect to {where}: {_reason(inner)}")
+        if isinstance(err, u3.InvalidChunkLength | u3.InvalidHeader):
+            return BadAnswer(f"not an HTTP/1.x answer this client reads: {err}")
+        if isinstance(err, u3.ReadTimeoutError) or isinstance(inner, TimeoutError):
+            return AnswerTimeout(f"{late} within {timeout}s")
+        if isinstance(inner, http.client.IncompleteRead) and \
+                isinstance(inner.__context__, ValueError) and \
+                not str(inner.__context__).endswith("b''"):
+            # http.client read a chunk size that is not one (an empty line: the end of
+            # the connection, a cut below)
+            return BadAnswer("not an HTTP/1.x answer this client reads: invalid chunk length")
+        if isinstance(inner, http.client.IncompleteRead | http.client.RemoteDisconnected) \
+                or (isinstance(err, u3.ProtocolError) and
+                    "IncompleteRead" in str(err)):
+            return ConnectionLost(_CUT_SHORT)
+        if isinstance(inner, http.client.HTTPException) or isinstance(err, u3.DecodeError):
+            return BadAnswer(f"not an HTTP/1.x answer this client reads: "
+                             f"{type(inner).__name__}: {str(inner)[:100]}")
+        return ConnectionLost(f"connection lost while reading the answer: {_reason(inner)}")
 
 
-class _Connection:
-    """One socket and the answer being read on it."""
+def _pools(manager: urllib3.PoolManager) -> list[HTTPConnectionPool]:
+    return [manager.pools[key] for key in list(manager.pools.keys())]
 
-    __slots__ = ("ended", "reading", "sock")
 
-    def __init__(self, sock: socket.socket) -> None:
-        self.sock = sock
-        self.reading = _Answer()
-        self.ended = False
-
-    def close(self) -> None:
-        with contextlib.suppress(OSError):
-            self.sock.close()
-
-    def usable(self) -> bool:
-        """Idle and still open: nothing to read (an idle connection that is readable was
-        closed by the server, or holds bytes nobody asked for)."""
-        if isinstance(self.sock, ssl.SSLSocket) and self.sock.pending():
-            return False
-        try:
-            poller = select.poll()
-            poller.register(self.sock, select.POLLIN)
-            return not poller.poll(0)
-        except (OSError, ValueError):
-            return False
-
-    def reusable(self) -> bool:
-        """After a whole answer: may this connection serve the next request? (Then it is
-        made ready for it.)"""
-        answer = self.reading
-        keep = answer.complete and answer.keep_alive and not answer.extra and not self.ended
-        self.reading = _Answer()
-        return keep
-
-    def send(self, message: bytes, deadline: float, timeout: float) -> None:
-        try:
-            self.sock.settimeout(_remaining(deadline))
-            self.sock.sendall(message)
-        except TimeoutError as err:
-            raise AnswerTimeout(f"the request was not sent within {timeout}s") from err
-        except OSError as err:
-            raise ConnectionLost(f"connection lost while sending: {_reason(err)}") from err
-
-    def answer(self, deadline: float, timeout: float) -> Response:
-        """The whole answer."""
-        response = self.head(deadline, timeout)
-        response.data = self.body(deadline, timeout)
-        return response
-
-    def head(self, deadline: float, timeout: float) -> Response:
-        """The status and headers (interim answers skipped)."""
-        while not self.reading.started:
-            self._receive(deadline, timeout, "no complete answer")
-        return Response(self.reading.status, self.reading.headers, b"")
-
-    def body(self, deadline: float, timeout: float) -> bytes:
-        """The rest of the answer after `head`, whole."""
-        while not self.reading.complete:
-            self._receive(deadline, timeout, "no complete answer")
-        return self.reading.take_body()
-
-    def _receive(self, deadline: float, timeout: float, late: str) -> None:
-        """Receive once (waiting until `deadline`) and parse what came."""
-        try:
-            self.sock.settimeout(_remaining(deadline))
-            chunk = self.sock.recv(_RECV)
-        except TimeoutError as err:
-            raise AnswerTimeout(f"{late} within {timeout}s") from err
-        except OSError as err:
-            raise ConnectionLost(f"connection lost while reading the answer: "
-                                 f"{_reason(err)}") from err
-        answer = self.reading
-        if not chunk:
-            self.ended = True
-            if answer.ends_with_connection():
-                answer.complete = True
-                return
-            raise ConnectionLost(_CUT_SHORT)
-        try:
-            answer.parser.feed_data(chunk)
-        except httptools.HttpParserError as err:
-            if answer.status == 101:  # llhttp stops there, as it must for an upgrade
-                raise BadAnswer("101 Switching Protocols: no upgrade was asked for") from None
-            raise BadAnswer(f"not an HTTP/1.x answer this client reads: {err}") from None
+def _kept(pool: HTTPConnectionPool) -> int:
+    """Open connections in the pool's queue (the rest of its slots are None placeholders
+    or connections closed)."""
+    queue = pool.pool
+    if queue is None:
+        return 0
+    with queue.mutex:
+        return sum(1 for conn in queue.queue if conn is not None and conn.sock is not None)
 
 
 class Stream:
@@ -391,33 +367,59 @@ class Stream:
     with the answer; a silence longer than `idle` is an AnswerTimeout, a cut a
     ConnectionLost. `close` ends it early (from any thread)."""
 
-    def __init__(self, conn: _Connection, response: Response, idle: float) -> None:
+    def __init__(self, resp: urllib3.BaseHTTPResponse | None, response: Response,
+                 idle: float, pool: Pool, manager: urllib3.PoolManager) -> None:
         self.response = response
-        self._conn = conn
+        self._manager = manager
+        self._resp = resp
         self._idle = idle
-        self._closed = not 200 <= response.status < 300
+        self._pool = pool
+        self._closed = resp is None
 
     def __iter__(self) -> Iterator[bytes]:
-        answer = self._conn.reading
-        while not self._closed:
-            if answer.parts:
-                yield answer.take_body()
-            elif answer.complete:
-                self.close()
+        resp = self._resp
+        while not self._closed and resp is not None:
+            try:
+                piece = resp.read1(_READ, decode_content=False)
+            except (u3.HTTPError, OSError, http.client.HTTPException, ValueError,
+                    AttributeError) as err:
+                if self._closed:  # closed by another thread while it waited: the end
+                    return
+                if isinstance(err, ValueError | AttributeError):
+                    raise ConnectionLost(f"connection lost: {err}") from err
+                raise self._pool._failure(err, self._idle, "nothing received",
+                                          sent=True) from err
+            if piece:
+                yield piece
+            elif self._closed:
+                return
             else:
-                try:
-                    self._conn._receive(time.monotonic() + self._idle, self._idle,
-                                        "nothing received")
-                except TransportError:
-                    if self._closed:  # closed by another thread while it waited: the end
-                        return
-                    raise
+                self.close()
+
+    def lines(self) -> Iterator[bytes]:
+        """The answer's body line by line (newline-separated JSON: watch events), each
+        without its newline; blank lines skipped."""
+        pending = b""
+        for piece in self:
+            pending += piece
+            if b"\n" not in pending:
+                continue
+            *complete, pending = pending.split(b"\n")
+            for line in complete:
+                if line.strip():
+                    yield line
+        if pending.strip():
+            yield pending
 
     def close(self) -> None:
         self._closed = True
-        with contextlib.suppress(OSError):
-            self._conn.sock.shutdown(socket.SHUT_RDWR)
-        self._conn.close()
+        resp = self._resp
+        if resp is not None:
+            with contextlib.suppress(Exception):
+                resp.shutdown()  # wakes a read waiting in another thread
+            with contextlib.suppress(Exception):
+                resp.close()
+        self._manager.clear()
 
     def __enter__(self) -> Stream:
         return self
@@ -426,17 +428,50 @@ class Stream:
         self.close()
 
 
-def _header_line(name: str, value: str) -> str:
+def _read_whole(resp: urllib3.BaseHTTPResponse, deadline: float) -> bytes:
+    """The body, read in pieces; each read waits at most until `deadline`."""
+    parts: list[bytes] = []
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise u3.ReadTimeoutError(None, "", "deadline")  # type: ignore[arg-type]
+        _set_timeout(resp, left)
+        piece = resp.read1(_READ, decode_content=False)
+        if not piece:
+            return b"".join(parts)
+        parts.append(piece)
+
+
+def _set_timeout(resp: urllib3.BaseHTTPResponse, seconds: float) -> None:
+    conn = getattr(resp, "connection", None)
+    sock = getattr(conn, "sock", None)
+    if sock is not None:
+        sock.settimeout(seconds)
+
+
+def _check(name: str, value: str) -> None:
     if "\r" in value or "\n" in value:
         raise ValueError(f"header {name} holds a line break")
-    return f"{name}: {value}"
 
 
-def _remaining(deadline: float) -> float:
-    left = deadline - time.monotonic()
-    if left <= 0:
-        raise TimeoutError
-    return left
+def _inner(err: BaseException) -> BaseException:
+    """The error under urllib3's wrappers (its `reason`, an argument, the cause)."""
+    seen = 0
+    while seen < 8:
+        seen += 1
+        nxt = getattr(err, "reason", None) if isinstance(err, u3.HTTPError) else None
+        if not isinstance(nxt, BaseException):
+            nxt = next((a for a in err.args if isinstance(a, BaseException)), None)
+        if nxt is None and isinstance(err, u3.HTTPError):
+            nxt = err.__cause__ or err.__context__
+        if not isinstance(nxt, BaseException) or nxt is err:
+            return err
+        err = nxt
+    return err
+
+
+def _tunnel_refused(err: BaseException) -> bool:
+    return isinstance(err, OSError) and "Tunnel connection failed" in str(err)
 
 
 def _reason(err: BaseException) -> str:
@@ -448,4 +483,6 @@ def _reason(err: BaseException) -> str:
         return text or type(err).__name__
     if isinstance(err, OSError) and err.strerror:
         return err.strerror
+    if isinstance(err, u3.NewConnectionError):
+        return str(err).rpartition(": ")[2] or type(err).__name__
     return str(err) or type(err).__name__

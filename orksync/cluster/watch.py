@@ -14,7 +14,7 @@ resourceVersion; it is reset by a watch that delivers an event. `synced` is set 
 first LIST is in.
 
 One thread per informer: each watched kind blocks on its own connection's reads
-(`Pool.stream` is a blocking iterator), and orksync watches a few tens of kinds at most
+(`Stream.lines` is a blocking iterator), and orksync watches a few tens of kinds at most
 (the kinds it applies), so a thread per kind costs little and keeps each loop plain
 (one selector loop would need a non-blocking parser per connection, for no gain at that
 scale). The store keeps whole objects: the drift check compares the fields orksync set
@@ -197,15 +197,9 @@ class Informer:
         try:
             if self._stopping.is_set():
                 return resource_version, delivered
-            pending = b""
-            for piece in stream:
-                pending += piece
-                while b"\n" in pending:
-                    line, pending = pending.split(b"\n", 1)
-                    if line.strip():
-                        resource_version = self._event(json.loads(line), res) or \
-                            resource_version
-                        delivered = True
+            for line in stream.lines():
+                resource_version = self._event(json.loads(line), res) or resource_version
+                delivered = True
         finally:
             self._stream = None
             stream.close()

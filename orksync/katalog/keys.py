@@ -118,13 +118,13 @@ _RECONCILER: dict[str, Key] = {
     "include": acts(_INCLUDE),
 }
 _STATUS = acts("status fields written to the custom resource's /status "
-               "(orksync.lifecycle.status)", {
+               "(orksync.status.desired)", {
                    "fields": acts("the status fields"), "include": acts(_INCLUDE),
                    "conditions": acts("false: orksync writes neither its conditions "
                                       "(Ready, Reconciling, Stalled) nor "
                                       "status.observedGeneration to the custom resources; "
                                       "the status fields and status.orksync still are "
-                                      "(orksync.lifecycle.status)"),
+                                      "(orksync.status.desired)"),
                })
 _OBSERVE_WATCH = warns("watches only trigger reconciles; orksync renders every custom "
                        "resource at every sync")

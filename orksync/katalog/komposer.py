@@ -1,30 +1,6 @@
-"""A Komposer (Orkestra's `kind: Komposer`): the Katalogs it imports from files of the
-repository, and its `spec.crds` overrides merged into their entries as Orkestra's merger
-(pkg/merger, mergeCRDEntry) merges them. Pure over the file system: reads nothing but
-what the loader hands it.
-
-Orkestra's rules, kept:
-
-* `imports.files` names Katalog files (a path string, or `{url, auth}`), relative to the
-  Komposer's file; each must be a Katalog: a Komposer importing a Komposer is refused
-  (which also refuses every cycle). Remote URLs, `$VARIABLE` references, `imports.helm`
-  and `imports.registry` need the network or the process environment: refused (the
-  schema table, orksync.katalog.keys, refuses helm and registry; `file_problem` the rest).
-* The same entry name from two imports is an error; the same file imported twice is read
-  once.
-* An override (a Komposer `spec.crds` entry named like an imported one) is merged into it
-  field by field (`merge_entry`); an override naming no imported entry is a new entry of
-  the Komposer, loaded like any Katalog entry.
-* The Komposer's `security.namespaceProtection` lists are added to every composed entry's
-  (additive, like the Katalog-level guard); its `security.deletionProtection`, when it
-  declares one, replaces the imported Katalogs' (non-nil override wins).
-
-Decisions (orksync loads a repository, Orkestra the files it is given): a Katalog imported
-by a Komposer is loaded through it only, not again on its own; a Katalog imported by two
-Komposers is an error at the second (in Orkestra, two entry points defining the same
-entries are). An imported file holding no Katalog is an error (Orkestra skips it
-silently).
-"""
+"""A Komposer: the Katalogs it imports from the repository and its `spec.crds` overrides
+merged into their entries as Orkestra's merger does. Pure over the file system
+(docs/katalog-semantics.md#komposers)."""
 
 from __future__ import annotations
 

@@ -1,37 +1,6 @@
-"""Motif imports (semantics §1.8): reusable bundles of resources, status fields and
-admission rules that a Katalog imports with `imports: [{motif: <file>, with: {...}}]`.
-
-Pure over the file system: reads Motif files under the repository root, never writes.
-
-Decisions (checked against Orkestra's pkg/registry/motif and pkg/katalog/motif_imports.go):
-
-* Levels. `spec.crds.<k>.imports` (also accepted as `operatorBox.imports`) merges the
-  motif's `resources`, `status` and `admission` into that CRD entry (`expand_entry`).
-  `spec.imports` (Katalog level) contributes only notes (and profiles) in Orkestra, so
-  orksync merges only its notes (`katalog_notes`) and does NOT append its resources to
-  every entry — that would create objects Orkestra does not; a warning says so.
-* Blocks. `resources.onCreate:` goes to onCreate; every other key under `resources:`
-  (the flat HookTemplates form) goes to onReconcile, as in Orkestra (drift correction);
-  orksync also accepts an explicit `resources.onReconcile:`. Motif entries are appended
-  after the CRD's own entries of the same kind. A motif block's `when:` is ANDed into each
-  of its entries; its `or:` moves to entries that have none (else a problem).
-* Inputs are bound when rendering, not by textual substitution: every appended entry,
-  status field and rule carries `__motif__: {file, motif, import, inputs}` with the
-  `with:` values (declared defaults filled in; an absent optional input without default
-  is "", as in Orkestra). The renderer calls `motif_inputs` to render those values against
-  the custom resource (so `with: {team: "{{ .spec.team }}"}` works) and renders the
-  entry with `.inputs` = the result. Observable differences from Orkestra: a motif
-  condition on a plain path (`field: spec.tier`) is evaluated against the custom resource
-  (Orkestra evaluates such "static" conditions at load time on the path text itself and
-  drops the resource), and `with:` values cannot use a forEach `.item`.
-* Only file references (`./x.yaml`, `../x`, `x.yaml`, `x.yml`), relative to the Katalog
-  file and inside the repository; OCI, Git and registry references are problems (orksync
-  renders from Git alone: vendor the motif into the repository).
-* Motifs cannot import motifs (a Motif has no `imports`), so expansion cannot cycle.
-* Problems name the import (`imports[0].with.team`), the motif file and the field: wrong
-  apiVersion/kind, missing metadata.name, unknown keys, unknown `with:` names, missing
-  required inputs without default, unsupported `include`/`external`.
-"""
+"""Motif imports: reusable bundles of resources, status fields and admission rules a
+Katalog imports with `imports: [{motif: <file>, with: {...}}]`, bound to their inputs
+when rendering. Pure over the file system (docs/katalog-semantics.md#motifs)."""
 
 from __future__ import annotations
 

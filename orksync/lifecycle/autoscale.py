@@ -1,46 +1,6 @@
-"""Workload `autoscale:` (semantics §2.4, Orkestra's workload_autoscale): set
-`spec.replicas` of a Deployment, StatefulSet or ReplicaSet from the `autoscale` directive
-the render wrote (orksync.render.builders.workloads).
-
-Who owns the replica count. A workload with `autoscale` is rendered and applied WITHOUT
-`spec.replicas`; the count is written here, by server-side apply under its own field
-manager `orksync-autoscale`. So the next apply of the workload (manager `orksync`) never
-resets it (Orkestra's Update writes the template's count back at every reconcile, and the
-two fight). A count set by someone else (`kubectl scale`) takes the field from the
-autoscaler; the next sync takes it back over at that count (clamped to [min, max]) and
-scales on from there.
-
-One sync (`Autoscaler`, called by orksync.sync):
-
-1. before the workloads are applied, one LIST per autoscaled kind (orksync's label); each
-   existing workload gets its decision (below) at once. Taking the count over before the
-   apply matters for a workload that gains `autoscale`: `orksync` still owns its
-   `spec.replicas`, and an apply without the field would otherwise drop it to the default
-   of 1 until the autoscaler wrote it back;
-2. after the apply, the workloads this sync created (not in that LIST) get theirs, from a
-   second LIST of their kind (made only when there are such workloads).
-
-The decision (`decide`, pure), for the live count `current`:
-
-* not yet under the autoscaler (no replicas owned by `orksync-autoscale`): the count is
-  taken over as it is — for a workload just created, the entry's `replicas` — clamped to
-  [min, max]; not a scale event;
-* outside [min, max] (the bounds changed in Git): clamped at once, cooldown or not; not a
-  scale event;
-* in cooldown (`now - last scale < cooldown`, the last scale time is the annotation
-  `orkestra.orkspace.io/last-scale-event`, RFC 3339, Orkestra's own, so a cooldown
-  survives a move from Orkestra): nothing;
-* `scaleUp` active and current < max: `target` (capped at max) or current + increment
-  (capped at max) when that is above current; else `scaleDown` active and current > min:
-  `target` (floored at min) or current - decrement (floored at min) when that is below
-  current. Scale-up wins when both are active, as in Orkestra; unlike Orkestra a scale-up
-  never lowers the count (a `target` below current) nor a scale-down raises it. A scale
-  stamps the annotation with `now`.
-
-The conditions were evaluated when the entry rendered (with the live children when the
-render had a LiveView), so `orksync apply DIR` scales from what `index.yaml` recorded.
-The clock is `ApplyOptions.clock`. A dry run decides and reports, writes nothing.
-"""
+"""Workload `autoscale:`: sets `spec.replicas` of a Deployment, StatefulSet or ReplicaSet
+under its own field manager, so the workload's apply never resets it. I/O around the pure
+`decide` (docs/operations.md#workload-autoscale)."""
 
 from __future__ import annotations
 

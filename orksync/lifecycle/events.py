@@ -28,29 +28,11 @@ from typing import Any
 
 from orksync.apply.impersonation import Identities, Impersonation
 from orksync.cluster.kube import Kube
+from orksync.cluster.live import LiveIndex, LiveReader
+from orksync.durations import rfc3339
 from orksync.errors import ClusterError
 from orksync.katalog.model import Catalog, CustomResource
-from orksync.lifecycle.health import (
-    ChildHealth,
-    Health,
-    HealthReport,
-    HealthStatus,
-    assess,
-    evaluate,
-    health_timeout,
-)
-from orksync.lifecycle.status import (
-    LiveIndex,
-    LiveReader,
-    child_secret_values,
-    desired_status,
-    first_error,
-    read_children,
-    render_error_text,
-    rfc3339,
-    status_cross,
-    write_status,
-)
+from orksync.lifecycle.status import read_children, status_cross, write_status
 from orksync.model import (
     MANAGED_SELECTOR,
     Action,
@@ -62,6 +44,21 @@ from orksync.model import (
     short_revision,
 )
 from orksync.secrets.mask import scrub, secret_values
+from orksync.status.desired import (
+    child_secret_values,
+    desired_status,
+    first_error,
+    render_error_text,
+)
+from orksync.status.health import (
+    ChildHealth,
+    Health,
+    HealthReport,
+    HealthStatus,
+    assess,
+    evaluate,
+    health_timeout,
+)
 
 __all__ = ["MAX_EVENT_MESSAGE", "emit", "report_sync", "sync_event"]
 
@@ -294,7 +291,7 @@ _CHANGED = (Action.CREATED, Action.CONFIGURED, Action.DELETED)
 def health_report(cr: CustomResource, live: dict[str, Any], children: Sequence[RenderedObject],
                   mine: Sequence[Change], index: LiveReader, *, now: datetime,
                   refused: Sequence[str] = (), secrets: Iterable[str] = ()) -> HealthReport:
-    """The custom resource's health (orksync.lifecycle.health) from its rendered children as
+    """The custom resource's health (orksync.status.health) from its rendered children as
     `index` lists them (no request of its own: the status reads the same LISTs). What the
     guard or the cluster-scope policy refused is a failed child: it was not applied."""
     secrets = list(secrets)

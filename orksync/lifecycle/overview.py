@@ -1,29 +1,7 @@
-"""What orksync manages and how it is doing, read from the cluster only: the `orksync
-status` and `orksync tree` views. I/O (reading) plus pure formatting.
-
-Sources: the inventory ConfigMaps (`orksync-inventory-<name>`) of the inventory namespace
-(one LIST), which name every custom resource a sync root applied, its children and the
-repository's plain manifests; and the live objects they name, read now with one LIST per
-kind (cluster-wide; per namespace when a cluster-wide LIST is forbidden; Secrets and
-ConfigMaps as metadata only, so no value is read). No repository is read.
-
-* Health is assessed now from the live objects (orksync.lifecycle.health, kstatus rules):
-  a child the inventory lists but the cluster does not hold is `Missing`; a Secret (a `tls:`
-  Secret's CA Secret too) or any kind without a rollout is `Current` once it exists; a kind
-  that cannot be read is `Unknown`, with the reason. A custom resource's health is its
-  worst child's (Failed, Missing, InProgress/Terminating, Unknown, Current), the message
-  naming that child; a health timeout its last sync declared (`HealthTimeout`) stands
-  while the children are still not Current.
-* READY is the custom resource's `Ready` condition, as its last sync or the agent wrote
-  it; its message is shown when that sync failed (ReconcileError, RenderFailed), else the
-  live health's when it is not Current.
-* REVISION is `status.orksync.lastAppliedRevision`: the revision at which the custom
-  resource was last applied by a successful sync. The agent applies only the custom
-  resources a commit changed, so an untouched one keeps the revision of its last change.
-* One row per object. SYNC ROOT is the inventory listing it; when several list it (two
-  roots synced the same source), the root named by the object's `orksync.io/inventory`
-  annotation (the last writer) comes first, the others after it.
-"""
+"""What orksync manages and how it is doing, read from the cluster only (inventories and
+live objects, no repository): the `orksync status` and `orksync tree` views. I/O
+(reading) plus pure formatting
+(docs/operations.md#seeing-what-orksync-manages-status-and-tree)."""
 
 from __future__ import annotations
 
@@ -41,8 +19,8 @@ from orksync.apply.inventory import (
 )
 from orksync.cluster.kube import Kube
 from orksync.errors import ClusterError, OrksyncError, UsageError
-from orksync.lifecycle.health import HealthStatus, assess
 from orksync.model import ObjRef
+from orksync.status.health import HealthStatus, assess
 
 __all__ = ["ChildRow", "ResourceRow", "Tree", "age", "find_tree", "read_rows",
            "status_table", "tree_table"]

@@ -1,362 +1,32 @@
-"""Writing the status of a custom resource after a sync (semantics §5.6, prior art 5, 15).
-
-* `desired_status` (pure) computes the whole `status` orksync owns:
-  - kstatus conditions `Ready` (True/ReconcileSucceeded, or False/ReconcileError with the
-    first error, scrubbed of secret values and cut to 1,024 characters, ending in `…` when
-    cut), `Reconciling` (False: the sync is done) and `Stalled` (True when the custom
-    resource failed to render: `render_error_text`, its first real error with file:line,
-    field and message, then `(and N more)`), each with `observedGeneration`. After a sync
-    without errors the children's health decides them (`health_conditions`): Ready only
-    when every child is Current, Reconciling/Progressing while one is in progress,
-    Stalled/HealthCheckFailed or HealthTimeout, each naming the child and its reason;
-    `lastTransitionTime` is kept from the live condition of the same type when its status
-    did not change. Conditions of other types found on the live object are kept as they
-    are;
-  - `status.observedGeneration`;
-  - neither of the two when the entry's `status.conditions` is false (flat
-    `operatorBox.status`, grouped `emit.status`): Orkestra's opt-out of its automatic
-    condition management, for a status schema that has no room for them. What orksync
-    wrote of them before is dropped by the server-side apply: its field manager no longer
-    sends it;
-  - `status.orksync`: `lastAppliedRevision` (the revision of the last fully successful
-    sync), `lastAttemptedRevision`, `inventory` (the children, `str(ObjRef)`), `counts`
-    (changes of this sync by action), `health` (orksync.lifecycle.health.HealthReport: the
-    custom resource's and each child's health; kept as it was when the custom resource
-    failed to render), `cleanupConditionsMetAt` while the entry's runtime.cleanup
-    conditions pass (the first time they did: its deleteAfter counts from it,
-    orksync.render.cleanup), and `refused` when the namespace guard or the
-    cluster-scope policy refused something of this custom resource (`<object>: <reason>`,
-    at most 20; docs/multi-tenancy.md);
-  - Orkestra's `status.fields[]`, in declaration order, later entries overwriting earlier
-    ones for the same path. Every entry is evaluated against the same data: the custom
-    resource as read before this status write (its *old* status, as Orkestra) plus
-    `.children`, `.inputs`, `.cross` (repository spec, live status), `.external`, `.ork`.
-    `when` gates an entry;
-    **`or:` (and the legacy `anyOf:`) is honoured too** — orksync fix of Orkestra's bug
-    §7.2 #1, where the status resolver only checked `when`. `clearOnFalse: true` removes
-    the path when the conditions fail; otherwise a failing entry keeps the live value.
-    `type` goes through `coerce_status`. After an error only the conditional entries
-    (with `when`/`or`) are evaluated, as Orkestra does. Only declared paths are written,
-    so status fields of other writers are never claimed.
-* `write_status` (I/O) server-side applies the status to the `/status` subresource under
-  its own field manager (`orksync-status`), with no request at all when the live status
-  already equals the desired one (ignoring `lastTransitionTime`). For a CRD without the
-  status subresource (discovery lists no `<plural>/status`) nothing is sent and False is
-  returned (debug log): before, every sync sent one write per custom resource that could
-  only be answered 404. A 404 (the object is gone) is treated the same way.
-* `read_children` (I/O) builds the `.children` map (orksync.render.children) from the
-  live objects: with a LiveIndex, from its one LIST per kind for every custom resource;
-  without, one LIST per kind and namespace by the label `orkestra-owner=<cr name>`, then a
-  GET for a rendered child the LIST did not find (an object without the label).
-"""
+"""Reading and writing a custom resource's `/status`: `write_status` server-side applies what
+orksync.status.desired computed, under its own field manager and only when it differs;
+`read_children` builds the `.children` map from the live objects; `status_cross` gives
+status fields their `.cross`. I/O (docs/operations.md#custom-resource-status)."""
 
 from __future__ import annotations
 
-import copy
 import logging
-from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from orksync.cluster.kube import Kube
-from orksync.cluster.live import LiveIndex, LiveReader, rfc3339
+from orksync.cluster.live import LiveReader
 from orksync.errors import ClusterError
-from orksync.katalog.model import CrdEntry, CustomResource
-from orksync.lifecycle.health import HealthReport
-from orksync.model import MANAGED_SELECTOR, Action, Change, ObjRef, RenderedObject
+from orksync.katalog.model import CustomResource
+from orksync.model import MANAGED_SELECTOR, ObjRef, RenderedObject
 from orksync.render.children import children_map, kind_key_of
-from orksync.render.cleanup import MET_AT, cleanup_block, conditions_met
-from orksync.render.coercion import coerce_status
-from orksync.render.conditions import evaluate_conditions
 from orksync.render.cross import cross_data
 from orksync.render.gotemplate import GoTemplateError
-from orksync.secrets.mask import scrub, secret_values
+from orksync.status.desired import status_data, status_equal
 
-__all__ = ["FIELD_MANAGER", "MAX_CONDITION_MESSAGE", "OWNER_LABEL", "LiveIndex", "LiveReader",
-           "bounded", "child_secret_values", "conditions_enabled", "desired_status", "first_error",
-           "health_conditions", "read_children",
-           "render_error_text", "rfc3339", "status_cross", "status_equal", "write_status"]
+__all__ = ["FIELD_MANAGER", "OWNER_LABEL", "read_children", "status_cross", "write_status"]
 
 log = logging.getLogger(__name__)
 
 
-
 FIELD_MANAGER = "orksync-status"
-MAX_REFUSED = 20  # reasons kept in status.orksync.refused, each cut to 512 characters
-MAX_REFUSED_MESSAGE = 512
-MAX_CONDITION_MESSAGE = 1024
-ELLIPSIS = "…"
 OWNER_LABEL = "orkestra-owner"
-OWN_CONDITIONS = ("Ready", "Reconciling", "Stalled")
-_LIVE_ACTIONS = (Action.CREATED, Action.CONFIGURED, Action.UNCHANGED)
 
-
-def first_error(changes: Sequence[Change], render_error: str | None) -> str | None:
-    """The error text of a sync of one custom resource: the render error, else the first
-    failed change (`<ref>: <message>`); None when everything succeeded."""
-    if render_error:
-        return render_error
-    for change in changes:
-        if change.action is Action.FAILED:
-            return f"{change.ref}: {change.message}" if change.message else str(change.ref)
-    return None
-
-
-def bounded(text: str, limit: int = MAX_CONDITION_MESSAGE, suffix: str = "") -> str:
-    """`text` + `suffix` in at most `limit` characters: `text` cut, ending in `…`, when
-    they do not fit (the suffix is kept whole)."""
-    room = limit - len(suffix)
-    if len(text) > room:
-        text = text[:max(room - len(ELLIPSIS), 0)] + ELLIPSIS
-    return text + suffix
-
-
-def render_error_text(errors: Sequence[Exception], secrets: Iterable[str] = ()) -> str:
-    """The render failure of one custom resource as its status says it: the first real
-    error (for an error that only stands for others, such as the custom resource's broken
-    Katalog entry, its first cause), whole: `file:line object field: message`, scrubbed of
-    `secrets`, cut to fit, then `(and N more)` when there are more."""
-    real = [cause for err in errors
-            for cause in (getattr(err, "causes", ()) or (err,))]
-    suffix = f" (and {len(real) - 1} more)" if len(real) > 1 else ""
-    return bounded(scrub(str(real[0]), secrets), suffix=suffix)
-
-
-def child_secret_values(children: Iterable[RenderedObject]) -> list[str]:
-    """Every secret value of the rendered Secrets, for scrubbing messages."""
-    out: list[str] = []
-    for obj in children:
-        if obj.ref.kind == "Secret" and obj.ref.api_version == "v1":
-            out.extend(secret_values(obj.body))
-    return out
-
-
-def desired_status(cr_live: Mapping[str, Any], entry: CrdEntry, templates: Any,
-                   changes_for_cr: Sequence[Change], *, revision: str,
-                   render_error: str | None, now: datetime,
-                   children: Mapping[str, Any] | None = None,
-                   cross: Mapping[str, Any] | None = None,
-                   secrets: Iterable[str] = (),
-                   refused: Sequence[str] = (),
-                   health: HealthReport | None = None) -> dict[str, Any]:
-    """The `status` orksync writes for one custom resource (see the module doc).
-
-    `templates` is the Katalog's `Templates` (its `render` and `clock` are used);
-    `children` is `read_children`'s map; `cross` the `.cross` map (`status_cross`);
-    `secrets` are values to scrub from messages; `refused`: what the guard or the
-    cluster-scope policy refused for this custom resource (`status.orksync.refused`);
-    `health`: its children's health (orksync.lifecycle.health.evaluate), which decides the
-    conditions of a sync without errors and is recorded in `status.orksync.health`."""
-    meta = cr_live.get("metadata") or {}
-    generation = meta.get("generation")
-    raw_status = cr_live.get("status")
-    live_status: Mapping[str, Any] = raw_status if isinstance(raw_status, Mapping) else {}
-    cr_ref = ObjRef.of(cr_live)
-    error = first_error(changes_for_cr, render_error)
-    status: dict[str, Any] = {}
-
-    # Orkestra's status.fields, on top of the live values of the declared paths.
-    fields = ((entry.operator_box.get("status") or {}).get("fields")) or []
-    data = _data(cr_live, entry, children, cross)
-    for spec in fields:
-        if not isinstance(spec, Mapping):
-            continue
-        path = str(spec.get("path") or "").strip().lstrip(".")
-        if not path:
-            continue
-        parts = path.split(".")
-        if parts[0] in ("conditions", "observedGeneration", "orksync"):
-            log.warning("%s: status field %s is reserved for orksync; ignored", cr_ref, path)
-            continue
-        current = _get(live_status, parts)
-        if current is not _MISSING and _get(status, parts) is _MISSING:
-            _set(status, parts, copy.deepcopy(current))
-        when = spec.get("when")
-        or_ = spec.get("or") if spec.get("or") is not None else spec.get("anyOf")
-        if error and when is None and or_ is None:
-            continue  # after an error only the conditional entries run (Orkestra)
-        try:
-            passed = evaluate_conditions(data, when, or_, templates.render,
-                                         clock=templates.clock)
-        except (GoTemplateError, ValueError, TypeError) as err:
-            log.warning("%s: status field %s: condition error: %s", cr_ref, path, err)
-            continue
-        if not passed:
-            if spec.get("clearOnFalse"):
-                _delete(status, parts)
-            continue
-        raw = spec.get("value", "")
-        try:
-            text = templates.render(raw, data) if isinstance(raw, str) and "{{" in raw else raw
-            value = coerce_status(text, str(spec.get("type") or "string"))
-        except (GoTemplateError, ValueError, TypeError) as err:
-            log.warning("%s: status field %s: %s", cr_ref, path, scrub(str(err), secrets))
-            continue
-        _set(status, parts, value)
-
-    if conditions_enabled(entry):
-        status.update(_conditions(live_status, generation, error, render_error, revision,
-                                  now, secrets, health))
-
-    raw_previous = live_status.get("orksync")
-    previous: Mapping[str, Any] = raw_previous if isinstance(raw_previous, Mapping) else {}
-    counts = Counter(c.action.value for c in changes_for_cr if c.ref != cr_ref)
-    status["orksync"] = {
-        "lastAppliedRevision": revision if not error else
-        str(previous.get("lastAppliedRevision") or ""),
-        "lastAttemptedRevision": revision,
-        "inventory": sorted({str(c.ref) for c in changes_for_cr
-                             if c.ref != cr_ref and c.action in _LIVE_ACTIONS}),
-        "counts": dict(sorted(counts.items())),
-    }
-    if health is not None and not render_error:
-        status["orksync"]["health"] = health.to_status(rfc3339)
-    elif isinstance(previous.get("health"), Mapping):  # nothing rendered: nothing assessed
-        status["orksync"]["health"] = copy.deepcopy(previous["health"])
-    if refused:
-        status["orksync"]["refused"] = [scrub(r, secrets)[:MAX_REFUSED_MESSAGE]
-                                        for r in refused[:MAX_REFUSED]]
-    block = cleanup_block(entry)
-    if block is not None:  # runtime.cleanup's deleteAfter counts from the first time
-        try:
-            met = conditions_met(block, data, templates)
-        except (GoTemplateError, ValueError, TypeError) as err:
-            log.warning("%s: runtime.cleanup: condition error: %s", cr_ref, err)
-            met = False
-        if met:
-            status["orksync"][MET_AT] = str(previous.get(MET_AT) or rfc3339(now))
-    return status
-
-
-def conditions_enabled(entry: CrdEntry) -> bool:
-    """False when the entry's `status.conditions` is false: orksync then writes neither its
-    conditions nor `status.observedGeneration` (Orkestra's StatusConfig.Conditions)."""
-    block = entry.operator_box.get("status")
-    return not (isinstance(block, Mapping) and block.get("conditions") is False)
-
-
-def _conditions(live_status: Mapping[str, Any], generation: Any, error: str | None,
-                render_error: str | None, revision: str, now: datetime,
-                secrets: Iterable[str], health: HealthReport | None) -> dict[str, Any]:
-    """The kstatus conditions (and `observedGeneration`) of `desired_status`."""
-    status: dict[str, Any] = {}
-    existing = {c.get("type"): c for c in live_status.get("conditions") or []
-                if isinstance(c, Mapping)}
-    if error:
-        message = bounded(scrub(error, secrets))
-        ready = ("False", "ReconcileError", message)
-    else:
-        ready = ("True", "ReconcileSucceeded",
-                 f"applied revision {revision}" if revision else "applied")
-    stalled = ("True", "RenderFailed", bounded(scrub(render_error, secrets))) \
-        if render_error else ("False", "NotStalled", "")
-    wanted = {"Ready": ready, "Reconciling": ("False", "ReconcileComplete", ""),
-              "Stalled": stalled}
-    if health is not None and not error:
-        wanted.update(health_conditions(health, secrets))
-    conditions = [c for t, c in existing.items() if t not in OWN_CONDITIONS]
-    for ctype in OWN_CONDITIONS:
-        value, reason, message = wanted[ctype]
-        cond: dict[str, Any] = {"type": ctype, "status": value, "reason": reason,
-                                "message": message}
-        if generation is not None:
-            cond["observedGeneration"] = generation
-        prior = existing.get(ctype)
-        cond["lastTransitionTime"] = prior["lastTransitionTime"] if (
-            prior and prior.get("status") == value and prior.get("lastTransitionTime")) \
-            else rfc3339(now)
-        conditions.append(cond)
-    status["conditions"] = conditions
-    if generation is not None:
-        status["observedGeneration"] = generation
-    return status
-
-
-def health_conditions(report: HealthReport, secrets: Iterable[str] = ()
-                      ) -> dict[str, tuple[str, str, str]]:
-    """The Ready, Reconciling and Stalled conditions (status, reason, message) of a sync
-    without errors, from the custom resource's health: Ready only when every child is
-    Current; Reconciling while one is in progress; Stalled when one failed or the health
-    timeout passed. Empty when everything is Current (the sync's own conditions stand)."""
-    message = bounded(scrub(report.health.message, secrets))
-    if report.reason == "Current":
-        return {}
-    if report.reason == "Progressing":
-        return {"Ready": ("False", "Progressing", message),
-                "Reconciling": ("True", "Progressing", message),
-                "Stalled": ("False", "NotStalled", "")}
-    reason = "HealthTimeout" if report.reason == "HealthTimeout" else "HealthCheckFailed"
-    return {"Ready": ("False", reason, message),
-            "Reconciling": ("False", "ReconcileComplete", ""),
-            "Stalled": ("True", reason, message)}
-
-
-def _data(cr_live: Mapping[str, Any], entry: CrdEntry,
-          children: Mapping[str, Any] | None,
-          cross: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    data = copy.deepcopy(dict(cr_live))
-    data.setdefault("spec", {})
-    data.setdefault("status", {})
-    data.update({"inputs": {}, "cross": dict(cross or {}), "external": {},
-                 "children": dict(children or {}),
-                 "ork": {"katalog": entry.katalog, "crd": entry.key}})
-    return data
-
-
-_MISSING = object()
-
-
-def _get(root: Mapping[str, Any], parts: list[str]) -> Any:
-    node: Any = root
-    for part in parts:
-        if not isinstance(node, Mapping) or part not in node:
-            return _MISSING
-        node = node[part]
-    return node
-
-
-def _set(root: dict[str, Any], parts: list[str], value: Any) -> None:
-    node = root
-    for part in parts[:-1]:
-        nxt = node.get(part)
-        if not isinstance(nxt, dict):
-            nxt = node[part] = {}
-        node = nxt
-    node[parts[-1]] = value
-
-
-def _delete(root: dict[str, Any], parts: list[str]) -> None:
-    """Remove a path and the maps it leaves empty."""
-    trail: list[dict[str, Any]] = [root]
-    node: Any = root
-    for part in parts[:-1]:
-        node = node.get(part) if isinstance(node, dict) else None
-        if not isinstance(node, dict):
-            return
-        trail.append(node)
-    node.pop(parts[-1], None)
-    for depth in range(len(parts) - 2, -1, -1):
-        if not trail[depth + 1]:
-            trail[depth].pop(parts[depth], None)
-
-
-def _without_transition_times(status: Any) -> Any:
-    if not isinstance(status, Mapping):
-        return status
-    out = dict(status)
-    if isinstance(out.get("conditions"), list):
-        out["conditions"] = [{k: v for k, v in c.items() if k != "lastTransitionTime"}
-                             if isinstance(c, Mapping) else c for c in out["conditions"]]
-    return out
-
-
-def status_equal(live: Any, desired: Any) -> bool:
-    """Equal, ignoring the conditions' `lastTransitionTime`."""
-    return bool(_without_transition_times(live or {}) == _without_transition_times(desired))
-
-
-# --- I/O -------------------------------------------------------------------------------
 
 def write_status(kube: Kube, cr_ref: ObjRef, status: Mapping[str, Any], *,
                  field_manager: str = FIELD_MANAGER,
@@ -398,7 +68,7 @@ def status_cross(cr: CustomResource, cr_live: Mapping[str, Any], templates: Any,
     """`.cross` for status fields: as in templates (orksync.render.cross), the other
     custom resource from the repository with its live status from `index`; a malformed
     `cross` block gives an empty map (the render reported it)."""
-    data = _data(cr_live, cr.entry, None)
+    data = status_data(cr_live, cr.entry, None)
     try:
         found, problems = cross_data(cr, cr.entry.operator_box.get("cross"), others,
                                      templates.text, data, index)

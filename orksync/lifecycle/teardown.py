@@ -1,35 +1,6 @@
-"""Deleting a custom resource with its `onDelete` (semantics §5.4), made safe. I/O.
-
-orksync puts the finalizer `orksync.io/cleanup` (FINALIZER) on every custom resource it
-applies (orksync.sync adds it to the bodies), so a deleted custom resource stays,
-with a deletionTimestamp, until orksync has run its teardown:
-
-1. DELETE it (background propagation: its children stay while onDelete runs); a custom
-   resource applied before the finalizer existed gets it first;
-2. run `onDelete` against the LIVE custom resource (its status included):
-   * unordered (default): each `jobs` entry is created WITHOUT owner references
-     (create-if-absent, so it survives the custom resource) and waited on until Complete
-     or Failed; other kinds listed there are ignored (owned children go by garbage
-     collection, as in Orkestra, §7.2 #14);
-   * `ordered: true`: stage by stage (`groups`, or the flat block as one stage), every
-     declared object is deleted with foreground propagation ONLY IF it carries this owner's
-     markers (fix of §7.2 #13: Orkestra deletes whatever has that name), then polled until
-     gone; Jobs of a stage are RUN (created and waited on, before the stage's deletions)
-     instead of deleted (fix of #13). `timeout` (default 5m) applies per stage; a stage's
-     own `timeout` wins;
-3. delete the children the garbage collector cannot reach (cluster-scoped ones and other
-   namespaces, for a namespaced owner), taken from the inventory and checked for ownership;
-4. remove the finalizer with a JSON patch whose `test` op pins its position, so other
-   finalizers are never touched.
-
-Any failure (a Job Failed, a timeout, a refused delete) keeps the finalizer and is a
-`failed` change; the next sync resumes (an existing onDelete Job is just waited on again).
-An onDelete Job left over from an earlier custom resource of the same name (annotation
-`orksync.io/owner-uid` differs) is deleted and run again once finished.
-
-A custom resource deleted out of band while still in Git goes through steps 2-4 too; Git
-recreates it on a later sync (the children the garbage collector removed come back too).
-"""
+"""Deleting a custom resource with its `onDelete`, behind the `orksync.io/cleanup`
+finalizer, so a failure keeps it and the next sync resumes. I/O
+(docs/operations.md#deleting-a-custom-resource-ondelete)."""
 
 from __future__ import annotations
 

@@ -1,40 +1,6 @@
-"""When the wall-clock conditions of a Katalog entry can next change their value, so the
-agent can render again at that instant instead of at its next poll. Pure: no I/O, the
-instant comes in.
-
-`next_boundary(condition_lists, after)`: the earliest instant strictly after `after` at
-which one of the wall-clock conditions in the lists changes its value, as
-`orksync.render.conditions` evaluates it (None when the lists hold none, or none of them
-ever changes):
-
-* `time: {after, before}`: at `after` (HH:MM:00, the first instant that passes), one
-  microsecond past `before` (HH:MM:00 is the last instant that passes: before is
-  inclusive exactly there) and at midnight, each only where the value really changes (a
-  window that wraps midnight does not change there; `after: "00:00"` alone never
-  changes). A bound that is not HH:MM never passes: no boundary.
-* `dayOfWeek`: the next midnight whose day passes differently from the day before.
-* `cron` (5 fields): a closed window opens at the next fire; an open one closes at the end
-  of the last fire's window (fire + `duration`) once no fire comes inside it. Without
-  `duration` the window is one period, the gap between the next two fires: it closes when
-  the time since the last fire reaches that gap, so a schedule whose fires are evenly
-  spaced is always open. An `@every` window is measured back from the instant of
-  evaluation: open or closed for ever (a duration in whole seconds), no boundary.
-
-The instants are in the time zone of `after` (UTC or a fixed offset), as the conditions
-read the clock in its own (the agent's clock is UTC). A field comparison is no wall-clock
-condition, even when its template reads the clock, and gives no boundary. A `cron`
-condition the data's `_cronWindows` overrides still gives its boundary: at worst one render
-too many.
-
-Bounded work: an open cron window is followed fire by fire until it closes. A schedule
-that repeats every week is known to close or not from one week of its fires; for one that
-does not (a day-of-month or month restriction), a window still open after MAX_FIRES fires
-or HORIZON is reported at the last instant known to be unchanged: a point to look again,
-not a change.
-
-`entry_boundary(entry, after)`: the same over every condition list the render and the
-status writer evaluate for a Katalog entry (`condition_lists`).
-"""
+"""When the wall-clock conditions of a Katalog entry next change their value, so the agent
+renders again at that instant instead of at its next poll. Pure, bounded
+(docs/katalog-semantics.md#when-a-wall-clock-condition-changes)."""
 
 from __future__ import annotations
 
@@ -46,10 +12,11 @@ from typing import Any
 from orksync.katalog.model import CrdEntry
 from orksync.render.conditions import cron_window, time_bounds, wall_clock_key
 from orksync.render.engine import GATES
+from orksync.render.entry import AUTOSCALED
 from orksync.render.kinds import BY_KEY
 from orksync.render.notes.cron import CronSchedule, window_open
 from orksync.render.notes.time import day_of_week_matches, in_window
-from orksync.render.resource import AUTOSCALED, BLOCKS
+from orksync.render.resource import BLOCKS
 
 __all__ = ["HORIZON", "MAX_FIRES", "condition_boundary", "condition_lists", "entry_boundary",
            "next_boundary"]

@@ -1,6 +1,6 @@
 """`.children` (semantics §1.9): the live objects a custom resource's Katalog entry declares,
 as templates and status fields see them. Pure: the cluster is reached only through an
-injected `LiveView` (orksync.lifecycle.status.LiveIndex), which lists each kind once for all
+injected `LiveView` (orksync.cluster.live.LiveIndex), which lists each kind once for all
 custom resources.
 
 The map has, for every kind the entry declares under `onCreate` or `onReconcile` (in

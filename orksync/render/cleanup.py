@@ -1,32 +1,6 @@
-"""Orkestra's `runtime.cleanup` (grouped layout of v0.7.18; it has no flat spelling): a
-custom resource whose cleanup conditions pass is deleted, at once or `deleteAfter` after
-they first passed. Pure: the live custom resource comes in, a verdict goes out.
-
-    operatorBox:
-      runtime:
-        cleanup:
-          or: [{field: status.phase, equals: Done}, {field: status.phase, equals: Failed}]
-          deleteAfter: 10m
-
-Orkestra evaluates the conditions at its pre-reconcile gate, on the custom resource as it
-is in the cluster (its status included); here the live render does the same
-(`cleanup_due`, with the render's clock). Conditions that never saw the cluster (an
-offline render) decide nothing. `when` (all) and `or` (one of) both pass when both are
-given; a block without conditions does nothing, as in Orkestra.
-
-`deleteAfter`: Orkestra notes on the custom resource when the conditions first passed;
-orksync notes it in `status.orksync.cleanupConditionsMetAt` (orksync.lifecycle.status
-writes it while they pass, keeping the first time) and deletes once that time plus
-`deleteAfter` has passed; until the note is there, nothing is deleted. `deleteAfter`
-with `ignoreStatusPatch` (no status is written, so no note ever) is a load error.
-
-What a GitOps sync does with the verdict (orksync.sync): the custom resource is not
-applied, so the prune deletes it like one that left Git (its onDelete runs, its children
-go), and the inventory remembers it with the `fingerprint` of its body in Git: while Git
-holds the same custom resource, it is not applied again (else every deletion would be
-undone by the next sync and the custom resource would run again and again); a change of
-it in Git, or its removal, forgets it.
-"""
+"""Orkestra's `runtime.cleanup`: a custom resource whose cleanup conditions pass is
+deleted, at once or `deleteAfter` after they first passed. Pure: the live custom resource
+comes in, a verdict goes out (docs/katalog-semantics.md#runtimecleanup)."""
 
 from __future__ import annotations
 

@@ -1,57 +1,6 @@
-"""Orkestra's condition language (`when:` / `or:`), semantics §4.7.
-
-Pure. No I/O, clock and randomness injected: templates go through the caller's `render`,
-wall-clock conditions read the injected `clock`, `unique` asks an optional checker.
-
-Combination (`evaluate_conditions`): every `when` item must pass (AND); a non-empty `or`
-needs at least one passing item; both blocks must pass; empty or missing blocks pass.
-The legacy `anyOf:` key (renamed `or:` in v0.7.16) is resolved by the caller, which
-passes it as `or_`.
-
-One condition (`evaluate_condition`), checked in this order:
-
-1. `time: {after, before}` ("HH:MM", either optional) — the clock's time of day is inside
-   [after, before] (before inclusive at exactly HH:MM:00, as Orkestra). orksync fix: a
-   window whose after is later than its before wraps midnight (Orkestra never matches).
-2. `dayOfWeek: {weekday | weekend | in | notIn}` — first present key decides:
-   `weekday: true` passes Monday-Friday (`false` passes at weekends), `weekend` likewise,
-   `in`/`notIn` list day names (case-insensitive; full names, and as an extension
-   three-letter ones), a list or a comma-separated text. Nothing set → false.
-3. `cron` (+ optional extended `duration`) — open when a fire happened within the last
-   `duration` (default: one period of the schedule); `data["_cronWindows"][cron]`
-   ("true"/"false"), when present, wins, as in Orkestra.
-4. Otherwise a field comparison. The operator and expected value come from the first
-   non-empty key in this order: `exists: true`, `notExists: true`, `equals`,
-   `notEquals`, `prefix`, `notPrefix`, `suffix`, `notSuffix`, `contains`, `notContains`,
-   `regex`, `greaterThan` (gt), `lessThan` (lt), `greaterThanOrEqual` (gte),
-   `lessThanOrEqual` (lte), `min` (gte), `max` (lte), `between`, `notBetween`, `in`,
-   `notIn`, then `operator` + `value`, then a bare `value` (equals), else `exists`.
-   An empty string counts as not set (Orkestra's zero-value check), so `equals: ""` is
-   ignored; YAML numbers/bools are read as their text (`equals: 3` = `equals: "3"`).
-
-Field: a bare dot path without leading dot (`spec.tier`), navigated through MAPS ONLY as
-Orkestra does (`spec.items.0` does not index a list: it is missing); the value is printed
-with Go's %v (strings as is, `true`, `3`, `1e+06`, `[a b]`), missing or null → "". A
-field containing `{{` is a template rendered by `render(field, data)`; a render error
-makes the condition false. An expected value containing `{{` is rendered too (on error
-the literal text is used, as Orkestra does).
-
-Operators: string ones compare exactly (case-sensitive). `gt lt gte lte` read both sides
-with Go's `Sscanf("%f")` (leading number, trailing text ignored); an empty or unreadable
-field is 0; an unreadable expected value makes the condition false. `between`/`notBetween`
-take "min,max" (inclusive); there an unreadable field is false. `in`/`notIn` split on
-commas and trim blanks from the items; an empty item matches an empty field
-(`"Pending,"`). `regex` is Go RE2 syntax run with Python's `re`: patterns RE2 rejects
-(lookaround, backreferences, atomic/possessive forms) and patterns with nested
-quantifiers such as `(a+)+` (catastrophic backtracking) never match and fail load-time
-validation; `(?<name>…)` and `\\z` are translated; an invalid pattern is false.
-`exists` = value non-empty (and not `<no value>`), `notExists` the opposite. The `type*`
-operators inspect the raw value at the path (for a templated field: the rendered text,
-so `string`; Orkestra looks the template text up as a path and always sees null).
-`unique` passes unless `unique_checker(field, value)` says otherwise. An unknown operator
-is false here (Orkestra passes it silently — fail-open) and an error in
-`validate_condition`. `negate: true` inverts the final result of any condition.
-"""
+"""Orkestra's condition language (`when:` / `or:`): evaluation and the load-time check.
+Pure: templates through the caller's `render`, the clock injected
+(docs/katalog-semantics.md#conditions)."""
 
 from __future__ import annotations
 

@@ -27,6 +27,7 @@ from orksync.katalog.model import (
     PlainManifest,
 )
 from orksync.katalog.tenancy import service_account_of
+from orksync.katalog.validate import cross_warnings
 from orksync.model import (
     SERVICE_ACCOUNT_DIRECTIVE,
     STAGE_PLAIN,
@@ -43,15 +44,17 @@ from orksync.names import label_value_problem
 from orksync.render.children import LiveView
 from orksync.render.cleanup import cleanup_block, cleanup_due, fingerprint
 from orksync.render.conditions import evaluate_conditions
+from orksync.render.entry import STAGE_CR, STAGE_CRD
 from orksync.render.external import Egress
 from orksync.render.fieldcheck import field_problems
 from orksync.render.gotemplate import GoTemplateError
 from orksync.render.guard import ClusterScope, NamespaceGuard
 from orksync.render.kinds import KINDS, ORDER
-from orksync.render.resource import BLOCKS, STAGE_CR, STAGE_CRD, CrRenderer, cr_data
+from orksync.render.placeholders import placeholder_outside_secret
+from orksync.render.resource import BLOCKS, CrRenderer, cr_data
 from orksync.render.templates import Clock, Templates, templates_for, utc_now
 from orksync.render.user_profiles import shadow_warnings
-from orksync.render.validate import cross_warnings, katalog_problems, portability_warnings
+from orksync.render.validate import katalog_problems, portability_warnings
 from orksync.yamlio import locate, split_path
 
 __all__ = ["CrResult", "CrSummary", "Extras", "Merger", "Outcome", "RefKey", "RenderPlan",
@@ -204,12 +207,15 @@ class RenderPlan:
             if waiting:
                 return ("refused", waiting)
         try:
-            return render_custom_resource(cr, self.templates[cr.entry.katalog],
-                                          self.catalog.crs, scope=self.scope, live=live,
-                                          egress=egress,
-                                          nested=self.nested.get(cr.entry.katalog, {}))
+            result = render_custom_resource(cr, self.templates[cr.entry.katalog],
+                                            self.catalog.crs, scope=self.scope, live=live,
+                                            egress=egress,
+                                            nested=self.nested.get(cr.entry.katalog, {}))
         except InputError as err:
             return err
+        misplaced = placeholder_outside_secret(result.children, cr=str(cr.ref),
+                                               entry=cr.entry)
+        return misplaced if misplaced is not None else result
 
     def merger(self) -> Merger:
         # custom resources Orkestra would not reconcile: neither rendered nor pruned;
@@ -436,7 +442,7 @@ def dependency_refusal(cr: CustomResource,
                        live: LiveView) -> str:
     """Why the entry's dependsOn holds `cr` back ("" when it does not): a custom resource
     of an entry it names with `healthy` (or `ready`) whose live Ready condition is not
-    True (absent, not applied yet, or not healthy: orksync.lifecycle.health). A custom
+    True (absent, not applied yet, or not healthy: orksync.status.health). A custom
     resource held back is neither rendered nor pruned; a later sync renders it once the
     dependency is healthy. `started` waits for nothing: a sync applies the dependency's
     kind with this one's."""

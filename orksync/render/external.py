@@ -1,33 +1,6 @@
-"""Orkestra's `external:` calls of a block (`onReconcile.external`, `onCreate.external`):
-the call specs read and checked, the egress allow-list, and the results templates see as
-`.external.<name>`. Pure: the HTTP requests themselves go through the injected `Egress`
-(orksync.egress in a live render; none in an offline render, which makes no call).
-
-Orkestra's shape (semantics §1.6): each call has `name`, `url` (a template), `method`
-(GET), `body` (a template), `headers` (literal text), `timeout` (10s), `expectedStatus`
-(any 2xx), `continueOnError` (false), and `when` / `or` / `anyOf` conditions. The calls
-run in order, onReconcile's list first, before any object renders; a call sees the
-results of the calls before it. Its result: `{status: "200", statusCode: 200, body: <at
-most 4096 bytes>, error, called: "true", durationSeconds}`; a call whose conditions do
-not hold is `{status: "", body: "", error: "", called: "false"}`. A failed call (no
-answer, or a status other than the expected one) halts the custom resource's render
-unless `continueOnError: true`, when its result carries the error.
-
-Decisions (orksync's, for a tenant must not make the agent call what it should not):
-
-* Egress allow-list per CRD entry: the scheme, host and port a Katalog writes out
-  literally in `url` (`http://health.example.com:8080/...`, the authority ending before
-  any template) are the platform's choice and allowed; a URL whose authority a template
-  chooses is called only when its host (or `host:port`) is in the entry's
-  `allowedExternalHosts` (exact names, or `*.example.com` for any name under it);
-  anything else is a render error of that custom resource naming the field.
-* http and https only; no redirect is followed, no proxy is used, and a URL with a user
-  name or password is refused.
-* Bounded: at most MAX_CALLS calls per block, a timeout of at most MAX_TIMEOUT seconds,
-  at most MAX_BODY bytes of an answer read (and kept).
-* Credentials (`token`, `auth`) are not sent, and other protocols (`protocol`, `query`,
-  `cacheFor`) are not spoken: an error naming the key.
-"""
+"""Orkestra's `external:` calls of a block: the call specs read and checked, the egress
+allow-list, the results templates see as `.external.<name>`. Pure: requests go through
+the injected `Egress` (docs/katalog-semantics.md#external-calls)."""
 
 from __future__ import annotations
 

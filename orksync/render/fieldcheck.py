@@ -1,36 +1,6 @@
-"""Templates checked against the CRD: every `.spec...` and `.status...` path a Katalog
-entry reads, looked up in the `openAPIV3Schema` its CRD (from the repository) gives the
-version the entry watches. Pure.
-
-The API server prunes every field a structural schema does not declare, so a template
-reading one always gets nothing: `{{ .spec.teir }}` (a typo of `tier`) renders "" and
-says nothing, in Orkestra and in orksync. `field_problems` finds each such read, with the
-Katalog's file and line, the path read and the nearest field that exists (difflib).
-
-What is read: every Go template of the entry (its parse tree, the render's own parser:
-`GoTemplateEngine.parse_tree`), and the dot paths conditions (`when`, `or`, `anyOf`,
-`validation.rules`) and `forEach.field` name without a template. What the walk knows of
-dot and of variables:
-
-* at the top of a template, dot and `$` are the custom resource's data: `.spec` and
-  `.status` are checked, and in an entry with `forEach: {field: spec.list, as: x}` its
-  `.item` and `.x` (`.value` for a map's) against the field's element; every other key
-  (`.metadata`, `.children`, `.cross`, `.inputs`, `.index`, ...) is not;
-* `with PIPE` sets dot to what PIPE reads; `range PIPE` to an element of it (an array's
-  `items`, a map's `additionalProperties`); a variable keeps what it was given
-  (`$db := .spec.db`, `range $i, $e := .spec.list`); `index X k` reaches an element or a
-  declared key; `{{template "n" PIPE}}` checks n's body with dot and `$` what PIPE reads;
-* anything else is unknown and nothing under it is checked: a function's result, a
-  variable assigned again with `=` anywhere in the template, a schema that keeps unknown
-  fields (`x-kubernetes-preserve-unknown-fields`, `additionalProperties: true`) or
-  declares neither type nor properties, `{{define}}` bodies no `{{template}}` of the
-  same text calls. The checker never warns when unsure.
-
-Paths the entry puts into the data itself (`normalize.spec` keys, `mutation.rules[].field`)
-count as present. Not checked: Katalog-level notes (they serve every entry of the
-Katalog), Katalogs in the Jinja2 dialect, an entry whose forEach alias is `spec` or
-`status` (it hides the custom resource's).
-"""
+"""Templates checked against the CRD: every `.spec...` and `.status...` path an entry
+reads, looked up in its CRD's `openAPIV3Schema`, since the API server prunes what the
+schema does not declare. Pure (docs/katalog-schema.md#templates-checked-against-the-crd)."""
 
 from __future__ import annotations
 
@@ -45,10 +15,10 @@ from orksync.errors import RenderError
 from orksync.katalog.model import CrdEntry, CrdManifest, Katalog
 from orksync.katalog.motifs import MOTIF_KEY
 from orksync.katalog.schema import SKIPPED_TOP_LEVEL, version_schema
+from orksync.katalog.validate import MAX_KATALOG_ACTIONS
 from orksync.render.gotemplate import GoTemplateEngine, GoTemplateError
 from orksync.render.gotemplate import nodes as n
 from orksync.render.templates import TemplateEngine
-from orksync.render.validate import MAX_KATALOG_ACTIONS
 from orksync.yamldoc import dotted
 from orksync.yamlio import locator
 

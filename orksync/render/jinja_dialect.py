@@ -1,46 +1,6 @@
-"""The native Jinja2 template dialect a Katalog can opt into instead of Go templates.
-
-Pure. No I/O. `JinjaTemplateEngine` has the API of `GoTemplateEngine` (`render`,
-`render_value`, `check`, `referenced_functions`) and raises the same `GoTemplateError`.
-
-Decisions:
-
-* Switch: the Katalog annotation `orksync.io/template-dialect: jinja2` (Orkestra tools
-  ignore unknown annotations; such a Katalog is not Orkestra-portable anyway); absent or
-  `go` = Go templates. `template_dialect(doc)` reads it, `make_engine` builds the engine.
-  One dialect per Katalog (templates, conditions, user notes).
-* Data keys are top-level variables (`{{ metadata.name }}`, `{{ inputs.team }}`). On a
-  map `.x` and `['x']` read the KEY only, never a dict method (`spec.items` is the field);
-  attributes starting with `_` are refused (`spec['_x']` reads such a key).
-* Undefined = Go's missingkey=zero: it prints "", `| default(...)` and `is defined` work,
-  but reading a field OF it is an error (Go: "nil pointer evaluating interface {}.x"):
-  `{{ spec.nmae }}` renders "", `{{ spec.nmae.x }}` fails.
-* Functions (Orkestra notes + user notes) are globals called in written order
-  (`{{ toUpper(spec.image) }}`, `{{ randomHex(8) }}`) and filters, Jinja-style with the
-  piped value FIRST, which suits Orkestra's subject-first notes: `{{ spec.v |
-  trimPrefix("v") }}` = `trimPrefix(spec.v, "v")` (unlike Go, whose pipeline passes it
-  last). Jinja's built-in filters keep their meaning on a name clash (`default`, `join`,
-  `replace`, `trim`, `lower`, ...); library functions win over Jinja globals (range, dict,
-  cycler, joiner; lipsum is removed), except `namespace`, which stays Jinja's (the
-  `namespace` note is the filter `obj | namespace`). Undefined arguments arrive as None.
-* Output: None/undefined print "", booleans `true`/`false`, lists and maps compact JSON,
-  the rest str(); `~` joins the same way. Orkestra's post-processing applies: a text
-  without `{{` is returned verbatim (a statement-only `{% if x %}a{% endif %}` is NOT
-  rendered: write `{{ 'a' if x else '' }}`), the result is trimmed, `<no value>` removed.
-* Sandbox: jinja2's ImmutableSandboxedEnvironment (unsafe attributes are errors, not
-  silent blanks; lists/maps cannot be mutated), no loader (`include`/`import`/`extends`
-  refused). Bounds per render: `max_steps` (loop iterations, calls, filters, intercepted
-  operators; a macro call counts 10, a render nested in a render, such as a user note, 100
-  and shares the outer render's budget and deadline), `max_seconds` (wall clock),
-  `max_output` (the output AND every value entering or leaving a call, filter, operator `*
-  ** + % ~` or output expression, shared references counted each time they print), with
-  widths, repeat counts, replacements and integer sizes checked BEFORE the work; `sum`
-  adds numbers only.
-* A template has at most 5,000 `{{` and `{%` (compiling is the slow part).
-* Unknown functions, filters and tests are compile errors (`check()`), like Go's
-  "function not defined"; names bound by the template (set, for, macro) are allowed.
-  Compiled templates are cached per engine by source text.
-"""
+"""The native Jinja2 template dialect a Katalog can opt into instead of Go templates, with
+the API of `GoTemplateEngine`, sandboxed and bounded. Pure
+(docs/katalog-semantics.md#the-jinja2-dialect)."""
 
 from __future__ import annotations
 

@@ -1,45 +1,11 @@
 """What happens to a custom resource's template data before its children render:
-`normalize.spec` rewrites, `mutation.rules` and `validation.rules` (semantics §5.1 steps
-3, 10, 11; §5.7; §8.2 steps 2-3). Pure: templates go through the injected `render`, the
-clock reaches conditions only as `clock`; nothing here reads or writes a cluster.
-
-Decisions:
-
-* In memory only. Orkestra sends mutation results to the live custom resource as a JSON
-  merge patch; orksync never writes a custom resource's spec — Git owns it (a write-back
-  would fight the next sync). Mutations shape only what this render's templates see.
-* Order (`prepare`): normalize, then mutation, then validation; `mutation.mutateFirst:
-  false` runs validation before mutation. Rules apply in order, each seeing the data as the
-  earlier rules left it.
-* normalize: `normalize.spec` (on the CRD entry, or under operatorBox) maps a dot path
-  UNDER spec (`replicas`, `db.size`) to a template; the rendered text is YAML-decoded
-  (YAML 1.2 core: "3" → 3, "true" → true, "yes" stays text); an empty result stays "",
-  undecodable text stays text. All templates see the data before normalization.
-* mutation: `default:` sets the field when it is absent, null or ""; `override:` always.
-  A string value is rendered when it holds `{{`. `valueType` (int|integer, float|number,
-  bool|boolean, string) converts with Go's strconv rules. orksync FIX of Orkestra bug #15:
-  without valueType the YAML type is kept (`default: 1` writes the integer 1; Orkestra
-  writes "1"); strings, and so rendered templates, stay strings. A rule that cannot apply
-  (template error, failed conversion, a non-map on the path) is skipped with a warning, as
-  Orkestra logs and goes on.
-* validation: a rule is a condition (§4.7 keys) that must HOLD; a violation is when it
-  does not (`field: spec.image, operator: exists` denies a custom resource without an
-  image). `action: deny` (default) denies, `warn` warns, anything else denies. Rules
-  with `when`/`or` apply only when those pass; `fires.reconcile: false` rules are
-  admission-only and skipped. Like Orkestra's EvaluateValidationRule (not like `when:`),
-  a comparison on an absent field fails (except `notEquals`, `exists`, `notExists`), and
-  `gt lt gte lte between notBetween` need the field to be a number
-  (strconv.ParseFloat) — an empty field is not 0. Messages name the rule
-  (`validation rule 0 (spec.image): …`) and use its `message`.
-* Rules carrying a motif marker (`__motif__`, see orksync.katalog.motifs) see
-  `.inputs` = that motif's rendered inputs.
-* `include:` and `external:` blocks are refused by `rule_problems` (not supported).
-"""
+`normalize.spec`, `mutation.rules`, `validation.rules`. Pure: templates through the
+injected `render`, the clock as `clock`
+(docs/katalog-semantics.md#normalize-mutation-validation)."""
 
 from __future__ import annotations
 
 import contextlib
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -49,6 +15,7 @@ from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
 from orksync.katalog.motifs import MOTIF_KEY, motif_inputs
+from orksync.katalog.validate import IDENTITY_FIELDS, NOT_IN_RULES
 from orksync.model import copy_tree
 from orksync.render.coercion import go_atoi, go_parse_float
 from orksync.render.conditions import (
@@ -57,28 +24,18 @@ from orksync.render.conditions import (
     evaluate_condition,
     evaluate_conditions,
     resolve_operator,
-    validate_condition,
 )
 from orksync.render.gotemplate import GoTemplateError
 from orksync.render.govalues import format_value
 
 __all__ = ["PrepareError", "ValidationResult", "convert", "mutate", "normalize", "prepare",
-           "rule_problems", "validate", "yaml_decode"]
+           "validate", "yaml_decode"]
 
 Render = Callable[[str, Mapping[str, Any]], str]
 Clock = Callable[[], datetime]
 UniqueChecker = Callable[[str, Any], bool]
-Path = list[str | int]
 
-VALUE_TYPES = frozenset({"int", "integer", "float", "number", "bool", "boolean", "string"})
-ACTIONS = ("deny", "warn")
-IDENTITY_FIELDS = frozenset({"apiVersion", "kind", "metadata.name", "metadata.namespace"})
-RULE_CONDITION_KEYS = CONDITION_KEYS - {"time", "dayOfWeek", "cron", "duration", "source",
-                                         "notify"}
-VALIDATION_RULE_KEYS = RULE_CONDITION_KEYS | {"action", "message", "when", "or", "anyOf",
-                                              "fires", "link", "valueType", MOTIF_KEY}
-MUTATION_RULE_KEYS = frozenset({"field", "default", "override", "valueType", "when", "or",
-                                "anyOf", "fires", MOTIF_KEY})
+RULE_CONDITION_KEYS = CONDITION_KEYS - NOT_IN_RULES
 _NEEDS_FIELD = frozenset({"equals", "contains", "notContains", "prefix", "notPrefix",
                           "suffix", "notSuffix", "in", "notIn", "regex", "gt", "lt", "gte",
                           "lte", "between", "notBetween", "unique"})
@@ -357,143 +314,3 @@ def prepare(data: Mapping[str, Any], entry_raw: Mapping[str, Any], render: Rende
         verdict = validate(out, validation.get("rules"), render, clock,
                            unique_checker=unique_checker)
     return out, verdict, warnings
-
-
-# ── load-time checks ─────────────────────────────────────────────────────────────
-
-_DOTTED = re.compile(r"^[^.\s{}]+(\.[^.\s{}]+)*$")
-
-
-def _field_problem(value: Any, *, under_spec: bool = False) -> str:
-    if not isinstance(value, str) or not value.strip():
-        return f"needs a field (a dot path), got {format_value(value)!r}"
-    if "{{" in value:
-        return ""
-    if not _DOTTED.match(value):
-        return f"{value!r} is not a dot path (write spec.replicas, no leading dot)"
-    if under_spec and value.startswith("spec."):
-        return f"paths are under spec already: write {value[5:]!r}, not {value!r}"
-    if not under_spec and value in IDENTITY_FIELDS:
-        return f"{value} identifies the custom resource and cannot be changed"
-    return ""
-
-
-def _templates(node: Any, path: Path, check: Callable[[str], None] | None,
-               out: list[tuple[Path, str]]) -> None:
-    if check is None:
-        return
-    if isinstance(node, str) and "{{" in node:
-        try:
-            check(node)
-        except GoTemplateError as err:
-            out.append((path, f"template error: {err}"))
-    elif isinstance(node, Mapping):
-        for key, value in node.items():
-            if key != MOTIF_KEY:
-                _templates(value, [*path, str(key)], check, out)
-    elif isinstance(node, list):
-        for i, value in enumerate(node):
-            _templates(value, [*path, i], check, out)
-
-
-def _conditions(rule: Mapping[str, Any], path: Path, out: list[tuple[Path, str]]) -> None:
-    for key in ("when", "or", "anyOf"):
-        value = rule.get(key)
-        if value is None:
-            continue
-        if not isinstance(value, list):
-            out.append(([*path, key], "must be a list of conditions"))
-            continue
-        for j, cond in enumerate(value):
-            out.extend(([*path, key, j], p) for p in validate_condition(cond))
-    fires = rule.get("fires")
-    if fires is not None and not (isinstance(fires, Mapping)
-                                  and all(isinstance(v, bool) for v in fires.values())):
-        out.append(([*path, "fires"], "must be a map such as {reconcile: false}"))
-
-
-def _config(raw: Mapping[str, Any], key: str, allowed: frozenset[str],
-            out: list[tuple[Path, str]]) -> tuple[Path, list[Any]]:
-    path: Path = [key]
-    config = raw.get(key)
-    if config is None:
-        box = raw.get("operatorBox")
-        config = box.get(key) if isinstance(box, Mapping) else None
-        path = ["operatorBox", key]
-    if config is None:
-        return path, []
-    if not isinstance(config, Mapping):
-        out.append((path, "must be a map"))
-        return path, []
-    for k in config:
-        if k in ("include", "external"):
-            out.append(([*path, k], f"{key}.{k} is not supported by orksync (inline the "
-                        "rules; orksync makes no calls while rendering)"))
-        elif k not in allowed:
-            out.append(([*path, k], f"unknown {key} key {k!r}"))
-    rules = config.get("rules")
-    if rules is not None and not isinstance(rules, list):
-        out.append(([*path, "rules"], "must be a list of rules"))
-        return path, []
-    return path, list(rules or [])
-
-
-def rule_problems(entry_raw: Mapping[str, Any], *,
-                  check: Callable[[str], None] | None = None) -> list[tuple[Path, str]]:
-    """Load-time problems of a CRD entry's normalize / mutation / validation blocks, as
-    (field path relative to the CRD entry, message). `check` (the engine's `check`) also
-    compiles their templates."""
-    out: list[tuple[Path, str]] = []
-    path, _ = _config(entry_raw, "normalize", frozenset({"spec"}), out)
-    spec_map = _block(entry_raw, "normalize").get("spec")
-    if spec_map is not None and not isinstance(spec_map, Mapping):
-        out.append(([*path, "spec"], "must be a map of path to template"))
-    for key, template in (spec_map or {}).items() if isinstance(spec_map, Mapping) else ():
-        problem = _field_problem(str(key), under_spec=True)
-        if problem:
-            out.append(([*path, "spec", str(key)], problem))
-        _templates(template, [*path, "spec", str(key)], check, out)
-    path, rules = _config(entry_raw, "mutation", frozenset({"rules", "mutateFirst"}), out)
-    for i, rule in enumerate(rules):
-        at: Path = [*path, "rules", i]
-        if not isinstance(rule, Mapping):
-            out.append((at, "a mutation rule must be a map"))
-            continue
-        out.extend(([*at, k], f"unknown mutation rule key {k!r}") for k in rule
-                   if k not in MUTATION_RULE_KEYS)
-        problem = _field_problem(rule.get("field"))
-        if problem:
-            out.append(([*at, "field"], problem))
-        has = [k for k in ("override", "default") if rule.get(k) is not None]
-        if not has:
-            out.append((at, "needs default: or override:"))
-        elif len(has) == 2:
-            out.append((at, "has both override: and default: (only override would be used)"))
-        value_type = _text(rule.get("valueType"))
-        if value_type and value_type not in VALUE_TYPES:
-            out.append(([*at, "valueType"], f"unknown valueType {value_type!r}; known: "
-                        + ", ".join(sorted(VALUE_TYPES))))
-        elif value_type and has and not (isinstance(rule[has[0]], str)
-                                         and "{{" in rule[has[0]]):
-            try:
-                convert(rule[has[0]], value_type)
-            except ValueError as err:
-                out.append(([*at, has[0]], str(err)))
-        _conditions(rule, at, out)
-        _templates(rule, at, check, out)
-    path, rules = _config(entry_raw, "validation", frozenset({"rules"}), out)
-    for i, rule in enumerate(rules):
-        at = [*path, "rules", i]
-        if not isinstance(rule, Mapping):
-            out.append((at, "a validation rule must be a map"))
-            continue
-        out.extend(([*at, k], f"unknown validation rule key {k!r}") for k in rule
-                   if k not in VALIDATION_RULE_KEYS)
-        action = rule.get("action")
-        if action is not None and action not in ACTIONS:
-            out.append(([*at, "action"], f"unknown action {action!r} (deny or warn)"))
-        condition = {k: v for k, v in rule.items() if k in RULE_CONDITION_KEYS}
-        out.extend((at, p) for p in validate_condition(condition))
-        _conditions(rule, at, out)
-        _templates(rule, at, check, out)
-    return out

@@ -1,46 +1,6 @@
-"""Decide what to write for one Secret, given its rendered body, its directives and the live
+"""Decide what to write for one Secret from its rendered body, its directives and the live
 object: keep generated values, fill missing ones, rotate when due, keep or renew TLS.
-
-Pure: no cluster, clock and randomness passed in (`now`, `random`); certificates through
-`orksync.secrets.tls`. The result is a `SecretPlan`: a write kind, the body to send (`data`
-base64-encoded, never `stringData`), a reason that never contains a value, and a short hash
-of the final data for pod-template rollout annotations.
-
-Rules (semantics §3, prior-art lessons 9-13):
-
-* A live Secret without `app.kubernetes.io/managed-by: orksync` is never modified.
-* A generated key (its rendered value holds a `<generate:...>` token) keeps its live value;
-  a missing one is generated now from its template (`prefix-<generate:randomHex:4>` works).
-  Only rotation regenerates: `once` means that under every policy (Orkestra ignores `once`
-  under onReconcile and with `reconcile: true` and regenerates every reconcile, §7.2 #5, #22).
-* Static keys follow the write policy: `apply` writes the declared value, `create-if-absent`
-  and `once` keep the live value. With `fromSecret` the source's data is the base and the
-  declared data is merged over it (Orkestra ignores the declared data, §7.2 #4).
-* `create-if-absent` with a live Secret writes nothing unless rotation is due, the
-  certificate needs renewal, a generated key declared in the Katalog is missing from it
-  (it is added, every existing value kept as it is), or the rotation clock has to be
-  started.
-* `rotateAfter` is due when `now - generated-at >= rotateAfter` (the boundary is due; an
-  unparseable `generated-at` is due; `never` never is). A live Secret without `generated-at`
-  gets it set to now and is not due (Orkestra's rule). Rotation rewrites every generated
-  key **in place** with `metadata.resourceVersion` set: a server-side apply with a
-  resourceVersion is a precondition, so a concurrent writer makes it fail with 409 instead
-  of being overwritten. Orkestra deletes and recreates, which leaves a window without the
-  Secret; here the Secret never disappears.
-* A `tls:` Secret's CA key is written to its CA Secret `<name>-ca` (orksync.secrets.ca),
-  never to the TLS Secret; the plan carries that Secret's body (`ca_body`) when it does
-  not hold the CA yet (first issue, a new CA, or the migration of a Secret that earlier
-  versions wrote with `ca.key` inside: then `drop_legacy_ca_key`, and the TLS Secret is
-  written even under create-if-absent, its certificate unchanged).
-* Annotations written on generator Secrets: `orkestra.orkspace.io/generated-at` (RFC 3339
-  UTC, seconds), `orkestra.orkspace.io/rotate-after`, `orksync.io/generators` (JSON of
-  {key: template}) and `orksync.io/tls` (JSON of the tls spec): `orksync rotate` rotates from
-  these alone, without the repository. A `tls:` Secret also carries
-  `orksync.io/tls-keys-validated`, the fingerprint of the keys validated when they were
-  made or last changed (orksync.secrets.tls), so the next plan does not validate them
-  again; a Secret without it (or with a stale one) gets it written once, even under
-  create-if-absent.
-"""
+Pure: clock and randomness passed in (docs/operations.md#how-a-secret-write-is-planned)."""
 
 from __future__ import annotations
 

@@ -1,42 +1,6 @@
-"""The values of the random notes (`randomAlphanumeric`, `randomHex`, `randomBase64`,
-`uuidv4`): placeholders when rendering to disk, real values when applying.
-
-No I/O; randomness only in `CryptoRandom`. Every random value a render produces comes from the
-`RandomSource` handed to `builtin_functions`.
-
-* `PlaceholderRandom` is used when rendering to disk: a random note renders a placeholder
-  token such as `<generate:randomAlphanumeric:32>` so that generated secrets never touch
-  rendered files (and the rendering stays deterministic).
-* `CryptoRandom` (the `secrets` module) produces real values; it is used at apply time,
-  against the live cluster, typically through `fill_generated`, which replaces every
-  placeholder token in a text with a fresh value.
-
-The Go dialect's random notes (`orkestra_time.random_notes`) return a placeholder as a
-`gotemplate.deferred.Deferred` value: whatever a template computes from it (`len (randomHex
-5)`, `randomAlphanumeric 32 | toBase64`, `printf "%.6s" (randomHex 8)`) is deferred too, and
-printed as an expression token, `<generate:expr:PAYLOAD>`: PAYLOAD is the expression, as
-compact JSON in unpadded URL-safe base64, which the apply evaluates with the same notes over
-real values (`fill_generated`, through the `evaluate` method of an `ExpressionSource`). The
-JSON of an expression:
-
-* `{"r": [func, n, id]}`: a random value (`n` null for uuidv4); within one text, the
-  leaves of the same `id` are one value (`$p := randomHex 8` used twice);
-* `{"f": name, "a": [args]}`: a call of the note `name`; `{"g": name, "a": [args]}`: of
-  text/template's builtin `name` (`printf`, `len`, `index`, ...);
-* `{"t": [parts]}`: the parts printed one after the other (what a Katalog note rendered);
-* constants: `"text"`, `null`, `true`; `{"i": 1}`, `{"I": 1}`, `{"u": 1}`, `{"x": "1.5"}`
-  (a Go int, int64, uint8, float64 by its repr); `{"S": [...]}`, `{"l": [...]}`,
-  `{"m": {...}}` (a []string, []interface{}, map[string]interface{}).
-
-A length of 0 or less gives "" as in Orkestra; more than 4096 is a ValueError.
-
-| Function | Signature | Meaning |
-|---|---|---|
-| `randomAlphanumeric` | `randomAlphanumeric n` | n random characters from `[A-Za-z0-9]` |
-| `randomHex` | `randomHex n` | n random bytes as 2n lowercase hex characters |
-| `randomBase64` | `randomBase64 n` | n random bytes, URL-safe base64 with `=` padding |
-| `uuidv4` | `uuidv4` | a random RFC 4122 version-4 UUID, `8-4-4-4-12` lowercase hex |
-"""
+"""The values of the random notes: placeholders and expression tokens when rendering to
+disk, real values when applying (`fill_generated`). Randomness only in `CryptoRandom`
+(docs/rendered-output.md#random-values)."""
 
 from __future__ import annotations
 

@@ -1,48 +1,6 @@
-"""Self-signed TLS for one Secret: keep, renew or issue a CA and a server certificate.
-
-Pure: the clock is passed in, no I/O; keys come from the operating system's CSPRNG through
-`orksync.secrets.pki` (the only module importing `cryptography`).
-
-The Secret (type kubernetes.io/tls, the one workloads mount) holds `tls.crt` (server
-certificate), `tls.key` (its key) and `ca.crt` (the CA, possibly followed by the previous CA
-during an overlap). The CA's own key is never in it: it lives in the CA Secret
-`<name>-ca` (`ca.crt`: the CA certificate, `ca.key`: its key; see `orksync.secrets.ca`),
-which no workload reads.
-
-Decisions (semantics §3.5 and prior-art lesson 11):
-
-* **The CA is kept across renewals** (cert-manager style): clients that trust `ca.crt` keep
-  working when the server certificate is renewed. To sign again later, the CA key is stored
-  in the CA Secret. A pod that mounts the TLS Secret holds the server key only, never the
-  key of the CA its clients trust, so it cannot sign certificates for other names. Secrets
-  written by earlier versions carry the CA key in the TLS Secret as `ca.key`: it is read
-  from there when the CA Secret does not hold it, and moved (same bytes: the CA and the
-  served certificate stay as they are). Orkestra creates a fresh CA on every generation
-  and does not store its key; a Secret Orkestra created therefore gets a new CA at its
-  first renewal.
-* The CA lives `max(3 × validFor, validFor + 24h)` (Orkestra: validFor + 24h) and is
-  replaced when less than a third of its lifetime is left, or when it would expire before a
-  new server certificate: a server certificate never outlives its CA. The new CA's bundle
-  keeps the old CA after it (while the old one is valid) so clients that reload `ca.crt`
-  trust both the old and the new server certificate during the overlap.
-* The server certificate is renewed when less than a third of its lifetime is left
-  (cert-manager renews at 2/3), when rotation is due, or when the spec changed (common
-  name, SANs, IP SANs, organization, algorithm, validity). Every renewal uses a new key;
-  the key is only ever written together with its certificate.
-* The common name is also added as a DNS SAN when it is a DNS name (Orkestra puts SANs =
-  dnsNames only, and modern TLS clients ignore the CN). A live certificate without it (one
-  Orkestra issued) still matches the spec.
-* Keys are PEM in the traditional encoding (`RSA PRIVATE KEY` as Orkestra, `EC PRIVATE
-  KEY` for ECDSA P-256).
-* A key is validated (an RSA key's consistency check, the costly part of reading it) when
-  it is made or its bytes change, not at every sync: the outcome carries `checked`, a
-  fingerprint of the server key and the CA key it holds valid, which the Secret records
-  (`orksync.io/tls-keys-validated`). When the next plan is handed the same fingerprint and
-  the keys' bytes still produce it, they are read without that check; any other bytes
-  (a key edited by hand, a fingerprint removed or changed) are validated in full. The
-  certificate checks (key matches certificate, issued by the CA, lifetimes, spec) run
-  every time.
-"""
+"""Self-signed TLS for one Secret: keep, renew or issue a CA and a server certificate, the
+CA kept across renewals and its key in the CA Secret. Pure: the clock passed in, keys
+through orksync.secrets.pki (docs/differences.md#the-tls-entry)."""
 
 from __future__ import annotations
 

@@ -1,35 +1,7 @@
-"""The only module that talks to git remotes: clone, poll, fetch, verify and check out.
-
-`GitSource(spec, workdir).fetch()` keeps one working copy of one ref of one repository up
-to date and returns the `Revision` it is at. I/O only and narrow: it never parses what it
-checked out.
-
-How (prior-art lesson 17, skip work when the source did not change):
-
-* the first call clones shallow and single-ref (`git init` + `git fetch --depth N <ref>`
-  into a fresh temporary directory, then renamed into place);
-* later calls ask the remote with `git ls-remote` first; when the remote sha did not move
-  nothing is fetched or checked out (`changed=False`); otherwise a shallow fetch and
-  `git reset --hard` + `git clean -ffdx`, which also recovers from force-pushes;
-* a full 40-hex `ref` pins a commit: it never moves, so the remote is asked only when the
-  working copy is not at it yet;
-* any git error on an existing clone means a corrupted working copy: re-clone from scratch
-  into a fresh directory and swap it into place (one warning line says so);
-* optional `git verify-commit` (ssh allowed-signers or gpg) before a revision is checked
-  out: an unsigned revision is refused and the previous working copy stays;
-* every git subprocess has a timeout; its whole process group is killed when it expires.
-
-Secrets: credentials come from files or environment variables named in the spec, never
-from the spec itself. They reach git only through the environment of the git process (a
-URL-scoped credential helper given as `GIT_CONFIG_*` variables that prints two
-variables), never in a URL, `.git/config` or a command line. Every message and log line is
-scrubbed of them.
-
-Plain `git` subprocesses rather than gitpython: timeouts, process-group kills and a
-controlled environment per call are what this module is about. Helpers: `gitspec` (the
-spec and `Revision`, pure data) and `gitrun` (running one git command); everything public
-is re-exported here.
-"""
+"""The only module that talks to git remotes: clone, poll (`git ls-remote` first), fetch,
+verify and check out one ref into one working copy, credentials only through the
+environment of the git process. I/O, narrow: it never parses what it checked out
+(docs/operations.md#fetching-from-git)."""
 
 from __future__ import annotations
 

@@ -1,30 +1,5 @@
 """The pod shape shared by Deployment, ReplicaSet, StatefulSet, Job, CronJob and Pod:
-Orkestra's single container plus the pod-level fields (semantics §2.4, §4.5). Pure.
-
-Every workload kind accepts the whole shape (orksync; Orkestra's schemas differ slightly
-per kind, e.g. its Job has no `env`). Fields:
-
-* container: `image` (required), `port` (invalid/0 → no port, as Orkestra), `protocol`
-  (TCP default, UDP, SCTP), `command`/`args` (lists), `workingDirectory` → workingDir,
-  `env` (list form; valueFrom secretKeyRef/configMapKeyRef/fieldRef/resourceFieldRef),
-  `envFrom` ({secretRef: [ref], configMapRef: [ref]}; a ref with `keys` expands into one
-  env entry per key named prefix+key+suffix, as Orkestra does), `resources` ({profile} or
-  requests/limits quantities), `probes` ({startup, liveness, readiness}), `securityContext`
-  ({profile} or fields), `volumeMounts`;
-* pod: `serviceAccountName`, `imagePullSecrets` (names or {name}), `nodeSelector`,
-  `podSecurity` ({profile} or fields), `volumes` (configMap, secret, emptyDir,
-  persistentVolumeClaim, hostPath).
-
-Fix of bug #7 (semantics §7.2): serviceAccountName, imagePullSecrets, nodeSelector,
-workingDirectory and protocol all reach the object.
-
-Probes (orksync reading of Orkestra's ProbeConfig): `type` http (also implied by a `path`),
-tcp, exec (`command` list) or grpc (`service` optional); `port` defaults to the container
-port; timings come from `profile` (profiles.PROBES, default `standard`) or from explicit
-initialDelaySeconds/periodSeconds/failureThreshold/successThreshold/timeoutSeconds — not
-both. Orkestra silently drops probes of other types and probes without a port; here those
-are errors.
-"""
+Orkestra's single container plus the pod-level fields. Pure (docs/katalog-semantics.md#pods)."""
 
 from __future__ import annotations
 

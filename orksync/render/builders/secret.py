@@ -1,30 +1,6 @@
-"""Secret: Orkestra's `secrets[]` entry (semantics §3) → a Secret body plus directives. Pure.
-
-The body is what `orksync render` writes: `stringData` holds the rendered values, and a
-value produced by a random function still holds its placeholder token
-(`<generate:randomAlphanumeric:32>`): the file shows which generator fills it, never a value.
-Everything that needs the live cluster travels as directives (index.yaml) and is resolved
-by `orksync.secrets.plan` at apply time:
-
-    {"generated": {key: template-with-tokens},   # only keys whose value holds a token
-     "once": true, "rotateAfter": "90d",
-     "tls": {"commonName", "dnsNames", "ipAddresses", "validFor", "algorithm",
-             "organization"},
-     "fromSecret": {"name", "namespace"}}
-
-Differences from Orkestra, all deliberate (semantics §7.2):
-
-* user `annotations` are honoured (#2 drops them); orksync's own keys are reserved;
-* every `type` is honoured (#6 turns all but tls/dockerconfigjson into Opaque); the
-  well-known types are matched case-insensitively and written in their canonical spelling;
-* `fromSecret` merges the declared `data` over the source's data, like ConfigMap (#4
-  ignores `data`);
-* `tls` accepts `ipAddresses` (IP SANs) and `algorithm: rsa|ecdsa` (default rsa, RSA 2048
-  as Orkestra); an invalid `validFor` is an error (Orkestra silently uses 1y); `data` keys
-  declared next to `tls` are written with the certificate (Orkestra ignores them);
-* a TLS entry without a name is called `<cr>-orkestra-tls` (Orkestra's default), decided
-  here because the engine only knows the kind's `-secret` default.
-"""
+"""Secret: Orkestra's `secrets[]` entry into a Secret body (placeholders, never values) plus
+the directives the apply resolves (orksync.secrets.plan). Pure
+(docs/katalog-semantics.md#secret-entries)."""
 
 from __future__ import annotations
 

@@ -1,32 +1,6 @@
 """Deployment, ReplicaSet, StatefulSet and Pod: Orkestra's builders with their defaults
-and coercion (semantics §2.4, §4.5). Pure. The pod shape is orksync.render.builders.pod.
-
-* Deployment/ReplicaSet/StatefulSet select their pods with `{orkestra-owner: <owner>}`,
-  the one selector Orkestra gives every workload of a CR (§7.2 #10, kept); the pod
-  template carries the object's labels; `annotations` go on the object only.
-* `replicas`: Sscanf("%d"), empty/invalid/negative → 1, "0" kept.
-* Deployment `rollingUpdate`: {profile: safe|fast|blue-green} or maxSurge/maxUnavailable
-  (whole numbers or percentages; not both zero).
-* StatefulSet: image `image:tag` when `tag` is set; serviceName defaults to the name;
-  updateStrategy OnDelete unless `rollingUpdate` (then RollingUpdate with maxUnavailable
-  only: StatefulSets have no surge, and a maxUnavailable of 0 — from the safe/blue-green
-  profiles — leaves the Kubernetes default of 1); podManagementPolicy Parallel.
-  volumeClaimTemplates: name default `data`, mountPath default `/data` (mounted into the
-  container), accessModes default [ReadWriteOnce], storageSize required and validated
-  (Orkestra panics, §7.2 #16), storageClassName set only when `storageClass` is non-empty
-  (Orkestra always sets the pointer, so an empty class there means "no dynamic
-  provisioning"; here it means the cluster's default class).
-* Pod: restartPolicy Always; its port is read with Sscanf("%d") like Orkestra's.
-* `autoscale` (Deployment, StatefulSet, ReplicaSet; semantics §2.4): the engine has already
-  evaluated each direction's conditions into `active`. The object is then built WITHOUT
-  `spec.replicas` — the replica count belongs to the autoscaler (orksync.lifecycle.autoscale,
-  its own field manager), so no apply of the workload ever resets it — and the settings go
-  to the `autoscale` directive: `replicas` (the entry's count: the first count, and the
-  floor when `min` is absent), `min`, `max` (required, at least 1), `cooldownSeconds`
-  (`cooldown`, a duration, default 1m), `scaleUp` / `scaleDown` = {active, target |
-  increment / decrement}. `target` and a step are exclusive; neither means a step of 1;
-  `min` must be below `max` (Orkestra's validation).
-"""
+and coercion; the pod shape is orksync.render.builders.pod. Pure
+(docs/katalog-semantics.md#workloads)."""
 
 from __future__ import annotations
 

@@ -6,9 +6,10 @@ Pure. No I/O, clock and randomness injected: `builtin_functions` takes the clock
 the time notes and the `RandomSource` used by the random notes.
 
 Orkestra's 260 notes are ported from its pkg/note with their Go signatures (`gosig`):
-`orkestra` (as, conditional, data, strings, types, math, lists and maps, safe access,
-validation, network, domain, Kubernetes names), `orkestra_kube` (object metadata and
-status, the notes inspecting child objects, serve annotations, Prometheus) and
+`orkestra` (as, conditional, data, strings, types, math, lists and maps, safe access),
+`orkestra_validation` (validation, network, domain, Kubernetes names), `orkestra_kube`
+(object metadata and status, containers, services, replicas), `orkestra_workloads` (the
+notes inspecting pods, jobs and the other children, serve annotations, Prometheus) and
 `orkestra_time` (time, durations, cron, semver, quantities, random). Through the Go
 engine their arguments are checked as text/template checks them (a note given a value
 of the wrong Go type fails, naming the note and the argument); called directly they
@@ -30,7 +31,14 @@ from types import ModuleType
 from typing import Any
 
 from orksync.render.gotemplate import deferred
-from orksync.render.notes import extensions, orkestra, orkestra_kube, orkestra_time
+from orksync.render.notes import (
+    extensions,
+    orkestra,
+    orkestra_kube,
+    orkestra_time,
+    orkestra_validation,
+    orkestra_workloads,
+)
 from orksync.render.notes._common import NoteError
 from orksync.render.notes.gosig import GoNote
 from orksync.secrets.random import RandomSource
@@ -52,9 +60,10 @@ load in Orkestra (`orksync validate` warns)."""
 def orkestra_notes(*, clock: Callable[[], datetime],
                    random: RandomSource) -> list[GoNote]:
     """Orkestra's notes, ported with their Go signatures, in its registration order."""
-    return [*orkestra.NOTES, *orkestra_time.cron_notes(), *orkestra_time.time_notes(clock),
-            *orkestra_time.random_notes(random), *orkestra_time.quantity_notes(),
-            *orkestra_kube.NOTES, *orkestra_time.semver_notes()]
+    return [*orkestra.NOTES, *orkestra_validation.NOTES, *orkestra_time.cron_notes(),
+            *orkestra_time.time_notes(clock), *orkestra_time.random_notes(random),
+            *orkestra_time.quantity_notes(), *orkestra_kube.NOTES, *orkestra_workloads.NOTES,
+            *orkestra_time.semver_notes()]
 
 
 def builtin_functions(*, clock: Callable[[], datetime],

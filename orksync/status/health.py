@@ -1,44 +1,7 @@
-"""Health of live objects by kstatus rules, and of a custom resource from its children. Pure.
-
-`assess(live)` gives one object's `Health` (status, message), as kstatus
-(sigs.k8s.io/cli-utils/pkg/kstatus) computes it:
-
-* `metadata.deletionTimestamp` set: Terminating;
-* `status.observedGeneration` present and different from `metadata.generation`:
-  InProgress (the controller has not seen the latest spec);
-* a condition `Reconciling=True`: InProgress; `Stalled=True`: Failed (with its message);
-* per kind:
-  - Deployment: `Progressing` with reason `ProgressDeadlineExceeded`: Failed; otherwise
-    InProgress until `status.replicas`, `updatedReplicas`, `readyReplicas` reach
-    `spec.replicas` (default 1), no extra replicas are left, every updated replica is
-    available, `Progressing=True NewReplicaSetAvailable` (or no progress deadline) and
-    `Available=True`;
-  - StatefulSet: `OnDelete` updates are Current; else replicas, ready, a partition's
-    updated replicas, current replicas and `currentRevision == updateRevision`;
-  - DaemonSet: `observedGeneration` required, then current, updated, available and ready
-    numbers against `desiredNumberScheduled`;
-  - ReplicaSet: `ReplicaFailure=True`, labelled, available, ready and extra replicas;
-  - Job: `Complete=True` or `Suspended=True` Current, `Failed=True` Failed, not started
-    InProgress, running Current (as kstatus: a running Job is not waited for);
-  - PersistentVolumeClaim: Current once `Bound`;
-  - Pod: `Succeeded`/`Failed` phases Current (finished), `Running` Current when
-    `Ready=True`, Failed when a container is in `CrashLoopBackOff`, else InProgress;
-    `Pending` InProgress (Failed when unschedulable for 15 s);
-  - CustomResourceDefinition: `Established=True` Current, `NamesAccepted=False` or
-    `Established=False` (not `Installing`) Failed, else InProgress;
-  - Service `LoadBalancer` without a cluster IP: InProgress;
-* any other kind with a `Ready` condition (Flux's and orksync's own custom resources,
-  cert-manager's, ...): `Ready=True` Current; `Ready=False` Failed once the object has
-  observed its generation (`status.observedGeneration`, or the condition's own, equals
-  `metadata.generation`), InProgress before; `Ready=Unknown` InProgress;
-* anything else: Current (a ConfigMap, a Secret, a Role have no rollout).
-
-`summarize(children, now, since, timeout)` turns the children's health into the custom
-resource's: Failed when one failed, InProgress while one is in progress (Failed once the
-health timeout has passed since `since`), Current when all are; the message names the
-first child that is not Current, with its reason. See
-docs/operations.md#custom-resource-health.
-"""
+"""Health of live objects by kstatus rules (`assess`), and of a custom resource from its
+children (`summarize`, `evaluate`): the rules kstatus (sigs.k8s.io/cli-utils/pkg/kstatus)
+applies per kind, so a custom resource turns Ready when its rollout finished. Pure; the
+rules per kind are tabled in docs/operations.md#custom-resource-health."""
 
 from __future__ import annotations
 
