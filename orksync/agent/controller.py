@@ -5,7 +5,8 @@ Each Sync is a sync root of its own: an `Agent` (orksync.agent.runner) with the 
 settings, its own inventory (`orksync-inventory-<namespace>.<name>`), checkout and state
 directory (`<state dir>/syncs/<namespace>/<name>`), drift repair and scoped syncs, and a
 connection of its own whose gate closes when this replica loses the Lease or the Sync's
-run passes its `timeout`. The controller owns what is shared: one Lease, one informer of
+run passes its `timeout`, and whose writes go as the Sync's ServiceAccount (`_writer`).
+The controller owns what is shared: one Lease, one informer of
 the Syncs, the HTTP server (per-Sync webhooks at `/hooks/git/<namespace>/<name>`) and a
 pool of `--concurrent-syncs` workers. A Sync's runs never overlap; the runs of different
 Syncs never wait for each other beyond the pool's size.
@@ -50,7 +51,7 @@ from orksync.agent.ui.data import RootStatus
 from orksync.agent.ui.journal import Journal
 from orksync.apply.delete import DeletionOptions
 from orksync.apply.engine import ApplyOptions
-from orksync.apply.impersonation import Impersonation
+from orksync.apply.impersonation import Impersonation, service_account_user
 from orksync.apply.inventory import configmap_name
 from orksync.cluster.kube import Kube
 from orksync.cluster.retry import RetryPolicy
@@ -103,6 +104,9 @@ class Root:
     deadline: float | None = None  # the running job's end (its `timeout`)
     duplicate_of: str = ""
     written: dict[str, Any] = field(default_factory=dict)  # the status last written
+    # the Ready condition's status and message before a run set it Unknown: a run that
+    # ends as the one before it is no news (no Event)
+    settled: tuple[str, str] | None = None
 
 
 def sync_label(spec: syncs.SyncSpec) -> str:
@@ -300,7 +304,9 @@ class Controller:
         try:
             agent = self._agent(root, spec)
         except InputError as err:  # a Secret it names, or an inventory it may not adopt
-            reason = syncs.SECRET if err.path.startswith("spec.") else syncs.INVALID
+            reason = syncs.SERVICE_ACCOUNT if err.path in (
+                "spec.serviceAccountName", "--default-service-account") else \
+                syncs.SECRET if err.path.startswith("spec.") else syncs.INVALID
             self._report(root, syncs.Outcome(ready="False", reason=reason,
                                              message=str(err)), warn=True)
             root.next_run = time.monotonic() + spec.interval
@@ -312,6 +318,12 @@ class Controller:
         if not root.written and not (root.obj.get("status") or {}).get("conditions"):
             self._report(root, syncs.Outcome(ready="Unknown", reason=syncs.PROGRESSING,
                                              message="first sync running"))
+        def started(sha: str) -> None:  # Reconciling=True while any of its syncs runs
+            self._report(root, syncs.Outcome(
+                ready="Unknown", reason=syncs.PROGRESSING,
+                message=f"reconciling revision {spec.wanted}@sha1:{sha}"))
+
+        agent.on_sync_started = started
         before = agent.state.changes
         root.deadline = time.monotonic() + spec.timeout
         try:
@@ -342,7 +354,7 @@ class Controller:
         elif state.synced_once:
             outcome = syncs.Outcome(
                 ready="True", reason=syncs.SUCCEEDED,
-                message=f"applied revision {spec.ref}@sha1:{sha}", attempted=sha,
+                message=f"applied revision {spec.wanted}@sha1:{sha}", attempted=sha,
                 applied=sha, counts=counts, objects=objects,
                 new_revision=ran and self._new(root, sha, "succeeded"),
                 handled=requested or None)
@@ -394,21 +406,23 @@ class Controller:
                 root.agent.config, interval=spec.interval)
             return root.agent
         self._stop_agent(root)
+        account = self._account(spec)
         auth, verify = self._credentials(spec)
         base = self.config.base
         if base.adopt_inventory:
             self._adopt(root, spec)
         config = dataclasses.replace(
-            base, repo_url=spec.url, ref=spec.ref, path=spec.path, interval=spec.interval,
+            base, repo_url=spec.url, ref=spec.ref, semver=spec.semver, path=spec.path,
+            interval=spec.interval,
             resync_interval=spec.resync_interval, state_dir=self.state_dir(spec),
             leader_elect=False, name=spec.inventory_name, auth=auth, verify=verify,
             webhook_secret_file=None, shards=1, shard=0, prune=spec.prune,
-            default_service_account=spec.service_account or base.default_service_account)
-        kube = self.kube.sibling(timeout=self.kube.timeout, retry=self.kube.retry,
-                                 pool_size=4)
-        kube.user_agent = self.kube.user_agent
-        kube.gate = lambda: self._gate(root)
-        agent = SyncAgent(config, kube, Metrics())
+            default_service_account=account)
+        own = self.kube.sibling(timeout=self.kube.timeout, retry=self.kube.retry,
+                                pool_size=4)
+        own.user_agent = self.kube.user_agent
+        own.gate = lambda: self._gate(root)
+        agent = SyncAgent(config, self._writer(own, account), Metrics())
         agent.journal = self.journal  # keyed by root: one for the web view of every Sync
         config.state_dir.mkdir(parents=True, exist_ok=True)
 
@@ -420,13 +434,50 @@ class Controller:
         agent.on_wake = woken
         # its objects carry a label of their own (the shard label of a one-shard root),
         # so that its watches hold its objects only, not those of every Sync
-        agent.shard_label = sync_label(spec)
+        agent.shard_label = agent.rotate_shard = sync_label(spec)
         if config.repair_workers > 0:
             agent.drift = agent.drift_repair()
         root.agent, root.fingerprint = agent, fingerprint
         log.info("Sync %s: serving %s@%s path %s as inventory %s", root.key, spec.url,
-                 spec.ref, spec.path or ".", configmap_name(spec.inventory_name))
+                 spec.wanted, spec.path or ".", configmap_name(spec.inventory_name))
         return agent
+
+    def _account(self, spec: syncs.SyncSpec) -> str:
+        """`namespace/name` of the ServiceAccount the Sync writes as: its
+        serviceAccountName, else --default-service-account, in the Sync's namespace; ""
+        (neither given) for the agent's own identity. InputError when it does not exist:
+        the Sync is Stalled rather than written as a user nobody granted anything."""
+        name = spec.service_account or self.config.base.default_service_account
+        if not name:
+            return ""
+        field = "spec.serviceAccountName" if spec.service_account else \
+            "--default-service-account"
+        try:
+            found = self.kube.get_or_none(self.kube.resource("v1", "ServiceAccount"),
+                                          spec.namespace, name)
+        except ClusterError as err:
+            raise InputError(f"ServiceAccount {spec.namespace}/{name} cannot be read: "
+                             f"{err.detail}", path=field) from None
+        if found is None:
+            raise InputError(f"ServiceAccount {spec.namespace}/{name} not found: nothing "
+                             "is written until it exists (a Sync writes as a ServiceAccount "
+                             "of its own namespace)", path=field)
+        return f"{spec.namespace}/{name}"
+
+    @staticmethod
+    def _writer(kube: Kube, account: str) -> Kube:
+        """The connection of a Sync's root: every write (its CRDs, custom resources, plain
+        manifests, children, Secrets, prune and onDelete) sent as `account`, so that the
+        cluster's RBAC decides what the Sync's repository may do; reads, and the
+        bookkeeping written through `Kube.own` (the inventory, the sync result, the
+        custom resources' status), as the agent. InputError when the kubeconfig
+        impersonates already."""
+        if not account:
+            return kube
+        try:
+            return kube.impersonating(service_account_user(account), writes_only=True)
+        except ClusterError as err:  # the kubeconfig impersonates already (`as:`)
+            raise InputError(err.detail, path="spec.serviceAccountName") from None
 
     def _adopt(self, root: Root, spec: syncs.SyncSpec) -> None:
         """The inventory the Sync's annotation `orksync.io/adopt-inventory` names, moved to
@@ -540,8 +591,14 @@ class Controller:
         root.written = status
         old_ready: Mapping[str, Any] = next(
             (c for c in old.get("conditions") or [] if c.get("type") == "Ready"), {})
-        changed = old_ready.get("message") != outcome.message or \
-            old_ready.get("status") != outcome.ready
+        before = (str(old_ready.get("status")), str(old_ready.get("message")))
+        if before[0] == "Unknown" and root.settled is not None:
+            before = root.settled  # what it said before this run began
+        if outcome.ready != "Unknown":
+            root.settled = (outcome.ready, outcome.message)
+        elif before[0] != "Unknown":
+            root.settled = before
+        changed = before != (outcome.ready, outcome.message)
         if outcome.new_revision or (changed and outcome.ready != "Unknown"):
             self._log_outcome(root, outcome)
             syncs.event(self.kube, root.obj, reason=outcome.reason, message=outcome.message,
@@ -634,7 +691,14 @@ class Controller:
         """An empty render synced: the prune deletes the whole inventory. The error, or
         "" when everything is gone."""
         catalog = agent.state.catalog if agent is not None else None
-        kube = agent.kube if agent is not None else self.kube
+        if agent is not None:
+            kube, account = agent.kube, agent.config.default_service_account
+        else:  # its deletes go as its ServiceAccount all the same
+            try:
+                account = self._account(spec)
+                kube = self._writer(self.kube, account)
+            except InputError as err:
+                return f"{err}; its objects are kept until it exists (or set prune: false)"
         if catalog is None and agent is not None:
             # its onDelete renderers: from the repository, when it answers
             with contextlib.suppress(OrksyncError):
@@ -654,9 +718,7 @@ class Controller:
                     apply=ApplyOptions(workers=self.config.base.workers),
                     deletion=DeletionOptions(wait=True), allow_empty=True,
                     adopt_inventory=True,
-                    impersonation=Impersonation.of_catalog(
-                        catalog, spec.service_account or
-                        self.config.base.default_service_account)),
+                    impersonation=Impersonation.of_catalog(catalog, account)),
                 source=Source.of(spec.url, spec.path),
                 on_change=lambda change: log.info("Sync %s: %s %s", root.key,
                                                   change.action.value, change.ref))

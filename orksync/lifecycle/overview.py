@@ -86,15 +86,21 @@ class ResourceRow:
     roots: tuple[str, ...] = ()  # every sync root whose inventory lists it, `root` first
     # a custom resource a `custom:` block created: the custom resource that created it
     owner: ObjRef | None = None
+    # the Sync (`namespace/name`) whose inventory is `root`, "" for a root of `orksync
+    # sync` or a --repo-url agent; `syncs`: `roots` so named (set by `orksync status`)
+    sync: str = ""
+    syncs: tuple[str, ...] = ()
 
     @property
     def root_label(self) -> str:
-        return ",".join(self.roots or (self.root,))
+        """The SYNC ROOT column: each root listing it, a Sync's as `namespace/name`."""
+        return ",".join(self.syncs or self.roots or (self.sync or self.root,))
 
     def to_dict(self, now: datetime) -> dict[str, Any]:
         return {"kind": self.ref.kind, "apiVersion": self.ref.api_version,
                 "namespace": self.ref.namespace, "name": self.ref.name,
                 "syncRoot": self.root, "syncRoots": list(self.roots or (self.root,)),
+                "sync": self.sync,
                 "ready": self.ready, "health": self.health,
                 "lastAppliedRevision": self.revision, "age": age(self.created, now),
                 "created": self.created, "message": self.message, "plain": self.plain,
