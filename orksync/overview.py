@@ -72,7 +72,9 @@ def add_overview_parsers(sub: Any, *, seconds: Callable[[str], float],
                        "health",
                        description="The custom resource KIND/NAMESPACE/NAME (KIND/NAME when "
                        "cluster-scoped; KIND may carry its group: Widget.example.io) and "
-                       "the children its inventory lists, each with its health; with "
+                       "the children its inventory lists, each with its health (a custom "
+                       "resource a custom: block created with its own children beneath "
+                       "it); with "
                        "-n NS the target may be KIND/NAME, as kubectl takes it. "
                        + _COLUMNS_HELP + " Reads the cluster only.")
     p.add_argument("target", metavar="KIND/NAMESPACE/NAME")

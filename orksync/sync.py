@@ -121,9 +121,15 @@ class SharedInventory:
     def part(self, crs: frozenset[ObjRef]) -> Inventory:
         """`Inventory.part`, from the index."""
         if self._index is None:
+            # a child of a custom resource a `custom:` block created belongs to the part
+            # of the custom resource at the top of the chain, whose render produces it
+            owner_of = {e.ref: e.owner for e in self._value if e.owner is not None}
             index: dict[ObjRef, list[InventoryEntry]] = {}
             for entry in self._value:
-                index.setdefault(entry.owner or entry.ref, []).append(entry)
+                top, steps = entry.owner or entry.ref, 0
+                while top in owner_of and steps < len(owner_of):
+                    top, steps = owner_of[top], steps + 1
+                index.setdefault(top, []).append(entry)
             self._index = index
         found = Inventory.of(e for cr in crs for e in self._index.get(cr, ()))
         return Inventory(found.entries, self._value.source,
