@@ -16,6 +16,7 @@ import os
 import signal
 import subprocess
 import sys
+import urllib.error
 import urllib.request
 import uuid
 from collections.abc import Iterator
@@ -49,7 +50,7 @@ def rendezvous(key: str, members: list[str]) -> str:
 
 
 class Replica:
-    def __init__(self, fleet: Fleet, identity: str) -> None:
+    def __init__(self, fleet: Fleet, identity: str, *flags: str) -> None:
         self.identity = identity
         self.log = fleet.tmp / f"{identity}.log"
         self.port = free_port()
@@ -57,7 +58,7 @@ class Replica:
             [sys.executable, "-m", "orksync", "agent", "--watch-namespace", fleet.ns,
              "--state-dir", str(fleet.tmp / identity), "--listen", f"127.0.0.1:{self.port}",
              "--kubeconfig", str(fleet.control_plane.kubeconfig), "--name", fleet.group,
-             "--log-level", "debug", "--identity", identity, *LEASE],
+             "--log-level", "debug", "--identity", identity, *LEASE, *flags],
             stdout=subprocess.DEVNULL, stderr=self.log.open("w"), start_new_session=True)
 
     def sees(self, count: int) -> bool:
@@ -68,6 +69,17 @@ class Replica:
                 return f", {count} replica(s) live" in answer.read().decode()
         except OSError:
             return False
+
+    def hook(self, namespace: str, sync: str, token: str) -> tuple[int, str]:
+        """POST a GitLab-style push hook for the Sync to this replica: (status, body)."""
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{self.port}/hooks/git/{namespace}/{sync}", data=b"{}",
+            method="POST", headers={"X-Gitlab-Token": token})
+        try:
+            with urllib.request.urlopen(request, timeout=10) as answer:
+                return int(answer.status), answer.read().decode()
+        except urllib.error.HTTPError as err:
+            return int(err.code), err.read().decode()
 
     def stop(self, sig: int = signal.SIGTERM) -> None:
         if self.proc.poll() is None:
@@ -125,7 +137,7 @@ class Fleet:
         wait_for("every replica to see the others", lambda: all(
             r.sees(len(running)) for r in running), 60)
 
-    def create(self) -> dict[str, str]:
+    def create(self, **spec: Any) -> dict[str, str]:
         """The six Syncs, each its own repository: name -> the sha committed."""
         shas = {}
         for sync in SYNCS:
@@ -138,7 +150,7 @@ class Fleet:
             self.kube.create(self.syncs, {
                 "apiVersion": "orksync.io/v1alpha1", "kind": "Sync",
                 "metadata": {"name": sync, "namespace": self.ns},
-                "spec": {"url": self.daemon.url(sync), "interval": "1s"}},
+                "spec": {"url": self.daemon.url(sync), "interval": "1s", **spec}},
                 field_manager=MANAGER)
         return shas
 
@@ -341,3 +353,46 @@ def test_a_rolling_restart_keeps_every_sync_served_moving_only_as_rendezvous_say
         owners = [rendezvous(fleet.key(sync), members) for members in steps]
         expected = [o for i, o in enumerate(owners) if i == 0 or owners[i - 1] != o]
         assert writers_in_turn(writes[sync]) == expected, sync
+
+
+def test_a_webhook_at_the_wrong_replica_names_the_right_one_and_follows_a_hand_over(
+        fleet: Fleet) -> None:
+    one, two = fleet.identities("one", "two")
+    token = f"tok-{uuid.uuid4().hex}"
+    fleet.kube.create(fleet.kube.resource("v1", "Secret"), {
+        "apiVersion": "v1", "kind": "Secret", "metadata": {"name": "hook", "namespace": fleet.ns},
+        "stringData": {"token": token}}, field_manager=MANAGER)
+    fleet.start(one, two)
+    shas = fleet.create(interval="1h", webhook={"secretRef": {"name": "hook"}})
+    wait_for("every Sync applied by its replica", lambda: fleet.all_served(shas, [one, two]),
+             180)
+    sync = next(s for s in SYNCS if rendezvous(fleet.key(s), [one, two]) == one)
+    shas[sync] = fleet.change(sync, 5)
+    status, body = fleet.replicas[two].hook(fleet.ns, sync, token)
+    assert status == 421 and f"served by the replica {one}" in body, body
+    assert fleet.replicas[one].hook(fleet.ns, sync, token)[0] == 202
+    wait_for("the hook's commit", lambda: fleet.served(sync, shas[sync], one), 60)
+    fleet.replicas[one].stop(signal.SIGKILL)
+    wait_for("the Sync served by the survivor", lambda: fleet.status(sync).get(
+        "servedBy") == two, 120)
+    shas[sync] = fleet.change(sync, 6)
+    assert fleet.replicas[two].hook(fleet.ns, sync, token)[0] == 202  # interval 1h: the hook
+    wait_for("the hook's commit at the survivor", lambda: fleet.served(sync, shas[sync], two),
+             60)
+
+
+def test_static_shards_split_the_syncs_by_a_stable_hash(fleet: Fleet) -> None:
+    """--shards N --shard I stays as an override: each shard serves the Syncs of its hash,
+    whatever else runs."""
+    def shard(key: str) -> int:
+        return int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big") % 2
+
+    names = [f"shard{i}-{uuid.uuid4().hex[:6]}" for i in range(2)]
+    for i, name in enumerate(names):
+        fleet.replicas[name] = Replica(fleet, name, "--shards", "2", "--shard", str(i))
+    shas = fleet.create()
+    wait_for("every Sync applied by its shard", lambda: all(
+        fleet.served(s, shas[s], names[shard(fleet.key(s))]) for s in SYNCS), 180)
+    writes = fleet.writes()
+    for sync in SYNCS:
+        assert writers_in_turn(writes[sync]) == [names[shard(fleet.key(sync))]], sync
