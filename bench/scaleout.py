@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import itertools
 import json
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -151,8 +151,7 @@ def main() -> int:
         overlapping = 0
         for events in writes.values():
             events.sort()
-            if any(a[2] != b[2] and a[1] > b[0] for a, b in zip(events, events[1:],
-                                                                strict=False)):
+            if any(a[2] != b[2] and a[1] > b[0] for a, b in itertools.pairwise(events)):
                 overlapping += 1
         gone = len(set(before) - set(after))
         again = sum(1 for k in before if k in after and after[k] != before[k])
