@@ -43,6 +43,7 @@ from typing import Any
 
 from orksync.agent import syncs, webhook
 from orksync.agent.lease import LeaderElector
+from orksync.agent.membership import Membership
 from orksync.agent.metrics import Metrics
 from orksync.agent.runner import Agent as SyncAgent
 from orksync.agent.runner import AgentConfig
@@ -85,6 +86,11 @@ class ControllerConfig:
     watch_namespace: str = ""  # "": every namespace
     concurrent_syncs: int = 4
     allow_file_urls: bool = False
+    # with leader election and one shard, the replicas share the Syncs (membership.py);
+    # --shards N --shard I instead: this replica's Syncs are those of its shard, on a
+    # Lease of the shard's own
+    shards: int = 1
+    shard: int = 0
 
 
 @dataclass(slots=True)
@@ -103,6 +109,7 @@ class Root:
     next_rotate: float = 0.0
     deadline: float | None = None  # the running job's end (its `timeout`)
     duplicate_of: str = ""
+    leaving: bool = False  # handed over: no new run; released once the running one ends
     written: dict[str, Any] = field(default_factory=dict)  # the status last written
     # the Ready condition's status and message before a run set it Unknown: a run that
     # ends as the one before it is no news (no Event)
@@ -122,6 +129,13 @@ def sync_label_of(key: str) -> str:
     return "sync-" + hashlib.sha256(key.encode()).hexdigest()[:16]
 
 
+def shard_of(key: str, shards: int) -> int:
+    """The static shard of a Sync (`--shards N --shard I`): stable on every replica."""
+    import hashlib
+
+    return int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big") % shards
+
+
 class Controller:
     def __init__(self, config: ControllerConfig, kube: Kube,
                  metrics: Metrics | None = None) -> None:
@@ -138,9 +152,20 @@ class Controller:
         self.lock = threading.Lock()  # the roots and their flags
         self.wake = threading.Condition(self.lock)
         self.elector: LeaderElector | None = None
-        if base.leader_elect:
-            lease_kube = kube.sibling(timeout=max(base.retry_period, base.renew_deadline / 2),
-                                      retry=RetryPolicy(attempts=1))
+        self.membership: Membership | None = None
+        lease_kube = kube.sibling(timeout=max(base.retry_period, base.renew_deadline / 2),
+                                  retry=RetryPolicy(attempts=1))
+        if base.leader_elect and config.shards == 1:
+            self.membership = Membership(lease_kube, group=config.lease_name,
+                                         namespace=base.lease_namespace,
+                                         identity=base.identity,
+                                         lease_duration=base.lease_duration,
+                                         renew_deadline=base.renew_deadline,
+                                         retry_period=base.retry_period)
+            self.membership.member.on_started_leading = lambda: self.metrics.leader.set(1)
+            self.membership.on_lost = self._lost_claims
+            kube.gate = self.membership.member.check
+        elif base.leader_elect:
             self.elector = LeaderElector(lease_kube, name=config.lease_name,
                                          namespace=base.lease_namespace,
                                          identity=base.identity,
@@ -158,7 +183,18 @@ class Controller:
     # --- leadership ----------------------------------------------------------------------
 
     def is_leader(self) -> bool:
+        if self.membership is not None:
+            return self.membership.member.leading
         return self.elector.leading if self.elector is not None else True
+
+    def mine(self, key: str) -> bool:
+        """Whether this replica serves the Sync `key`: its claim (scale-out), else its
+        shard's (static shards), else every Sync."""
+        if self.membership is not None:
+            return self.membership.serves(key)
+        if self.config.shards > 1:
+            return shard_of(key, self.config.shards) == self.config.shard
+        return True
 
     def _started_leading(self) -> None:
         self.metrics.leader.set(1)
@@ -174,6 +210,78 @@ class Controller:
             agents = [(r, r.agent) for r in self.roots.values() if r.agent is not None]
         for root, agent in agents:
             self._drop_agent(root, agent)
+
+    # --- scale-out: which replica serves which Sync (membership.py) --------------------
+
+    def _lost_claims(self, keys: set[str]) -> None:
+        """Claims lost while this replica's member gate was closed: their roots stop
+        (their writes were refused already)."""
+        with self.lock:
+            lost = [r for k, r in self.roots.items() if k in keys]
+        for root in lost:
+            self.metrics.handovers.labels(direction="lost").inc()
+            self._stop_agent(root)
+
+    def rebalance(self) -> None:
+        """One round: take the claims of the Syncs this replica should serve, hand over
+        those it should not (once their running sync ended), release the claims of
+        Syncs that are gone."""
+        membership = self.membership
+        assert membership is not None
+        self._lost_claims(membership.refresh())
+        if self.informer is None or not self.informer.synced.is_set():
+            return  # a Sync not listed yet is not one that is gone
+        with self.lock:
+            roots = dict(self.roots)
+        for key, root in sorted(roots.items()):
+            owner = membership.owner(key)
+            if not owner:
+                continue
+            if owner == membership.identity:
+                if membership.serves(key):
+                    continue
+                taken = membership.acquire(key)
+                if taken is None:
+                    continue
+                self.metrics.handovers.labels(direction="taken").inc()
+                if taken.unserved is not None:
+                    self.metrics.unserved.observe(taken.unserved)
+                log.info("Sync %s: served by %s now (%s%s)", key, membership.identity,
+                         f"claim {taken.how}", f" from {taken.previous}"
+                         if taken.previous and taken.previous != membership.identity else "")
+                with self.wake:
+                    root.leaving, root.wanted = False, True
+                    self.wake.notify_all()
+            elif membership.serves(key):
+                with self.lock:
+                    root.leaving = True
+                    busy = root.busy
+                if not busy:  # else at a next round, once its sync ended
+                    self._hand_over(root, owner)
+        for key in membership.held() - set(roots):  # the Sync is gone
+            membership.release(key, delete=True)
+        self.metrics.syncs_served.set(len(membership.held()))
+
+    def _hand_over(self, root: Root, owner: str) -> None:
+        """Close the Sync's gate, stop its watches and drift repair, release its claim."""
+        assert self.membership is not None
+        self.membership.drop(root.key)
+        self._stop_agent(root)
+        self.membership.release(root.key)
+        with self.lock:
+            root.leaving = False
+            root.written = {}
+        self.metrics.handovers.labels(direction="released").inc()
+        log.info("Sync %s: handed over to %s", root.key, owner)
+
+    def _rebalance_loop(self) -> None:
+        assert self.membership is not None
+        while not self.stop_event.is_set():
+            try:
+                self.rebalance()
+            except Exception:  # a bug must not end the loop: logged, tried again
+                log.exception("scale-out: a round failed")
+            self.stop_event.wait(self.membership.retry_period)
 
     # --- the Syncs -----------------------------------------------------------------------
 
@@ -242,7 +350,7 @@ class Controller:
         due: list[Root] = []
         with self.lock:
             for root in self.roots.values():
-                if root.busy:
+                if root.busy or root.leaving or not self.mine(root.key):
                     continue
                 if root.wanted or now >= root.next_run:
                     root.busy = True
@@ -507,13 +615,17 @@ class Controller:
         log.info("Sync %s: took over the inventory %s (%d object(s), from %s)", root.key,
                  configmap_name(name), len(adopted), adopted.source)
 
-    def _gate(self, root: Root) -> None:
+    def _gate(self, root: Root) -> float | None:
+        left: float | None = None
+        if self.membership is not None:
+            left = self.membership.check(root.key)
         if self.elector is not None:
-            self.elector.check()
+            left = self.elector.check()
         deadline = root.deadline
         if deadline is not None and time.monotonic() > deadline and root.spec is not None:
             raise SyncTimeout(f"the sync passed its timeout of {root.spec.timeout:.0f}s: "
                               "abandoned, retried with backoff", subject=f"Sync/{root.key}")
+        return left
 
     def _credentials(self, spec: syncs.SyncSpec) -> tuple[GitAuth, GitVerify | None]:
         """The Secrets the Sync names, read in its own namespace, as files only the agent
@@ -575,7 +687,8 @@ class Controller:
         """The Sync's status when it changed, and an Event for a new revision or a new
         failure."""
         inventory = configmap_name(root.spec.inventory_name) if root.spec else ""
-        status = syncs.status_of(root.obj, outcome, inventory=inventory)
+        status = {**syncs.status_of(root.obj, outcome, inventory=inventory),
+                  "servedBy": self.config.base.identity}
         old = root.obj.get("status") or {}
         if syncs.same_status(old, status):
             return
@@ -749,8 +862,14 @@ class Controller:
             spec = root.spec if root is not None else None
         if root is None or spec is None or not spec.webhook_secret:
             return webhook.Verdict(404, "no such Sync with a webhook")
-        if not self.is_leader():  # its Secret is read by the leader only
-            return webhook.Verdict(503, "standby: this replica does not serve the Syncs")
+        if self.membership is not None and not self.membership.serves(key):
+            # the caller retries at the replica named (its Service reaches any replica)
+            owner = self.membership.holder(key) or self.membership.owner(key)
+            return webhook.Verdict(421, f"the Sync {key} is served by the replica "
+                                        f"{owner or '(none yet)'}, not by "
+                                        f"{self.membership.identity}")
+        if not self.is_leader() or not self.mine(key):  # its Secret is read by its server
+            return webhook.Verdict(503, "standby: this replica does not serve this Sync")
         try:
             data = syncs.read_secret(self.kube, namespace, spec.webhook_secret,
                                      "spec.webhook.secretRef")
@@ -786,12 +905,17 @@ class Controller:
     # --- readiness and lifecycle ---------------------------------------------------------
 
     def ready(self) -> tuple[bool, str]:
+        if self.membership is not None and not self.membership.member.leading:
+            return False, f"not a member: {self.membership.member.standby_reason}"
         if self.elector is not None and not self.elector.leading:
             return True, "standby: another replica holds the lease"
         if self.informer is None or not self.informer.synced.is_set():
             return False, "the Syncs have not been listed yet"
         with self.lock:
             count = len(self.roots)
+        if self.membership is not None:
+            return True, (f"ok: {len(self.membership.held())} of {count} Sync(s) served "
+                          f"here, {len(self.membership.live())} replica(s) live")
         return True, f"ok: {count} Sync(s)"
 
     def ui_roots(self) -> list[RootStatus]:
@@ -817,6 +941,8 @@ class Controller:
         base.state_dir.mkdir(parents=True, exist_ok=True)
         if self.elector is not None:
             ensure_namespace(self.elector.kube, base.lease_namespace)
+        if self.membership is not None:
+            ensure_namespace(self.membership.kube, base.lease_namespace)
         mounts = {}
         if base.ui:
             from orksync.agent.ui.app import PREFIX, WebView
@@ -843,6 +969,12 @@ class Controller:
         self.informer = Informer(self.watch_kube, (syncs.API_VERSION, syncs.KIND),
                                  on_event=self._on_event).start()
         elector_thread = self.elector.start(self.stop_event) if self.elector else None
+        threads: list[threading.Thread] = []
+        if self.membership is not None:
+            threads.append(self.membership.start(self.stop_event))
+            threads.append(threading.Thread(target=self._rebalance_loop, name="scale-out",
+                                            daemon=True))
+            threads[-1].start()
         while not received and not self.stop_event.is_set():
             self.dispatch()
             with self.wake:
@@ -857,9 +989,16 @@ class Controller:
             self._stop_agent(root)
         if elector_thread is not None:
             elector_thread.join()
+        for thread in threads:
+            thread.join()
         if self.elector is not None:
             self.elector.release()
             self.elector.kube.close()
+        if self.membership is not None:  # the claims first: a successor starts at once
+            for key in self.membership.held():
+                self.membership.release(key)
+            self.membership.member.release()
+            self.membership.kube.close()
         server.shutdown()
         self.watch_kube.close()
         self.kube.close()
