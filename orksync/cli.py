@@ -25,6 +25,7 @@ from orksync.agent.verbs import (
     cmd_reconcile,
     cmd_status_with_syncs,
     cmd_suspend,
+    sync_overview,
 )
 from orksync.errors import OrksyncError, UsageError
 from orksync.gcpause import paused_gc
@@ -828,7 +829,7 @@ COMMANDS = {
     "suspend": lambda args: cmd_suspend(args, _kube, suspend=True),
     "resume": lambda args: cmd_suspend(args, _kube, suspend=False),
     "history": lambda args: cmd_history(args, _kube),
-    "tree": lambda args: cmd_tree(args, _kube),
+    "tree": lambda args: cmd_tree(args, _kube, syncs_view=sync_overview),
     "install": lambda args: cmd_install(args, _kube),
     "version": cmd_version,
     "completion": cmd_completion,

@@ -46,8 +46,9 @@ _COLUMNS_HELP = (
     "READY is the custom resource's Ready condition as its last sync wrote it. REVISION is "
     "the revision at which the custom resource was last applied, i.e. its last change: the "
     "agent applies only the custom resources a commit changed, so an untouched one keeps an "
-    "older revision. SYNC ROOT is the sync root (--name of `orksync sync`) whose inventory "
-    "lists the object; when several do, the one that wrote it last comes first.")
+    "older revision. SYNC ROOT is the sync root (--name of `orksync sync`, or a Sync's "
+    "NAMESPACE/NAME) whose inventory lists the object; when several do, the one that wrote "
+    "it last comes first.")
 
 
 def add_overview_parsers(sub: Any, *, seconds: Callable[[str], float],
@@ -71,7 +72,9 @@ def add_overview_parsers(sub: Any, *, seconds: Callable[[str], float],
                        "health",
                        description="The custom resource KIND/NAMESPACE/NAME (KIND/NAME when "
                        "cluster-scoped; KIND may carry its group: Widget.example.io) and "
-                       "the children its inventory lists, each with its health; with "
+                       "the children its inventory lists, each with its health (a custom "
+                       "resource a custom: block created with its own children beneath "
+                       "it); with "
                        "-n NS the target may be KIND/NAME, as kubectl takes it. "
                        + _COLUMNS_HELP + " Reads the cluster only.")
     p.add_argument("target", metavar="KIND/NAMESPACE/NAME")
@@ -132,21 +135,40 @@ def _coloured(args: argparse.Namespace, text: str) -> str:
         "Terminating": YELLOW, "Unknown": YELLOW})
 
 
+# the Syncs of the cluster: their rows, `namespace/name` by their inventory's sync root
+# name, and their table (orksync.agent.verbs.sync_overview; the agent layer is not this
+# one's to import)
+SyncsView = Callable[["Kube"], tuple[list[dict[str, str]], dict[str, str], str]]
+
+
 def cmd_status(args: argparse.Namespace,
-               kube_factory: Callable[[argparse.Namespace], Kube]) -> int:
+               kube_factory: Callable[[argparse.Namespace], Kube],
+               syncs_view: SyncsView | None = None) -> int:
+    """The Syncs first (`syncs_view`, in every output and with --watch), then every
+    object row, its SYNC ROOT a Sync's `namespace/name` where a Sync's inventory lists
+    it."""
+    import dataclasses
+
     from orksync.lifecycle.overview import read_rows, status_table
 
     def view(kube: Kube) -> Callable[[datetime], str]:
+        sync_rows, labels, sync_text = syncs_view(kube) if syncs_view is not None else \
+            ([], {}, "")
         rows = read_rows(kube, args.inventory_namespace, args.name)
         if args.namespace is not None:
             rows = [r for r in rows if r.ref.namespace == args.namespace]
+        rows = [dataclasses.replace(r, sync=labels.get(r.root, ""),
+                                    syncs=tuple(labels.get(n, n) for n in r.roots))
+                for r in rows]
+        head = sync_text + "\n" if sync_text else ""
         if not rows and args.output == "table":
             where = f" in namespace {args.namespace}" if args.namespace is not None else ""
-            return lambda now: (f"No custom resources managed by orksync{where} (no "
-                                f"inventory in namespace {args.inventory_namespace} lists "
-                                "one).\n")
-        return lambda now: _render(args, {"items": [r.to_dict(now) for r in rows]},
-                                   _coloured(args, status_table(rows, now)))
+            return lambda now: head + (
+                f"No custom resources managed by orksync{where} (no inventory in namespace "
+                f"{args.inventory_namespace} lists one).\n")
+        return lambda now: _render(
+            args, {"syncs": sync_rows, "items": [r.to_dict(now) for r in rows]},
+            head + _coloured(args, status_table(rows, now)))
 
     return _run(args, kube_factory, view)
 
@@ -166,13 +188,24 @@ def _tree_target(args: argparse.Namespace) -> str:
 
 
 def cmd_tree(args: argparse.Namespace,
-             kube_factory: Callable[[argparse.Namespace], Kube]) -> int:
-    from orksync.lifecycle.overview import find_tree, tree_table
+             kube_factory: Callable[[argparse.Namespace], Kube],
+             syncs_view: SyncsView | None = None) -> int:
+    """The custom resource's tree, its SYNC ROOT a Sync's `namespace/name` where a Sync's
+    inventory lists it (`syncs_view`)."""
+    import dataclasses
+
+    from orksync.lifecycle.overview import Tree, find_tree, tree_table
 
     target = _tree_target(args)
 
     def view(kube: Kube) -> Callable[[datetime], str]:
         tree = find_tree(kube, args.inventory_namespace, target)
+        if syncs_view is not None:
+            labels = syncs_view(kube)[1]
+            row = tree.resource
+            tree = Tree(dataclasses.replace(
+                row, sync=labels.get(row.root, ""),
+                syncs=tuple(labels.get(n, n) for n in row.roots)))
         return lambda now: _render(args, tree.to_dict(now),
                                    _coloured(args, tree_table(tree, now)))
 

@@ -121,9 +121,15 @@ class SharedInventory:
     def part(self, crs: frozenset[ObjRef]) -> Inventory:
         """`Inventory.part`, from the index."""
         if self._index is None:
+            # a child of a custom resource a `custom:` block created belongs to the part
+            # of the custom resource at the top of the chain, whose render produces it
+            owner_of = {e.ref: e.owner for e in self._value if e.owner is not None}
             index: dict[ObjRef, list[InventoryEntry]] = {}
             for entry in self._value:
-                index.setdefault(entry.owner or entry.ref, []).append(entry)
+                top, steps = entry.owner or entry.ref, 0
+                while top in owner_of and steps < len(owner_of):
+                    top, steps = owner_of[top], steps + 1
+                index.setdefault(top, []).append(entry)
             self._index = index
         found = Inventory.of(e for cr in crs for e in self._index.get(cr, ()))
         return Inventory(found.entries, self._value.source,
@@ -314,12 +320,13 @@ def sync_once(kube: Kube, rendered: RenderedSet, *, inventory_name: str,
                 inventory = current  # the common case: its part did not change
             else:
                 inventory = current.with_part(scope.crs, inventory)
-                write_inventory(kube, inventory, inventory_name, inventory_namespace,
+                write_inventory(kube.own(), inventory, inventory_name, inventory_namespace,
                                 field_manager=manager)
                 scope.inventory.value = inventory
     elif not dry_run and inventory != old:  # an unchanged inventory costs no request
-        ensure_namespace(kube, inventory_namespace)  # not before: a resync writes none
-        write_inventory(kube, inventory, inventory_name, inventory_namespace,
+        # the inventory is the agent's bookkeeping, never its ServiceAccount's (a Sync's)
+        ensure_namespace(kube.own(), inventory_namespace)  # not before: a resync writes none
+        write_inventory(kube.own(), inventory, inventory_name, inventory_namespace,
                         field_manager=manager)
     return SyncResult(changes=changes, inventory=inventory, pruned=deleted,
                       refused=list(plan.refused), refused_empty=plan.empty,
@@ -355,7 +362,9 @@ def sync_rendered(kube: Kube, rendered: RenderedSet, catalog: Catalog | None, *,
 
         if on_phase is not None:
             on_phase("status")
-        report_sync(kube, status_of or catalog, rendered, result.changes, revision=revision,
+        # the custom resources' status and Events: the agent's report about them
+        report_sync(kube.own(), status_of or catalog, rendered, result.changes,
+                    revision=revision,
                     impersonation=options.impersonation, live=options.live)
     return result
 

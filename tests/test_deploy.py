@@ -218,7 +218,10 @@ def test_the_cluster_role_grants_every_kind_a_katalog_produces_and_nothing_broad
     (ns_role,) = load(BASE / "role.yaml")
     assert ns_role["metadata"]["namespace"] == NAMESPACE
     ns_grants = granted(ns_role["rules"])
-    assert ns_grants[("coordination.k8s.io", "leases")] == {"get", "create", "update", "patch"}
+    # list: the replicas serving Syncs read the member and claim Leases; delete: the claim
+    # of a Sync that is gone
+    assert ns_grants[("coordination.k8s.io", "leases")] == {"get", "list", "create", "update",
+                                                            "patch", "delete"}
     assert ns_grants[("", "configmaps")] == ALL_VERBS
 
 

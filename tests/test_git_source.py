@@ -720,3 +720,31 @@ def test_an_ssh_remote_is_cloned_with_the_key_and_a_known_host_key(
                              auth=GitAuth(ssh_key_file=signing_key[0], known_hosts_file=hosts))
         with pytest.raises(SourceError, match="Host key verification failed"):
             GitSource(spec, tmp_path / "wc2").fetch()
+
+
+def test_a_semver_range_checks_out_its_highest_satisfying_tag_and_follows_a_new_one(
+        upstream: Upstream, daemon: GitDaemon, tmp_path: Path) -> None:
+    """Real tags of a real remote: the highest version in the range (numeric order:
+    v1.10.0 above v1.9.0; v2.0.0, a prerelease and a tag that is no version ignored),
+    a new satisfying tag picked up at the next fetch; no satisfying tag and a range that
+    does not parse are errors naming the range."""
+    shas = {}
+    for tag in ("v1.2.0", "v1.9.0", "v1.10.0", "v2.0.0", "1.11.0-rc.1", "latest"):
+        shas[tag] = upstream.commit({"version.txt": tag}, f"release {tag}")
+        upstream.tag(tag)
+    source = GitSource(GitSourceSpec(url=daemon.url(), semver=">=1.0.0, <2.0.0"),
+                       tmp_path / "wc")
+    rev = source.fetch()
+    assert rev.sha == shas["v1.10.0"]
+    assert (rev.path / "version.txt").read_text() == "v1.10.0"
+    assert not source.fetch().changed
+    shas["1.10.1"] = upstream.commit({"version.txt": "1.10.1"}, "a patch")
+    upstream.tag("1.10.1")
+    moved = source.fetch()
+    assert moved.changed and moved.sha == shas["1.10.1"]
+    tilde = GitSource(GitSourceSpec(url=daemon.url(), semver="~1.2"), tmp_path / "wc2")
+    assert tilde.fetch().sha == shas["v1.2.0"]
+    with pytest.raises(SourceError, match=r"no tag satisfies the semver range '>=3'"):
+        GitSource(GitSourceSpec(url=daemon.url(), semver=">=3"), tmp_path / "wc3").fetch()
+    with pytest.raises(SourceError, match=r"semver range 'not a range' does not parse"):
+        GitSourceSpec(url=daemon.url(), semver="not a range")

@@ -120,3 +120,81 @@ def test_a_kubeconfig_that_impersonates_already_cannot_take_a_service_account(
         assert kube.requests == 0
     finally:
         kube.close()
+
+
+def test_a_sync_s_service_account_writes_every_child_and_no_other_namespace_s_does(
+        tmp_path: Path) -> None:
+    """A default `namespace/name` (a Sync's ServiceAccount): every custom resource's
+    children as it, wherever the custom resource lives; an entry's bare name is one of the
+    Sync's namespace; an account of another namespace (the entry's, a rendered directive,
+    one the inventory recorded) is refused rather than written as."""
+    from orksync.apply.impersonation import Identities, Impersonation
+    from orksync.apply.inventory import InventoryEntry
+    from orksync.cluster.kube import Kube
+    from orksync.errors import ClusterError
+    from orksync.model import ObjRef
+
+    config = tmp_path / "kubeconfig"
+    config.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+        "clusters: [{name: k, cluster: {server: 'http://127.0.0.1:1'}}]\n"
+        "users: [{name: u, user: {token: t}}]\n"
+        "contexts: [{name: c, context: {cluster: k, user: u}}]\n")
+    kube = Kube.from_kubeconfig(config)
+
+    def ref(kind: str, namespace: str, name: str = "w") -> ObjRef:
+        return ObjRef(api_version="test.orksync.io/v1", kind=kind, namespace=namespace,
+                      name=name)
+
+    recorded = ref("Widget", "team-a", "old")
+    try:
+        settings = Impersonation(default="team-a/deployer", by_kind={
+            ("test.orksync.io/v1", "Named"): "builder",
+            ("test.orksync.io/v1", "Foreign"): "kube-system/admin"})
+        identities = Identities(kube, settings, recorded=[
+            InventoryEntry(ref=recorded, account="kube-system/admin")])
+        assert identities.account(ref("Widget", "team-b")) == "team-a/deployer"
+        assert identities.account(ref("Widget", "")) == "team-a/deployer"
+        assert identities.account(ref("Named", "team-b")) == "team-a/builder"
+        for owner, directive in ((ref("Foreign", "team-a"), ""),
+                                 (ref("Widget", "team-a"), "team-b/deployer"),
+                                 (recorded, "")):
+            with pytest.raises(ClusterError, match="not of the Sync's namespace 'team-a'"):
+                identities.account(owner, directive)
+        # the --default-service-account NAME of an agent: each custom resource's namespace
+        plain = Identities(kube, Impersonation(default="deployer"))
+        assert plain.account(ref("Widget", "team-b")) == "team-b/deployer"
+        assert plain.account(ref("Foreign", "team-b"), "kube-system/admin") == \
+            "kube-system/admin"
+    finally:
+        kube.close()
+
+
+def test_a_writes_only_view_reads_as_the_agent_and_writes_as_the_service_account(
+        tmp_path: Path) -> None:
+    """A Sync's root connection: GETs (reads, lists, watches) without Impersonate-User,
+    every other method with it; `own()` is the agent's connection itself."""
+    from orksync.cluster.kube import Kube
+
+    config = tmp_path / "kubeconfig"
+    config.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+        "clusters: [{name: k, cluster: {server: 'http://127.0.0.1:1'}}]\n"
+        "users: [{name: u, user: {token: t}}]\n"
+        "contexts: [{name: c, context: {cluster: k, user: u}}]\n")
+    kube = Kube.from_kubeconfig(config)
+    user = "system:serviceaccount:team-a:deployer"
+    try:
+        view = kube.impersonating(user, writes_only=True)
+        assert view is not kube.impersonating(user)  # the full view is another
+        assert view.own() is kube and kube.own() is kube
+        for method in ("POST", "PATCH", "PUT", "DELETE"):
+            headers, _, _ = view._headers("application/json", "application/json", method)
+            assert headers["Impersonate-User"] == user
+        headers, _, _ = view._headers("application/json", "application/json", "GET")
+        assert "Impersonate-User" not in headers
+        headers, _, _ = kube.impersonating(user)._headers(
+            "application/json", "application/json", "GET")
+        assert headers["Impersonate-User"] == user
+    finally:
+        kube.close()

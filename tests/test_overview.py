@@ -73,6 +73,30 @@ def test_the_tree_draws_the_children_under_their_custom_resource() -> None:
     assert lines[3].split() == ["└──", "Service/team-a/shop", "Current"]
 
 
+def test_a_created_custom_resource_is_drawn_with_its_children_indented_beneath_it() -> None:
+    ns = "team-a"
+    redis = ChildRow(ObjRef(api_version="apps/v1", kind="Deployment", namespace=ns,
+                            name="dev-cache-redis"), "InProgress", "ready: 0/2")
+    cache = ChildRow(ObjRef(api_version="nest.io/v1", kind="CacheCluster", namespace=ns,
+                            name="dev-cache"), "InProgress", "Deployment: ready: 0/2",
+                     children=(redis,), ready="False")
+    config = ChildRow(ObjRef(api_version="v1", kind="ConfigMap", namespace=ns, name="dev"),
+                      "Current", "")
+    row = ResourceRow(ref=ObjRef(api_version="nest.io/v1", kind="AppEnvironment",
+                                 namespace=ns, name="dev"), root="apps", ready="False",
+                      health="InProgress", revision="", created="", message="m",
+                      children=(cache, config))
+    lines = tree_table(Tree(row), NOW).splitlines()
+    assert len(lines) == 5
+    assert lines[2].startswith("├── CacheCluster") and lines[4].startswith("└── ConfigMap")
+    assert lines[3].startswith("│   └── Deployment/team-a/dev-cache-redis")
+    assert lines[2].split()[2:4] == ["False", "InProgress"]
+    doc = Tree(row).to_dict(NOW)
+    assert doc["children"][0]["ready"] == "False"
+    assert doc["children"][0]["children"][0]["object"] == str(redis.ref)
+    assert "children" not in doc["children"][1]  # a plain child: as before
+
+
 def test_the_help_explains_revision_health_and_sync_root() -> None:
     for command in ("status", "tree"):
         done = subprocess.run([sys.executable, "-m", "orksync", command, "--help"],

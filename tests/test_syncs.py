@@ -46,7 +46,7 @@ def test_a_full_spec_is_read() -> None:
     ({"timeout": "0s"}, "spec.timeout"),
     ({"ref": {"branch": "main", "tag": "v1"}}, "spec.ref"),
     ({"ref": {"commit": "abc123"}}, "spec.ref.commit"),
-    ({"ref": {"semver": ">=1.0.0"}}, "spec.ref.semver"),
+    ({"ref": {"semver": ">=1.0.0 <<2"}}, "spec.ref.semver"),
     ({"url": "file:///etc"}, "spec.url"),
     ({"path": "../x"}, "spec.path"),
     ({"prune": "yes"}, "spec.prune"),
@@ -130,3 +130,8 @@ def test_a_sync_is_named_namespace_slash_name(text: str) -> None:
 
     with pytest.raises(UsageError):
         _target(text)
+
+
+def test_a_semver_range_is_read_and_replaces_the_ref() -> None:
+    spec = syncs.parse_spec(sync(ref={"semver": ">=1.0.0, <2.0.0"}))
+    assert spec.semver == ">=1.0.0, <2.0.0" and spec.wanted == "semver >=1.0.0, <2.0.0"

@@ -135,6 +135,59 @@ def test_a_tree_shows_only_the_children_its_reader_may_list() -> None:
     assert flt.row(_row("b", (deploy,))) is None
 
 
+def _nested() -> tuple[ChildRow, ChildRow, ChildRow]:
+    """A CacheCluster a `custom:` block created, with its Deployment and Secret beneath."""
+    redis = ChildRow(ObjRef(api_version="apps/v1", kind="Deployment", namespace="a",
+                            name="w-cache-redis"), "InProgress", "ready: 0/2")
+    secret = ChildRow(ObjRef(api_version="v1", kind="Secret", namespace="a",
+                             name="w-cache-auth"), "Current", "")
+    cache = ChildRow(ObjRef(api_version="test.io/v1", kind="CacheCluster", namespace="a",
+                            name="w-cache"), "InProgress", "Deployment/a/w-cache-redis: ...",
+                     children=(redis, secret), ready="False")
+    return cache, redis, secret
+
+
+def test_a_created_custom_resources_children_are_cut_to_what_its_reader_may_list() -> None:
+    cache, redis, _ = _nested()
+    kube = FakeKube({}, {("list", "widgets", "a"), ("list", "cacheclusters", "a"),
+                         ("list", "deployments", "a")})
+    flt = data.Filter(kube, Access(Reviewer(kube), ALICE))  # type: ignore[arg-type]
+    shown = flt.row(_row("a", (cache,)))
+    assert shown is not None
+    [shown_cache] = shown.children
+    assert shown_cache.children == (redis,)
+    assert "1 children not shown" in shown_cache.message
+    assert "1 of them not shown" in shown.message and "health of 3 children" in shown.message
+    kube.allowed.discard(("list", "cacheclusters", "a"))  # everything beneath goes with it
+    flt = data.Filter(kube, Access(Reviewer(kube), ALICE))  # type: ignore[arg-type]
+    shown = flt.row(_row("a", (cache,)))
+    assert shown is not None and shown.children == ()
+    assert "3 of them not shown" in shown.message
+
+
+def test_the_children_shown_count_those_beneath_a_created_custom_resource(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    cache, redis, _ = _nested()
+    monkeypatch.setattr(data, "MAX_CHILDREN", 2)
+    shown, more = data.children(_row("a", (cache,)))
+    assert [c.ref for c in shown] == [cache.ref] and shown[0].children == (redis,)
+    assert more == 1
+
+
+def test_the_tree_page_draws_a_created_custom_resource_with_its_children_beneath() -> None:
+    cache, redis, secret = _nested()
+    env = WebView(FakeKube({}, set()), journal.Journal(), list,  # type: ignore[arg-type]
+                  "orksync-system").env
+    html = env.get_template("tree.html").render(
+        page=data.Page(user="u"), row=_row("a", (cache,)), children=[cache], more=0,
+        max_children=300, csrf="x", prefix="/ui", now=datetime.now(UTC),
+        age=lambda created: "-")
+    inner = html.split(f"<code>{cache.ref}</code>", 1)[1]
+    assert 'class="badge r-false"' in inner.split("<ul>", 1)[0]  # its Ready
+    nested = inner.split("<ul>", 1)[1].split("</ul>", 1)[0]
+    assert f"<code>{redis.ref}</code>" in nested and f"<code>{secret.ref}</code>" in nested
+
+
 def test_the_journal_keeps_the_last_syncs_and_writes_only() -> None:
     j = journal.Journal()
     for i in range(journal.KEEP_SYNCS + 5):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -174,11 +175,15 @@ def cmd_agent(args: argparse.Namespace, kube: Kube) -> int:
 
     if args.concurrent_syncs < 1:
         raise UsageError(f"--concurrent-syncs {args.concurrent_syncs} is less than 1")
-    if args.shards > 1:
-        raise UsageError("--shards needs --repo-url: a Sync is one root of its own")
     base = agent_config(args)
+    # --shards N --shard I: a static split of the Syncs (each shard a Lease of its own),
+    # instead of the replicas sharing them
+    suffix = f"-shard-{args.shard}-of-{args.shards}" if args.shards > 1 else ""
+    base = replace(base, shards=1, shard=0, name=args.name,
+                   lease_name=f"orksync-{args.name}")
     return Controller(ControllerConfig(
-        base=base, lease_name=f"orksync-syncs-{args.name}",
+        base=base, lease_name=f"orksync-syncs-{args.name}{suffix}",
+        shards=args.shards, shard=args.shard,
         watch_namespace=args.watch_namespace, concurrent_syncs=args.concurrent_syncs,
         allow_file_urls=args.allow_file_urls), kube).run()
 

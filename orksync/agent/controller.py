@@ -5,7 +5,8 @@ Each Sync is a sync root of its own: an `Agent` (orksync.agent.runner) with the 
 settings, its own inventory (`orksync-inventory-<namespace>.<name>`), checkout and state
 directory (`<state dir>/syncs/<namespace>/<name>`), drift repair and scoped syncs, and a
 connection of its own whose gate closes when this replica loses the Lease or the Sync's
-run passes its `timeout`. The controller owns what is shared: one Lease, one informer of
+run passes its `timeout`, and whose writes go as the Sync's ServiceAccount (`_writer`).
+The controller owns what is shared: one Lease, one informer of
 the Syncs, the HTTP server (per-Sync webhooks at `/hooks/git/<namespace>/<name>`) and a
 pool of `--concurrent-syncs` workers. A Sync's runs never overlap; the runs of different
 Syncs never wait for each other beyond the pool's size.
@@ -42,6 +43,7 @@ from typing import Any
 
 from orksync.agent import syncs, webhook
 from orksync.agent.lease import LeaderElector
+from orksync.agent.membership import Membership
 from orksync.agent.metrics import Metrics
 from orksync.agent.runner import Agent as SyncAgent
 from orksync.agent.runner import AgentConfig
@@ -50,7 +52,7 @@ from orksync.agent.ui.data import RootStatus
 from orksync.agent.ui.journal import Journal
 from orksync.apply.delete import DeletionOptions
 from orksync.apply.engine import ApplyOptions
-from orksync.apply.impersonation import Impersonation
+from orksync.apply.impersonation import Impersonation, service_account_user
 from orksync.apply.inventory import configmap_name
 from orksync.cluster.kube import Kube
 from orksync.cluster.retry import RetryPolicy
@@ -84,6 +86,11 @@ class ControllerConfig:
     watch_namespace: str = ""  # "": every namespace
     concurrent_syncs: int = 4
     allow_file_urls: bool = False
+    # with leader election and one shard, the replicas share the Syncs (membership.py);
+    # --shards N --shard I instead: this replica's Syncs are those of its shard, on a
+    # Lease of the shard's own
+    shards: int = 1
+    shard: int = 0
 
 
 @dataclass(slots=True)
@@ -102,7 +109,11 @@ class Root:
     next_rotate: float = 0.0
     deadline: float | None = None  # the running job's end (its `timeout`)
     duplicate_of: str = ""
+    leaving: bool = False  # handed over: no new run; released once the running one ends
     written: dict[str, Any] = field(default_factory=dict)  # the status last written
+    # the Ready condition's status and message before a run set it Unknown: a run that
+    # ends as the one before it is no news (no Event)
+    settled: tuple[str, str] | None = None
 
 
 def sync_label(spec: syncs.SyncSpec) -> str:
@@ -116,6 +127,13 @@ def sync_label_of(key: str) -> str:
     import hashlib
 
     return "sync-" + hashlib.sha256(key.encode()).hexdigest()[:16]
+
+
+def shard_of(key: str, shards: int) -> int:
+    """The static shard of a Sync (`--shards N --shard I`): stable on every replica."""
+    import hashlib
+
+    return int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big") % shards
 
 
 class Controller:
@@ -134,9 +152,20 @@ class Controller:
         self.lock = threading.Lock()  # the roots and their flags
         self.wake = threading.Condition(self.lock)
         self.elector: LeaderElector | None = None
-        if base.leader_elect:
-            lease_kube = kube.sibling(timeout=max(base.retry_period, base.renew_deadline / 2),
-                                      retry=RetryPolicy(attempts=1))
+        self.membership: Membership | None = None
+        lease_kube = kube.sibling(timeout=max(base.retry_period, base.renew_deadline / 2),
+                                  retry=RetryPolicy(attempts=1))
+        if base.leader_elect and config.shards == 1:
+            self.membership = Membership(lease_kube, group=config.lease_name,
+                                         namespace=base.lease_namespace,
+                                         identity=base.identity,
+                                         lease_duration=base.lease_duration,
+                                         renew_deadline=base.renew_deadline,
+                                         retry_period=base.retry_period)
+            self.membership.member.on_started_leading = lambda: self.metrics.leader.set(1)
+            self.membership.on_lost = self._lost_claims
+            kube.gate = self.membership.member.check
+        elif base.leader_elect:
             self.elector = LeaderElector(lease_kube, name=config.lease_name,
                                          namespace=base.lease_namespace,
                                          identity=base.identity,
@@ -154,7 +183,18 @@ class Controller:
     # --- leadership ----------------------------------------------------------------------
 
     def is_leader(self) -> bool:
+        if self.membership is not None:
+            return self.membership.member.leading
         return self.elector.leading if self.elector is not None else True
+
+    def mine(self, key: str) -> bool:
+        """Whether this replica serves the Sync `key`: its claim (scale-out), else its
+        shard's (static shards), else every Sync."""
+        if self.membership is not None:
+            return self.membership.serves(key)
+        if self.config.shards > 1:
+            return shard_of(key, self.config.shards) == self.config.shard
+        return True
 
     def _started_leading(self) -> None:
         self.metrics.leader.set(1)
@@ -170,6 +210,78 @@ class Controller:
             agents = [(r, r.agent) for r in self.roots.values() if r.agent is not None]
         for root, agent in agents:
             self._drop_agent(root, agent)
+
+    # --- scale-out: which replica serves which Sync (membership.py) --------------------
+
+    def _lost_claims(self, keys: set[str]) -> None:
+        """Claims lost while this replica's member gate was closed: their roots stop
+        (their writes were refused already)."""
+        with self.lock:
+            lost = [r for k, r in self.roots.items() if k in keys]
+        for root in lost:
+            self.metrics.handovers.labels(direction="lost").inc()
+            self._stop_agent(root)
+
+    def rebalance(self) -> None:
+        """One round: take the claims of the Syncs this replica should serve, hand over
+        those it should not (once their running sync ended), release the claims of
+        Syncs that are gone."""
+        membership = self.membership
+        assert membership is not None
+        self._lost_claims(membership.refresh())
+        if self.informer is None or not self.informer.synced.is_set():
+            return  # a Sync not listed yet is not one that is gone
+        with self.lock:
+            roots = dict(self.roots)
+        for key, root in sorted(roots.items()):
+            owner = membership.owner(key)
+            if not owner:
+                continue
+            if owner == membership.identity:
+                if membership.serves(key):
+                    continue
+                taken = membership.acquire(key)
+                if taken is None:
+                    continue
+                self.metrics.handovers.labels(direction="taken").inc()
+                if taken.unserved is not None:
+                    self.metrics.unserved.observe(taken.unserved)
+                log.info("Sync %s: served by %s now (%s%s)", key, membership.identity,
+                         f"claim {taken.how}", f" from {taken.previous}"
+                         if taken.previous and taken.previous != membership.identity else "")
+                with self.wake:
+                    root.leaving, root.wanted = False, True
+                    self.wake.notify_all()
+            elif membership.serves(key):
+                with self.lock:
+                    root.leaving = True
+                    busy = root.busy
+                if not busy:  # else at a next round, once its sync ended
+                    self._hand_over(root, owner)
+        for key in membership.held() - set(roots):  # the Sync is gone
+            membership.release(key, delete=True)
+        self.metrics.syncs_served.set(len(membership.held()))
+
+    def _hand_over(self, root: Root, owner: str) -> None:
+        """Close the Sync's gate, stop its watches and drift repair, release its claim."""
+        assert self.membership is not None
+        self.membership.drop(root.key)
+        self._stop_agent(root)
+        self.membership.release(root.key)
+        with self.lock:
+            root.leaving = False
+            root.written = {}
+        self.metrics.handovers.labels(direction="released").inc()
+        log.info("Sync %s: handed over to %s", root.key, owner)
+
+    def _rebalance_loop(self) -> None:
+        assert self.membership is not None
+        while not self.stop_event.is_set():
+            try:
+                self.rebalance()
+            except Exception:  # a bug must not end the loop: logged, tried again
+                log.exception("scale-out: a round failed")
+            self.stop_event.wait(self.membership.retry_period)
 
     # --- the Syncs -----------------------------------------------------------------------
 
@@ -238,7 +350,7 @@ class Controller:
         due: list[Root] = []
         with self.lock:
             for root in self.roots.values():
-                if root.busy:
+                if root.busy or root.leaving or not self.mine(root.key):
                     continue
                 if root.wanted or now >= root.next_run:
                     root.busy = True
@@ -300,7 +412,9 @@ class Controller:
         try:
             agent = self._agent(root, spec)
         except InputError as err:  # a Secret it names, or an inventory it may not adopt
-            reason = syncs.SECRET if err.path.startswith("spec.") else syncs.INVALID
+            reason = syncs.SERVICE_ACCOUNT if err.path in (
+                "spec.serviceAccountName", "--default-service-account") else \
+                syncs.SECRET if err.path.startswith("spec.") else syncs.INVALID
             self._report(root, syncs.Outcome(ready="False", reason=reason,
                                              message=str(err)), warn=True)
             root.next_run = time.monotonic() + spec.interval
@@ -312,6 +426,12 @@ class Controller:
         if not root.written and not (root.obj.get("status") or {}).get("conditions"):
             self._report(root, syncs.Outcome(ready="Unknown", reason=syncs.PROGRESSING,
                                              message="first sync running"))
+        def started(sha: str) -> None:  # Reconciling=True while any of its syncs runs
+            self._report(root, syncs.Outcome(
+                ready="Unknown", reason=syncs.PROGRESSING,
+                message=f"reconciling revision {spec.wanted}@sha1:{sha}"))
+
+        agent.on_sync_started = started
         before = agent.state.changes
         root.deadline = time.monotonic() + spec.timeout
         try:
@@ -342,7 +462,7 @@ class Controller:
         elif state.synced_once:
             outcome = syncs.Outcome(
                 ready="True", reason=syncs.SUCCEEDED,
-                message=f"applied revision {spec.ref}@sha1:{sha}", attempted=sha,
+                message=f"applied revision {spec.wanted}@sha1:{sha}", attempted=sha,
                 applied=sha, counts=counts, objects=objects,
                 new_revision=ran and self._new(root, sha, "succeeded"),
                 handled=requested or None)
@@ -394,24 +514,26 @@ class Controller:
                 root.agent.config, interval=spec.interval)
             return root.agent
         self._stop_agent(root)
+        account = self._account(spec)
         auth, verify = self._credentials(spec)
         base = self.config.base
         if base.adopt_inventory:
             self._adopt(root, spec)
         config = dataclasses.replace(
-            base, repo_url=spec.url, ref=spec.ref, path=spec.path, interval=spec.interval,
+            base, repo_url=spec.url, ref=spec.ref, semver=spec.semver, path=spec.path,
+            interval=spec.interval,
             resync_interval=spec.resync_interval, state_dir=self.state_dir(spec),
             leader_elect=False, name=spec.inventory_name, auth=auth, verify=verify,
             webhook_secret_file=None, shards=1, shard=0, prune=spec.prune,
-            default_service_account=spec.service_account or base.default_service_account)
+            default_service_account=account)
         # every Sync's requests share the controller's pool: idle connections are kept
         # once for the agent, not for each of its Syncs (the watches' streams each have
         # their own connection anyway)
-        kube = self.kube.sibling(timeout=self.kube.timeout, retry=self.kube.retry,
-                                 share_pool=True)
-        kube.user_agent = self.kube.user_agent
-        kube.gate = lambda: self._gate(root)
-        agent = SyncAgent(config, kube, Metrics())
+        own = self.kube.sibling(timeout=self.kube.timeout, retry=self.kube.retry,
+                                share_pool=True)
+        own.user_agent = self.kube.user_agent
+        own.gate = lambda: self._gate(root)
+        agent = SyncAgent(config, self._writer(own, account), Metrics())
         agent.journal = self.journal  # keyed by root: one for the web view of every Sync
         config.state_dir.mkdir(parents=True, exist_ok=True)
 
@@ -423,14 +545,51 @@ class Controller:
         agent.on_wake = woken
         # its objects carry a label of their own (the shard label of a one-shard root),
         # so that its watches hold its objects only, not those of every Sync
-        agent.shard_label = sync_label(spec)
+        agent.shard_label = agent.rotate_shard = sync_label(spec)
         if config.repair_workers > 0:
             agent.drift = agent.drift_repair(self.kube.sibling(
                 timeout=30.0, retry=RetryPolicy(), share_pool=True))
         root.agent, root.fingerprint = agent, fingerprint
         log.info("Sync %s: serving %s@%s path %s as inventory %s", root.key, spec.url,
-                 spec.ref, spec.path or ".", configmap_name(spec.inventory_name))
+                 spec.wanted, spec.path or ".", configmap_name(spec.inventory_name))
         return agent
+
+    def _account(self, spec: syncs.SyncSpec) -> str:
+        """`namespace/name` of the ServiceAccount the Sync writes as: its
+        serviceAccountName, else --default-service-account, in the Sync's namespace; ""
+        (neither given) for the agent's own identity. InputError when it does not exist:
+        the Sync is Stalled rather than written as a user nobody granted anything."""
+        name = spec.service_account or self.config.base.default_service_account
+        if not name:
+            return ""
+        field = "spec.serviceAccountName" if spec.service_account else \
+            "--default-service-account"
+        try:
+            found = self.kube.get_or_none(self.kube.resource("v1", "ServiceAccount"),
+                                          spec.namespace, name)
+        except ClusterError as err:
+            raise InputError(f"ServiceAccount {spec.namespace}/{name} cannot be read: "
+                             f"{err.detail}", path=field) from None
+        if found is None:
+            raise InputError(f"ServiceAccount {spec.namespace}/{name} not found: nothing "
+                             "is written until it exists (a Sync writes as a ServiceAccount "
+                             "of its own namespace)", path=field)
+        return f"{spec.namespace}/{name}"
+
+    @staticmethod
+    def _writer(kube: Kube, account: str) -> Kube:
+        """The connection of a Sync's root: every write (its CRDs, custom resources, plain
+        manifests, children, Secrets, prune and onDelete) sent as `account`, so that the
+        cluster's RBAC decides what the Sync's repository may do; reads, and the
+        bookkeeping written through `Kube.own` (the inventory, the sync result, the
+        custom resources' status), as the agent. InputError when the kubeconfig
+        impersonates already."""
+        if not account:
+            return kube
+        try:
+            return kube.impersonating(service_account_user(account), writes_only=True)
+        except ClusterError as err:  # the kubeconfig impersonates already (`as:`)
+            raise InputError(err.detail, path="spec.serviceAccountName") from None
 
     def _adopt(self, root: Root, spec: syncs.SyncSpec) -> None:
         """The inventory the Sync's annotation `orksync.io/adopt-inventory` names, moved to
@@ -460,13 +619,17 @@ class Controller:
         log.info("Sync %s: took over the inventory %s (%d object(s), from %s)", root.key,
                  configmap_name(name), len(adopted), adopted.source)
 
-    def _gate(self, root: Root) -> None:
+    def _gate(self, root: Root) -> float | None:
+        left: float | None = None
+        if self.membership is not None:
+            left = self.membership.check(root.key)
         if self.elector is not None:
-            self.elector.check()
+            left = self.elector.check()
         deadline = root.deadline
         if deadline is not None and time.monotonic() > deadline and root.spec is not None:
             raise SyncTimeout(f"the sync passed its timeout of {root.spec.timeout:.0f}s: "
                               "abandoned, retried with backoff", subject=f"Sync/{root.key}")
+        return left
 
     def _credentials(self, spec: syncs.SyncSpec) -> tuple[GitAuth, GitVerify | None]:
         """The Secrets the Sync names, read in its own namespace, as files only the agent
@@ -528,7 +691,8 @@ class Controller:
         """The Sync's status when it changed, and an Event for a new revision or a new
         failure."""
         inventory = configmap_name(root.spec.inventory_name) if root.spec else ""
-        status = syncs.status_of(root.obj, outcome, inventory=inventory)
+        status = {**syncs.status_of(root.obj, outcome, inventory=inventory),
+                  "servedBy": self.config.base.identity}
         old = root.obj.get("status") or {}
         if syncs.same_status(old, status):
             return
@@ -544,8 +708,14 @@ class Controller:
         root.written = status
         old_ready: Mapping[str, Any] = next(
             (c for c in old.get("conditions") or [] if c.get("type") == "Ready"), {})
-        changed = old_ready.get("message") != outcome.message or \
-            old_ready.get("status") != outcome.ready
+        before = (str(old_ready.get("status")), str(old_ready.get("message")))
+        if before[0] == "Unknown" and root.settled is not None:
+            before = root.settled  # what it said before this run began
+        if outcome.ready != "Unknown":
+            root.settled = (outcome.ready, outcome.message)
+        elif before[0] != "Unknown":
+            root.settled = before
+        changed = before != (outcome.ready, outcome.message)
         if outcome.new_revision or (changed and outcome.ready != "Unknown"):
             self._log_outcome(root, outcome)
             syncs.event(self.kube, root.obj, reason=outcome.reason, message=outcome.message,
@@ -638,7 +808,14 @@ class Controller:
         """An empty render synced: the prune deletes the whole inventory. The error, or
         "" when everything is gone."""
         catalog = agent.state.catalog if agent is not None else None
-        kube = agent.kube if agent is not None else self.kube
+        if agent is not None:
+            kube, account = agent.kube, agent.config.default_service_account
+        else:  # its deletes go as its ServiceAccount all the same
+            try:
+                account = self._account(spec)
+                kube = self._writer(self.kube, account)
+            except InputError as err:
+                return f"{err}; its objects are kept until it exists (or set prune: false)"
         if catalog is None and agent is not None:
             # its onDelete renderers: from the repository, when it answers
             with contextlib.suppress(OrksyncError):
@@ -658,9 +835,7 @@ class Controller:
                     apply=ApplyOptions(workers=self.config.base.workers),
                     deletion=DeletionOptions(wait=True), allow_empty=True,
                     adopt_inventory=True,
-                    impersonation=Impersonation.of_catalog(
-                        catalog, spec.service_account or
-                        self.config.base.default_service_account)),
+                    impersonation=Impersonation.of_catalog(catalog, account)),
                 source=Source.of(spec.url, spec.path),
                 on_change=lambda change: log.info("Sync %s: %s %s", root.key,
                                                   change.action.value, change.ref))
@@ -691,8 +866,14 @@ class Controller:
             spec = root.spec if root is not None else None
         if root is None or spec is None or not spec.webhook_secret:
             return webhook.Verdict(404, "no such Sync with a webhook")
-        if not self.is_leader():  # its Secret is read by the leader only
-            return webhook.Verdict(503, "standby: this replica does not serve the Syncs")
+        if self.membership is not None and not self.membership.serves(key):
+            # the caller retries at the replica named (its Service reaches any replica)
+            owner = self.membership.holder(key) or self.membership.owner(key)
+            return webhook.Verdict(421, f"the Sync {key} is served by the replica "
+                                        f"{owner or '(none yet)'}, not by "
+                                        f"{self.membership.identity}")
+        if not self.is_leader() or not self.mine(key):  # its Secret is read by its server
+            return webhook.Verdict(503, "standby: this replica does not serve this Sync")
         try:
             data = syncs.read_secret(self.kube, namespace, spec.webhook_secret,
                                      "spec.webhook.secretRef")
@@ -728,12 +909,17 @@ class Controller:
     # --- readiness and lifecycle ---------------------------------------------------------
 
     def ready(self) -> tuple[bool, str]:
+        if self.membership is not None and not self.membership.member.leading:
+            return False, f"not a member: {self.membership.member.standby_reason}"
         if self.elector is not None and not self.elector.leading:
             return True, "standby: another replica holds the lease"
         if self.informer is None or not self.informer.synced.is_set():
             return False, "the Syncs have not been listed yet"
         with self.lock:
             count = len(self.roots)
+        if self.membership is not None:
+            return True, (f"ok: {len(self.membership.held())} of {count} Sync(s) served "
+                          f"here, {len(self.membership.live())} replica(s) live")
         return True, f"ok: {count} Sync(s)"
 
     def ui_roots(self) -> list[RootStatus]:
@@ -759,6 +945,8 @@ class Controller:
         base.state_dir.mkdir(parents=True, exist_ok=True)
         if self.elector is not None:
             ensure_namespace(self.elector.kube, base.lease_namespace)
+        if self.membership is not None:
+            ensure_namespace(self.membership.kube, base.lease_namespace)
         mounts = {}
         if base.ui:
             from orksync.agent.ui.app import PREFIX, WebView
@@ -785,6 +973,12 @@ class Controller:
         self.informer = Informer(self.watch_kube, (syncs.API_VERSION, syncs.KIND),
                                  on_event=self._on_event).start()
         elector_thread = self.elector.start(self.stop_event) if self.elector else None
+        threads: list[threading.Thread] = []
+        if self.membership is not None:
+            threads.append(self.membership.start(self.stop_event))
+            threads.append(threading.Thread(target=self._rebalance_loop, name="scale-out",
+                                            daemon=True))
+            threads[-1].start()
         while not received and not self.stop_event.is_set():
             self.dispatch()
             with self.wake:
@@ -799,9 +993,16 @@ class Controller:
             self._stop_agent(root)
         if elector_thread is not None:
             elector_thread.join()
+        for thread in threads:
+            thread.join()
         if self.elector is not None:
             self.elector.release()
             self.elector.kube.close()
+        if self.membership is not None:  # the claims first: a successor starts at once
+            for key in self.membership.held():
+                self.membership.release(key)
+            self.membership.member.release()
+            self.membership.kube.close()
         server.shutdown()
         self.watch_kube.close()
         self.kube.close()

@@ -111,9 +111,15 @@ class Plan:
         objects: dict[str, list[RenderedObject]] = defaultdict(list)
         key_of: dict[ObjRef, str] = {}
         crs: dict[str, ObjRef] = {}
+        owner_of = {o.ref: o.owner for o in prepared.objects if o.owner is not None}
         for obj in prepared.objects:
             if obj.owner is not None:
-                key = str(obj.owner)
+                # a custom resource a `custom:` block created is rendered with the one
+                # that created it: its children's key is the custom resource at the top
+                top, steps = obj.owner, 0
+                while top in owner_of and steps < len(owner_of):
+                    top, steps = owner_of[top], steps + 1
+                key = str(top)
             elif is_crd(obj.ref):
                 key = ROOT
             else:  # a custom resource: its own key, first among its objects

@@ -51,7 +51,7 @@ JITTER = 0.2  # a standby's tries are spread by up to this fraction of the retry
 class LeaderElector:
     def __init__(self, kube: Kube, *, name: str, namespace: str, identity: str,
                  lease_duration: float = 15.0, renew_deadline: float = 10.0,
-                 retry_period: float = 2.0,
+                 retry_period: float = 2.0, labels: dict[str, str] | None = None,
                  monotonic: Callable[[], float] = time.monotonic,
                  wallclock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
         if not 0 < retry_period < renew_deadline < lease_duration - retry_period:
@@ -69,6 +69,7 @@ class LeaderElector:
         self.monotonic = monotonic
         self.wallclock = wallclock
         self.res = LEASE
+        self.labels = dict(labels or {})  # on the Lease, so that a label selector lists it
         self._lock = threading.Lock()
         self._renewed_at: float | None = None  # when our last successful write was sent
         self._observed: dict[str, Any] | None = None  # the Lease's spec as last seen
@@ -182,6 +183,8 @@ class LeaderElector:
             "acquireTime": spec_now.get("acquireTime") if held else now,
             "renewTime": now, "leaseTransitions": transitions}
         meta: dict[str, Any] = {"name": self.name, "namespace": self.namespace}
+        if self.labels:
+            meta["labels"] = self.labels
         if current is not None:
             meta["resourceVersion"] = current["metadata"]["resourceVersion"]
         return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": meta,
@@ -214,6 +217,8 @@ class LeaderElector:
         """Try every retry period until `stop` is set; a standby's tries are jittered so
         that candidates do not collide."""
         while not stop.is_set():
+            if self._was_leading and not self.leading:  # the deadline passed while waiting
+                self._lost()
             self.try_acquire_or_renew()
             if self._was_leading and not self.leading:  # renewals failed until the deadline
                 self._lost()

@@ -62,6 +62,18 @@ class Metrics:
                                       "Watches that ended other than by the server's timeout, "
                                       "by reason (gone: listed again; error: reconnected "
                                       "after a backoff)", ["reason"], registry=r)
+        self.syncs_served = Gauge("orksync_syncs_served",
+                                  "Sync objects this replica serves (holds the claim of)",
+                                  registry=r)
+        self.handovers = Counter("orksync_handovers_total",
+                                 "Syncs handed over, by direction (taken: claimed here; "
+                                 "released: given to another replica; lost: a lapse of this "
+                                 "replica's member Lease)", ["direction"], registry=r)
+        self.unserved = Histogram("orksync_sync_unserved_seconds",
+                                  "For each Sync taken over, how long it had no server: from "
+                                  "its release, or from its previous server's last member "
+                                  "renewal seen", registry=r,
+                                  buckets=(0.5, 1, 2, 5, 10, 15, 20, 30, 60, 120))
         self.view_objects = Gauge("orksync_view_objects",
                                   "Managed objects in the watched view (leader and standby)",
                                   registry=r)

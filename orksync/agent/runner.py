@@ -124,6 +124,7 @@ MAX_BACKOFF = 900.0
 class AgentConfig:
     repo_url: str
     ref: str = "main"
+    semver: str = ""  # a range replacing `ref`: its highest tag (a Sync's ref.semver)
     path: str = ""
     interval: float = 60.0  # how often the repository is fetched (webhooks: at once)
     # how often everything is rendered and synced although no revision moved (prune and
@@ -224,8 +225,8 @@ class Agent:
         self.state = _State()
         self.stop_event = threading.Event()
         self.source = GitSource(GitSourceSpec(url=config.repo_url, ref=config.ref,
-                                              path=config.path, auth=config.auth,
-                                              verify=config.verify),
+                                              semver=config.semver, path=config.path,
+                                              auth=config.auth, verify=config.verify),
                                 config.state_dir / "checkout")
         self.elector: LeaderElector | None = None
         # an outage (the API server or the Git remote down) is logged once per component
@@ -271,6 +272,9 @@ class Agent:
         # owns carry it since this leadership term began (`_sync`, orksync.agent.relabel)
         self.shard_label = shard_label(config.shard, config.shards)
         self.labelled = False
+        # the `orksync.io/shard` value of the Secrets the rotation scans ("": every
+        # managed Secret): a Sync's root rotates its own only
+        self.rotate_shard = ""
         # the last syncs and repairs, for the web view (orksync.agent.ui)
         self.journal = Journal()
         # told of each revision's sync: `sync` names the revision it syncs in
@@ -282,6 +286,9 @@ class Agent:
         # without a scheduler of its own (a Sync's root, orksync.agent.controller), the
         # job this agent wants run now is handed to this
         self.on_wake: Callable[[str], None] | None = None
+        # told the revision of each sync that starts (full or scoped; not a poll that
+        # found nothing to do): a Sync's Reconciling condition
+        self.on_sync_started: Callable[[str], None] | None = None
 
     # --- readiness -----------------------------------------------------------------------
 
@@ -533,14 +540,14 @@ class Agent:
             return
         try:
             self.state.reported = key
-            report_root(self.kube, name=self.config.name,
+            report_root(self.kube.own(), name=self.config.name,
                         namespace=self.config.inventory_namespace, result=result,
                         revision=self.state.attempted, message=message)
             if crs and result != SUCCEEDED:
                 inventory = read_inventory(self.kube, self.config.name,
                                            self.config.inventory_namespace)
                 report_custom_resources(
-                    self.kube, [e.ref for e in inventory if e.is_custom_resource and
+                    self.kube.own(), [e.ref for e in inventory if e.is_custom_resource and
                                 str(e.ref) not in self.state.own_errors],
                     result=result, revision=self.state.attempted, message=message)
         except OrksyncError as err:
@@ -605,6 +612,8 @@ class Agent:
             return None
         self.notify_revision = revision.sha
         self.notifier.started(revision.sha)
+        if self.on_sync_started is not None:
+            self.on_sync_started(revision.sha)
         if moved:
             catalog = load_repository(revision.path)
             scope = None
@@ -992,7 +1001,8 @@ class Agent:
                     recorded=read_inventory(self.kube, self.config.name,
                                             self.config.inventory_namespace))
                 changes = rotate_due(self.kube, now=datetime.now(UTC), random=CryptoRandom(),
-                                     writer=identities.kube_for_owner)
+                                     writer=identities.kube_for_owner,
+                                     shard=self.rotate_shard)
             except LeadershipLost as err:
                 self.metrics.errors.labels(reason="leadership_lost").inc()
                 log.error("rotation abandoned: %s", err)

@@ -48,10 +48,11 @@ FAILED = "ReconciliationFailed"
 PROGRESSING = "Progressing"
 INVALID = "InvalidSpec"
 SECRET = "SecretNotFound"
+SERVICE_ACCOUNT = "ServiceAccountNotFound"
 DUPLICATE = "DuplicateSource"
 SUSPENDED = "Suspended"
 TIMEOUT = "TimedOut"
-STALLED_REASONS = frozenset({INVALID, SECRET, DUPLICATE})
+STALLED_REASONS = frozenset({INVALID, SECRET, SERVICE_ACCOUNT, DUPLICATE})
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -63,6 +64,7 @@ class SyncSpec:
     name: str
     url: str
     ref: str = "main"
+    semver: str = ""  # a range: the highest tag satisfying it, in place of `ref`
     path: str = ""
     interval: float = 60.0
     resync_interval: float = 600.0
@@ -80,6 +82,11 @@ class SyncSpec:
         return f"{self.namespace}/{self.name}"
 
     @property
+    def wanted(self) -> str:
+        """The ref as the status names it: the branch, tag or sha, or `semver <range>`."""
+        return f"semver {self.semver}" if self.semver else self.ref
+
+    @property
     def inventory_name(self) -> str:
         """The sync root's name: its inventory `orksync-inventory-<namespace>.<name>` (a
         namespace holds no dot, so two Syncs never share one)."""
@@ -87,7 +94,7 @@ class SyncSpec:
 
     def source_fingerprint(self) -> tuple[Any, ...]:
         """What the sync root is built from: a change of any of these makes a new one."""
-        return (self.url, self.ref, self.path, self.service_account, self.secret,
+        return (self.url, self.ref, self.semver, self.path, self.service_account, self.secret,
                 self.verify_provider, self.verify_secret, self.resync_interval, self.prune)
 
 
@@ -132,6 +139,7 @@ def parse_spec(obj: Mapping[str, Any], *, allow_file_urls: bool = False) -> Sync
     if len(given) > 1:
         raise bad("ref", f"names {' and '.join(sorted(given))}: give exactly one")
     ref = "main"
+    semver = ""
     for field_name, value in given.items():
         if not isinstance(value, str):
             raise bad(f"ref.{field_name}", f"{value!r} is not a string")
@@ -144,7 +152,14 @@ def parse_spec(obj: Mapping[str, Any], *, allow_file_urls: bool = False) -> Sync
                 raise bad("ref.commit", f"{value!r} is not a full 40-hex commit sha")
             ref = value
         elif field_name == "semver":
-            raise bad("ref.semver", "semver ranges are not supported yet; name a tag")
+            from orksync.errors import SourceError
+            from orksync.source.semver import check_range
+
+            try:
+                check_range(value)
+            except SourceError as err:
+                raise bad("ref.semver", err.detail) from None
+            semver = value.strip()
         else:
             raise bad(f"ref.{field_name}", "unknown; one of branch, tag, semver, commit")
 
@@ -204,7 +219,8 @@ def parse_spec(obj: Mapping[str, Any], *, allow_file_urls: bool = False) -> Sync
     path = spec.get("path") or ""
     if not isinstance(path, str) or path.startswith("/") or ".." in path.split("/"):
         raise bad("path", f"{path!r} is not a relative path inside the repository")
-    return SyncSpec(namespace=namespace, name=name, url=url, ref=ref, path=path.strip("/"),
+    return SyncSpec(namespace=namespace, name=name, url=url, ref=ref, semver=semver,
+                    path=path.strip("/"),
                     interval=duration("interval", 60.0),
                     resync_interval=duration("resyncInterval", 600.0),
                     timeout=duration("timeout", 300.0),

@@ -153,36 +153,34 @@ def cmd_history(args: argparse.Namespace, kube_factory: KubeFactory) -> int:
     return 0
 
 
-def sync_table(kube: Kube) -> str:
-    """The Syncs of the cluster, one row each, for `orksync status`; "" without any (or
-    without the CRD)."""
+def sync_overview(kube: Kube) -> tuple[list[dict[str, str]], dict[str, str], str]:
+    """The Syncs of the cluster for `orksync status` (every output, --watch too): their
+    rows (URL, revision, Ready, last sync, message), the sync root name of each Sync's
+    inventory mapped to `namespace/name` (the SYNC ROOT column of the object rows), and
+    their table ("" without any Sync, or without the CRD)."""
     try:
         found = list(kube.list(syncs.sync_resource(kube)))
     except ClusterError:
-        return ""
+        return [], {}, ""
     if not found:
-        return ""
-    rows = [["SYNC", "URL", "REVISION", "READY", "LAST SYNC", "MESSAGE"]]
-    for row in syncs.sync_rows(found):
-        rows.append([row["sync"], row["url"], row["revision"] or "-", row["ready"],
-                     row["lastSync"] or "-", row["message"]])
-    return _table(rows)
+        return [], {}, ""
+    rows = syncs.sync_rows(found)
+    labels = {}
+    for obj in found:
+        meta = obj.get("metadata") or {}
+        labels[f"{meta.get('namespace')}.{meta.get('name')}"] = syncs.key_of(obj)
+    table = [["SYNC", "URL", "REVISION", "READY", "LAST SYNC", "MESSAGE"]]
+    for row in rows:
+        table.append([row["sync"], row["url"], row["revision"] or "-", row["ready"],
+                      row["lastSync"] or "-", row["message"]])
+    return rows, labels, _table(table)
 
 
 def cmd_status_with_syncs(args: argparse.Namespace, kube_factory: KubeFactory,
-                          status: Callable[[argparse.Namespace, KubeFactory], int]) -> int:
-    """`orksync status`: the table of the Syncs first (table output, not --watch), then
-    the managed custom resources."""
-    if args.output == "table" and not args.watch:
-        kube = kube_factory(args)
-        try:
-            text = sync_table(kube)
-        finally:
-            kube.close()
-        if text:
-            sys.stdout.write(text + "\n")
-            sys.stdout.flush()
-    return status(args, kube_factory)
+                          status: Callable[..., int]) -> int:
+    """`orksync status`: the Syncs first, then the managed custom resources, each row
+    naming the Sync whose inventory lists it."""
+    return status(args, kube_factory, syncs_view=sync_overview)
 
 
 def _table(rows: list[list[str]]) -> str:

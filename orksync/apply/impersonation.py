@@ -53,12 +53,21 @@ def service_account_user(account: str) -> str:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Impersonation:
     """The settings: `default`, the ServiceAccount name of --default-service-account
-    ("": the agent's own identity); `by_kind`, each custom resource kind's entry
-    serviceAccountName as written (`name` or `namespace/name`), for custom resources no
-    longer rendered."""
+    ("": the agent's own identity; `namespace/name`: a Sync's, see `tenant`); `by_kind`,
+    each custom resource kind's entry serviceAccountName as written (`name` or
+    `namespace/name`), for custom resources no longer rendered."""
 
     default: str = ""
     by_kind: Mapping[Kind, str] = field(default_factory=dict)
+
+    @property
+    def tenant(self) -> str:
+        """The namespace of a `default` given as `namespace/name` (a Sync's ServiceAccount,
+        orksync.agent.controller), else "". Then every child is written as that
+        ServiceAccount, an entry's bare serviceAccountName names one of that namespace, and
+        an account of any other namespace (an entry's, a directive's, a recorded one) is
+        refused: a Sync's repository gets no more than its namespace's ServiceAccounts."""
+        return self.default.partition("/")[0] if "/" in self.default else ""
 
     @classmethod
     def of_catalog(cls, catalog: Catalog | None, default: str = "") -> Impersonation:
@@ -105,11 +114,21 @@ class Identities:
         progress has no rendered set yet). Raises ClusterError when the default applies
         to a cluster-scoped custom resource (no namespace to find it in)."""
         account = directive or self.accounts.get(owner) or self.recorded.get(owner)
-        if account:
-            return account
+        tenant = self.settings.tenant
         named = self.settings.by_kind.get((owner.api_version, owner.kind), "")
-        if "/" in named:
-            return named
+        if not account:
+            if "/" in named:
+                account = named
+            elif tenant:  # a Sync's: its namespace's ServiceAccounts only
+                account = f"{tenant}/{named}" if named else self.settings.default
+        if account:
+            if tenant and account.partition("/")[0] != tenant:
+                raise ClusterError(
+                    f"the ServiceAccount {account!r} is not of the Sync's namespace "
+                    f"{tenant!r}: a Sync writes as the ServiceAccounts of its own namespace "
+                    "only; nothing of this custom resource's children is written",
+                    subject=str(owner), status=403, reason="Forbidden")
+            return account
         name = named or self.settings.default
         if not name:
             return ""

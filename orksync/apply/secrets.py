@@ -24,6 +24,7 @@ from orksync.errors import ClusterError
 from orksync.model import (
     MANAGED_SELECTOR,
     OWNER_ANNOTATION,
+    SHARD_LABEL,
     Action,
     Change,
     ChangeSet,
@@ -129,10 +130,12 @@ def write_secret(kube: Kube, obj: RenderedObject, body: Mapping[str, Any],
 
 def rotate_due(kube: Kube, *, now: datetime, random: RandomSource, dry_run: bool = False,
                force: Set[str] = frozenset(), field_manager: str = "orksync",
-               namespace: str = "", writer: Writer | None = None) -> ChangeSet:
+               namespace: str = "", writer: Writer | None = None,
+               shard: str = "") -> ChangeSet:
     """Rotate every managed Secret whose rotation is due (or named `ns/name` in `force`)
     and renew certificates near expiry, then roll the workloads of the same custom
-    resource that read a rotated Secret. `namespace` limits the scan ("" = all).
+    resource that read a rotated Secret. `namespace` limits the scan ("" = all), and
+    `shard` to the Secrets labelled `orksync.io/shard=<shard>` (a Sync's own).
     `writer`: the connection a Secret or workload is written through, from its
     `orksync.io/owner` annotation (its custom resource's ServiceAccount,
     orksync.apply.impersonation.Identities.kube_for_owner); the scan's reads are
@@ -140,7 +143,8 @@ def rotate_due(kube: Kube, *, now: datetime, random: RandomSource, dry_run: bool
     res = kube.resource("v1", "Secret")
     changes = ChangeSet()
     seen: set[str] = set()
-    listed = list(kube.list(res, namespace=namespace, label_selector=MANAGED_SELECTOR))
+    selector = f"{MANAGED_SELECTOR},{SHARD_LABEL}={shard}" if shard else MANAGED_SELECTOR
+    listed = list(kube.list(res, namespace=namespace, label_selector=selector))
     by_name = {(ObjRef.of(s).namespace, ObjRef.of(s).name): s for s in listed}
     rotated: dict[tuple[str, str], str] = {}  # (namespace, name) -> hash of the new data
     for live in listed:

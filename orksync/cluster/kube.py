@@ -152,6 +152,7 @@ class Kube:
         # `impersonating`: the user every request is sent as (Impersonate-User), and the
         # Kube whose pool, discovery, counters and gate this one shares (itself if none)
         self.as_user = ""
+        self.writes_only = False
         self._root = self
         self._views: dict[str, Kube] = {}
 
@@ -170,7 +171,7 @@ class Kube:
         other.retry_log_level = self.retry_log_level
         return other
 
-    def impersonating(self, user: str) -> Kube:
+    def impersonating(self, user: str, *, writes_only: bool = False) -> Kube:
         """This connection sending every request as `user` (the header Impersonate-User;
         the API server then authorizes each request as that user, after checking that
         this client may impersonate it). It shares this Kube's pool, discovery cache,
@@ -180,7 +181,10 @@ class Kube:
         Impersonate-Group is sent, so none is: sending them would need the right to
         impersonate groups too. One view per user, made once. A kubeconfig that
         impersonates already (`as:`) cannot be combined with it: a request carries one
-        Impersonate-User, so a ClusterError says so rather than sending two."""
+        Impersonate-User, so a ClusterError says so rather than sending two.
+        `writes_only`: GETs (reads, lists, watches) go as this client itself, every other
+        request as `user`: a Sync's root, whose reads decide what to send and whose every
+        write is authorized as its ServiceAccount."""
         root = self._root
         already = [value for name, value in root._connection.headers
                    if name.lower() == "impersonate-user"]
@@ -189,13 +193,26 @@ class Kube:
                                f"already impersonates {already[0]} (`as:`); drop one of the two",
                                subject=user)
         with root._lock:
-            view = root._views.get(user)
+            key = f"{user}\0writes" if writes_only else user
+            view = root._views.get(key)
             if view is None:
                 view = copy.copy(root)
                 view.as_user = user
+                view.writes_only = writes_only
                 view._views = {}
-                root._views[user] = view
+                root._views[key] = view
         return view
+
+    def own(self) -> Kube:
+        """The client this one impersonates from, sending as itself: the bookkeeping a
+        Sync's root keeps as the agent (its inventory, its sync result)."""
+        return self._root
+
+    def _sent_as(self, method: str) -> str:
+        """The Impersonate-User of a request with `method` ("": none)."""
+        if self.writes_only and method == "GET":
+            return ""
+        return self.as_user
 
     def reach(self) -> None:
         """One GET /version: raises Unreachable at once when no connection can be made to a
@@ -283,7 +300,7 @@ class Kube:
                                       f"{path}): {type(outcome.transport).__name__}: "
                                       f"{outcome.transport}",
                                       subject=self.host) from outcome.transport
-                if self.as_user and outcome.status == 403:  # the identity, always named
+                if self._sent_as(method) and outcome.status == 403:  # always named
                     err = ClusterError(f"{err.detail} (sent as {self.as_user})",
                                        subject=err.subject, status=err.status,
                                        reason=err.reason)
@@ -343,7 +360,7 @@ class Kube:
                                "labelSelector": label_selector,
                                "timeoutSeconds": timeout_seconds})
         path = res.path()
-        headers, _, _ = self._headers("application/json", "application/json")
+        headers, _, _ = self._headers("application/json", "application/json", "GET")
         root = self._root
         with root._lock:
             root.requests += 1
@@ -448,7 +465,7 @@ class Kube:
 
     # --- the retry path (policy: orksync.cluster.retry) -------------------------------------
 
-    def _headers(self, accept: str, content_type: str
+    def _headers(self, accept: str, content_type: str, method: str
                  ) -> tuple[dict[str, str], str | None, ssl.SSLContext | None]:
         """The headers of one request, and the credentials they carry (a 401 renews
         exactly those); a client certificate that changed replaces the pool's idle
@@ -456,7 +473,7 @@ class Kube:
         headers = {"Accept": accept, "Content-Type": content_type}
         if self.user_agent:
             headers["User-Agent"] = self.user_agent
-        if self.as_user:
+        if self._sent_as(method):
             headers["Impersonate-User"] = self.as_user
         authorization, tls = self._credentials.current()
         if authorization:
@@ -469,7 +486,7 @@ class Kube:
     def _attempt(self, method: str, url: str, payload: bytes | None,
                  content_type: str, accept: str = "application/json", *,
                  timeout: float) -> _Outcome:
-        headers, authorization, tls = self._headers(accept, content_type)
+        headers, authorization, tls = self._headers(accept, content_type, method)
         root = self._root
         with root._lock:  # threads send at once (the prefetch, the stage's writes)
             root.requests += 1

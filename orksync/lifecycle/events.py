@@ -32,7 +32,12 @@ from orksync.cluster.live import LiveIndex, LiveReader
 from orksync.durations import rfc3339
 from orksync.errors import ClusterError
 from orksync.katalog.model import Catalog, CustomResource
-from orksync.lifecycle.status import read_children, status_cross, write_status
+from orksync.lifecycle.status import (
+    created_custom_resources,
+    read_children,
+    status_cross,
+    write_status,
+)
 from orksync.model import (
     MANAGED_SELECTOR,
     Action,
@@ -162,12 +167,16 @@ def report_sync(kube: Kube, catalog: Catalog, rendered: RenderedSet, changes: Ch
     by_ref: dict[ObjRef, list[Change]] = {}
     for c in changes.changes:
         by_ref.setdefault(c.ref, []).append(c)
-    refused = _refused_by_owner(catalog, rendered)
+    # the custom resources `custom:` blocks created, rendered through their own entries:
+    # their status too, deepest first, each one's health rolled up into its parent's
+    crs = [*created_custom_resources(catalog, catalog.crs, rendered.objects), *catalog.crs]
+    refused = _refused_by_owner(crs, rendered)
+    rolled_up: dict[ObjRef, Health] = {}
     written: list[ObjRef] = []
     # one LIST per kind for all custom resources and children, or the agent's view
     index = live if live is not None else LiveIndex(kube)
     identities = Identities(kube, impersonation, rendered.objects)
-    for cr in catalog.crs:
+    for cr in crs:
         try:
             try:
                 children = identities.index_for(cr.ref) or index
@@ -177,7 +186,8 @@ def report_sync(kube: Kube, catalog: Catalog, rendered: RenderedSet, changes: Ch
             if _report_one(kube, index, cr, templates[cr.entry.katalog],
                            by_owner.get(cr.ref, []), by_ref, render_errors.get(str(cr.ref)),
                            revision, now, catalog.crs, declared.get(cr.ref, []),
-                           refused.get(cr.ref, []), children_index=children):
+                           refused.get(cr.ref, []), children_index=children,
+                           rolled_up=rolled_up):
                 written.append(cr.ref)
         except ClusterError as err:
             log.warning("%s: status not written: %s", cr.ref, err)
@@ -205,10 +215,11 @@ def _live_secret_values(index: LiveReader, cr_live: dict[str, Any]) -> list[str]
     return out
 
 
-def _refused_by_owner(catalog: Catalog, rendered: RenderedSet) -> dict[ObjRef, list[str]]:
+def _refused_by_owner(custom_resources: Sequence[CustomResource], rendered: RenderedSet
+                      ) -> dict[ObjRef, list[str]]:
     """What the render refused, by custom resource: a refused custom resource itself, and
     each child whose reason starts with its custom resource (`<cr> <entry>: <rule>`)."""
-    crs = {str(cr.ref): cr.ref for cr in catalog.crs}
+    crs = {str(cr.ref): cr.ref for cr in custom_resources}
     out: dict[ObjRef, list[str]] = {}
     for ref, reason in rendered.skipped:
         owner = ref if str(ref) in crs else crs.get(reason.split(" ", 1)[0])
@@ -223,9 +234,13 @@ def _report_one(kube: Kube, index: LiveReader, cr: CustomResource, templates: An
                 others: Sequence[CustomResource] = (),
                 declared: Sequence[tuple[str, ObjRef]] = (),
                 refused_at_render: Sequence[str] = (), *,
-                children_index: LiveReader | None = None) -> bool:
+                children_index: LiveReader | None = None,
+                rolled_up: dict[ObjRef, Health] | None = None) -> bool:
     """`index`: the agent's view (the custom resource, `cross`); `children_index`: its
-    children as their ServiceAccount sees them (default: `index`)."""
+    children as their ServiceAccount sees them (default: `index`); `rolled_up`: the
+    health of the created custom resources whose status was computed before (a child of
+    one of them takes that health, not its live conditions, which `index` may have read
+    before they were written); this custom resource's is added."""
     live = index.get(cr.ref)
     mine_index = children_index or index
     if live is None:
@@ -238,14 +253,16 @@ def _report_one(kube: Kube, index: LiveReader, cr: CustomResource, templates: An
     if render_errors:
         secrets += _live_secret_values(mine_index, live)
         render_error = render_error_text(render_errors, secrets)
+    report = health_report(cr, live, children, mine, mine_index, now=now, refused=refused,
+                           secrets=secrets, rolled_up=rolled_up)
+    if rolled_up is not None:
+        rolled_up[cr.ref] = report.health
     status = desired_status(live, cr.entry, templates, mine, revision=revision,
                             render_error=render_error, now=now,
                             children=read_children(kube, cr.ref, children, mine_index,
                                                    declared=declared),
                             cross=status_cross(cr, live, templates, others, index),
-                             secrets=secrets, refused=refused,
-                             health=health_report(cr, live, children, mine, mine_index, now=now,
-                                                  refused=refused, secrets=secrets))
+                            secrets=secrets, refused=refused, health=report)
     # ignoreStatusPatch (flat, or runtime.ignoreStatusPatch): Orkestra writes no status
     written = False if cr.entry.raw.get("ignoreStatusPatch") is True else \
         write_status(kube, cr.ref, status, live=live)
@@ -290,10 +307,13 @@ _CHANGED = (Action.CREATED, Action.CONFIGURED, Action.DELETED)
 
 def health_report(cr: CustomResource, live: dict[str, Any], children: Sequence[RenderedObject],
                   mine: Sequence[Change], index: LiveReader, *, now: datetime,
-                  refused: Sequence[str] = (), secrets: Iterable[str] = ()) -> HealthReport:
+                  refused: Sequence[str] = (), secrets: Iterable[str] = (),
+                  rolled_up: Mapping[ObjRef, Health] | None = None) -> HealthReport:
     """The custom resource's health (orksync.status.health) from its rendered children as
     `index` lists them (no request of its own: the status reads the same LISTs). What the
-    guard or the cluster-scope policy refused is a failed child: it was not applied."""
+    guard or the cluster-scope policy refused is a failed child: it was not applied. A
+    child in `rolled_up` (a custom resource a `custom:` block created, its health just
+    computed from its own children) takes that health."""
     secrets = list(secrets)
     timeout, problem = health_timeout(cr.entry.raw)
     if problem:
@@ -302,6 +322,11 @@ def health_report(cr: CustomResource, live: dict[str, Any], children: Sequence[R
     assessed: list[ChildHealth] = []
     for obj in children:
         if actions.get(obj.ref) is Action.SKIPPED:
+            continue
+        known = (rolled_up or {}).get(obj.ref)
+        if known is not None:
+            assessed.append(ChildHealth(str(obj.ref), Health(known.status,
+                                                             scrub(known.message, secrets))))
             continue
         try:
             found = index.get(obj.ref, MANAGED_SELECTOR)

@@ -6,8 +6,8 @@ live objects, no repository): the `orksync status` and `orksync tree` views. I/O
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -39,14 +39,35 @@ _SYNC_ERRORS = ("ReconcileError", "RenderFailed", "SyncFailed", "Stalled")
 
 @dataclass(frozen=True, slots=True)
 class ChildRow:
+    """One child of a custom resource. A custom resource a `custom:` block created and
+    rendered through its own Katalog entry has its own children beneath it (`children`),
+    its health rolled up from theirs, and its Ready condition (`ready`; "" for any
+    other child)."""
+
     ref: ObjRef
     health: str
     message: str
+    children: tuple[ChildRow, ...] = ()
+    ready: str = ""
+
+    @property
+    def nested(self) -> bool:
+        return bool(self.ready)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"object": str(self.ref), "kind": self.ref.kind,
-                "namespace": self.ref.namespace, "name": self.ref.name,
-                "health": self.health, "message": self.message}
+        out: dict[str, Any] = {"object": str(self.ref), "kind": self.ref.kind,
+                               "namespace": self.ref.namespace, "name": self.ref.name,
+                               "health": self.health, "message": self.message}
+        if self.nested:
+            out["ready"] = self.ready
+            out["children"] = [c.to_dict() for c in self.children]
+        return out
+
+    def walk(self, depth: int = 0) -> Iterator[tuple[int, ChildRow]]:
+        """This child and, depth first, every child beneath it, with its depth."""
+        yield depth, self
+        for child in self.children:
+            yield from child.walk(depth + 1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,18 +84,27 @@ class ResourceRow:
     children: tuple[ChildRow, ...] = field(default=())
     plain: bool = False  # a plain manifest of the repository, not a custom resource
     roots: tuple[str, ...] = ()  # every sync root whose inventory lists it, `root` first
+    # a custom resource a `custom:` block created: the custom resource that created it
+    owner: ObjRef | None = None
+    # the Sync (`namespace/name`) whose inventory is `root`, "" for a root of `orksync
+    # sync` or a --repo-url agent; `syncs`: `roots` so named (set by `orksync status`)
+    sync: str = ""
+    syncs: tuple[str, ...] = ()
 
     @property
     def root_label(self) -> str:
-        return ",".join(self.roots or (self.root,))
+        """The SYNC ROOT column: each root listing it, a Sync's as `namespace/name`."""
+        return ",".join(self.syncs or self.roots or (self.sync or self.root,))
 
     def to_dict(self, now: datetime) -> dict[str, Any]:
         return {"kind": self.ref.kind, "apiVersion": self.ref.api_version,
                 "namespace": self.ref.namespace, "name": self.ref.name,
                 "syncRoot": self.root, "syncRoots": list(self.roots or (self.root,)),
+                "sync": self.sync,
                 "ready": self.ready, "health": self.health,
                 "lastAppliedRevision": self.revision, "age": age(self.created, now),
-                "created": self.created, "message": self.message, "plain": self.plain}
+                "created": self.created, "message": self.message, "plain": self.plain,
+                **({"owner": str(self.owner)} if self.owner is not None else {})}
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,7 +134,9 @@ def read_inventories(kube: Kube, namespace: str) -> dict[str, Inventory]:
 
 @dataclass(slots=True)
 class _Listed:
-    """One object the inventories list at the top (custom resource or plain manifest):
+    """One object the inventories list at the top (custom resource or plain manifest), or
+    a custom resource a `custom:` block created (`entry.owner` set: the inventory records
+    it as a child of the custom resource that created it, and its own children under it):
     the roots listing it and its children (union over those roots)."""
 
     entry: InventoryEntry
@@ -113,15 +145,25 @@ class _Listed:
 
 
 def _listed(inventories: Mapping[str, Inventory]) -> dict[ObjRef, _Listed]:
+    """The objects of the inventories with a row of their own: the custom resources and
+    plain manifests, and every child that owns children of its own (a custom resource a
+    `custom:` block created, rendered through its own entry)."""
     out: dict[ObjRef, _Listed] = {}
     owned: dict[ObjRef, dict[ObjRef, InventoryEntry]] = {}
+    entries: dict[ObjRef, InventoryEntry] = {}
+    roots_of: dict[ObjRef, list[str]] = {}
     for name, inventory in inventories.items():
         for entry in inventory:
             if entry.owner is not None:
                 owned.setdefault(entry.owner, {})[entry.ref] = entry
+                entries.setdefault(entry.ref, entry)
+                roots_of.setdefault(entry.ref, []).append(name)
             elif entry.is_custom_resource or entry.plain:
                 item = out.setdefault(entry.ref, _Listed(entry, [], {}))
                 item.roots.append(name)
+    for ref in owned:
+        if ref not in out and ref in entries:
+            out[ref] = _Listed(entries[ref], roots_of[ref], {})
     for ref, item in out.items():
         item.children = dict(sorted(owned.get(ref, {}).items(), key=lambda kv: str(kv[0])))
     return out
@@ -242,20 +284,47 @@ def _plain_row(item: _Listed, roots: Sequence[str], live: dict[str, Any] | None,
         message=health.message, plain=True)
 
 
-def _rows(kube: Kube, namespace: str, items: Sequence[_Listed]) -> list[ResourceRow]:
-    """The rows of `items`, from their live objects and their children's."""
-    refs = [ref for item in items for ref in (item.entry.ref, *item.children)]
-    live_objects = _LiveObjects(kube, refs)
+def _rows(kube: Kube, namespace: str, items: Sequence[_Listed],
+          listed: Mapping[ObjRef, _Listed]) -> list[ResourceRow]:
+    """The rows of `items`, from their live objects and their children's; a child that is
+    a custom resource a `custom:` block created (in `listed` with children of its own)
+    carries its own children beneath it, its health rolled up from theirs."""
+    refs: set[ObjRef] = set()
+    pending = [item.entry.ref for item in items]
+    while pending:  # the objects of the items and of every custom resource beneath them
+        ref = pending.pop()
+        if ref in refs:
+            continue
+        refs.add(ref)
+        below = listed.get(ref)
+        if below is not None:
+            pending.extend(below.children)
+    live_objects = _LiveObjects(kube, sorted(refs, key=str))
     now = datetime.now(UTC)
-    rows = []
-    for item in items:
+    made: dict[ObjRef, ResourceRow] = {}
+
+    def row_of(item: _Listed, path: tuple[ObjRef, ...]) -> ResourceRow:
+        done = made.get(item.entry.ref)
+        if done is not None:
+            return done
         live, problem = live_objects.get(item.entry.ref)
         roots = _root(live, item.roots, namespace)
         if item.entry.plain:
-            rows.append(_plain_row(item, roots, live, problem, now))
-            continue
-        children = [_child(ref, *live_objects.get(ref), now) for ref in item.children]
-        rows.append(_row(item, roots, live, problem, children))
+            row = _plain_row(item, roots, live, problem, now)
+        else:
+            children = [child_of(ref, (*path, item.entry.ref)) for ref in item.children]
+            row = replace(_row(item, roots, live, problem, children), owner=item.entry.owner)
+        made[item.entry.ref] = row
+        return row
+
+    def child_of(ref: ObjRef, path: tuple[ObjRef, ...]) -> ChildRow:
+        below = listed.get(ref)
+        if below is None or below.entry.plain or ref in path:  # a chain back: as a leaf
+            return _child(ref, *live_objects.get(ref), now)
+        row = row_of(below, path)
+        return ChildRow(ref, row.health, row.message, children=row.children, ready=row.ready)
+
+    rows = [row_of(item, ()) for item in items]
     return sorted(rows, key=lambda r: (r.ref.kind, r.ref.group, r.ref.namespace, r.ref.name))
 
 
@@ -274,7 +343,7 @@ def read_rows(kube: Kube, namespace: str, roots: Iterable[str] = ()) -> list[Res
                            f"roots there: {known}")
     listed = _listed(inventories)
     items = [item for item in listed.values() if not wanted or wanted & set(item.roots)]
-    return _rows(kube, namespace, items)
+    return _rows(kube, namespace, items, listed)
 
 
 def parse_target(text: str) -> tuple[str, str, str]:
@@ -297,9 +366,10 @@ def find_tree(kube: Kube, namespace: str, target: str) -> Tree:
     """The custom resource `target` names and its children. Raises OrksyncError when no
     inventory lists it (or more than one custom resource matches a bare kind)."""
     kind, ns, name = parse_target(target)
-    items = [item for ref, item in _listed(read_inventories(kube, namespace)).items()
+    listed = _listed(read_inventories(kube, namespace))
+    items = [item for ref, item in listed.items()
              if ref.namespace == ns and ref.name == name and _kind_matches(ref, kind)]
-    rows = _rows(kube, namespace, items)
+    rows = _rows(kube, namespace, items, listed)
     if not rows:
         raise OrksyncError(f"{target}: no custom resource or manifest of that kind, "
                            f"namespace and name is managed by orksync (no inventory in "
@@ -352,10 +422,18 @@ def status_table(rows: Sequence[ResourceRow], now: datetime) -> str:
 
 
 def tree_table(tree: Tree, now: datetime) -> str:
+    """The custom resource, then its children as branches; a custom resource a `custom:`
+    block created has its own children indented beneath it, and its Ready in READY."""
     row = tree.resource
     lines = [(str(row.ref), row.root_label, row.ready, row.health, age(row.created, now),
               row.message)]
-    for i, child in enumerate(row.children):
-        branch = "└── " if i == len(row.children) - 1 else "├── "
-        lines.append((branch + str(child.ref), "", "", child.health, "", child.message))
+
+    def branches(children: Sequence[ChildRow], indent: str) -> None:
+        for i, child in enumerate(children):
+            last = i == len(children) - 1
+            lines.append((indent + ("└── " if last else "├── ") + str(child.ref), "",
+                          child.ready, child.health, "", child.message))
+            branches(child.children, indent + ("    " if last else "│   "))
+
+    branches(row.children, "")
     return table(TREE_COLUMNS, lines)

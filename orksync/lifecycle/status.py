@@ -12,14 +12,15 @@ from typing import Any
 from orksync.cluster.kube import Kube
 from orksync.cluster.live import LiveReader
 from orksync.errors import ClusterError
-from orksync.katalog.model import CustomResource
+from orksync.katalog.model import Catalog, CustomResource
 from orksync.model import MANAGED_SELECTOR, ObjRef, RenderedObject
 from orksync.render.children import children_map, kind_key_of
 from orksync.render.cross import cross_data
 from orksync.render.gotemplate import GoTemplateError
 from orksync.status.desired import status_data, status_equal
 
-__all__ = ["FIELD_MANAGER", "OWNER_LABEL", "read_children", "status_cross", "write_status"]
+__all__ = ["FIELD_MANAGER", "OWNER_LABEL", "created_custom_resources", "read_children",
+           "status_cross", "write_status"]
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +62,38 @@ def write_status(kube: Kube, cr_ref: ObjRef, status: Mapping[str, Any], *,
             return False
         raise
     return True
+
+
+def created_custom_resources(catalog: Catalog, crs: Sequence[CustomResource],
+                             objects: Sequence[RenderedObject]) -> list[CustomResource]:
+    """The custom resources that the `custom:` blocks of `crs` created and the render
+    rendered through their own Katalog entry (orksync.render.engine.render_nested: a
+    child of `crs`, or of such a custom resource, of a kind an entry of the same Katalog
+    reconciles), each as a custom resource of that entry with the rendered body and the
+    repository file of the custom resource at the top of its chain; deepest first, so
+    that the status of each is written before that of the custom resource above it."""
+    entries = {k.name: {(e.api_version, e.kind): e for e in k.crds} for k in catalog.katalogs}
+    by_owner: dict[ObjRef, list[RenderedObject]] = {}
+    for obj in objects:
+        if obj.owner is not None:
+            by_owner.setdefault(obj.owner, []).append(obj)
+    found: list[tuple[int, CustomResource]] = []
+    pending = [(cr, 0) for cr in crs]
+    seen = {cr.ref for cr in crs}
+    while pending:
+        cr, depth = pending.pop()
+        nested = entries.get(cr.entry.katalog, {})
+        for child in by_owner.get(cr.ref, ()):
+            entry = nested.get((child.ref.api_version, child.ref.kind))
+            if entry is None or child.ref in seen:
+                continue
+            seen.add(child.ref)
+            inner = CustomResource(ref=child.ref, body=dict(child.body), source=cr.source,
+                                   entry=entry)
+            found.append((depth + 1, inner))
+            pending.append((inner, depth + 1))
+    found.sort(key=lambda f: -f[0])
+    return [cr for _, cr in found]
 
 
 def status_cross(cr: CustomResource, cr_live: Mapping[str, Any], templates: Any,

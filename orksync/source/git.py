@@ -112,7 +112,7 @@ class GitSource:
         if head is not None and head == target.sha and self._trusted:
             prev = self._last_good
             if prev is not None and prev.sha == head:
-                log.debug("git source %s: %s unchanged at %s", self._url, self.spec.ref,
+                log.debug("git source %s: %s unchanged at %s", self._url, self.spec.wanted,
                           head[:7])
                 return head, prev.message
             return head, self._message(self.workdir, head)
@@ -136,6 +136,8 @@ class GitSource:
         pinned = self.spec.pinned_sha
         if pinned is not None:
             return _Target(sha=pinned)
+        if self.spec.semver:
+            return self._resolve_semver(creds)
         ref = self.spec.ref
         # Like `git clone --branch`: a branch first, then a tag.
         candidates = [ref] if ref.startswith("refs/") else [f"refs/heads/{ref}",
@@ -158,6 +160,29 @@ class GitSource:
                 return _Target(sha=sha, remote_ref=cand, local_ref=local)
         raise SourceError(f"ref {ref!r} not found on the remote", subject=self._url)
 
+    def _resolve_semver(self, creds: tuple[str, str] | None) -> _Target:
+        """The highest tag of the remote satisfying `spec.semver` (one `ls-remote --tags`)."""
+        from orksync.source.semver import highest
+
+        try:
+            out = self._run(["ls-remote", "--tags", "--", self.spec.url], op="ls-remote",
+                            cwd=self._outside_dir(), creds=creds)
+        except GitFailed as err:
+            raise SourceError(f"git ls-remote failed: {err.stderr}", subject=self._url) from None
+        refs: dict[str, str] = {}
+        for line in out.splitlines():
+            sha, _, name = line.partition("\t")
+            refs[name.strip()] = sha.strip()
+        tags = [name.removeprefix("refs/tags/") for name in refs
+                if name.startswith("refs/tags/") and not name.endswith("^{}")]
+        tag = highest(self.spec.semver, tags)
+        if tag is None:
+            raise SourceError(f"no tag satisfies the semver range {self.spec.semver!r} "
+                              f"({len(tags)} tag(s) on the remote)", subject=self._url)
+        name = f"refs/tags/{tag}"
+        return _Target(sha=refs.get(f"{name}^{{}}", refs[name]), remote_ref=name,
+                       local_ref=name)
+
     def _update(self, target: _Target, creds: tuple[str, str] | None, *,
                 skip_fetch: bool) -> tuple[str, str]:
         """Fetch into the existing clone and hard-reset it. `GitFailed` means corrupted."""
@@ -174,7 +199,8 @@ class GitSource:
         self._run(["clean", "-ffdxq"], op="clean", repo=repo)
         self._trusted = True
         message = self._message(repo, sha)
-        log.info("git source %s: %s at %s %s", self._url, self.spec.ref, sha[:7], message)
+        log.info("git source %s: %s at %s %s", self._url, self.spec.wanted, sha[:7],
+                 message)
         return sha, message
 
     def _clone(self, target: _Target, creds: tuple[str, str] | None) -> tuple[str, str]:
@@ -199,7 +225,7 @@ class GitSource:
             if tmp.exists():
                 shutil.rmtree(tmp, ignore_errors=True)
         self._trusted = True
-        log.info("git source %s: cloned %s at %s %s", self._url, self.spec.ref, sha[:7],
+        log.info("git source %s: cloned %s at %s %s", self._url, self.spec.wanted, sha[:7],
                  message)
         return sha, message
 

@@ -96,10 +96,13 @@ class GitVerify:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class GitSourceSpec:
     """One ref of one repository. `ref` is a branch, a tag, a full ref name (`refs/...`)
-    or a full commit sha; `path` a subdirectory; `depth` 1 is shallow, 0 full history."""
+    or a full commit sha; `semver`, when given, a range that replaces `ref`: the highest
+    tag satisfying it (orksync.source.semver); `path` a subdirectory; `depth` 1 is
+    shallow, 0 full history."""
 
     url: str
     ref: str = "main"
+    semver: str = ""
     path: str = ""
     depth: int = 1
     auth: GitAuth = field(default_factory=GitAuth)
@@ -126,6 +129,15 @@ class GitSourceSpec:
                               subject=self.url)
         if self.timeout <= 0:
             raise SourceError("timeout must be positive", subject=self.url)
+        if self.semver:
+            from orksync.source.semver import check_range
+
+            check_range(self.semver)
+
+    @property
+    def wanted(self) -> str:
+        """The ref as the logs name it: the branch, tag or sha, or `semver <range>`."""
+        return f"semver {self.semver}" if self.semver else self.ref
 
     @property
     def pinned_sha(self) -> str | None:

@@ -19,7 +19,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from orksync.agent.ui.access import Access
 from orksync.agent.ui.journal import Journal, Repair, SyncRecord
@@ -29,6 +29,8 @@ from orksync.lifecycle.overview import ChildRow, ResourceRow, read_rows
 from orksync.model import ObjRef
 
 __all__ = ["Page", "RootStatus", "Snapshots", "visible"]
+
+_Row = TypeVar("_Row", ResourceRow, ChildRow)
 
 FRESH = 2.0  # seconds a snapshot of the cluster serves every request
 MAX_ROWS = 300  # custom resources and manifests on one page
@@ -193,16 +195,34 @@ class Filter:
         message, which may name such a child, replaced when one was."""
         if not self.may_list(row.ref):
             return None
-        kept = tuple(c for c in row.children if self.may_list(c.ref))
-        if len(kept) == len(row.children):
+        kept, hidden = self._children(row.children)
+        if not hidden:
             return row
-        hidden = len(row.children) - len(kept)
+        total = sum(1 for c in row.children for _ in c.walk())
         return _replace(row, children=kept,
-                        message=f"{row.health}: health of {len(row.children)} children, "
+                        message=f"{row.health}: health of {total} children, "
                                 f"{hidden} of them not shown to you")
 
+    def _children(self, children: Sequence[ChildRow]) -> tuple[tuple[ChildRow, ...], int]:
+        """The children this user may list, each created custom resource's own children
+        cut the same way (one it may not list is left out with everything beneath it), and
+        how many were left out."""
+        kept: list[ChildRow] = []
+        hidden = 0
+        for child in children:
+            if not self.may_list(child.ref):
+                hidden += sum(1 for _ in child.walk())
+                continue
+            below, more = self._children(child.children)
+            if more:
+                child = _replace(child, children=below,
+                                 message=f"{child.health}: {more} children not shown to you")
+            kept.append(child)
+            hidden += more
+        return tuple(kept), hidden
 
-def _replace(row: ResourceRow, **changes: Any) -> ResourceRow:
+
+def _replace(row: _Row, **changes: Any) -> _Row:
     return dataclasses.replace(row, **changes)
 
 
@@ -248,6 +268,22 @@ def find_row(rows: Sequence[ResourceRow], kind: str, namespace: str, name: str
 
 
 def children(row: ResourceRow) -> tuple[list[ChildRow], int]:
-    """The children to show, and how many more there are."""
-    kept = list(row.children[:MAX_CHILDREN])
-    return kept, len(row.children) - len(kept)
+    """The children to show, each created custom resource's own beneath it, at most
+    MAX_CHILDREN of them in all (depth first), and how many more there are."""
+    budget = MAX_CHILDREN
+
+    def cut(items: Sequence[ChildRow]) -> list[ChildRow]:
+        nonlocal budget
+        out: list[ChildRow] = []
+        for child in items:
+            if budget <= 0:
+                break
+            budget -= 1
+            below = cut(child.children)
+            out.append(child if len(below) == len(child.children) else
+                       _replace(child, children=tuple(below)))
+        return out
+
+    kept = cut(row.children)
+    total = sum(1 for c in row.children for _ in c.walk())
+    return kept, total - sum(1 for c in kept for _ in c.walk())

@@ -1,0 +1,325 @@
+"""Replicas of the Sync controller share the Syncs (docs/operations.md, "Scaling out").
+
+* Each replica announces itself with a member Lease of its own, renewed by the rules of
+  leader election (orksync.agent.lease): its write gate closes at the renew deadline.
+* The live set: the member Leases with a holder whose spec this replica saw change less
+  than the lease duration ago, judged on its own monotonic clock as a standby judges the
+  leader's Lease; itself while its own gate is open.
+* A Sync's server is the live member of the highest rendezvous weight over (the Sync's
+  namespace/name, the member's identity): a member joining takes only the Syncs it now
+  weighs highest for, a member leaving gives up only its own.
+* A claim Lease per Sync names the replica serving it (`holderIdentity`). A replica
+  writes for a Sync only while it holds the Sync's claim in its current term (no renewal
+  of its member Lease missed its renew deadline) and its member gate is open. It takes a
+  claim only when the claim is free (released) or its holder is not live: a holder whose
+  member Lease stayed unchanged for the lease duration closed its gate before that, by
+  the same margin as leadership. The claim is written with the resourceVersion read, so
+  two candidates never both take it. A replica that should no longer serve a Sync lets
+  the running sync end, closes the Sync's gate, stops its watches, then releases the
+  claim (the controller's order), so that its successor starts at once.
+* A replica whose member renewals lapsed past the renew deadline has lost every claim it
+  held: another may have taken them; it takes them again as any replica would.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from orksync.agent.lease import LEASE, MICROTIME, LeaderElector
+from orksync.cluster.kube import Kube
+from orksync.cluster.outage import Outages
+from orksync.errors import ClusterError, LeadershipLost
+
+log = logging.getLogger(__name__)
+
+GROUP_LABEL = "orksync.io/scale-out"  # the agent's --name: the replicas that share Syncs
+ROLE_LABEL = "orksync.io/role"  # member or claim
+SYNC_ANNOTATION = "orksync.io/sync"  # a claim's Sync, namespace/name
+
+
+def _digest(text: str, size: int = 16) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:size]
+
+
+def weight(key: str, identity: str) -> bytes:
+    """The rendezvous weight of a member for a Sync."""
+    return hashlib.sha256(f"{key}\0{identity}".encode()).digest()
+
+
+def rendezvous(key: str, members: Iterable[str]) -> str:
+    """The member of the highest weight for `key` ("" when there is none)."""
+    return max(members, key=lambda m: (weight(key, m), m), default="")
+
+
+def group_value(group: str) -> str:
+    """The agent's name as a label value (63 characters at most)."""
+    return group if len(group) <= 63 else _digest(group, 32)
+
+
+def claim_name(group: str, key: str) -> str:
+    return f"orksync-claim-{_digest(group + '/' + key, 24)}"
+
+
+def member_name(group: str, identity: str) -> str:
+    return f"orksync-member-{_digest(group + '/' + identity, 24)}"
+
+
+@dataclass(slots=True)
+class _Seen:
+    spec: dict[str, Any]
+    at: float  # when it changed, at the earliest (as a standby notes the leader's Lease)
+
+
+@dataclass(frozen=True, slots=True)
+class Taken:
+    """A claim this replica has just taken: from whom, and for how long the Sync had no
+    server (from the release, or from the previous holder's last renewal seen)."""
+
+    previous: str  # "" for a claim made new or released
+    how: str  # new, released, expired, own (a claim of this identity from before)
+    unserved: float | None
+
+
+class Membership:
+    def __init__(self, kube: Kube, *, group: str, namespace: str, identity: str,
+                 lease_duration: float, renew_deadline: float, retry_period: float,
+                 monotonic: Callable[[], float] = time.monotonic,
+                 wallclock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
+        self.kube = kube
+        self.group = group
+        self.namespace = namespace
+        self.identity = identity
+        self.lease_duration = lease_duration
+        self.renew_deadline = renew_deadline
+        self.retry_period = retry_period
+        self.monotonic = monotonic
+        self.wallclock = wallclock
+        labels = {GROUP_LABEL: group_value(group), ROLE_LABEL: "member"}
+        self.member = LeaderElector(kube, name=member_name(group, identity),
+                                    namespace=namespace, identity=identity,
+                                    lease_duration=lease_duration,
+                                    renew_deadline=renew_deadline, retry_period=retry_period,
+                                    labels=labels, monotonic=monotonic, wallclock=wallclock)
+        self._lock = threading.Lock()
+        self._held: set[str] = set()  # the Syncs whose claim this replica holds this term
+        self._term = 0  # counts the lapses of the member gate: a claim is of one term
+        self.on_lost: Callable[[set[str]], None] = lambda keys: None
+        self._seen: dict[str, _Seen] = {}  # member Lease name: its spec as last seen
+        self._live: dict[str, float] = {}  # live identity: its last change seen
+        self._claims: dict[str, dict[str, Any]] = {}  # Sync key: its claim Lease
+        self._fresh = False  # the last listing succeeded: claims may be taken
+        self.outages = Outages(log)
+
+    # --- the write gate ------------------------------------------------------------------
+
+    def serves(self, key: str) -> bool:
+        with self._lock:
+            return key in self._held
+
+    def held(self) -> set[str]:
+        with self._lock:
+            return set(self._held)
+
+    def check(self, key: str) -> float:
+        """Raise LeadershipLost unless this replica may write for the Sync `key`; the
+        seconds it may still write (the member gate's, see LeaderElector.check)."""
+        left = self.member.check()
+        if not self.serves(key):
+            raise LeadershipLost(f"{self.identity} does not hold the claim of the Sync {key}; "
+                                 "writes stopped", subject=f"Sync/{key}")
+        return left
+
+    # --- the live set --------------------------------------------------------------------
+
+    def live(self) -> set[str]:
+        with self._lock:
+            return set(self._live)
+
+    def owner(self, key: str) -> str:
+        """The replica that should serve the Sync `key` now, by this replica's view."""
+        return rendezvous(key, self.live())
+
+    def holder(self, key: str) -> str:
+        """The replica the Sync's claim names (from the last listing)."""
+        with self._lock:
+            claim = self._claims.get(key) or {}
+        return str((claim.get("spec") or {}).get("holderIdentity") or "")
+
+    def start(self, stop: threading.Event) -> threading.Thread:
+        """Renew the member Lease in a thread of its own (never behind a hand-over)."""
+        self.member.on_stopped_leading = self._lapse
+        return self.member.start(stop)
+
+    def _lapse(self) -> None:
+        """The member gate closed: every claim of this term is lost (another replica may
+        take them once the member Lease looks expired)."""
+        with self._lock:
+            self._term += 1
+            lost, self._held = set(self._held), set()
+        if lost:
+            log.warning("scale-out: %s stopped renewing its member Lease: its %d Sync(s) "
+                        "are given up", self.identity, len(lost))
+        self.on_lost(lost)
+
+    def refresh(self) -> set[str]:
+        """List the members and claims: the live set and the claims as they are now.
+        Returns the Syncs whose claims name another replica now (taken while this
+        replica's gate was closed): their writes are stopped already."""
+        lost: set[str] = set()
+        try:
+            leases = list(self.kube.list(
+                LEASE, namespace=self.namespace,
+                label_selector=f"{GROUP_LABEL}={group_value(self.group)}"))
+        except ClusterError as err:
+            self.outages.failed("members", f"scale-out: the member Leases: {err}")
+            with self._lock:
+                self._fresh = False
+            return lost
+        self.outages.recovered("members")
+        now = self.monotonic()
+        live: dict[str, float] = {}
+        claims: dict[str, dict[str, Any]] = {}
+        names = set()
+        for lease in leases:
+            meta = lease.get("metadata") or {}
+            role = (meta.get("labels") or {}).get(ROLE_LABEL)
+            spec = dict(lease.get("spec") or {})
+            if role == "claim":
+                key = str((meta.get("annotations") or {}).get(SYNC_ANNOTATION) or "")
+                if key:
+                    claims[key] = lease
+                continue
+            if role != "member":
+                continue
+            name = str(meta.get("name"))
+            names.add(name)
+            seen = self._seen.get(name)
+            if seen is None or seen.spec != spec:
+                seen = self._seen[name] = _Seen(spec, now - self.retry_period)
+            holder = str(spec.get("holderIdentity") or "")
+            duration = max(float(spec.get("leaseDurationSeconds") or 0), self.lease_duration)
+            if holder and holder != self.identity and now - seen.at < duration:
+                live[holder] = seen.at
+        for name in set(self._seen) - names:
+            del self._seen[name]
+        if self.member.leading:
+            live[self.identity] = now
+        with self._lock:
+            self._live, self._claims, self._fresh = live, claims, True
+            for key in list(self._held):
+                holder = str(((claims.get(key) or {}).get("spec") or {}).get(
+                    "holderIdentity") or "")
+                if holder != self.identity:  # taken: our gate was closed by then
+                    self._held.discard(key)
+                    lost.add(key)
+        if lost:
+            log.warning("scale-out: %s lost the claims of %d Sync(s): %s", self.identity,
+                        len(lost), ", ".join(sorted(lost)[:5]))
+        return lost
+
+    # --- claims --------------------------------------------------------------------------
+
+    def acquire(self, key: str) -> Taken | None:
+        """Take the Sync's claim if it is free or its holder is not live; None when it is
+        not taken (held by a live replica, or another candidate wrote first)."""
+        with self._lock:
+            if not self._fresh or not self.member.leading:
+                return None
+            term = self._term
+            claim = self._claims.get(key)
+            live = dict(self._live)
+        now_wall = self.wallclock()
+        stamp = now_wall.strftime(MICROTIME)
+        name = claim_name(self.group, key)
+        meta: dict[str, Any] = {
+            "name": name, "namespace": self.namespace,
+            "labels": {GROUP_LABEL: group_value(self.group), ROLE_LABEL: "claim"},
+            "annotations": {SYNC_ANNOTATION: key}}
+        spec: dict[str, Any] = {"holderIdentity": self.identity,
+                                "leaseDurationSeconds": max(int(self.lease_duration), 1),
+                                "acquireTime": stamp, "renewTime": stamp,
+                                "leaseTransitions": 0}
+        body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": meta,
+                "spec": spec}
+        try:
+            if claim is None:
+                self.kube.create(LEASE, body, field_manager="orksync",
+                                 subject=f"Lease/{self.namespace}/{name}")
+                taken = Taken(previous="", how="new", unserved=None)
+            else:
+                old = claim.get("spec") or {}
+                previous = str(old.get("holderIdentity") or "")
+                if previous and previous != self.identity and previous in live:
+                    return None
+                if not previous:
+                    taken = Taken(previous="", how="released",
+                                  unserved=_since(old.get("renewTime"), now_wall))
+                elif previous == self.identity:
+                    taken = Taken(previous=previous, how="own", unserved=None)
+                else:
+                    last = self._last_change(previous)
+                    taken = Taken(previous=previous, how="expired",
+                                  unserved=None if last is None else self.monotonic() - last)
+                meta["resourceVersion"] = (claim.get("metadata") or {}).get("resourceVersion")
+                spec["leaseTransitions"] = int(old.get("leaseTransitions") or 0) + \
+                    (previous != self.identity)
+                self.kube.request("PUT", LEASE.path(self.namespace, name), body=body,
+                                  subject=f"Lease/{self.namespace}/{name}")
+        except ClusterError as err:
+            if err.status not in (404, 409):
+                log.warning("scale-out: the claim of the Sync %s: %s", key, err)
+            return None
+        with self._lock:
+            if term != self._term or not self.member.leading:
+                return None  # the gate closed meanwhile: taken again at a next round
+            self._held.add(key)
+        return taken
+
+    def _last_change(self, identity: str) -> float | None:
+        for seen in self._seen.values():
+            if seen.spec.get("holderIdentity") == identity:
+                return seen.at
+        return None
+
+    def drop(self, key: str) -> None:
+        """Stop writing for the Sync at once (its gate closes); its claim stays until
+        `release`."""
+        with self._lock:
+            self._held.discard(key)
+
+    def release(self, key: str, *, delete: bool = False) -> None:
+        """Give the Sync's claim up (holder cleared, or the Lease deleted for a Sync that
+        is gone), if this replica holds it."""
+        self.drop(key)
+        name = claim_name(self.group, key)
+        try:
+            current = self.kube.get_or_none(LEASE, self.namespace, name)
+            if current is None or (current.get("spec") or {}).get(
+                    "holderIdentity") != self.identity:
+                return
+            if delete:
+                self.kube.delete(LEASE, self.namespace, name,
+                                 subject=f"Lease/{self.namespace}/{name}",
+                                 precondition_uid=current["metadata"]["uid"])
+                return
+            current["spec"]["holderIdentity"] = ""
+            current["spec"]["renewTime"] = self.wallclock().strftime(MICROTIME)
+            self.kube.request("PUT", LEASE.path(self.namespace, name), body=current,
+                              subject=f"Lease/{self.namespace}/{name}")
+        except ClusterError as err:  # its successor waits for the member Lease to expire
+            log.warning("scale-out: releasing the claim of the Sync %s failed: %s", key, err)
+
+
+def _since(stamp: Any, now: datetime) -> float | None:
+    try:
+        then = datetime.strptime(str(stamp), MICROTIME).replace(tzinfo=UTC)
+    except ValueError:
+        return None
+    return max((now - then).total_seconds(), 0.0)
