@@ -105,6 +105,32 @@ def test_requests_name_orksync_and_its_version_as_their_user_agent(
         [f"orksync/{__version__}"]
 
 
+def test_siblings_sharing_a_pool_keep_one_set_of_idle_connections(
+        control_plane: ControlPlane, namespace: str) -> None:
+    """The agent's Syncs: each its own Kube (gate, counters) on the controller's pool, so
+    that 100 Syncs keep the pool's idle connections once, not one pool's each; closing
+    one Sync's Kube leaves the shared connections to their owner."""
+    kube = Kube.from_kubeconfig(control_plane.kubeconfig, pool_size=4)
+    own = kube.sibling(timeout=30.0, pool_size=4)
+    shared = [kube.sibling(timeout=30.0, share_pool=True) for _ in range(10)]
+    res = kube.resource("v1", "ConfigMap")
+    try:
+        for sibling in shared:
+            list(sibling.list(res, namespace=namespace))
+        list(own.list(res, namespace=namespace))
+        # one after the other: one connection made, kept and used again by all ten
+        assert kube._pool.idle() == 1 and own._pool.idle() == 1
+        assert all(s._pool is kube._pool for s in shared)
+        assert [s.requests for s in shared] == [1] * 10
+        shared[0].close()
+        assert kube._pool.idle() == 1
+        own.close()
+        assert own._pool.idle() == 0
+    finally:
+        own.close()
+        kube.close()
+
+
 def test_file_fields_relative_to_the_kubeconfig_connect(
         control_plane: ControlPlane, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     pem = tmp_path / "cfg" / "pki"

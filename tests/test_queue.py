@@ -4,6 +4,7 @@ per key, backoff and rate limit of retries; and its workers: a slow key holds no
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
 from orksync.agent.queue import Workers, WorkQueue
 from orksync.errors import LeadershipLost
@@ -126,4 +127,42 @@ def test_a_slow_key_holds_no_other_key_and_failures_are_retried() -> None:
         assert done.count(("lost", "abandoned")) == 1  # a lost lease is not retried
     finally:
         release.set()
+        workers.stop()
+
+
+def test_workers_start_when_keys_come_and_end_once_the_queue_is_idle() -> None:
+    """A root whose objects are left alone keeps no worker threads (an agent serving many
+    Syncs would keep `--repair-workers` idle threads for each); a key added after the
+    threads ended starts one again, and a retry waiting for its backoff keeps one."""
+    queue: WorkQueue[str] = WorkQueue(base_delay=0.2)
+    processed: list[str] = []
+    failed = threading.Event()
+
+    def process(key: str) -> None:
+        if key == "flaky" and not failed.is_set():
+            failed.set()
+            raise RuntimeError("once")
+        processed.append(key)
+
+    def wait_for(predicate: Callable[[], bool]) -> None:
+        pause = threading.Event()
+        for _ in range(600):
+            if predicate():
+                return
+            pause.wait(0.05)
+        raise AssertionError("not reached in 30 s")
+
+    workers = Workers(queue, process, count=3, idle=0.1)
+    try:
+        assert workers.running() == 0
+        queue.add("a")
+        assert 1 <= workers.running() <= 3
+        wait_for(lambda: processed == ["a"] and workers.running() == 0)
+        queue.add("flaky")  # fails once, comes back after its backoff, longer than `idle`
+        wait_for(lambda: processed == ["a", "flaky"])
+        assert failed.is_set()
+        wait_for(lambda: workers.running() == 0)
+        queue.add("b")
+        wait_for(lambda: processed == ["a", "flaky", "b"])
+    finally:
         workers.stop()

@@ -526,8 +526,11 @@ class Controller:
             leader_elect=False, name=spec.inventory_name, auth=auth, verify=verify,
             webhook_secret_file=None, shards=1, shard=0, prune=spec.prune,
             default_service_account=account)
+        # every Sync's requests share the controller's pool: idle connections are kept
+        # once for the agent, not for each of its Syncs (the watches' streams each have
+        # their own connection anyway)
         own = self.kube.sibling(timeout=self.kube.timeout, retry=self.kube.retry,
-                                pool_size=4)
+                                share_pool=True)
         own.user_agent = self.kube.user_agent
         own.gate = lambda: self._gate(root)
         agent = SyncAgent(config, self._writer(own, account), Metrics())
@@ -544,7 +547,8 @@ class Controller:
         # so that its watches hold its objects only, not those of every Sync
         agent.shard_label = agent.rotate_shard = sync_label(spec)
         if config.repair_workers > 0:
-            agent.drift = agent.drift_repair()
+            agent.drift = agent.drift_repair(self.kube.sibling(
+                timeout=30.0, retry=RetryPolicy(), share_pool=True))
         root.agent, root.fingerprint = agent, fingerprint
         log.info("Sync %s: serving %s@%s path %s as inventory %s", root.key, spec.url,
                  spec.wanted, spec.path or ".", configmap_name(spec.inventory_name))

@@ -79,12 +79,16 @@ class WorkQueue(Generic[K]):
         self._failures: dict[K, int] = {}
         self._cond = threading.Condition()
         self._shut = False
+        # called after a key is added or scheduled, outside the queue's lock: the
+        # workers start a thread for it (Workers)
+        self.on_add: Callable[[], None] = lambda: None
 
     # --- adding ---------------------------------------------------------------------------
 
     def add(self, key: K, trigger: str = "drift") -> None:
         with self._cond:
             self._add(key, trigger, self.clock())
+        self.on_add()
 
     def _add(self, key: K, trigger: str, now: float) -> None:
         if self._shut or key in self._queued or key in self._dirty:
@@ -100,10 +104,11 @@ class WorkQueue(Generic[K]):
         with self._cond:
             if delay <= 0:
                 self._add(key, trigger, self.clock())
-                return
-            heapq.heappush(self._delayed, (self.clock() + delay, next(self._order), key,
-                                           trigger))
-            self._cond.notify()
+            else:
+                heapq.heappush(self._delayed, (self.clock() + delay, next(self._order), key,
+                                               trigger))
+                self._cond.notify()
+        self.on_add()
 
     def retry(self, key: K) -> float:
         """Add `key` again after its backoff (see the module doc); the delay."""
@@ -173,6 +178,10 @@ class WorkQueue(Generic[K]):
             self._delayed.clear()
             self._failures.clear()
 
+    def is_shut(self) -> bool:
+        with self._cond:
+            return self._shut
+
     def shutdown(self) -> None:
         with self._cond:
             self._shut = True
@@ -180,27 +189,56 @@ class WorkQueue(Generic[K]):
 
 
 class Workers(Generic[K]):
-    """`count` threads taking keys from `queue` and passing them to `process`. A key
+    """Up to `count` threads taking keys from `queue` and passing them to `process`. A key
     whose processing raises is retried (`WorkQueue.retry`), except on LeadershipLost
     (the replica may no longer write: the queue is cleared by whoever saw the lease go);
     one that succeeds is forgotten. `on_done(item, outcome)` after each: `ok`, `retry`
-    or `abandoned`."""
+    or `abandoned`.
+
+    A thread starts when a key is added and fewer than `count` run, and ends once the
+    queue has been empty (nothing ready, delayed or added again) for `idle` seconds: an
+    agent serving many roots keeps no threads (nor their stacks) for the roots whose
+    objects are left alone."""
 
     def __init__(self, queue: WorkQueue[K], process: Callable[[K], None], *, count: int,
-                 on_done: Callable[[Item[K], str], None] | None = None) -> None:
+                 on_done: Callable[[Item[K], str], None] | None = None,
+                 idle: float = 60.0) -> None:
         self.queue = queue
         self.process = process
         self.on_done = on_done or (lambda item, outcome: None)
-        self._threads = [threading.Thread(target=self._run, daemon=True,
-                                          name=f"orksync-worker-{i}") for i in range(count)]
-        for thread in self._threads:
-            thread.start()
+        self.count = count
+        self.idle = idle
+        self._lock = threading.Lock()
+        self._threads: set[threading.Thread] = set()
+        queue.on_add = self._spawn
+        self._spawn()  # keys queued before the workers were made
+
+    def running(self) -> int:
+        """The threads alive now."""
+        with self._lock:
+            return len(self._threads)
+
+    def _spawn(self) -> None:
+        with self._lock:
+            if len(self._threads) >= self.count or not len(self.queue) \
+                    or self.queue.is_shut():
+                return
+            thread = threading.Thread(target=self._run, daemon=True,
+                                      name=f"orksync-worker-{len(self._threads)}")
+            self._threads.add(thread)
+        thread.start()
 
     def _run(self) -> None:
         while True:
-            item = self.queue.get()
+            item = self.queue.get(self.idle)
             if item is None:
-                return
+                # ends unless a key came in meanwhile: checked under the lock `_spawn`
+                # takes after each add, so a key is never left with no thread to take it
+                with self._lock:
+                    if self.queue.is_shut() or not len(self.queue):
+                        self._threads.discard(threading.current_thread())
+                        return
+                continue
             outcome = "retry"
             try:
                 self.process(item.key)
@@ -219,5 +257,7 @@ class Workers(Generic[K]):
     def stop(self) -> None:
         """Shut the queue down and wait for the keys under way."""
         self.queue.shutdown()
-        for thread in self._threads:
+        with self._lock:
+            threads = list(self._threads)
+        for thread in threads:
             thread.join(30)

@@ -1019,11 +1019,12 @@ class Agent:
 
     # --- lifecycle -----------------------------------------------------------------------
 
-    def drift_repair(self) -> DriftRepair:
-        """The informers and the work queue (orksync.agent.drift), on connections of their
-        own; the informers select this shard's objects."""
+    def drift_repair(self, view_kube: Kube | None = None) -> DriftRepair:
+        """The informers and the work queue (orksync.agent.drift), on `view_kube` (default:
+        connections of their own); the informers select this shard's objects."""
         return DriftRepair(
-            self.kube, self.kube.sibling(timeout=30.0, retry=RetryPolicy(), pool_size=4),
+            self.kube, view_kube or self.kube.sibling(timeout=30.0, retry=RetryPolicy(),
+                                                      pool_size=4),
             inventory=inventory_identity(self.config.name, self.config.inventory_namespace),
             workers=self.config.repair_workers, metrics=self.metrics,
             leading=self.is_leader, on_change=self._repaired, reconcile=self.reconcile_key,

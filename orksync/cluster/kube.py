@@ -115,13 +115,16 @@ class Kube:
     `request_with_status` is the only one."""
 
     def __init__(self, *, connection: kubeconfig.Connection, pool_size: int = 16,
-                 timeout: float = 30.0, retry: RetryPolicy | None = None) -> None:
-        """On `connection`, with a pool of `pool_size` connections."""
+                 timeout: float = 30.0, retry: RetryPolicy | None = None,
+                 pool: Pool | None = None) -> None:
+        """On `connection`, with a pool of `pool_size` connections, or `pool` (another
+        Kube's on the same connection) when given."""
         self._connection = connection
         self.host = connection.server
-        self._pool = Pool(connection.server, tls=connection.tls,
-                          server_name=connection.tls_server_name, size=pool_size,
-                          proxy=connection.proxy, headers=connection.headers)
+        self._pool = pool or Pool(connection.server, tls=connection.tls,
+                                  server_name=connection.tls_server_name, size=pool_size,
+                                  proxy=connection.proxy, headers=connection.headers)
+        self._owns_pool = pool is None
         self._credentials = connection.credentials
         self._ca_origin = connection.ca_origin
         self.timeout = timeout  # seconds an attempt may take in all (connect, send, answer)
@@ -154,12 +157,16 @@ class Kube:
         self._views: dict[str, Kube] = {}
 
     def sibling(self, *, timeout: float, retry: RetryPolicy | None = None,
-                pool_size: int = 2) -> Kube:
+                pool_size: int = 2, share_pool: bool = False) -> Kube:
         """Another Kube on the same cluster and credentials with a pool of its own, no
         gate and the given timeout and retries: the leader election's, so that its
-        renewals never queue behind the sync's requests nor pass through its gate."""
+        renewals never queue behind the sync's requests nor pass through its gate.
+        `share_pool`: this Kube's pool instead (its gate, counters and discovery still
+        its own): the many roots of one agent keep one set of idle connections, not one
+        each. The pool never makes a request wait for a connection (it opens another and
+        closes it after use when `size` are idle already), so sharing it queues nothing."""
         other = Kube(connection=self._connection, pool_size=pool_size, timeout=timeout,
-                     retry=retry)
+                     retry=retry, pool=self._pool if share_pool else None)
         other.user_agent = self.user_agent
         other.retry_log_level = self.retry_log_level
         return other
@@ -232,8 +239,10 @@ class Kube:
         return cls(connection=kubeconfig.in_cluster(), pool_size=pool_size)
 
     def close(self) -> None:
-        """Close the idle connections; a request sent after this makes new ones."""
-        self._pool.close()
+        """Close the idle connections; a request sent after this makes new ones. A pool
+        shared with another Kube (`sibling(share_pool=True)`) is left to its owner."""
+        if self._owns_pool:
+            self._pool.close()
 
     # --- requests -----------------------------------------------------------------------
 
