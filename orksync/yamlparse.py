@@ -16,9 +16,13 @@ from ruamel.yaml import YAML
 from ruamel.yaml.constructor import ConstructorError, DuplicateKeyError, SafeConstructor
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 from ruamel.yaml.events import CollectionEndEvent, CollectionStartEvent, NodeEvent
-from ruamel.yaml.main import CParser
 from ruamel.yaml.nodes import MappingNode, ScalarNode
 from ruamel.yaml.resolver import VersionedResolver
+
+try:  # libyaml's parser, from ruamel.yaml.clib (untyped)
+    from _ruamel_yaml import CParser
+except ImportError:
+    CParser = None
 
 from orksync.errors import LoadError
 from orksync.yamldoc import (
@@ -89,7 +93,7 @@ _RESOLVERS_12 = VersionedResolver().versioned_resolver
 
 
 if CParser is not None:
-    class _CLoader(CParser, _JsonConstructor, VersionedResolver):
+    class _CLoader(CParser, _JsonConstructor, VersionedResolver):  # type: ignore[misc,unused-ignore]
         """What `YAML(typ="safe").load_all` builds for every file when ruamel.yaml.clib is
         present (libyaml's reader, scanner, parser and composer; ruamel's constructor and
         resolver), with `_JsonConstructor` and the same initialisation, but as one class

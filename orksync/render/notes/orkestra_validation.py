@@ -293,7 +293,7 @@ def domain_host(value: Any) -> str:
 @note("domainBare", "a->s")
 def domain_bare(value: Any) -> str:
     """domainHost without a leading `www.`."""
-    s = domain_host.impl(value)
+    s: str = domain_host.impl(value)
     return s[4:] if s.startswith("www.") else s
 
 

@@ -64,9 +64,9 @@ def day_of_week_matches(spec: Any, now: datetime) -> bool:
         return False
     today = DAYS[now.weekday()]
     if isinstance(spec.get("weekday"), bool):
-        return spec["weekday"] == (now.weekday() < 5)
+        return bool(spec["weekday"] == (now.weekday() < 5))
     if isinstance(spec.get("weekend"), bool):
-        return spec["weekend"] == (now.weekday() >= 5)
+        return bool(spec["weekend"] == (now.weekday() >= 5))
     if spec.get("in"):
         return any(day_matches(day, today) for day in day_names(spec["in"]))
     if spec.get("notIn"):
