@@ -321,6 +321,8 @@ def test_deleting_a_sync_with_prune_deletes_its_objects_and_without_prune_leaves
     env.start()
     env.sync("a", "a")
     env.sync("b", "b", prune=False)
+    # the Widget CRD comes with the first sync (a test run alone has not served it yet)
+    wait_for("a applied", lambda: env.applied("a", sha_a))
     widgets = env.kube.resource("test.orksync.io/v1", "Widget")
     res = env.kube.resource("orksync.io/v1alpha1", "Sync")
     wait_for("b2 applied", lambda: env.kube.get_or_none(widgets, env.ns, "b2") is not None)
