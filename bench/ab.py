@@ -11,7 +11,7 @@ render (1,000 custom resources, load + render + write as `orksync render` does i
   processpool        orksync.forked.fork_chunks_into -> concurrent.futures.ProcessPoolExecutor
                      (fork context) `map` over the same chunks
   no-gcpause         orksync.gcpause.paused_gc -> contextlib.nullcontext
-  plain-index-write  rendered.directory._write_parts (writev) -> Path.write_bytes(b"".join(parts))
+  plain-index-write (*) rendered.directory._write_parts (writev) -> write_bytes(b"".join(parts))
   plain-file-write   rendered.directory._write_file  (os.open/os.write) -> Path.write_bytes
   no-plain-text (*)  gotemplate's plain-text shortcut off: every template runs compiled
   no-compile-leaves (*) render.resource._compile_leaves (exec-generated) -> the recursive walk

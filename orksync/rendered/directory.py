@@ -152,7 +152,7 @@ def finish_rendered(tmp: Path, out_dir: Path, rendered: RenderedSet, entries: li
                     revision: str, source: Source | None = None) -> None:
     """Write the index (`entries` in the order of the objects, `rendered`'s prune facts)
     and rename `tmp` into place."""
-    _write_parts(f"{tmp}/{INDEX}", _index(rendered, entries, revision, source))
+    _write_file(f"{tmp}/{INDEX}", b"".join(_index(rendered, entries, revision, source)))
     _swap_into_place(tmp, out_dir)
 
 
@@ -224,7 +224,7 @@ class ObjectWriter:
         """One item of index.yaml's `objects`, as `dump_yaml` writes it there: file,
         object, policy, stage, owner, directives, origin, sha256. Written directly rather
         than built as a mapping and emitted (the index has an entry per object), and
-        encoded here: the index is written from its entries' bytes (`_write_parts`), and
+        encoded here: the index is written from its entries' bytes joined, and
         in the parallel render (orksync.render.parallel) each process encodes its own."""
         ref = obj.ref
         key = (ref.api_version, ref.kind, ref.namespace, obj.policy, obj.stage)
@@ -340,7 +340,7 @@ _CREATE = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
 
 def _write_file(path: str, data: bytes) -> None:
     """Three system calls (Python's `open` adds an fstat, an ioctl and an lseek to each of
-    the thousands of files)."""
+    the thousands of files; bench/results/ab.jsonl, plain-file-write)."""
     fd = os.open(path, _CREATE, 0o666)
     try:
         _write_all(fd, data)
@@ -352,32 +352,6 @@ def _write_all(fd: int, data: bytes | memoryview) -> None:
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view):]
-
-
-def _iov_max() -> int:
-    """Buffers one writev takes: the system's limit (Linux: 1,024), at least POSIX's 16."""
-    try:
-        return max(16, min(os.sysconf("SC_IOV_MAX"), 1024))
-    except (AttributeError, ValueError, OSError):
-        return 16
-
-
-_IOV_MAX = _iov_max()
-
-
-def _write_parts(path: str, parts: list[bytes]) -> None:
-    """`b"".join(parts)` written to a new file without being joined: the index grows with
-    the repository (90,000 entries for 10,000 custom resources), and a join would copy
-    all of it in memory once more before the write."""
-    fd = os.open(path, _CREATE, 0o666)
-    try:
-        for start in range(0, len(parts), _IOV_MAX):
-            batch = parts[start:start + _IOV_MAX]
-            done = os.writev(fd, batch)
-            if done < sum(map(len, batch)):  # a short write: the rest of the batch as one
-                _write_all(fd, memoryview(b"".join(batch))[done:])
-    finally:
-        os.close(fd)
 
 
 @dataclass(frozen=True, slots=True)
