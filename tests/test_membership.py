@@ -78,12 +78,12 @@ class View:
         self.leases.items.pop(name, None)
 
 
-def member(leases: Leases, clock: Clock, identity: str) -> Membership:
+def member(leases: Leases, clock: Clock, identity: str, generation: str = "") -> Membership:
     wall = datetime(2026, 1, 1, tzinfo=UTC)
     return Membership(View(leases, identity), group="orksync-syncs-default",  # type: ignore[arg-type]
                       namespace="orksync-system", identity=identity, lease_duration=15.0,
-                      renew_deadline=10.0, retry_period=2.0, monotonic=clock,
-                      wallclock=lambda: wall + timedelta(seconds=clock.now))
+                      renew_deadline=10.0, retry_period=2.0, generation=generation,
+                      monotonic=clock, wallclock=lambda: wall + timedelta(seconds=clock.now))
 
 
 def round_of(*members: Membership) -> None:
@@ -192,3 +192,66 @@ def test_a_new_replica_takes_about_its_share_and_nothing_else() -> None:
     assert 600 < len(moved) < 900  # about 1/4 of 3000
     back = {k: rendezvous(k, ["a", "b", "c"]) for k in keys}
     assert back == before  # scaling back restores the same assignment
+
+
+def test_a_rolling_update_moves_each_sync_once_to_the_replica_taking_the_slot() -> None:
+    """Replicas of generation 1 serve; one of generation 2 starts and waits (ready) while
+    they run, then takes the slot the first to leave releases: it serves exactly that
+    replica's Syncs, and a second new one then exactly the other's."""
+    leases, clock = Leases(), Clock()
+    keys = [f"ns/sync-{i}" for i in range(300)]
+    old = [member(leases, clock, name, "1") for name in ("a", "b")]
+    for m in old:
+        assert m.take_slot()
+    round_of(*old)
+    before = {k: old[0].owner(k) for k in keys}
+    assert set(before.values()) == {"a", "b"}
+    served: list[Membership] = list(old)
+    for new_name, leaving in (("c", old[0]), ("d", old[1])):
+        new = member(leases, clock, new_name, "2")
+        for _ in range(3):  # the old generation still runs: it waits, however long
+            new.refresh()
+            assert not new.take_slot() and "generation 1" in new.waiting
+            clock.now += 2
+            round_of(*served)
+        leaving.member.release()
+        served.remove(leaving)
+        round_of(*served)  # kept vacant for the waiting replica, not taken by the others
+        assert {k: served[0].owner(k) for k in keys} == {
+            k: "" if o == leaving.identity else o for k, o in before.items()}
+        assert new.take_slot() and not new.waiting
+        served.append(new)
+        round_of(*served)
+        for m in served:
+            owners = {k: m.owner(k) for k in keys}
+            assert owners == {k: new_name if o == leaving.identity else o
+                              for k, o in before.items()}
+        before = owners
+
+
+def test_a_replica_of_the_same_generation_or_none_takes_a_slot_of_its_own() -> None:
+    """Scaling up (no other generation live): the new replica does not wait, and takes
+    about its share; a released slot is taken first when there is one."""
+    leases, clock = Leases(), Clock()
+    first = [member(leases, clock, name, "1") for name in ("a", "b", "c")]
+    for m in first:
+        assert m.take_slot()
+    round_of(*first)
+    d = member(leases, clock, "d", "1")
+    assert d.take_slot() and d.member.annotations["orksync.io/slot"] == "d"
+    round_of(*first, d)
+    keys = [f"ns/sync-{i}" for i in range(3000)]
+    assert 600 < sum(d.owner(k) == "d" for k in keys) < 900
+    first[0].member.release()
+    round_of(*first[1:], d)  # nobody waits: the others take the released slot's Syncs
+    assert {first[1].owner(k) for k in keys} == {"b", "c", "d"}
+    e = member(leases, clock, "e")
+    assert e.take_slot() and e.member.annotations["orksync.io/slot"] == "a"
+    round_of(*first[1:], d)
+    clock.now += 16  # a released slot nobody took within the lease duration goes
+    first[2].member.release()
+    round_of(*first[1:2], d)
+    clock.now += 16
+    round_of(*first[1:2], d)
+    assert not any(name.startswith("orksync-member-") and not item["spec"]["holderIdentity"]
+                   for name, item in leases.items.items())

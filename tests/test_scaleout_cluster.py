@@ -61,14 +61,18 @@ class Replica:
              "--log-level", "debug", "--identity", identity, *LEASE, *flags],
             stdout=subprocess.DEVNULL, stderr=self.log.open("w"), start_new_session=True)
 
-    def sees(self, count: int) -> bool:
-        """Whether /readyz counts `count` live replicas (itself included)."""
+    def readyz(self) -> str:
+        """/readyz's answer ("" while it cannot be had)."""
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/readyz",
                                         timeout=5) as answer:
-                return f", {count} replica(s) live" in answer.read().decode()
+                return answer.read().decode()
         except OSError:
-            return False
+            return ""
+
+    def sees(self, count: int) -> bool:
+        """Whether /readyz counts `count` live replicas (itself included)."""
+        return f", {count} replica(s) live" in self.readyz()
 
     def hook(self, namespace: str, sync: str, token: str) -> tuple[int, str]:
         """POST a GitLab-style push hook for the Sync to this replica: (status, body)."""
@@ -129,10 +133,10 @@ class Fleet:
             else:
                 return names
 
-    def start(self, *identities: str) -> None:
+    def start(self, *identities: str, flags: tuple[str, ...] = ()) -> None:
         """Start replicas; return once each counts every running replica live."""
         for identity in identities:
-            self.replicas[identity] = Replica(self, identity)
+            self.replicas[identity] = Replica(self, identity, *flags)
         running = [r for r in self.replicas.values() if r.proc.poll() is None]
         wait_for("every replica to see the others", lambda: all(
             r.sees(len(running)) for r in running), 60)
@@ -326,33 +330,38 @@ def test_a_third_replica_takes_its_share_and_only_that(fleet: Fleet) -> None:
         assert writers_in_turn(writes[sync]) == expected, sync
 
 
-def test_a_rolling_restart_keeps_every_sync_served_moving_only_as_rendezvous_says(
+def test_a_rolling_update_moves_each_sync_once_to_the_replica_taking_an_old_one_s_place(
         fleet: Fleet) -> None:
-    """As a Deployment's rolling update (maxSurge 1, maxUnavailable 0) does: a new replica
-    starts, then an old one stops (SIGTERM: it releases its claims), one at a time."""
-    old_one, old_two, new_one, new_two = fleet.identities("old1", "old2", "new1", "new2",
-                                                          wins=0)
-    fleet.start(old_one, old_two)
+    """As a Deployment's rolling update (maxSurge 1, maxUnavailable 0) does, each replica
+    told its generation: a new replica starts and waits, ready, while the old generation
+    runs; an old one stops (SIGTERM: it releases its claims and its slot) and the new one
+    serves exactly its Syncs. Each Sync has two writers in all, one after the other."""
+    old_one, old_two, new_one, new_two = fleet.identities("old1", "old2", "new1", "new2")
+    fleet.start(old_one, old_two, flags=("--generation", "1"))
     shas = fleet.create()
-    steps = [[old_one, old_two]]
-    wait_for("every Sync applied", lambda: fleet.all_served(shas, steps[-1]), 180)
+    owner = {s: rendezvous(fleet.key(s), [old_one, old_two]) for s in SYNCS}
+    first = dict(owner)
+    wait_for("every Sync applied", lambda: all(
+        fleet.served(s, shas[s], owner[s]) for s in SYNCS), 180)
     uids = fleet.uids()
     for new, old in ((new_one, old_one), (new_two, old_two)):
-        fleet.start(new)
-        steps.append([*steps[-1], new])
-        wait_for(f"{new} serving its share", lambda: fleet.all_served(shas, steps[-1]), 120)
+        replica = fleet.replicas[new] = Replica(fleet, new, "--generation", "2")
+        wait_for(f"{new} waiting, ready", lambda r=replica: "standby: waiting for a "
+                 "replica of generation 1 to leave" in r.readyz(), 60)
         fleet.replicas[old].stop()
-        steps.append([m for m in steps[-1] if m != old])
-        wait_for(f"{old}'s Syncs served again", lambda: fleet.all_served(shas, steps[-1]), 120)
+        owner = {s: new if o == old else o for s, o in owner.items()}
+        wait_for(f"{old}'s Syncs served by {new}", lambda now=owner: all(
+            fleet.served(s, shas[s], now[s]) for s in SYNCS), 120)
     for sync in SYNCS:
         shas[sync] = fleet.change(sync, 4)
-    wait_for("a new revision of each applied", lambda: fleet.all_served(shas, steps[-1]), 120)
+    wait_for("a new revision of each applied", lambda: all(
+        fleet.served(s, shas[s], owner[s]) for s in SYNCS), 120)
     assert fleet.uids() == uids
     writes = fleet.writes()
+    replaced = {old_one: new_one, old_two: new_two}
     for sync in SYNCS:
-        owners = [rendezvous(fleet.key(sync), members) for members in steps]
-        expected = [o for i, o in enumerate(owners) if i == 0 or owners[i - 1] != o]
-        assert writers_in_turn(writes[sync]) == expected, sync
+        assert writers_in_turn(writes[sync]) == [first[sync], replaced[first[sync]]], \
+            (sync, [(writer(e), e["verb"], e["requestURI"]) for e in writes[sync]])
 
 
 def test_a_webhook_at_the_wrong_replica_names_the_right_one_and_follows_a_hand_over(

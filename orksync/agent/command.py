@@ -89,6 +89,11 @@ def add_agent_parser(sub: Any, *, common_flags: tuple[Callable[[argparse.Argumen
                         "[ORKSYNC_RETRY_PERIOD, default 2s]")
     p.add_argument("--identity", default=env("ORKSYNC_POD_NAME"),
                    help="holder identity in the Lease [ORKSYNC_POD_NAME, else host-pid]")
+    p.add_argument("--generation", default=env("ORKSYNC_GENERATION", ""),
+                   help="this replica's release (deploy/: the pod-template-hash); replicas "
+                        "sharing Syncs that start while others of another generation run "
+                        "wait to take their place, so a rolling update moves each Sync "
+                        "once [ORKSYNC_GENERATION]")
     p.add_argument("--webhook-secret-file", type=Path,
                    default=env("ORKSYNC_WEBHOOK_SECRET_FILE"),
                    help="serve POST /hooks/git, accepting hooks signed with this secret "
@@ -185,7 +190,7 @@ def cmd_agent(args: argparse.Namespace, kube: Kube) -> int:
         base=base, lease_name=f"orksync-syncs-{args.name}{suffix}",
         shards=args.shards, shard=args.shard,
         watch_namespace=args.watch_namespace, concurrent_syncs=args.concurrent_syncs,
-        allow_file_urls=args.allow_file_urls), kube).run()
+        allow_file_urls=args.allow_file_urls, generation=args.generation), kube).run()
 
 
 def agent_config(args: argparse.Namespace) -> AgentConfig:

@@ -91,6 +91,7 @@ class ControllerConfig:
     # Lease of the shard's own
     shards: int = 1
     shard: int = 0
+    generation: str = ""  # --generation: see membership.py
 
 
 @dataclass(slots=True)
@@ -161,7 +162,8 @@ class Controller:
                                          identity=base.identity,
                                          lease_duration=base.lease_duration,
                                          renew_deadline=base.renew_deadline,
-                                         retry_period=base.retry_period)
+                                         retry_period=base.retry_period,
+                                         generation=config.generation)
             self.membership.member.on_started_leading = lambda: self.metrics.leader.set(1)
             self.membership.on_lost = self._lost_claims
             kube.gate = self.membership.member.check
@@ -909,6 +911,8 @@ class Controller:
     # --- readiness and lifecycle ---------------------------------------------------------
 
     def ready(self) -> tuple[bool, str]:
+        if self.membership is not None and self.membership.waiting:
+            return True, f"standby: {self.membership.waiting}"
         if self.membership is not None and not self.membership.member.leading:
             return False, f"not a member: {self.membership.member.standby_reason}"
         if self.elector is not None and not self.elector.leading:

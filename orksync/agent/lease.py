@@ -52,6 +52,7 @@ class LeaderElector:
     def __init__(self, kube: Kube, *, name: str, namespace: str, identity: str,
                  lease_duration: float = 15.0, renew_deadline: float = 10.0,
                  retry_period: float = 2.0, labels: dict[str, str] | None = None,
+                 annotations: dict[str, str] | None = None,
                  monotonic: Callable[[], float] = time.monotonic,
                  wallclock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
         if not 0 < retry_period < renew_deadline < lease_duration - retry_period:
@@ -70,6 +71,7 @@ class LeaderElector:
         self.wallclock = wallclock
         self.res = LEASE
         self.labels = dict(labels or {})  # on the Lease, so that a label selector lists it
+        self.annotations = dict(annotations or {})  # what the holder says of itself
         self._lock = threading.Lock()
         self._renewed_at: float | None = None  # when our last successful write was sent
         self._observed: dict[str, Any] | None = None  # the Lease's spec as last seen
@@ -185,6 +187,8 @@ class LeaderElector:
         meta: dict[str, Any] = {"name": self.name, "namespace": self.namespace}
         if self.labels:
             meta["labels"] = self.labels
+        if self.annotations:
+            meta["annotations"] = self.annotations
         if current is not None:
             meta["resourceVersion"] = current["metadata"]["resourceVersion"]
         return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": meta,

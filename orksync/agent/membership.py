@@ -19,6 +19,15 @@
   claim (the controller's order), so that its successor starts at once.
 * A replica whose member renewals lapsed past the renew deadline has lost every claim it
   held: another may have taken them; it takes them again as any replica would.
+* Rendezvous runs over slots, not replicas: a member Lease is a slot, named after the
+  replica that made it. A starting replica takes a released slot if there is one, and so
+  serves the Syncs of the replica that gave it up. While live replicas of another
+  generation (`--generation`: the Deployment's pod-template-hash) run, a new one waits
+  for a slot instead of making its own, and says so with a Lease of role `waiting`: in a
+  rolling update each new replica takes the place of an old one, and a Sync moves once.
+  While a replica waits, a slot released less than the lease duration ago stays in the
+  rendezvous, vacant (its Syncs wait for the replica taking it); a released slot nobody
+  took within the lease duration is deleted.
 """
 
 from __future__ import annotations
@@ -42,6 +51,8 @@ log = logging.getLogger(__name__)
 GROUP_LABEL = "orksync.io/scale-out"  # the agent's --name: the replicas that share Syncs
 ROLE_LABEL = "orksync.io/role"  # member or claim
 SYNC_ANNOTATION = "orksync.io/sync"  # a claim's Sync, namespace/name
+SLOT_ANNOTATION = "orksync.io/slot"  # a member Lease's slot: the replica that made it
+GENERATION_ANNOTATION = "orksync.io/generation"  # its holder's --generation
 
 
 def _digest(text: str, size: int = 16) -> str:
@@ -71,6 +82,10 @@ def member_name(group: str, identity: str) -> str:
     return f"orksync-member-{_digest(group + '/' + identity, 24)}"
 
 
+def waiting_name(group: str, identity: str) -> str:
+    return f"orksync-waiting-{_digest(group + '/' + identity, 24)}"
+
+
 @dataclass(slots=True)
 class _Seen:
     spec: dict[str, Any]
@@ -90,12 +105,14 @@ class Taken:
 class Membership:
     def __init__(self, kube: Kube, *, group: str, namespace: str, identity: str,
                  lease_duration: float, renew_deadline: float, retry_period: float,
+                 generation: str = "",
                  monotonic: Callable[[], float] = time.monotonic,
                  wallclock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
         self.kube = kube
         self.group = group
         self.namespace = namespace
         self.identity = identity
+        self.generation = generation
         self.lease_duration = lease_duration
         self.renew_deadline = renew_deadline
         self.retry_period = retry_period
@@ -106,13 +123,18 @@ class Membership:
                                     namespace=namespace, identity=identity,
                                     lease_duration=lease_duration,
                                     renew_deadline=renew_deadline, retry_period=retry_period,
-                                    labels=labels, monotonic=monotonic, wallclock=wallclock)
+                                    labels=labels, annotations={
+                                        SLOT_ANNOTATION: identity,
+                                        GENERATION_ANNOTATION: generation},
+                                    monotonic=monotonic, wallclock=wallclock)
+        self.waiting = ""  # why this replica waits for a slot ("": it has one)
         self._lock = threading.Lock()
         self._held: set[str] = set()  # the Syncs whose claim this replica holds this term
         self._term = 0  # counts the lapses of the member gate: a claim is of one term
         self.on_lost: Callable[[set[str]], None] = lambda keys: None
         self._seen: dict[str, _Seen] = {}  # member Lease name: its spec as last seen
         self._live: dict[str, float] = {}  # live identity: its last change seen
+        self._slots: dict[str, str] = {}  # the live slots: slot -> the identity holding it
         self._claims: dict[str, dict[str, Any]] = {}  # Sync key: its claim Lease
         self._fresh = False  # the last listing succeeded: claims may be taken
         self.outages = Outages(log)
@@ -144,7 +166,9 @@ class Membership:
 
     def owner(self, key: str) -> str:
         """The replica that should serve the Sync `key` now, by this replica's view."""
-        return rendezvous(key, self.live())
+        with self._lock:
+            slots = dict(self._slots)
+        return slots.get(rendezvous(key, slots), "")
 
     def holder(self, key: str) -> str:
         """The replica the Sync's claim names (from the last listing)."""
@@ -153,9 +177,117 @@ class Membership:
         return str((claim.get("spec") or {}).get("holderIdentity") or "")
 
     def start(self, stop: threading.Event) -> threading.Thread:
-        """Renew the member Lease in a thread of its own (never behind a hand-over)."""
+        """Take a slot, then renew its member Lease, in a thread of its own (never behind
+        a hand-over)."""
         self.member.on_stopped_leading = self._lapse
-        return self.member.start(stop)
+        thread = threading.Thread(target=self._run, args=(stop,), name="membership",
+                                  daemon=True)
+        thread.start()
+        return thread
+
+    def _run(self, stop: threading.Event) -> None:
+        while not stop.is_set() and not self.take_slot():
+            stop.wait(self.retry_period)
+        self.member.run(stop)
+
+    def take_slot(self) -> bool:
+        """One look for a slot; True once this replica has one to renew: a released slot
+        it took, or its own (new, or held from before this start) unless live replicas
+        of another generation run and it must wait for one of theirs."""
+        try:
+            leases = self._member_leases()
+        except ClusterError as err:
+            self.waiting = f"the member Leases could not be listed: {err}"
+            return False
+        now = self.monotonic()
+        others: set[str] = set()
+        released = []
+        for lease in leases:
+            spec = lease.get("spec") or {}
+            holder = str(spec.get("holderIdentity") or "")
+            if holder == self.identity:
+                self._use_slot(lease)
+                return True
+            if not holder:
+                released.append(lease)
+            elif self._note(lease, now):
+                annotations = (lease.get("metadata") or {}).get("annotations") or {}
+                others.add(str(annotations.get(GENERATION_ANNOTATION) or ""))
+        for lease in sorted(released, key=lambda item: str(item["metadata"]["name"])):
+            self._use_slot(lease)
+            if self.member.try_acquire_or_renew():
+                log.info("scale-out: %s takes the released slot %s", self.identity,
+                         self.member.annotations[SLOT_ANNOTATION])
+                self._end_waiting()
+                return True
+        if self.generation and others - {self.generation}:
+            self.waiting = (f"waiting for a replica of generation "
+                            f"{', '.join(sorted(others - {self.generation}))} to leave "
+                            "(a rolling update: this replica takes its place)")
+            self._announce_waiting()
+            return False
+        self.member.name = member_name(self.group, self.identity)
+        self.member.annotations[SLOT_ANNOTATION] = self.identity
+        self.waiting = ""
+        self._end_waiting()
+        return True
+
+    def _announce_waiting(self) -> None:
+        """Create or renew this replica's `waiting` Lease: while it changes, the others
+        keep a freshly released slot vacant for it."""
+        name = waiting_name(self.group, self.identity)
+        stamp = self.wallclock().strftime(MICROTIME)
+        body: dict[str, Any] = {
+            "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": name, "namespace": self.namespace,
+                         "labels": {GROUP_LABEL: group_value(self.group),
+                                    ROLE_LABEL: "waiting"},
+                         "annotations": {GENERATION_ANNOTATION: self.generation}},
+            "spec": {"holderIdentity": self.identity, "renewTime": stamp,
+                     "leaseDurationSeconds": max(int(self.lease_duration), 1)}}
+        try:
+            current = self.kube.get_or_none(LEASE, self.namespace, name)
+            if current is None:
+                self.kube.create(LEASE, body, field_manager="orksync",
+                                 subject=f"Lease/{self.namespace}/{name}")
+            else:
+                body["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
+                self.kube.request("PUT", LEASE.path(self.namespace, name), body=body,
+                                  subject=f"Lease/{self.namespace}/{name}")
+        except ClusterError as err:
+            log.warning("scale-out: announcing that %s waits for a slot: %s",
+                        self.identity, err)
+
+    def _end_waiting(self) -> None:
+        name = waiting_name(self.group, self.identity)
+        try:
+            self.kube.delete(LEASE, self.namespace, name, subject=f"Lease/{self.namespace}/{name}")
+        except ClusterError as err:
+            if err.status != 404:  # else it ages out: the others stop keeping slots for it
+                log.warning("scale-out: %s: the waiting Lease: %s", self.identity, err)
+
+    def _use_slot(self, lease: dict[str, Any]) -> None:
+        meta = lease.get("metadata") or {}
+        self.member.name = str(meta.get("name"))
+        self.member.annotations[SLOT_ANNOTATION] = _slot(lease)
+        self.waiting = ""
+
+    def _member_leases(self) -> list[dict[str, Any]]:
+        return [lease for lease in self.kube.list(
+            LEASE, namespace=self.namespace,
+            label_selector=f"{GROUP_LABEL}={group_value(self.group)},{ROLE_LABEL}=member")]
+
+    def _note(self, lease: dict[str, Any], now: float) -> bool:
+        """Note a member Lease as seen now; whether its holder is live (another replica
+        whose Lease changed less than the lease duration ago)."""
+        name = str((lease.get("metadata") or {}).get("name"))
+        spec = dict(lease.get("spec") or {})
+        seen = self._seen.get(name)
+        if seen is None or seen.spec != spec:
+            seen = self._seen[name] = _Seen(spec, now - self.retry_period)
+        holder = str(spec.get("holderIdentity") or "")
+        duration = max(float(spec.get("leaseDurationSeconds") or 0), self.lease_duration)
+        return bool(holder) and holder != self.identity and now - seen.at < duration
 
     def _lapse(self) -> None:
         """The member gate closed: every claim of this term is lost (another replica may
@@ -185,34 +317,45 @@ class Membership:
         self.outages.recovered("members")
         now = self.monotonic()
         live: dict[str, float] = {}
+        slots: dict[str, str] = {}
         claims: dict[str, dict[str, Any]] = {}
+        released: list[dict[str, Any]] = []
+        waiting = False
         names = set()
         for lease in leases:
             meta = lease.get("metadata") or {}
             role = (meta.get("labels") or {}).get(ROLE_LABEL)
-            spec = dict(lease.get("spec") or {})
             if role == "claim":
                 key = str((meta.get("annotations") or {}).get(SYNC_ANNOTATION) or "")
                 if key:
                     claims[key] = lease
                 continue
-            if role != "member":
+            if role not in ("member", "waiting"):
                 continue
             name = str(meta.get("name"))
             names.add(name)
-            seen = self._seen.get(name)
-            if seen is None or seen.spec != spec:
-                seen = self._seen[name] = _Seen(spec, now - self.retry_period)
-            holder = str(spec.get("holderIdentity") or "")
-            duration = max(float(spec.get("leaseDurationSeconds") or 0), self.lease_duration)
-            if holder and holder != self.identity and now - seen.at < duration:
-                live[holder] = seen.at
+            if self._note(lease, now):
+                if role == "waiting":
+                    waiting = True
+                    continue
+                holder = str(lease["spec"]["holderIdentity"])
+                live[holder] = self._seen[name].at
+                slots[_slot(lease)] = holder
+            elif role == "member" and not (lease.get("spec") or {}).get("holderIdentity"):
+                released.append(lease)
         for name in set(self._seen) - names:
             del self._seen[name]
+        for lease in released:
+            name = str(lease["metadata"]["name"])
+            if now - self._seen[name].at >= self.lease_duration:
+                self._delete_released(lease)
+            elif waiting:
+                slots.setdefault(_slot(lease), "")  # vacant: kept for the waiting replica
         if self.member.leading:
             live[self.identity] = now
+            slots[self.member.annotations[SLOT_ANNOTATION]] = self.identity
         with self._lock:
-            self._live, self._claims, self._fresh = live, claims, True
+            self._live, self._slots, self._claims, self._fresh = live, slots, claims, True
             for key in list(self._held):
                 holder = str(((claims.get(key) or {}).get("spec") or {}).get(
                     "holderIdentity") or "")
@@ -282,6 +425,17 @@ class Membership:
             self._held.add(key)
         return taken
 
+    def _delete_released(self, lease: dict[str, Any]) -> None:
+        """A slot released a lease duration ago and not taken (a scale-down)."""
+        meta = lease["metadata"]
+        try:
+            self.kube.delete(LEASE, self.namespace, str(meta["name"]),
+                             subject=f"Lease/{self.namespace}/{meta['name']}",
+                             precondition_version=meta.get("resourceVersion"))
+        except ClusterError as err:
+            if err.status not in (404, 409):
+                log.warning("scale-out: deleting the released slot %s: %s", meta["name"], err)
+
     def _last_change(self, identity: str) -> float | None:
         for seen in self._seen.values():
             if seen.spec.get("holderIdentity") == identity:
@@ -315,6 +469,14 @@ class Membership:
                               subject=f"Lease/{self.namespace}/{name}")
         except ClusterError as err:  # its successor waits for the member Lease to expire
             log.warning("scale-out: releasing the claim of the Sync %s failed: %s", key, err)
+
+
+def _slot(lease: dict[str, Any]) -> str:
+    """A member Lease's slot: its annotation, else (a Lease of an older agent) its holder."""
+    annotations = (lease.get("metadata") or {}).get("annotations") or {}
+    return str(annotations.get(SLOT_ANNOTATION) or
+               (lease.get("spec") or {}).get("holderIdentity") or
+               (lease.get("metadata") or {}).get("name"))
 
 
 def _since(stamp: Any, now: datetime) -> float | None:

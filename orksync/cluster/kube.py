@@ -397,11 +397,14 @@ class Kube:
 
     def delete(self, res: Resource, namespace: str, name: str, *,
                propagation: str = "Background", subject: str = "",
-               precondition_uid: str | None = None) -> Any:
+               precondition_uid: str | None = None,
+               precondition_version: str | None = None) -> Any:
         body: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions",
                                 "propagationPolicy": propagation}
-        if precondition_uid:
-            body["preconditions"] = {"uid": precondition_uid}
+        preconditions = {key: value for key, value in (
+            ("uid", precondition_uid), ("resourceVersion", precondition_version)) if value}
+        if preconditions:
+            body["preconditions"] = preconditions
         return self.request("DELETE", res.path(namespace, name), body=body, subject=subject)
 
     # --- discovery ----------------------------------------------------------------------
