@@ -60,7 +60,7 @@ class WatchedView:
 
 
 def apply_view(informers: Informers) -> Callable[[Kind, bool], list[dict[str, Any]] | None]:
-    """The Applier's `view` (orksync.apply.engine.View) over `informers` (module doc)."""
+    """The Applier's `view` (orksync.apply.prefetch.View) over `informers` (module doc)."""
     def view(kind: Kind, whole: bool) -> list[dict[str, Any]] | None:
         if whole and kind == ("v1", "Namespace"):
             return None
