@@ -21,7 +21,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common
 
 import orksync.cluster.kube as kube_module
-from orksync.apply.engine import Applier, ApplyOptions
+from orksync.apply.engine import Applier
+from orksync.apply.run import ApplyOptions
 from orksync.model import Action
 from orksync.sync import mark_for_cleanup
 

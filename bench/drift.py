@@ -16,8 +16,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import common
 
-from orksync.apply.engine import Applier, ApplyOptions
+from orksync.apply.engine import Applier
 from orksync.apply.inventory import inventory_identity
+from orksync.apply.run import ApplyOptions
 from orksync.cluster.kube import MERGE_PATCH
 from orksync.model import Action, RenderedObject
 from orksync.sync import mark_for_cleanup

@@ -18,8 +18,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import common
 
-from orksync.apply.engine import Applier, ApplyOptions
+from orksync.apply.engine import Applier
 from orksync.apply.inventory import inventory_identity
+from orksync.apply.run import ApplyOptions
 from orksync.model import Action
 from orksync.rendered.directory import read_rendered
 from orksync.sync import mark_for_cleanup, sync_once

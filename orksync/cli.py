@@ -37,9 +37,10 @@ from orksync.progress import progress_for
 if TYPE_CHECKING:
     from concurrent.futures import Future
 
-    from orksync.apply.engine import Applier, ApplyOptions
+    from orksync.apply.engine import Applier
     from orksync.apply.impersonation import Impersonation
     from orksync.apply.inventory import Inventory
+    from orksync.apply.run import ApplyOptions
     from orksync.cluster.kube import Kube
     from orksync.katalog.model import Catalog
     from orksync.render.parallel import DirectoryRender
@@ -586,7 +587,7 @@ def _kube(args: argparse.Namespace, *, reach: bool = True) -> Kube:
 
 
 def _apply_options(args: argparse.Namespace) -> ApplyOptions:
-    from orksync.apply.engine import ApplyOptions
+    from orksync.apply.run import ApplyOptions
 
     return ApplyOptions(workers=args.workers, dry_run=args.dry_run)
 

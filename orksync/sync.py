@@ -21,14 +21,7 @@ from orksync.apply.delete import (
     katalog_failures,
     teardown_waits,
 )
-from orksync.apply.engine import (
-    FIELD_MANAGER,
-    Applier,
-    ApplyOptions,
-    View,
-    create_namespace,
-    fulfil,
-)
+from orksync.apply.engine import Applier, create_namespace
 from orksync.apply.impersonation import Identities, Impersonation, ReadAs
 from orksync.apply.inventory import (
     DEFAULT_NAMESPACE,
@@ -43,7 +36,9 @@ from orksync.apply.inventory import (
     is_crd,
     plan_prune,
 )
+from orksync.apply.prefetch import View, fulfil
 from orksync.apply.prune import cleanup_absent, prune
+from orksync.apply.run import FIELD_MANAGER, ApplyOptions
 from orksync.cluster.kube import Kube
 from orksync.cluster.live import LiveIndex, LiveReader
 from orksync.errors import ClusterError

@@ -7,7 +7,7 @@ seconds."""
 
 from __future__ import annotations
 
-from orksync.apply.engine import ApplyOptions
+from orksync.apply.run import ApplyOptions
 from orksync.model import Action
 from tests.fakeapi import FakeApiServer
 from tests.fakeapi_fixtures import *  # noqa: F403 - the fixtures kube, repo, server

@@ -13,9 +13,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_the_layers_and_the_import_contracts_hold() -> None:
-    """pyproject.toml's contracts: the whole stack in layers and the layers inside render/
-    and katalog/, pure loading and rendering, the narrow modules that import kubernetes,
-    urllib3, cryptography and git, no cycle between the package's parts."""
+    """pyproject.toml's contracts: the whole stack in layers and the layers inside render/,
+    katalog/ and apply/, pure loading and rendering, the narrow modules that import
+    kubernetes, urllib3, cryptography and git, no cycle between the package's parts."""
     exe = shutil.which("lint-imports")
     assert exe, "import-linter is a test dependency (pip install -e '.[test]')"
     result = subprocess.run([exe], cwd=ROOT, capture_output=True, text=True, timeout=120)
@@ -41,12 +41,12 @@ def _children(package: Path) -> set[str]:
 
 def test_every_part_of_the_package_has_its_layer() -> None:
     """A module or package left out of a `layers` contract may import anything: every
-    top-level part of orksync, and every part of render/, katalog/ and the loader, is
-    named."""
+    top-level part of orksync, and every part of render/, katalog/, the loader and apply/,
+    is named."""
     package = ROOT / "orksync"
     assert {f"orksync.{c}" for c in _children(package)} \
         <= _layered(""), "add the new module to the whole stack's layers in pyproject.toml"
-    for inner in ("render", "katalog", "katalog.loader"):
+    for inner in ("render", "katalog", "katalog.loader", "apply"):
         assert _children(package.joinpath(*inner.split("."))) \
             <= _layered(f"orksync.{inner}"), inner
 

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
-from orksync.apply.engine import ApplyOptions
+from orksync.apply.run import ApplyOptions
 from orksync.cluster.kube import Kube
 from orksync.durations import rfc3339
 from orksync.errors import ClusterError

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from orksync.apply.compare import is_subset
-from orksync.apply.engine import RECREATE_ANNOTATION
 from orksync.apply.inventory import Inventory
+from orksync.apply.write import RECREATE_ANNOTATION
 from orksync.cluster.kube import Kube
 from orksync.model import Action, ObjRef
 from orksync.render.builders.profiles import NETWORK_POLICIES

@@ -4,7 +4,7 @@ exist, owned by it; a second sync changes nothing; the `custom:` block leaving t
 prunes the created custom resource and its children; removing the top custom resource from
 Git tears the chain down (its teardown, then the garbage collector: the created custom
 resource, then its children). orksync.render.engine.render_nested,
-orksync.apply.engine (owner uids of nested custom resources)."""
+orksync.apply.write (owner uids of nested custom resources)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Plain manifests (objects of the repository no Katalog handles) against the real control
 plane: applied before the custom resources, recorded in the inventory, pruned when they
 leave Git, never pruned after a broken input, never taking over a custom resource's
-child; shown by `orksync status`. orksync.katalog.loader, orksync.apply.engine,
+child; shown by `orksync status`. orksync.katalog.loader, orksync.apply.write,
 orksync.apply.inventory, orksync.lifecycle.overview."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The applier's LISTs, sent for every stage at once when the apply starts
-(orksync.apply.engine._Prefetch), against the real control plane: what is listed, when,
+(orksync.apply.prefetch.Prefetch), against the real control plane: what is listed, when,
 how often, and the stages that must list again because this apply wrote what they read."""
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from orksync.apply.engine import Applier, ApplyOptions
+from orksync.apply.engine import Applier
+from orksync.apply.run import ApplyOptions
 from orksync.cluster.kube import Kube
 from orksync.model import Action, ObjRef, Origin, RenderedObject, WritePolicy
 from orksync.render.entry import STAGE_CHILDREN, STAGE_CR, STAGE_CRD

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from orksync.apply.delete import DeletionOptions
-from orksync.apply.engine import ApplyOptions
 from orksync.apply.inventory import DEFAULT_NAMESPACE, Inventory, InventoryEntry, InventoryError
+from orksync.apply.run import ApplyOptions
 from orksync.cluster.kube import Kube
 from orksync.errors import ClusterError
 from orksync.katalog.loader import load_repository

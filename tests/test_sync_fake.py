@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from orksync.apply.engine import ApplyOptions
 from orksync.apply.inventory import Inventory
+from orksync.apply.run import ApplyOptions
 from orksync.katalog.loader import load_repository
 from orksync.lifecycle.teardown import FINALIZER
 from orksync.model import Action

@@ -51,9 +51,9 @@ from orksync.agent.server import serve
 from orksync.agent.ui.data import RootStatus
 from orksync.agent.ui.journal import Journal
 from orksync.apply.delete import DeletionOptions
-from orksync.apply.engine import ApplyOptions
 from orksync.apply.impersonation import Impersonation, service_account_user
 from orksync.apply.inventory import configmap_name
+from orksync.apply.run import ApplyOptions
 from orksync.cluster.kube import Kube
 from orksync.cluster.retry import RetryPolicy
 from orksync.cluster.transport import USER_AGENT

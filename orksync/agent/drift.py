@@ -61,10 +61,11 @@ from orksync.agent.queue import Item, Workers, WorkQueue
 from orksync.agent.shard import shard_selector
 from orksync.apply.compare import unchanged
 from orksync.apply.delete import DeletionOptions, OnDeleteRenderer, find_hooks, teardown_waits
-from orksync.apply.engine import Applier, ApplyOptions, Kind
+from orksync.apply.engine import Applier
 from orksync.apply.impersonation import Identities
 from orksync.apply.inventory import INVENTORY_ANNOTATION, Inventory, is_crd
 from orksync.apply.rollout import ROLLOUT_ANNOTATION, pod_template
+from orksync.apply.run import ApplyOptions, Kind
 from orksync.cluster.kube import Kube
 from orksync.cluster.view import apply_view
 from orksync.cluster.watch import Informers

@@ -69,7 +69,6 @@ from orksync.agent.shard import shard_filter, shard_label, shard_of
 from orksync.agent.ui.data import RootStatus
 from orksync.agent.ui.journal import Journal
 from orksync.apply.delete import DeletionOptions, OnDeleteRenderer
-from orksync.apply.engine import ApplyOptions
 from orksync.apply.impersonation import Identities, Impersonation
 from orksync.apply.inventory import (
     CONFIGMAP_PREFIX,
@@ -77,6 +76,7 @@ from orksync.apply.inventory import (
     InventoryError,
     inventory_identity,
 )
+from orksync.apply.run import ApplyOptions
 from orksync.apply.secrets import rotate_due
 from orksync.cluster.kube import Kube
 from orksync.cluster.outage import Outages

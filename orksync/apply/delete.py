@@ -9,8 +9,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from orksync.apply.engine import FIELD_MANAGER
 from orksync.apply.inventory import InventoryEntry, ownership_problem
+from orksync.apply.run import FIELD_MANAGER
 from orksync.cluster.kube import Kube, Resource
 from orksync.errors import ClusterError, InputError
 from orksync.model import Action, Change, ObjRef, RenderedObject

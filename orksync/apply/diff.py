@@ -14,11 +14,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 from orksync.apply.compare import HASH_ANNOTATION
+from orksync.apply.crds import crd_kinds
 from orksync.apply.delete import OnDeleteRenderer, find_hooks
-from orksync.apply.engine import FIELD_MANAGER, crd_kinds, owner_reference_allowed
 from orksync.apply.impersonation import Identities, Impersonation
 from orksync.apply.inventory import Inventory, InventoryEntry, ownership_problem, plan_prune
 from orksync.apply.rollout import ROLLOUT_ANNOTATION, pod_template
+from orksync.apply.run import FIELD_MANAGER
+from orksync.apply.write import owner_reference_allowed
 from orksync.cluster.kube import Kube, Resource
 from orksync.errors import ClusterError
 from orksync.model import (

@@ -23,9 +23,9 @@ from collections.abc import Callable, Collection, Iterable
 from typing import Any
 
 from orksync.apply.delete import DeletionOptions, TearDown, attempt_delete, delete_if_owned
-from orksync.apply.engine import FIELD_MANAGER
 from orksync.apply.impersonation import Identities
 from orksync.apply.inventory import Inventory, InventoryEntry, PrunePlan
+from orksync.apply.run import FIELD_MANAGER
 from orksync.cluster.kube import Kube
 from orksync.errors import ClusterError
 from orksync.katalog.model import DELETION_PROTECTION_LABEL

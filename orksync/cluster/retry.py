@@ -1,31 +1,12 @@
 """When a failed API request is sent again, and after how long. Pure (the randomness of
 the jitter is passed in); the loop that uses it is `Kube.request_with_status`.
 
-A request is sent again only when that cannot do harm:
-
-* the server refused it before doing anything: 429 Too Many Requests (priority and
-  fairness, `--max-requests-inflight`), or the connection was never established;
-* the outcome is unknown (a 500/502/503/504, a connection cut or timed out after the
-  request went out) and sending it twice has the effect of sending it once. Not a 500
-  that the API server itself answered with a Status without a `reason`: that is an error
-  of the request it could not classify (server-side apply's "failed to create typed patch
-  object ...: field not declared in schema"), the same at every repeat; a failure of its
-  own (etcd, a webhook) it reports as `InternalError`, and a proxy's 500 carries no
-  Status. Every other 4xx (400, 403, 404, 409, 422, ...) is a decision: never sent
-  again. That holds for
-  GET, HEAD, PUT, DELETE, server-side apply and JSON merge patches, a JSON patch that
-  carries a `test` operation (a repeat fails the test instead of applying twice), and a
-  POST of an object with a fixed `metadata.name` (a repeat answers 409 AlreadyExists,
-  which every create in orksync treats as "it exists": no second Job, no regenerated
-  Secret). A JSON patch without `test` (appending a finalizer) or a POST with
-  `generateName` is sent once.
-
-Delays grow exponentially with jitter (half fixed, half random, so that the workers of
-one sync do not retry in lockstep); a `Retry-After` answer is honoured instead, up to
-`max_retry_after`. Attempts are bounded, and so is time: no retry starts later than
-`deadline` seconds after the request's first attempt, and once the server has failed
-every request for `deadline` seconds new requests are not retried at all, so a sync
-during a long outage fails in about `deadline` seconds instead of once per object.
+A request is sent again only when that cannot do harm: the server refused it before doing
+anything (429, a connection never established), or its outcome is unknown and sending it
+twice has the effect of sending it once. Every other refusal is a decision, never sent
+again. Delays grow exponentially with jitter, or follow a `Retry-After`; attempts and time
+are both bounded, so that a sync during a long outage fails in about `deadline` seconds
+instead of once per object. The rules in full: docs/reliability.md, "The retry policy".
 """
 
 from __future__ import annotations

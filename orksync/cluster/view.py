@@ -1,29 +1,12 @@
 """`WatchedView`: the agent's informers (orksync.cluster.watch) as the live view a render, a
 status report and an apply read instead of LISTs. I/O only through what it wraps.
 
-The informers watch the objects carrying orksync's managed-by label (every object a sync
-applies carries it, the custom resources and CRDs included); a sharded agent's only those
-that also carry its shard label (orksync.agent.shard), which every object it writes
-carries. So a lookup is answered from them when its kind is watched and listed already and
-either the lookup is by that label (`.children`, `status`: always of this shard's own custom
-resources, whose children are all in its view once the agent labelled those written before
-the shard label, orksync.agent.relabel), or it is unfiltered and the object is there (a
-custom resource's own status, a `.cross` target of this shard). Anything else (a kind not
-watched yet, an object orksync did not label: a custom resource it has not created yet; a
-`.cross` target or dependency of another shard) goes to the fallback, a `LiveIndex` made
-for this one render, which LISTs that kind once: an object missing from the view is never
-taken for absent by an unfiltered lookup.
-
-The apply's view (`apply_view`) is the same store: the kinds listed whole by an apply
-(custom resources, CRDs) hold only labelled objects there (a shard's: its own), so an
-object orksync (this shard) never applied is seen as absent, which a server-side apply
-does not mind and a create-if-absent answers with a conflict that changes nothing;
-Namespaces (listed whole for the custom resources' namespaces, most of which orksync did
-not make) are always listed.
-
-The store may be a moment behind a write that was just made: a decision taken on it is
-taken again when the informer's event for that write arrives (the agent's triggers), the
-same eventual consistency as a controller's informer cache.
+The informers hold only the objects carrying orksync's label (a shard's: its shard label
+too), so a lookup is answered from them only where a missing object cannot be taken for
+absent: by that label, or unfiltered and found, for a kind listed already. Anything else
+goes to a `LiveIndex` made for the one render, which LISTs that kind once. The apply's
+view (`apply_view`) is the same store, Namespaces excepted (always listed). Which lookups
+the store answers, and why that is safe: docs/operations.md, "The view".
 """
 
 from __future__ import annotations
@@ -60,7 +43,7 @@ class WatchedView:
 
 
 def apply_view(informers: Informers) -> Callable[[Kind, bool], list[dict[str, Any]] | None]:
-    """The Applier's `view` (orksync.apply.engine.View) over `informers` (module doc)."""
+    """The Applier's `view` (orksync.apply.prefetch.View) over `informers` (module doc)."""
     def view(kind: Kind, whole: bool) -> list[dict[str, Any]] | None:
         if whole and kind == ("v1", "Namespace"):
             return None

@@ -17,8 +17,9 @@ from orksync.apply.delete import (
     delete_if_owned,
     delete_live,
 )
-from orksync.apply.engine import FIELD_MANAGER, owner_reference_allowed
 from orksync.apply.inventory import InventoryEntry, ownership_problem
+from orksync.apply.run import FIELD_MANAGER
+from orksync.apply.write import owner_reference_allowed
 from orksync.cluster.kube import Kube, Resource
 from orksync.cluster.retry import JSON_PATCH
 from orksync.durations import parse_duration

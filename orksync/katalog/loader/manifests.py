@@ -130,7 +130,7 @@ _SERVER_META = frozenset({"uid", "resourceVersion", "generation", "creationTimes
 
 # The scope of the built-in kinds a plain manifest most often holds, by (apiVersion,
 # kind): True namespaced, False cluster-scoped. Other kinds: their CRD's in the
-# repository, else the API server's, checked when applied (orksync.apply.engine).
+# repository, else the API server's, checked when applied (orksync.apply.write).
 _BUILTIN_SCOPE: dict[tuple[str, str], bool] = {
     **dict.fromkeys([("v1", "Namespace"), ("v1", "PersistentVolume"), ("v1", "Node"),
                      ("rbac.authorization.k8s.io/v1", "ClusterRole"),

@@ -1,29 +1,10 @@
-"""orksync's own notes, which Orkestra does not have (`EXTENSIONS` in the package).
+"""orksync's own notes, which Orkestra does not have (`EXTENSIONS` in the package): reads
+of a live object's fields with a fallback, JSON, Kubernetes quantities and the time.
 
 Pure. No I/O: `now` reads the injected clock. A Katalog that calls one renders in orksync
-but does not load in Orkestra; `orksync validate` and `orksync render` warn where one is
-used (docs/differences.md F6). Arguments are lenient: a non-string is converted with Go's
-%v (nil → ""). Paths (`a.b.c`, a leading dot ignored) walk maps and list indices
-(`spec.items.0.name`); a missing or null value gives the fallback (a present `0`,
-`false` or `""` is kept).
-
-| Function | Signature | Meaning |
-|---|---|---|
-| `concat` | `concat s...` | all arguments joined with no separator |
-| `fromJSON` | `fromJSON s` | the value encoded by JSON text s (error when invalid) |
-| `conditionStatus` | `conditionStatus obj type` | that condition's status, "" when absent |
-| `getOrDefault` | `getOrDefault obj path fallback` | the value at path, else fallback |
-| `getString` | `getString obj path [fallback]` | the scalar at path printed with %v |
-| `getInt` | `getInt obj path [fallback]` | the number (or numeric text) at path as an int |
-| `getBool` | `getBool obj path [fallback]` | the bool (or ParseBool word) at path |
-| `getList` | `getList obj path [fallback]` | the list at path |
-| `getMap` | `getMap obj path [fallback]` | the map at path |
-| `now` | `now` | the current time, RFC 3339 in UTC, whole seconds |
-| `quantityToBytes` | `quantityToBytes q` | q as an integer, rounded up (`1Gi` → 1073741824) |
-| `quantityToMillis` | `quantityToMillis q` | q × 1000 as an integer, rounded up (`250m` → 250) |
-| `quantityAdd` | `quantityAdd a b` | a + b in canonical form |
-| `subtractQuantity` | `subtractQuantity a b` | a − b in canonical form |
-| `quantityCompare` | `quantityCompare a b` | -1, 0 or 1 comparing a with b |
+but does not load in Orkestra, so `orksync validate` and `orksync render` warn where one
+is used (docs/differences.md F6). Each function's signature and meaning:
+docs/katalog-semantics.md, "orksync's own notes".
 """
 
 from __future__ import annotations
