@@ -27,10 +27,10 @@ from orksync.agent.verbs import (
     cmd_suspend,
     sync_overview,
 )
+from orksync.cli.install import add_install_parser, cmd_install
+from orksync.cli.overview import add_overview_parsers, cmd_status, cmd_tree
 from orksync.errors import OrksyncError, UsageError
 from orksync.gcpause import paused_gc
-from orksync.install import add_install_parser, cmd_install
-from orksync.overview import add_overview_parsers, cmd_status, cmd_tree
 from orksync.progress import current as progress
 from orksync.progress import progress_for
 
@@ -545,7 +545,7 @@ def _print_render_diff(args: argparse.Namespace, result: RenderedDiff, sha: str)
         sys.stdout.write(markdown(result.changes, result.errors, title=title,
                                   notes=result.notes()))
     else:
-        from orksync.colour import colour_diff, wanted
+        from orksync.cli.colour import colour_diff, wanted
 
         text = result.text()
         sys.stdout.write(colour_diff(text) if wanted(sys.stdout) else text)
@@ -796,7 +796,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
         sys.stdout.write(json.dumps(json_document(result.object_diffs(), result.errors,
                                                   refused=result.refused), indent=2) + "\n")
     else:
-        from orksync.colour import colour_diff, wanted
+        from orksync.cli.colour import colour_diff, wanted
 
         text = result.text()
         sys.stdout.write(colour_diff(text) if wanted(sys.stdout) else text)

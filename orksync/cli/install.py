@@ -37,7 +37,7 @@ __all__ = ["DEPLOY", "InstallOptions", "add_install_parser", "build", "cmd_insta
 
 log = logging.getLogger("orksync")
 
-DEPLOY = Path(__file__).resolve().parent / "deploy"
+DEPLOY = Path(__file__).resolve().parents[1] / "deploy"
 FIELD_MANAGER = "orksync-install"
 DEFAULT_NAMESPACE = "orksync-system"
 AGENT_IMAGE_NAME = "orksync"  # the image name in deploy/'s manifests, before `images:`

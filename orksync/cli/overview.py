@@ -125,8 +125,8 @@ def _run(args: argparse.Namespace, kube_factory: Callable[[argparse.Namespace], 
 
 
 def _coloured(args: argparse.Namespace, text: str) -> str:
-    """A table's HEALTH column in colour, on a terminal (orksync.colour)."""
-    from orksync.colour import GREEN, RED, YELLOW, colour_column, wanted
+    """A table's HEALTH column in colour, on a terminal (orksync.cli.colour)."""
+    from orksync.cli.colour import GREEN, RED, YELLOW, colour_column, wanted
 
     if args.output != "table" or not wanted(sys.stdout):
         return text
