@@ -118,7 +118,7 @@ def child(mode: str, repo: Path, out: Path) -> dict[str, float]:
     from orksync.render.engine import render_catalog
     from orksync.render.parallel import render_to_directory
     from orksync.rendered.directory import _write_file, object_path
-    from orksync.yamlio import dump_yaml
+    from orksync.yamls.io import dump_yaml
 
     jobs = 1
     cpu = os.times()

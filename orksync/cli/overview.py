@@ -84,7 +84,7 @@ def add_overview_parsers(sub: Any, *, seconds: Callable[[str], float],
 
 
 def _render(args: argparse.Namespace, doc: Any, text: str) -> str:
-    from orksync.yamlio import dump_yaml
+    from orksync.yamls.io import dump_yaml
 
     if args.output == "json":
         if args.watch:

@@ -55,7 +55,7 @@ from orksync.render.resource import BLOCKS, CrRenderer, cr_data
 from orksync.render.templates import Clock, Templates, templates_for, utc_now
 from orksync.render.user_profiles import shadow_warnings
 from orksync.render.validate import katalog_problems, portability_warnings
-from orksync.yamlio import locate, split_path
+from orksync.yamls.io import locate, split_path
 
 __all__ = ["CrResult", "CrSummary", "Extras", "Merger", "Outcome", "RefKey", "RenderPlan",
            "Templates", "crd_object", "dependency_refusal", "plain_object", "ref_key",

@@ -45,7 +45,7 @@ from orksync.render.kinds import (
 )
 from orksync.render.templates import Templates
 from orksync.render.user_profiles import PLACES, ProfileError, expand_profiles
-from orksync.yamlio import locate, split_path
+from orksync.yamls.io import locate, split_path
 
 STAGE_CRD = 0
 

@@ -34,7 +34,7 @@ from orksync.model import (
     WritePolicy,
     is_plain,
 )
-from orksync.yamlio import dump_scalar, dump_yaml, load_document, read_file
+from orksync.yamls.io import dump_scalar, dump_yaml, load_document, read_file
 
 INDEX = "index.yaml"
 # about 500 bytes per object: 4 MiB (the bound for other YAML files) is 9,000 objects

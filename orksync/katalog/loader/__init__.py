@@ -24,8 +24,8 @@ from orksync.katalog.loader.manifests import IGNORED_ORKESTRA_KINDS, half_manife
 from orksync.katalog.loader.resources import custom_resources
 from orksync.katalog.loader.state import LoadState, Parsed, type_name
 from orksync.katalog.model import KATALOG_API_VERSIONS, Catalog
-from orksync.yamldoc import Document, document_identity
-from orksync.yamlio import iter_yaml_files, locate
+from orksync.yamls.doc import Document, document_identity
+from orksync.yamls.io import iter_yaml_files, locate
 
 __all__ = ["load_repository"]
 

@@ -10,8 +10,8 @@ from pathlib import Path
 from orksync.errors import LoadError
 from orksync.ignore import IGNORE_FILE, IgnoreRules
 from orksync.katalog.loader.state import LoadState, Parsed
-from orksync.yamldoc import Document, dotted
-from orksync.yamlio import load_documents
+from orksync.yamls.doc import Document, dotted
+from orksync.yamls.io import load_documents
 
 
 def ignore_rules(root: Path) -> IgnoreRules:
