@@ -30,9 +30,9 @@ from orksync.agent.verbs import (
 from orksync.cli.install import add_install_parser, cmd_install
 from orksync.cli.overview import add_overview_parsers, cmd_status, cmd_tree
 from orksync.errors import OrksyncError, UsageError
-from orksync.gcpause import paused_gc
-from orksync.progress import current as progress
-from orksync.progress import progress_for
+from orksync.runtime.gcpause import paused_gc
+from orksync.runtime.progress import current as progress
+from orksync.runtime.progress import progress_for
 
 if TYPE_CHECKING:
     from concurrent.futures import Future
@@ -45,8 +45,8 @@ if TYPE_CHECKING:
     from orksync.render.parallel import DirectoryRender
     from orksync.rendered.diff import RenderedDiff
     from orksync.sync import SyncResult
-from orksync.logs import log_change, log_problems, setup_logging, summary_line
 from orksync.model import Change, RenderedSet, Source, short_revision
+from orksync.runtime.logs import log_change, log_problems, setup_logging, summary_line
 
 log = logging.getLogger("orksync")
 
@@ -455,8 +455,8 @@ def cmd_render(args: argparse.Namespace) -> int:
 def _render_offline(args: argparse.Namespace) -> tuple[DirectoryRender, str]:
     """`orksync render` without --live: loaded, rendered and written in `--jobs`
     processes (orksync.render.parallel), the same files as one process writes."""
-    from orksync.forked import default_jobs
     from orksync.render.parallel import render_to_directory
+    from orksync.runtime.forked import default_jobs
     from orksync.source import local_revision
 
     jobs = args.jobs or default_jobs()
@@ -593,7 +593,7 @@ def _apply_options(args: argparse.Namespace) -> ApplyOptions:
 
 def _log_change(change: Change) -> None:
     log_change(change, log)
-    progress().advance()  # one per object of an apply (orksync.progress)
+    progress().advance()  # one per object of an apply (orksync.runtime.progress)
 
 
 def _sync(args: argparse.Namespace, rendered: RenderedSet, catalog: Catalog | None,
@@ -632,7 +632,7 @@ def _exit_code(result: SyncResult, render_errors: int = 0) -> int:
 
 
 def cmd_apply(args: argparse.Namespace) -> int:
-    """Read DIR, sync it. The cyclic collector is paused throughout (orksync.gcpause): the
+    """Read DIR, sync it. The cyclic collector is paused throughout (orksync.runtime.gcpause): the
     command builds tens of thousands of containers (the rendered bodies, the listed
     objects) and frees them by reference counting; its collections found nothing and cost
     a few percent of a no-change apply."""

@@ -33,7 +33,7 @@ def ignore_rules(root: Path) -> IgnoreRules:
 # not pay for its fork and the trip back of the documents (the load of bench/render.py's
 # repositories gained nothing from a second process at this size).
 MIN_FILES_PER_JOB = 256
-FILES_CHUNK = 64  # files a process takes at a time (orksync.forked.fork_chunks)
+FILES_CHUNK = 64  # files a process takes at a time (orksync.runtime.forked.fork_chunks)
 
 
 def parse_all(st: LoadState, files: Sequence[Path]) -> list[Parsed]:
