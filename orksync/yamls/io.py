@@ -504,7 +504,7 @@ def iter_yaml_files(root: Path, *, resolve_links: bool = False,
     links to directories. `resolve_links`: a file that is a symbolic link is given
     resolved (the listing says which are: no system call for the others). `skip(relative
     path, is a directory)`: True leaves the entry out (a directory is not entered), as the
-    repository's ignore file says (orksync.ignore); the path is `/`-separated."""
+    repository's ignore file says (orksync.katalog.loader.ignore); the path is `/`-separated."""
     found: list[str] = []
     links: set[str] = set()
     top = os.fspath(root)

@@ -33,10 +33,10 @@ __all__ = ["load_repository"]
 @gc_paused
 def load_repository(root: Path, *, jobs: int = 1) -> Catalog:
     """Load every YAML file under `root` (hidden directories skipped, and what the
-    repository's `.orksyncignore` lists: orksync.ignore). `jobs`: processes that parse
-    the files (orksync.runtime.forked); the same Catalog whatever their number. Raises LoadError
-    when the ignore file cannot be read: loading what it would have left out could apply
-    it."""
+    repository's `.orksyncignore` lists: orksync.katalog.loader.ignore). `jobs`: processes
+    that parse the files (orksync.runtime.forked); the same Catalog whatever their number.
+    Raises LoadError when the ignore file cannot be read: loading what it would have left
+    out could apply it."""
     st = LoadState(root.resolve())
     _read_files(st, jobs)
     katalog_docs, komposer_docs, crd_docs, other = _sort_documents(st)

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from orksync.errors import LoadError
-from orksync.ignore import IGNORE_FILE, IgnoreRules
+from orksync.katalog.loader.ignore import IGNORE_FILE, IgnoreRules
 from orksync.katalog.loader.state import LoadState, Parsed
 from orksync.yamls.doc import Document, dotted
 from orksync.yamls.io import load_documents
