@@ -136,10 +136,10 @@ def patch(variant: str) -> None:
         orksync.katalog.loader.fork_chunks_into = _pool_chunks_into  # type: ignore[assignment]
         orksync.render.parallel.fork_chunks_into = _pool_chunks_into  # type: ignore
     elif variant == "no-gcpause":
-        import orksync.cli
+        import orksync.cli.sync
         import orksync.runtime.gcpause
         orksync.runtime.gcpause.paused_gc = contextlib.nullcontext  # type: ignore[assignment]
-        orksync.cli.paused_gc = contextlib.nullcontext  # type: ignore[assignment]
+        orksync.cli.sync.paused_gc = contextlib.nullcontext  # type: ignore[assignment]
     elif variant == "plain-index-write":
         import orksync.rendered.directory as output
         output._write_parts = lambda path, parts: Path(path).write_bytes(b"".join(parts))

@@ -36,7 +36,7 @@ def _add_common(p: argparse.ArgumentParser, seconds: Callable[[str], float]) -> 
                    help="with --watch: time between reads (default 2s)")
     p.add_argument("--timeout", type=seconds, default=0.0,
                    help="with --watch: stop after this long (default: until interrupted)")
-    p.set_defaults(workers=2)  # the connection pool of orksync.cli._kube
+    p.set_defaults(workers=2)  # the connection pool of orksync.cli.common.connect
 
 
 _COLUMNS_HELP = (
