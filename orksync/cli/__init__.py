@@ -33,7 +33,6 @@ from orksync.cli.flags import (
     add_adopt_flag,
     add_cluster_flags,
     add_global_flags,
-    add_namespace_flags,
     add_render_flags,
     add_sync_flags,
     seconds,
@@ -78,9 +77,9 @@ def build_parser() -> argparse.ArgumentParser:
                                         add_adopt_flag),
                      seconds=seconds)
 
-    add_overview_parsers(sub, seconds=seconds, namespace_flags=add_namespace_flags)
+    add_overview_parsers(sub)
 
-    add_install_parser(sub, cluster_flags=add_cluster_flags)
+    add_install_parser(sub)
     add_sync_parsers(sub, common_flags=(add_cluster_flags,), seconds=seconds)
 
     sub.add_parser("version", help="print the version")
