@@ -8,9 +8,10 @@ from before its removal (bench/results/ab.jsonl names the commit measured).
 render (1,000 custom resources, load + render + write as `orksync render` does it):
   machinery          the code as it is
   serial             jobs=1: no forked workers at all
-  processpool        orksync.forked.fork_chunks_into -> concurrent.futures.ProcessPoolExecutor
-                     (fork context) `map` over the same chunks
-  no-gcpause         orksync.gcpause.paused_gc -> contextlib.nullcontext
+  processpool        orksync.runtime.forked.fork_chunks_into ->
+                     concurrent.futures.ProcessPoolExecutor (fork context) `map` over the
+                     same chunks
+  no-gcpause         orksync.runtime.gcpause.paused_gc -> contextlib.nullcontext
   plain-index-write (*) rendered.directory._write_parts (writev) -> write_bytes(b"".join(parts))
   plain-file-write   rendered.directory._write_file  (os.open/os.write) -> Path.write_bytes
   no-plain-text (*)  gotemplate's plain-text shortcut off: every template runs compiled
@@ -135,10 +136,10 @@ def patch(variant: str) -> None:
         orksync.katalog.loader.fork_chunks_into = _pool_chunks_into  # type: ignore[assignment]
         orksync.render.parallel.fork_chunks_into = _pool_chunks_into  # type: ignore
     elif variant == "no-gcpause":
-        import orksync.cli
-        import orksync.gcpause
-        orksync.gcpause.paused_gc = contextlib.nullcontext  # type: ignore[assignment]
-        orksync.cli.paused_gc = contextlib.nullcontext  # type: ignore[assignment]
+        import orksync.cli.sync
+        import orksync.runtime.gcpause
+        orksync.runtime.gcpause.paused_gc = contextlib.nullcontext  # type: ignore[assignment]
+        orksync.cli.sync.paused_gc = contextlib.nullcontext  # type: ignore[assignment]
     elif variant == "plain-index-write":
         import orksync.rendered.directory as output
         output._write_parts = lambda path, parts: Path(path).write_bytes(b"".join(parts))
@@ -170,9 +171,9 @@ def patch(variant: str) -> None:
 
 def render_child(variant: str, repo: Path, out: Path) -> dict[str, float]:
     patch(variant)
-    from orksync.forked import default_jobs
     from orksync.katalog.loader import load_repository
     from orksync.render.parallel import render_to_directory
+    from orksync.runtime.forked import default_jobs
 
     jobs = 1 if variant == "serial" else default_jobs()
     cpu = os.times()

@@ -91,7 +91,7 @@ def main() -> int:
     from orksync.render.engine import render_catalog
     from orksync.render.gotemplate import GoTemplateEngine
     from orksync.rendered.directory import read_rendered, write_rendered
-    from orksync.yamlio import dump_yaml
+    from orksync.yamls.io import dump_yaml
 
     sys.path.insert(1, str(BENCH))
     from render import make_repo

@@ -3,7 +3,7 @@
 Repositories of N custom resources whose Katalog produces 8 objects each (Deployment,
 Service, ConfigMap, once-Secret, ServiceAccount, Role, RoleBinding, PDB). For N = 1,000 and
 10,000: load + render + write the rendered directory as `orksync render` does it (in
-`orksync.forked.default_jobs()` processes), and the same in one process (objects per
+`orksync.runtime.forked.default_jobs()` processes), and the same in one process (objects per
 second, CPU seconds, peak RSS), and the floor: writing the same final objects as YAML files
 at the same paths with no loading, templating, hashing or index.
 Each measurement runs in a fresh subprocess so peak RSS is its own, and its output is
@@ -19,7 +19,7 @@ Each size runs the three `--runs` times, rotating which goes first, and the size
 turns run by run (1,000, 10,000, 1,000, ...), so that the 10k/1k ratio compares sizes
 measured in the same minutes; the table shows the median run of each (by total seconds).
 The floor writes each file as the render does (`orksync.rendered.directory._write_file`: open,
-write, close), with the cyclic collector off as the render has it (orksync.gcpause).
+write, close), with the cyclic collector off as the render has it (orksync.runtime.gcpause).
 """
 
 
@@ -109,16 +109,16 @@ def make_repo(root: Path, n: int) -> None:
 
 def child(mode: str, repo: Path, out: Path) -> dict[str, float]:
     """Runs inside the measuring subprocess. `render` is what `orksync render REPO -o OUT`
-    runs, with the CPUs available (orksync.forked.default_jobs); `render1` the same in one
+    runs, with the CPUs available (orksync.runtime.forked.default_jobs); `render1` the same in one
     process; `floor` writes the same final objects, prepared beforehand, as YAML files."""
     import gc
 
-    from orksync.forked import default_jobs
     from orksync.katalog.loader import load_repository
     from orksync.render.engine import render_catalog
     from orksync.render.parallel import render_to_directory
     from orksync.rendered.directory import _write_file, object_path
-    from orksync.yamlio import dump_yaml
+    from orksync.runtime.forked import default_jobs
+    from orksync.yamls.io import dump_yaml
 
     jobs = 1
     cpu = os.times()
@@ -126,7 +126,7 @@ def child(mode: str, repo: Path, out: Path) -> dict[str, float]:
         # the same final objects at the same paths, prepared beforehand
         objects = [(object_path(o), dict(o.body))
                    for o in render_catalog(load_repository(repo)).objects]
-        gc.disable()  # as the render runs (orksync.gcpause): a fair floor
+        gc.disable()  # as the render runs (orksync.runtime.gcpause): a fair floor
         cpu = os.times()
         start = time.perf_counter()
         made: set[str] = set()

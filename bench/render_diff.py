@@ -5,7 +5,7 @@ fresh git repository, then one custom resource's image changed in the working tr
 shape of a pull request. Measured as a user runs them, `python -m orksync` in a
 subprocess, wall clock: the rendered change (REV's files read from git's objects, two
 offline renders in one process, the per-object comparison, one object changed), and one
-`orksync render -o` of the same working tree (in orksync.forked.default_jobs() processes).
+`orksync render -o` of the same working tree (in orksync.runtime.forked.default_jobs() processes).
 Each size runs `--runs` times, alternating which goes first; the median of each is shown.
 
     TMPDIR=/dev/shm python bench/render_diff.py [--sizes 1000] [--runs 3] [--no-record]

@@ -1,5 +1,5 @@
 """Run `python -m orksync ...` with its stderr on a pseudo-terminal, as on a user's
-terminal (the progress display of orksync.progress is shown only there)."""
+terminal (the progress display of orksync.runtime.progress is shown only there)."""
 
 from __future__ import annotations
 

@@ -206,7 +206,7 @@ def test_apply_of_an_edited_directory_is_refused_and_writes_nothing(
 # and render engines, the safe YAML loader and the kubernetes client (with `requests`).
 # urllib3 is imported: it is the HTTP client (orksync.cluster.transport).
 HEAVY_MODULES = ("jinja2", "orksync.render.gotemplate", "orksync.render.jinja_dialect",
-                 "orksync.render.engine", "ruamel.yaml", "orksync.yamlparse", "kubernetes",
+                 "orksync.render.engine", "ruamel.yaml", "orksync.yamls.parse", "kubernetes",
                  "requests")
 APPLY_AND_LIST_MODULES = ("import json, sys\nfrom orksync.cli import main\n"
                           "rc = main(sys.argv[1:])\nprint(json.dumps(sorted(sys.modules)))\n"

@@ -16,7 +16,7 @@ import pytest
 
 from orksync import __version__
 from orksync.cli import build_parser
-from orksync.colour import colour_column, colour_diff
+from orksync.cli.colour import colour_column, colour_diff
 from tests.helpers import unavailable
 
 ROOT = Path(__file__).resolve().parents[1]

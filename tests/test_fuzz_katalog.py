@@ -26,7 +26,7 @@ from orksync.katalog.loader import load_repository
 from orksync.model import RenderedSet
 from orksync.render.engine import render_catalog
 from orksync.rendered.directory import write_rendered
-from orksync.yamlio import dump_all, iter_yaml_files, load_documents
+from orksync.yamls.io import dump_all, iter_yaml_files, load_documents
 from tests.corpus import CORPUS, HANG, bounded, fuzz_settings, python_internals
 
 GOOD = CORPUS / "good"

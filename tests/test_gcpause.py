@@ -1,5 +1,5 @@
 """The cyclic collector is paused around load, render, write and the read of a rendered
-directory (orksync.gcpause): the pause itself, and the condition that makes it safe, that
+directory (orksync.runtime.gcpause): the pause itself, and the condition that makes it safe, that
 these stages leave no cyclic garbage growing with the repository."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from orksync.gcpause import gc_paused, paused_gc
 from orksync.katalog.loader import load_repository
 from orksync.render.engine import render_catalog
 from orksync.rendered.directory import read_rendered, write_rendered
+from orksync.runtime.gcpause import gc_paused, paused_gc
 from tests.helpers import CRD, KATALOG, widget, write_repo
 
 

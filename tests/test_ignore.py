@@ -1,5 +1,5 @@
-"""`.orksyncignore` (orksync.ignore) decides as git decides for the same patterns in a
-`.gitignore`: every case is checked against `git check-ignore` on real files."""
+"""`.orksyncignore` (orksync.katalog.loader.ignore) decides as git decides for the same
+patterns in a `.gitignore`: every case is checked against `git check-ignore` on real files."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from orksync.ignore import IgnoreRules
+from orksync.katalog.loader.ignore import IgnoreRules
 
 FILES = [
     "katalog.yaml", "crd.yaml", "apps/a.yaml", "apps/b.yml", "apps/deep/c.yaml",

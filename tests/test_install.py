@@ -1,4 +1,4 @@
-"""`orksync install`'s builder offline (orksync.install); against the control plane:
+"""`orksync install`'s builder offline (orksync.cli.install); against the control plane:
 tests/test_install_cluster.py."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from orksync.install import DEPLOY, InstallOptions, build
+from orksync.cli.install import DEPLOY, InstallOptions, build
 
 ROOT = Path(__file__).resolve().parent.parent
 DEPLOYED_IMAGE = "registry.example.com/orksync"
@@ -55,7 +55,7 @@ def test_a_kustomization_field_the_builder_does_not_know_is_refused(tmp_path: Pa
     kustomization = deploy / "base" / "kustomization.yaml"
     kustomization.write_text(kustomization.read_text() + "\nreplicas:\n  - {name: orksync, "
                              "count: 2}\n")
-    from orksync.install import InstallError
+    from orksync.cli.install import InstallError
 
     with pytest.raises(InstallError, match=f"{kustomization}: replicas: not understood"):
         build(InstallOptions(), deploy)
@@ -90,6 +90,6 @@ def test_the_package_ships_every_file_of_deploy() -> None:
     ("r.io/o@sha256:" + "0" * 64, ("r.io/o", "", "sha256:" + "0" * 64)),
 ])
 def test_an_image_reference_is_split(image: str, parts: tuple[str, str, str]) -> None:
-    from orksync.install import split_image
+    from orksync.cli.install import split_image
 
     assert split_image(image) == parts

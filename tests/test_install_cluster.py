@@ -1,4 +1,4 @@
-"""`orksync install` (orksync.install): deploy/ is its one source of truth.
+"""`orksync install` (orksync.cli.install): deploy/ is its one source of truth.
 
 * `orksync install --export` equals what `kubectl kustomize` gives for deploy/ (the
   impersonation overlay by default, the base with `--rbac direct`), with the install's
@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 import yaml
 
-from orksync.install import DEPLOY
+from orksync.cli.install import DEPLOY
 from testbed.controlplane import ControlPlane, kubeconfig_document, write_kubeconfig
 from tests.helpers import REPO_EXAMPLE
 from tests.test_deploy import _env_without_kubeconfig, dump, kubectl, load_text

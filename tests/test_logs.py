@@ -1,4 +1,4 @@
-"""orksync.logs: the one line per change, in plain text and as JSON fields; the timestamps;
+"""orksync.runtime.logs: the one line per change, in plain text and as JSON fields; the timestamps;
 the scheduler's chatter kept out of the default output."""
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ import pytest
 from apscheduler.events import EVENT_JOB_MAX_INSTANCES
 from apscheduler.schedulers.background import BackgroundScheduler
 
-from orksync.logs import JsonFormatter, PlainFormatter, log_change, setup_logging, timestamp
 from orksync.model import Action, Change, ObjRef, WritePolicy
 from orksync.render.builders import BuildContext
 from orksync.render.builders.secret import build_secret
+from orksync.runtime.logs import JsonFormatter, PlainFormatter, log_change, setup_logging, timestamp
 from orksync.secrets.plan import plan_secret
 from orksync.secrets.random import CryptoRandom
 

@@ -15,7 +15,7 @@ import pytest
 
 from orksync.cluster.kube import Kube
 from orksync.model import ObjRef
-from orksync.yamlio import load_emitted
+from orksync.yamls.io import load_emitted
 from testbed.controlplane import ControlPlane
 from tests.helpers import CRD, KATALOG, katalog, widget, write_repo
 from tests.workload_status import deadline_exceeded, rolled_out, write_status

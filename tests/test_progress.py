@@ -1,4 +1,4 @@
-"""Progress on a terminal (orksync.progress): shown on a pseudo-terminal's stderr, never
+"""Progress on a terminal (orksync.runtime.progress): shown on a pseudo-terminal's stderr, never
 in logs written to a pipe or a file, never with JSON logs."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from orksync.progress import ERASE, Progress, progress_enabled
+from orksync.runtime.progress import ERASE, Progress, progress_enabled
 from tests.helpers import REPO_EXAMPLE
 from tests.ptyrun import run_on_terminal
 

@@ -1,5 +1,5 @@
 """`orksync sync` and `orksync apply` on a terminal show their progress; piped, they do
-not (orksync.progress), against the real control plane."""
+not (orksync.runtime.progress), against the real control plane."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from orksync.progress import ERASE
+from orksync.runtime.progress import ERASE
 from testbed.controlplane import ControlPlane
 from tests.helpers import CRD, KATALOG, widget, write_repo
 from tests.ptyrun import run_on_terminal

@@ -15,7 +15,7 @@ from orksync.render.engine import render_catalog
 from orksync.render.kinds import BY_KEY, KINDS
 from orksync.rendered import directory as output
 from orksync.rendered.directory import read_rendered, write_rendered
-from orksync.yamlio import MAX_FILE_BYTES, dump_yaml, load_emitted
+from orksync.yamls.io import MAX_FILE_BYTES, dump_yaml, load_emitted
 from tests.helpers import CRD, KATALOG, REPO_EXAMPLE, widget, write_repo
 from tests.kind_cases import CASES, katalog
 

@@ -1,4 +1,4 @@
-"""The offline render in several processes (orksync.render.parallel, orksync.forked): the
+"""The offline render in several processes (orksync.render.parallel, orksync.runtime.forked): the
 same rendered directory, byte for byte and directory for directory, as the serial render,
 with its errors and warnings in the same order. Forking is forced on small repositories
 by lowering the per-job minimums."""
@@ -17,7 +17,6 @@ from pathlib import Path
 
 import pytest
 
-from orksync import forked
 from orksync.katalog import loader
 from orksync.katalog.loader import load_repository
 from orksync.model import RenderedSet
@@ -25,6 +24,7 @@ from orksync.render import parallel as directory
 from orksync.render.engine import render_catalog
 from orksync.render.parallel import render_to_directory
 from orksync.rendered.directory import read_rendered, write_rendered
+from orksync.runtime import forked
 from tests.corpus import CORPUS
 from tests.helpers import CRD, write_repo
 from tests.test_bad_input import CASES, Case

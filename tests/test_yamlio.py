@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from ruamel.yaml import YAML
 
 from orksync.errors import LoadError
-from orksync.yamlio import (
+from orksync.yamls.io import (
     NotEmitted,
     dump_yaml,
     iter_yaml_files,
@@ -159,7 +159,7 @@ def test_a_repository_file_reads_as_the_safe_loader_reads_it(
         tmp_path_factory: pytest.TempPathFactory, value: Any, rnd: random.Random) -> None:
     """`load_documents` takes small files in the emitter's form with the exact reader:
     the same documents as the safe loader gives, or the same error, edited or not."""
-    from orksync.yamlparse import parse_documents
+    from orksync.yamls.parse import parse_documents
 
     text = dump_yaml(value)
     if rnd.random() < 0.5:
@@ -198,7 +198,7 @@ def test_a_file_in_the_emitters_form_still_meets_the_safe_loaders_bounds(
 
 def test_a_file_in_the_emitters_form_is_not_parsed_by_the_safe_loader(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from orksync import yamlparse
+    from orksync.yamls import parse as yamlparse
 
     def refuse(*args: object, **kwargs: object) -> None:
         raise AssertionError("the safe loader was used")

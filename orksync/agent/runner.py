@@ -88,7 +88,6 @@ from orksync.errors import ClusterError, LeadershipLost, OrksyncError, SourceErr
 from orksync.katalog.loader import load_repository
 from orksync.katalog.model import Catalog, CustomResource
 from orksync.katalog.schema import catalog_schema_errors
-from orksync.logs import log_change, log_problems, summary_line
 from orksync.model import (
     OWNER_ANNOTATION,
     Action,
@@ -102,6 +101,7 @@ from orksync.model import (
 from orksync.render.boundaries import entry_boundary
 from orksync.render.engine import CrResult, RenderPlan
 from orksync.rendered.directory import write_rendered
+from orksync.runtime.logs import log_change, log_problems, summary_line
 from orksync.secrets.random import CryptoRandom
 from orksync.source.git import GitAuth, GitSource, GitSourceSpec, GitVerify, Revision
 from orksync.sync import (

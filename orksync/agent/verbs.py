@@ -128,7 +128,7 @@ def cmd_suspend(args: argparse.Namespace, kube_factory: KubeFactory, *,
 
 
 def cmd_history(args: argparse.Namespace, kube_factory: KubeFactory) -> int:
-    from orksync.yamlio import dump_yaml
+    from orksync.yamls.io import dump_yaml
 
     namespace, name = _target(args.target)
     kube = kube_factory(args)

@@ -34,7 +34,7 @@ from orksync.model import (
 )
 from orksync.rendered.diff import ObjectDiff
 from orksync.secrets.mask import mask_secret, scrub, secret_values
-from orksync.yamlio import dump_yaml
+from orksync.yamls.io import dump_yaml
 
 __all__ = ["DiffResult", "PruneInputs", "diff_objects", "normalise"]
 

@@ -28,7 +28,7 @@ from typing import Any
 
 from orksync.errors import LoadError
 from orksync.katalog.keys import ADMISSION, OPERATOR_BOX, Key
-from orksync.yamlio import load_documents
+from orksync.yamls.io import load_documents
 
 __all__ = ["Flattened", "flatten", "read_include", "resolve_includes"]
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from orksync.errors import LoadError
 from orksync.katalog.model import KATALOG_API_VERSIONS
-from orksync.yamlio import load_documents
+from orksync.yamls.io import load_documents
 
 __all__ = ["MOTIF_KEY", "Expansion", "Motif", "expand_entry", "expand_imports",
            "katalog_notes", "load_motif", "motif_inputs"]

@@ -29,8 +29,8 @@ from typing import Any
 from orksync.errors import InputError
 from orksync.katalog.model import Catalog
 from orksync.model import RenderedObject
-from orksync.yamldoc import dotted
-from orksync.yamlio import locate, split_path
+from orksync.yamls.doc import dotted
+from orksync.yamls.io import locate, split_path
 
 __all__ = ["SKIPPED_TOP_LEVEL", "catalog_schema_errors", "schema_problems", "version_schema"]
 

@@ -19,8 +19,8 @@ from orksync.errors import RenderError
 from orksync.katalog.model import CrdEntry, Katalog
 from orksync.katalog.motifs import MOTIF_KEY
 from orksync.names import api_version_problem, kind_problem
-from orksync.yamldoc import dotted
-from orksync.yamlio import locate, split_path
+from orksync.yamls.doc import dotted
+from orksync.yamls.io import locate, split_path
 
 __all__ = ["ACTIONS", "IDENTITY_FIELDS", "MAX_KATALOG_ACTIONS", "MUTATION_RULE_KEYS",
            "NOT_IN_RULES", "VALUE_TYPES", "Vocabulary", "cross_warnings", "entry_problems",

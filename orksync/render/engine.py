@@ -17,7 +17,6 @@ from dataclasses import dataclass, field, replace
 from typing import TypeAlias
 
 from orksync.errors import ClusterError, InputError, RenderError
-from orksync.gcpause import gc_paused
 from orksync.katalog.model import (
     DELETION_PROTECTION_LABEL,
     Catalog,
@@ -55,7 +54,8 @@ from orksync.render.resource import BLOCKS, CrRenderer, cr_data
 from orksync.render.templates import Clock, Templates, templates_for, utc_now
 from orksync.render.user_profiles import shadow_warnings
 from orksync.render.validate import katalog_problems, portability_warnings
-from orksync.yamlio import locate, split_path
+from orksync.runtime.gcpause import gc_paused
+from orksync.yamls.io import locate, split_path
 
 __all__ = ["CrResult", "CrSummary", "Extras", "Merger", "Outcome", "RefKey", "RenderPlan",
            "Templates", "crd_object", "dependency_refusal", "plain_object", "ref_key",
@@ -74,7 +74,7 @@ def render_catalog(catalog: Catalog, *, clock: Clock = utc_now,
     no cluster-scoped object (docs/multi-tenancy.md); `live`: the cluster, for `.children`,
     `.status` and `.cross.<as>.status` (None: offline); `egress`: makes the `external:`
     calls (orksync.render.external; None: none is made); `progress`: called with 1 after
-    each custom resource (orksync.progress); `select`: the custom resources to render (the
+    each custom resource (orksync.runtime.progress); `select`: the custom resources to render (the
     others are only read, by `.cross`; a shard's); `strict_fields`: a template path the
     CRD's schema does not have is an error of its entry, not a warning
     (orksync.render.fieldcheck)."""

@@ -11,7 +11,6 @@ from typing import Any
 
 from orksync.errors import RenderError
 from orksync.katalog.model import CustomResource
-from orksync.memo import IdentityCache
 from orksync.model import (
     MANAGED_BY,
     MANAGED_BY_LABEL,
@@ -45,7 +44,8 @@ from orksync.render.kinds import (
 )
 from orksync.render.templates import Templates
 from orksync.render.user_profiles import PLACES, ProfileError, expand_profiles
-from orksync.yamlio import locate, split_path
+from orksync.runtime.memo import IdentityCache
+from orksync.yamls.io import locate, split_path
 
 STAGE_CRD = 0
 

@@ -19,8 +19,8 @@ from orksync.katalog.validate import MAX_KATALOG_ACTIONS
 from orksync.render.gotemplate import GoTemplateEngine, GoTemplateError
 from orksync.render.gotemplate import nodes as n
 from orksync.render.templates import TemplateEngine
-from orksync.yamldoc import dotted
-from orksync.yamlio import locator
+from orksync.yamls.doc import dotted
+from orksync.yamls.io import locator
 
 __all__ = ["Miss", "Shape", "field_problems", "path_misses", "root_shape", "template_misses"]
 

@@ -25,10 +25,10 @@ from typing import Any
 
 from orksync.katalog.model import CrdEntry, CrdManifest
 from orksync.katalog.tenancy import CLUSTER_KINDS_FIELD
-from orksync.memo import IdentityCache
 from orksync.model import SCOPE_DIRECTIVE, ObjRef
 from orksync.names import label_problem, subdomain_problem
 from orksync.render.kinds import KINDS
+from orksync.runtime.memo import IdentityCache
 
 __all__ = ["BUILTIN_CLUSTER_SCOPED", "SCOPE_DIRECTIVE", "ClusterScope", "ClusterScopePolicy",
            "NamespaceGuard", "identity_problem", "literal_cluster_kinds"]

@@ -5,7 +5,7 @@ The same directory, byte for byte, as `write_rendered(render_catalog(catalog), o
 the work is laid out differently. After the repository is loaded and its templates
 compiled (orksync.render.engine.RenderPlan), the custom resources are shared out in small
 consecutive chunks among the jobs, each taking the next chunk when done with the last
-(orksync.forked.fork_chunks_into). A job renders a chunk one custom resource after
+(orksync.runtime.forked.fork_chunks_into). A job renders a chunk one custom resource after
 another, writes each one's files into the temporary directory at once and keeps only their
 index entries, so no job holds more than one custom resource's objects. In this process,
 between its own chunks and at the end, a Merger takes the outcomes in the repository's
@@ -24,8 +24,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeAlias, cast
 
-from orksync.forked import fork_chunks_into
-from orksync.gcpause import gc_paused
 from orksync.katalog.model import Catalog, CustomResource
 from orksync.model import RenderedObject, RenderedSet, Source
 from orksync.render.engine import (
@@ -40,13 +38,15 @@ from orksync.render.engine import (
 )
 from orksync.render.templates import Clock, utc_now
 from orksync.rendered.directory import ObjectWriter, finish_rendered, owned_files, start_rendered
+from orksync.runtime.forked import fork_chunks_into
+from orksync.runtime.gcpause import gc_paused
 
 __all__ = ["MIN_PER_JOB", "DirectoryRender", "render_to_directory"]
 
 # Fewer custom resources than this per job are rendered in one process: a fork and the
 # answer's trip back cost about as much as rendering this many.
 MIN_PER_JOB = 64
-# Custom resources a process takes at a time (orksync.forked.fork_chunks)
+# Custom resources a process takes at a time (orksync.runtime.forked.fork_chunks)
 CHUNK = 16
 
 # (stage, apiVersion, kind, namespace, name): the order of the objects in the index, as

@@ -16,7 +16,7 @@ from orksync.errors import RenderError
 from orksync.katalog.model import CrdEntry
 from orksync.model import RenderedObject
 from orksync.secrets.random import GENERATE_TOKEN_RE
-from orksync.yamlio import locate, split_path
+from orksync.yamls.io import locate, split_path
 
 _SECRET_VALUES = ("data", "stringData")
 

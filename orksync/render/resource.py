@@ -23,7 +23,6 @@ from orksync.errors import ClusterError, RenderError
 from orksync.katalog.model import CustomResource
 from orksync.katalog.motifs import MOTIF_KEY, motif_inputs
 from orksync.katalog.tenancy import service_account_of
-from orksync.memo import IdentityCache
 from orksync.model import (
     MANAGED_SELECTOR,
     ObjRef,
@@ -58,6 +57,7 @@ from orksync.render.kinds import (
 from orksync.render.notes.gocore import api_server_numbers
 from orksync.render.prepare import PrepareError, prepare
 from orksync.render.templates import Templates
+from orksync.runtime.memo import IdentityCache
 
 BLOCKS = ("onCreate", "onReconcile")
 

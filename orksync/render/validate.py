@@ -20,8 +20,8 @@ from orksync.render.notes import EXTENSIONS
 from orksync.render.prepare import convert
 from orksync.render.resource import BLOCKS
 from orksync.render.templates import TemplateEngine
-from orksync.yamldoc import dotted
-from orksync.yamlio import locate
+from orksync.yamls.doc import dotted
+from orksync.yamls.io import locate
 
 __all__ = ["katalog_problems", "portability_warnings", "rule_problems",
            "vocabulary"]

@@ -33,7 +33,7 @@ from typing import Any
 
 from orksync.model import ObjRef, RenderedObject, RenderedSet
 from orksync.secrets.mask import MASK, mask_secret, scrub, secret_values
-from orksync.yamlio import dump_yaml
+from orksync.yamls.io import dump_yaml
 
 __all__ = ["CHANGE_ACTIONS", "ObjectDiff", "RenderedDiff", "compare_rendered",
            "json_document", "markdown", "unified_diff"]

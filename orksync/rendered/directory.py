@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any, Concatenate, ParamSpec
 
 from orksync.errors import InputError, LoadError, RenderError, UsageError
-from orksync.gcpause import gc_paused
 from orksync.model import (
     ObjRef,
     Origin,
@@ -34,7 +33,8 @@ from orksync.model import (
     WritePolicy,
     is_plain,
 )
-from orksync.yamlio import dump_scalar, dump_yaml, load_document, read_file
+from orksync.runtime.gcpause import gc_paused
+from orksync.yamls.io import dump_scalar, dump_yaml, load_document, read_file
 
 INDEX = "index.yaml"
 # about 500 bytes per object: 4 MiB (the bound for other YAML files) is 9,000 objects

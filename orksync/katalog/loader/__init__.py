@@ -13,8 +13,6 @@ import functools
 from pathlib import Path
 
 from orksync.errors import InputError
-from orksync.forked import fork_chunks_into
-from orksync.gcpause import gc_paused
 from orksync.katalog.loader.crds import crd_manifest
 from orksync.katalog.loader.files import FILES_CHUNK, MIN_FILES_PER_JOB, ignore_rules, parse_all
 from orksync.katalog.loader.holds import hold_katalog
@@ -24,8 +22,10 @@ from orksync.katalog.loader.manifests import IGNORED_ORKESTRA_KINDS, half_manife
 from orksync.katalog.loader.resources import custom_resources
 from orksync.katalog.loader.state import LoadState, Parsed, type_name
 from orksync.katalog.model import KATALOG_API_VERSIONS, Catalog
-from orksync.yamldoc import Document, document_identity
-from orksync.yamlio import iter_yaml_files, locate
+from orksync.runtime.forked import fork_chunks_into
+from orksync.runtime.gcpause import gc_paused
+from orksync.yamls.doc import Document, document_identity
+from orksync.yamls.io import iter_yaml_files, locate
 
 __all__ = ["load_repository"]
 
@@ -33,10 +33,10 @@ __all__ = ["load_repository"]
 @gc_paused
 def load_repository(root: Path, *, jobs: int = 1) -> Catalog:
     """Load every YAML file under `root` (hidden directories skipped, and what the
-    repository's `.orksyncignore` lists: orksync.ignore). `jobs`: processes that parse
-    the files (orksync.forked); the same Catalog whatever their number. Raises LoadError
-    when the ignore file cannot be read: loading what it would have left out could apply
-    it."""
+    repository's `.orksyncignore` lists: orksync.katalog.loader.ignore). `jobs`: processes
+    that parse the files (orksync.runtime.forked); the same Catalog whatever their number.
+    Raises LoadError when the ignore file cannot be read: loading what it would have left
+    out could apply it."""
     st = LoadState(root.resolve())
     _read_files(st, jobs)
     katalog_docs, komposer_docs, crd_docs, other = _sort_documents(st)

@@ -14,7 +14,7 @@ from orksync.names import (
     label_problem,
     subdomain_problem,
 )
-from orksync.yamldoc import Document
+from orksync.yamls.doc import Document
 
 
 def crd_manifest(st: LoadState, doc: Document) -> CrdManifest | None:

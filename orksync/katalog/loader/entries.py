@@ -28,7 +28,7 @@ from orksync.names import (
     label_problem,
     subdomain_problem,
 )
-from orksync.yamldoc import Document
+from orksync.yamls.doc import Document
 
 # Entry fields that must be lists of namespace patterns: a lone string would be read
 # character by character, and a `*` among them would open the guard to every namespace.

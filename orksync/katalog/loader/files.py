@@ -8,10 +8,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from orksync.errors import LoadError
-from orksync.ignore import IGNORE_FILE, IgnoreRules
+from orksync.katalog.loader.ignore import IGNORE_FILE, IgnoreRules
 from orksync.katalog.loader.state import LoadState, Parsed
-from orksync.yamldoc import Document, dotted
-from orksync.yamlio import load_documents
+from orksync.yamls.doc import Document, dotted
+from orksync.yamls.io import load_documents
 
 
 def ignore_rules(root: Path) -> IgnoreRules:
@@ -33,7 +33,7 @@ def ignore_rules(root: Path) -> IgnoreRules:
 # not pay for its fork and the trip back of the documents (the load of bench/render.py's
 # repositories gained nothing from a second process at this size).
 MIN_FILES_PER_JOB = 256
-FILES_CHUNK = 64  # files a process takes at a time (orksync.forked.fork_chunks)
+FILES_CHUNK = 64  # files a process takes at a time (orksync.runtime.forked.fork_chunks)
 
 
 def parse_all(st: LoadState, files: Sequence[Path]) -> list[Parsed]:

@@ -12,8 +12,8 @@ from orksync.katalog.layout import flatten, get_in
 from orksync.katalog.loader.crds import crd_of_file
 from orksync.katalog.loader.state import LoadState
 from orksync.model import ObjRef
-from orksync.yamldoc import Document, document_identity
-from orksync.yamlio import locate
+from orksync.yamls.doc import Document, document_identity
+from orksync.yamls.io import locate
 
 
 def hold_katalog(st: LoadState, doc: Document, err: Exception | None) -> None:

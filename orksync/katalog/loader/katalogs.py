@@ -24,7 +24,7 @@ from orksync.katalog.model import (
 )
 from orksync.katalog.motifs import katalog_notes
 from orksync.katalog.profiles import parse_profiles
-from orksync.yamldoc import Document
+from orksync.yamls.doc import Document
 
 # A Katalog opts into native Jinja2 templates with this annotation (Orkestra ignores it).
 DIALECT_ANNOTATION = "orksync.io/template-dialect"

@@ -24,7 +24,7 @@ from orksync.katalog.loader.state import LoadState, type_name
 from orksync.katalog.model import (
     KATALOG_API_VERSIONS,
 )
-from orksync.yamldoc import Document
+from orksync.yamls.doc import Document
 
 # A document loaded as a Katalog: (the document, the content its keys are checked in, or
 # None for its own, the schema they are checked against)

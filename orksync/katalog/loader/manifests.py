@@ -20,7 +20,7 @@ from orksync.names import (
     label_problem,
     subdomain_problem,
 )
-from orksync.yamldoc import Document, document_identity
+from orksync.yamls.doc import Document, document_identity
 
 IGNORED_ORKESTRA_KINDS = ("E2E", "Simulate")
 

@@ -24,7 +24,7 @@ from orksync.names import (
     label_problem,
     subdomain_problem,
 )
-from orksync.yamldoc import Document, document_identity
+from orksync.yamls.doc import Document, document_identity
 
 
 def custom_resources(st: LoadState, docs: list[Document], katalogs: list[Katalog],

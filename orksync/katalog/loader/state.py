@@ -16,8 +16,8 @@ from orksync.katalog.model import (
     Source,
 )
 from orksync.model import ObjRef
-from orksync.yamldoc import Document, dotted
-from orksync.yamlio import load_documents, locate
+from orksync.yamls.doc import Document, dotted
+from orksync.yamls.io import load_documents, locate
 
 # A file's documents, as (index, content), parsed ahead (load_repository's jobs), or the
 # error that stopped them

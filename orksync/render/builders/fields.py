@@ -26,8 +26,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Union
 
-from orksync.memo import IdentityCache
 from orksync.render.builders.common import sub
+from orksync.runtime.memo import IdentityCache
 
 
 @dataclass(frozen=True, slots=True)

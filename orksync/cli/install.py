@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from orksync.cli.flags import add_cluster_flags
 from orksync.errors import OrksyncError, UsageError
 
 if TYPE_CHECKING:
@@ -37,7 +38,7 @@ __all__ = ["DEPLOY", "InstallOptions", "add_install_parser", "build", "cmd_insta
 
 log = logging.getLogger("orksync")
 
-DEPLOY = Path(__file__).resolve().parent / "deploy"
+DEPLOY = Path(__file__).resolve().parents[1] / "deploy"
 FIELD_MANAGER = "orksync-install"
 DEFAULT_NAMESPACE = "orksync-system"
 AGENT_IMAGE_NAME = "orksync"  # the image name in deploy/'s manifests, before `images:`
@@ -307,8 +308,7 @@ def _apply_order(doc: Mapping[str, Any]) -> tuple[int, str, str]:
 # --- the command ---------------------------------------------------------------------------
 
 
-def add_install_parser(sub: Any, *, cluster_flags: Callable[[argparse.ArgumentParser], None]
-                       ) -> None:
+def add_install_parser(sub: Any) -> None:
     p = sub.add_parser(
         "install", help="install orksync in a cluster (or print its manifests: --export)",
         description="The CRDs, ServiceAccount, RBAC, agent Deployment, Service, NetworkPolicy "
@@ -333,7 +333,7 @@ def add_install_parser(sub: Any, *, cluster_flags: Callable[[argparse.ArgumentPa
                    "(ORKSYNC_REPO_URL); default: none, the agent serves the Sync objects")
     p.add_argument("--ref", default="", help="its branch, tag or commit (ORKSYNC_REF)")
     p.add_argument("--path", default="", help="the directory in it (ORKSYNC_PATH)")
-    cluster_flags(p)
+    add_cluster_flags(p)
 
 
 def install_options(args: argparse.Namespace) -> InstallOptions:

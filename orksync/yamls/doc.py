@@ -1,5 +1,5 @@
 """A YAML document as loaded, and the bounds every YAML loader of orksync checks (the safe
-loader in orksync.yamlparse, the exact reader in orksync.yamlio): size, depth, nodes once
+loader in orksync.yamls.parse, the exact reader in orksync.yamls.io): size, depth, nodes once
 aliases are expanded, alias bombs. Pure."""
 
 from __future__ import annotations

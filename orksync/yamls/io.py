@@ -1,7 +1,7 @@
 """YAML in and out.
 
 Loading: ruamel.yaml's safe loader (libyaml-backed when ruamel.yaml.clib is present; it
-lives in orksync.yamlparse, imported on first use, since the exact reader of orksync's own
+lives in orksync.yamls.parse, imported on first use, since the exact reader of orksync's own
 output, `load_emitted`, needs no ruamel), with
 duplicate keys refused and errors naming the file and line. Locating a field's line for an
 error message re-reads the file with the round-trip loader, only when an error happens.
@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from orksync.errors import LoadError
-from orksync.yamldoc import (
+from orksync.yamls.doc import (
     MAX_DEPTH,
     MAX_INT_CHARS,
     PRESCAN_CHARS,
@@ -117,25 +117,25 @@ def _text(raw: bytes, display: str, max_bytes: int = MAX_FILE_BYTES) -> str:
 
 
 def parse_documents(text: str, *, path: Path, display: str) -> list[Document]:
-    """Every non-empty document of `text` through the safe loader (orksync.yamlparse,
+    """Every non-empty document of `text` through the safe loader (orksync.yamls.parse,
     imported on first use: ruamel.yaml is not needed to read what orksync wrote)."""
-    from orksync import yamlparse
+    from orksync.yamls import parse as yamlparse
 
     return yamlparse.parse_documents(text, path=path, display=display)
 
 
 def locate(path: Path, doc_index: int, field_path: Sequence[str | int]) -> int | None:
     """The 1-based line of a field inside a document, or of the nearest parent found
-    (orksync.yamlparse.locate). Only used to decorate error messages: never raises."""
-    from orksync import yamlparse
+    (orksync.yamls.parse.locate). Only used to decorate error messages: never raises."""
+    from orksync.yamls import parse as yamlparse
 
     return yamlparse.locate(path, doc_index, field_path)
 
 
 def locator(path: Path, doc_index: int) -> Callable[[Sequence[str | int]], int | None]:
     """`locate` for many fields of one document, the file parsed once
-    (orksync.yamlparse.locator)."""
-    from orksync import yamlparse
+    (orksync.yamls.parse.locator)."""
+    from orksync.yamls import parse as yamlparse
 
     return yamlparse.locator(path, doc_index)
 
@@ -504,7 +504,7 @@ def iter_yaml_files(root: Path, *, resolve_links: bool = False,
     links to directories. `resolve_links`: a file that is a symbolic link is given
     resolved (the listing says which are: no system call for the others). `skip(relative
     path, is a directory)`: True leaves the entry out (a directory is not entered), as the
-    repository's ignore file says (orksync.ignore); the path is `/`-separated."""
+    repository's ignore file says (orksync.katalog.loader.ignore); the path is `/`-separated."""
     found: list[str] = []
     links: set[str] = set()
     top = os.fspath(root)

@@ -18,13 +18,15 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from orksync.cli.flags import add_namespace_flags, seconds
+
 if TYPE_CHECKING:
     from orksync.cluster.kube import Kube
 
 __all__ = ["add_overview_parsers", "cmd_status", "cmd_tree"]
 
 
-def _add_common(p: argparse.ArgumentParser, seconds: Callable[[str], float]) -> None:
+def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--inventory-namespace",
                    default=os.environ.get("ORKSYNC_INVENTORY_NAMESPACE", "orksync-system"),
                    help="namespace of the inventory ConfigMaps (default: orksync-system)")
@@ -36,7 +38,7 @@ def _add_common(p: argparse.ArgumentParser, seconds: Callable[[str], float]) -> 
                    help="with --watch: time between reads (default 2s)")
     p.add_argument("--timeout", type=seconds, default=0.0,
                    help="with --watch: stop after this long (default: until interrupted)")
-    p.set_defaults(workers=2)  # the connection pool of orksync.cli._kube
+    p.set_defaults(workers=2)  # the connection pool of orksync.cli.common.connect
 
 
 _COLUMNS_HELP = (
@@ -51,11 +53,7 @@ _COLUMNS_HELP = (
     "it last comes first.")
 
 
-def add_overview_parsers(sub: Any, *, seconds: Callable[[str], float],
-                         namespace_flags: Callable[[argparse.ArgumentParser, str], None]
-                         ) -> None:
-    """`namespace_flags(parser, what)` adds -n/--namespace and -A/--all-namespaces (the
-    command line's, shared with `orksync diff`)."""
+def add_overview_parsers(sub: Any) -> None:
     p = sub.add_parser("status", help="list the custom resources orksync manages and their "
                        "health",
                        description="Every custom resource and plain manifest the "
@@ -66,8 +64,8 @@ def add_overview_parsers(sub: Any, *, seconds: Callable[[str], float],
                    metavar="ROOT",
                    help="only the objects this sync root's inventory lists (repeatable; "
                         "default: every root)")
-    namespace_flags(p, "custom resources and manifests")
-    _add_common(p, seconds)
+    add_namespace_flags(p, "custom resources and manifests")
+    _add_common(p)
     p = sub.add_parser("tree", help="show a custom resource and its children with their "
                        "health",
                        description="The custom resource KIND/NAMESPACE/NAME (KIND/NAME when "
@@ -80,11 +78,11 @@ def add_overview_parsers(sub: Any, *, seconds: Callable[[str], float],
     p.add_argument("target", metavar="KIND/NAMESPACE/NAME")
     p.add_argument("-n", "--namespace", default=None, metavar="NS",
                    help="the namespace of the custom resource when the target is KIND/NAME")
-    _add_common(p, seconds)
+    _add_common(p)
 
 
 def _render(args: argparse.Namespace, doc: Any, text: str) -> str:
-    from orksync.yamlio import dump_yaml
+    from orksync.yamls.io import dump_yaml
 
     if args.output == "json":
         if args.watch:
@@ -125,8 +123,8 @@ def _run(args: argparse.Namespace, kube_factory: Callable[[argparse.Namespace], 
 
 
 def _coloured(args: argparse.Namespace, text: str) -> str:
-    """A table's HEALTH column in colour, on a terminal (orksync.colour)."""
-    from orksync.colour import GREEN, RED, YELLOW, colour_column, wanted
+    """A table's HEALTH column in colour, on a terminal (orksync.cli.colour)."""
+    from orksync.cli.colour import GREEN, RED, YELLOW, colour_column, wanted
 
     if args.output != "table" or not wanted(sys.stdout):
         return text

@@ -1,7 +1,7 @@
-"""The safe loader behind orksync.yamlio: ruamel.yaml (libyaml-backed when
+"""The safe loader behind orksync.yamls.io: ruamel.yaml (libyaml-backed when
 ruamel.yaml.clib is present) limited to what JSON can hold, with its guards against deep,
 huge and aliased documents, and the line finder for error messages. Split from
-orksync.yamlio so that reading what orksync wrote itself (the exact reader) and emitting
+orksync.yamls.io so that reading what orksync wrote itself (the exact reader) and emitting
 never import ruamel.yaml (start-up of `orksync apply`)."""
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ except ImportError:
     CParser = None
 
 from orksync.errors import LoadError
-from orksync.yamldoc import (
+from orksync.yamls.doc import (
     MAX_DEPTH,
     MAX_FILE_NODES,
     MAX_INT_CHARS,
