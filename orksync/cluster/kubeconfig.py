@@ -232,12 +232,9 @@ def _load(merger: Any, file: Path) -> Mapping[str, Any] | None:
 
     try:
         merger.load_config(str(file))
-    except OSError as err:
-        raise ClusterError(f"cannot read the kubeconfig: {err.strerror}",
-                           subject=str(file)) from None
-    except UnicodeDecodeError:
-        raise ClusterError("cannot read the kubeconfig: not UTF-8 text",
-                           subject=str(file)) from None
+    except (OSError, UnicodeDecodeError) as err:
+        reason = err.strerror if isinstance(err, OSError) else "not UTF-8 text"
+        raise ClusterError(f"cannot read the kubeconfig: {reason}", subject=str(file)) from None
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         line = f" (line {mark.line + 1})" if mark is not None else ""
@@ -392,13 +389,11 @@ def _file_or_data(entry: _Entry, key: str) -> tuple[bytes | None, str]:
         return None, ""
     try:
         text = FileOrData(given, key, file_base_path=str(entry.file.parent)).as_data()
-    except OSError as err:
+    except (OSError, UnicodeDecodeError) as err:
+        name = getattr(err, "filename", None) or given[key]
         reason = "does not exist" if isinstance(err, FileNotFoundError) else \
-            f"cannot be read: {err.strerror}"
-        raise ClusterError(f"{entry.where}.{key}: file {err.filename} {reason}",
-                           subject=str(entry.file)) from None
-    except UnicodeDecodeError:
-        raise ClusterError(f"{entry.where}.{key}: the file is not PEM text",
+            f"cannot be read: {err.strerror if isinstance(err, OSError) else 'not PEM text'}"
+        raise ClusterError(f"{entry.where}.{key}: file {name} {reason}",
                            subject=str(entry.file)) from None
     try:
         return base64.b64decode("".join(str(text).split()), validate=True), field
