@@ -320,7 +320,8 @@ def _files(path: str | Path | None, env: Mapping[str, str]) -> list[Path]:
         return [explicit]
     listed = env.get("KUBECONFIG")
     if listed:
-        found = [Path(p).expanduser() for p in listed.split(os.pathsep) if p]
+        # each file once, as client-go lists them (the merger would read one twice)
+        found = list(dict.fromkeys(Path(p).expanduser() for p in listed.split(os.pathsep) if p))
         found = [p for p in found if p.is_file()]
         if not found:
             raise ClusterError("none of the files in KUBECONFIG exists",
