@@ -399,6 +399,7 @@ def test_a_missing_kubeconfig_is_named(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("doc", "message"), [
     ("clusters: [\n  - name: c\n   bad", "invalid YAML (line "),
     ("- just a list", "not a kubeconfig"),
+    ({"clusters": "abc", "current-context": "main"}, "clusters: not a list"),
     (config(clusters={"c": {}}, contexts={"main": {"cluster": "c"}}),
      "clusters[0].cluster.server: missing"),
     (config(clusters={"c": {"server": "ftp://x"}}, contexts={"main": {"cluster": "c"}}),

@@ -228,7 +228,6 @@ def _load(merger: Any, file: Path) -> Mapping[str, Any] | None:
     """Merge one file into `merger` (KubeConfigMerger.load_config); its document, checked;
     None for an empty file (kubectl skips it, the merger refuses it)."""
     import yaml
-    from kubernetes.config.config_exception import ConfigException
 
     try:
         merger.load_config(str(file))
@@ -240,15 +239,16 @@ def _load(merger: Any, file: Path) -> Mapping[str, Any] | None:
         line = f" (line {mark.line + 1})" if mark is not None else ""
         problem = getattr(err, "problem", None) or str(err).splitlines()[0]
         raise ClusterError(f"invalid YAML{line}: {problem}", subject=str(file)) from None
-    except ConfigException:  # "file is empty": its document is null
-        return None
-    except Exception as err:  # a document the merge cannot take: which field
-        _check(yaml.safe_load(file.read_text(encoding="utf-8")), file)
+    except Exception as err:  # an empty file, or a document the merge cannot take: which field
+        doc = yaml.safe_load(file.read_text(encoding="utf-8"))
+        if doc is None:
+            return None
+        _check(doc, file)
         raise ClusterError(f"not a usable kubeconfig ({type(err).__name__})",
                            subject=str(file)) from None
-    doc: Mapping[str, Any] = merger.config_files[str(file)]
-    _check(doc, file)
-    return doc
+    loaded: Mapping[str, Any] = merger.config_files[str(file)]
+    _check(loaded, file)
+    return loaded
 
 
 def _check(doc: Any, file: Path) -> None:
