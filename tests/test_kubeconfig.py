@@ -89,6 +89,9 @@ def test_an_empty_file_in_kubeconfig_is_skipped(tmp_path: Path) -> None:
     real = write(tmp_path / "real", simple("http://real:1/"))
     conn = load(KUBECONFIG=f"{empty}{os.pathsep}{real}")
     assert conn.server == "http://real:1"  # trailing slash dropped
+    # a file listed twice is read once, as client-go reads it
+    assert load(KUBECONFIG=os.pathsep.join([str(real), str(empty), str(real)])).server == \
+        "http://real:1"
 
 
 def test_yaml_kubeconfigs_are_read_with_yaml_1_1_booleans_like_kubectl(tmp_path: Path) -> None:
@@ -396,6 +399,7 @@ def test_a_missing_kubeconfig_is_named(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("doc", "message"), [
     ("clusters: [\n  - name: c\n   bad", "invalid YAML (line "),
     ("- just a list", "not a kubeconfig"),
+    ({"clusters": "abc", "current-context": "main"}, "clusters: not a list"),
     (config(clusters={"c": {}}, contexts={"main": {"cluster": "c"}}),
      "clusters[0].cluster.server: missing"),
     (config(clusters={"c": {"server": "ftp://x"}}, contexts={"main": {"cluster": "c"}}),
