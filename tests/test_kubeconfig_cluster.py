@@ -1,6 +1,5 @@
-"""Connecting with each kind of kubeconfig credential to the real control plane
-(orksync.cluster.kubeconfig over the `kubernetes` package's loader, every request through
-orksync's own transport). Exec plugins, auth-providers and
+"""Connecting with each kind of kubeconfig credential to the real control plane, natively
+(orksync.cluster.kubeconfig, no `kubernetes` import). Exec plugins, auth-providers and
 proxies: tests/test_credentials_cluster.py. The merge rules and error texts without a
 cluster: tests/test_kubeconfig.py."""
 

@@ -19,17 +19,6 @@ process and thread-safe: it is used until shortly before its `expirationTimestam
 the API server answers 401 to it (then the plugin runs again, once per rejected credential,
 however many threads saw the 401).
 
-The plugin is run here, not by the `kubernetes` package's ExecProvider (36.0.3), for what
-that lacks: a time limit (it waits for the plugin without one: a plugin that hangs would
-hold every request and the agent's lease), a plugin never given a terminal (it hands the
-plugin the terminal's standard input and error, and `interactive: true`, when standard
-output is one, so a plugin could prompt and its error would not be shown), and, in the
-loader that calls it, a plugin run when a request needs it, a renewal after a 401, an error
-that stops the request (the loader logs it and sends the request without credentials) and
-no client key left in a temporary file. Run through ExecProvider with the same caching and
-messages, every test but one passed (its bad-JSON message differs); the time limit and the
-terminal are not tested, and they are why this stays.
-
 No token, key or certificate ever reaches an error message or a log line; a failing
 plugin's error names the kubeconfig user and the command, and shows the end of what the
 plugin wrote to standard error (bounded: `STDERR_SHOWN` characters).

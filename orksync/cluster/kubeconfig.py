@@ -1,44 +1,36 @@
-"""Where the API server is and how to authenticate to it: a kubeconfig read by the
-`kubernetes` package's loader (kubernetes.config.kube_config), the project's chosen
-dependency, with the few rules of kubectl (client-go) it lacks added here.
-orksync.cluster.kube sends every request itself (orksync.cluster.transport, urllib3), so
-all it takes from a kubeconfig is a server URL, a TLS context, a proxy if any and the
-credentials (orksync.cluster.credentials.Authentication).
+"""Where the API server is and how to authenticate to it, read without the `kubernetes`
+package (importing it costs about a third of a second: its client imports every generated
+model, and `requests`). orksync.cluster.kube sends every request itself
+(orksync.cluster.transport), so all it needs from a kubeconfig is a server URL, a TLS context,
+a proxy if any and the credentials (orksync.cluster.credentials.Authentication).
 
-The loader's part:
+Read natively, with kubectl's (client-go's) rules:
 
-* the merge (`KubeConfigMerger`): the files are read with its YAML reader (PyYAML's safe
-  loader: YAML 1.1, `insecure-skip-tls-verify: yes` is true, as for kubectl); the first
-  file that defines a cluster, user or context of a given name wins; each entry keeps the
-  file that defined it;
-* the selection of the context's cluster and user by name (`ConfigNode.get_with_name`);
-* file-or-data (`FileOrData`): a `-data` field wins over its file (as in the Python client;
-  kubectl refuses such a file), a relative file name is resolved against the directory of
-  the kubeconfig file that defined the entry. Read as data only: no key is written to a
-  temporary file (`FileOrData.as_file` would keep one until the process ends);
-* auth-provider tokens (`oidc`, `gcp`: orksync.cluster.credentials);
-* in a pod (:func:`in_cluster`, `InClusterConfigLoader`): the server from
-  `KUBERNETES_SERVICE_HOST` / `_PORT`, the service-account CA.
+* the files: an explicit path (one file, which must exist), else every file of
+  `KUBECONFIG` (separated by `os.pathsep`; missing and empty files are skipped), else
+  `~/.kube/config`. Merging: the first file that defines a cluster, user or context of a
+  given name wins, and so does the first file that sets `current-context`;
+* the context: `--context`, else `current-context`;
+* the cluster: `server`, `certificate-authority` / `certificate-authority-data`,
+  `insecure-skip-tls-verify`, `tls-server-name`, `proxy-url` (else the proxy environment,
+  orksync.cluster.proxy);
+* the user: `client-certificate` / `client-certificate-data`, `client-key` /
+  `client-key-data`, `token`, `tokenFile` (re-read at most every minute, and it wins over
+  `token`, as in client-go), `username` / `password` (basic authentication), `exec` (a
+  credential plugin) and `auth-provider` (`oidc`, `gcp`; orksync.cluster.credentials),
+  `as` / `as-uid` / `as-groups` / `as-user-extra` (impersonation headers).
 
-Added here, as client-go does it and the loader does not:
+A relative file name is resolved against the directory of the kubeconfig file that
+defined it. Where both a `-data` field and its file are set, the data wins (as in the
+Python client; kubectl refuses such a file).
 
-* which files: an explicit path (one file, which must exist), else every file of
-  `KUBECONFIG` (separated by `os.pathsep`, read from the `environ` given; missing and
-  empty files are skipped: the loader refuses an empty one), else `~/.kube/config`;
-* `current-context`: the first file that sets it wins (the loader takes the last);
-* `tokenFile`: it wins over `token` (the loader prefers `token`) and is read again at most
-  every minute, as is the in-cluster token (bound tokens rotate);
-* the fields' types (`insecure-skip-tls-verify: "false"` is an error, not true);
-* `as` / `as-uid` / `as-groups` / `as-user-extra` (impersonation headers),
-  `tls-server-name`, `proxy-url` (else the proxy environment, orksync.cluster.proxy), and
-  `exec` credential plugins (orksync.cluster.credentials says why not the loader's);
-* a field of the chosen user or cluster that none of these is ignored with a warning
-  naming the file and the field, as kubectl ignores it; a value that cannot be used is a
-  ClusterError naming the file and the field (`users[0].user.client-key-data`), where the
-  loader would say `KeyError` or skip the credential.
+A field of the chosen user or cluster that none of these is ignored with a warning naming
+the file and the field, as kubectl ignores it. A value that cannot be used is a ClusterError
+naming the file and the field.
 
-The `kubernetes` package is imported when a kubeconfig is read, not with this module:
-`orksync --help`, `render` and `validate` never pay for it.
+In a pod (:func:`in_cluster`): `KUBERNETES_SERVICE_HOST` / `_PORT`, the service-account
+token (re-read at most every minute: bound tokens rotate) and CA; the proxy environment
+as for a kubeconfig.
 
 No key, token or password ever reaches an error message or a log line.
 """
@@ -47,6 +39,8 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
+import json
 import logging
 import os
 import re
@@ -168,7 +162,7 @@ class Connection:
 
 @dataclass(frozen=True, slots=True)
 class _Entry:
-    """A named cluster, user or context the loader chose, and the file that defined it."""
+    """A named cluster, user or context and the file that defined it."""
 
     name: str
     body: Mapping[str, Any]
@@ -183,16 +177,19 @@ def load_kubeconfig(path: str | Path | None = None, context: str | None = None, 
                     environ: Mapping[str, str] | None = None) -> Connection:
     """The connection of a kubeconfig's context. Raises ClusterError for a kubeconfig that
     cannot be used (naming the file and field)."""
-    from kubernetes.config.kube_config import KubeConfigMerger
-
     env = os.environ if environ is None else environ
     files = _files(path, env)
-    merger = KubeConfigMerger("")  # no file yet: each is added (and named) by _load
+    entries: dict[str, dict[str, _Entry]] = {section: {} for section, _ in _SECTIONS}
     current, current_file = "", None
     for file in files:
-        doc = _load(merger, file)
-        here = doc.get("current-context") if doc is not None else None
-        if here and not current:  # the first file's, as in client-go (the merger: the last)
+        doc = _read(file)
+        if doc is None:
+            continue
+        for section, key in _SECTIONS:
+            for entry in _named(doc, section, key, file):
+                entries[section].setdefault(entry.name, entry)
+        here = doc.get("current-context")
+        if here and not current:
             if not isinstance(here, str):
                 raise ClusterError("current-context: not a string", subject=str(file))
             current, current_file = here, file
@@ -201,19 +198,19 @@ def load_kubeconfig(path: str | Path | None = None, context: str | None = None, 
     if not name:
         raise ClusterError("no current-context is set and no --context was given",
                            subject=shown)
-    ctx = _select(merger, "contexts", "context", name)
+    ctx = entries["contexts"].get(name)
     if ctx is None:
         origin = "--context" if context else f"current-context of {current_file}"
         raise ClusterError(f"context {name!r} ({origin}) is not defined", subject=shown)
     cluster_name = _string(ctx, "cluster")
     if not cluster_name:
         raise ClusterError(f"{ctx.where}.cluster: missing", subject=str(ctx.file))
-    cluster = _select(merger, "clusters", "cluster", cluster_name)
+    cluster = entries["clusters"].get(cluster_name)
     if cluster is None:
         raise ClusterError(f"{ctx.where}.cluster: cluster {cluster_name!r} is not defined "
                            f"in {shown}", subject=str(ctx.file))
     user_name = _string(ctx, "user")
-    user = _select(merger, "users", "user", user_name) if user_name else None
+    user = entries["users"].get(user_name) if user_name else None
     if user_name and user is None:
         raise ClusterError(f"{ctx.where}.user: user {user_name!r} is not defined in {shown}",
                            subject=str(ctx.file))
@@ -222,74 +219,6 @@ def load_kubeconfig(path: str | Path | None = None, context: str | None = None, 
         _warn_unknown(user, _USER_FIELDS, "user")
     return replace(_connection(cluster, user, env),
                    origin=f"kubeconfig context {name!r} in {ctx.file}")
-
-
-def _load(merger: Any, file: Path) -> Mapping[str, Any] | None:
-    """Merge one file into `merger` (KubeConfigMerger.load_config); its document, checked;
-    None for an empty file (kubectl skips it, the merger refuses it)."""
-    import yaml
-
-    try:
-        merger.load_config(str(file))
-    except (OSError, UnicodeDecodeError) as err:
-        reason = err.strerror if isinstance(err, OSError) else "not UTF-8 text"
-        raise ClusterError(f"cannot read the kubeconfig: {reason}", subject=str(file)) from None
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        line = f" (line {mark.line + 1})" if mark is not None else ""
-        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
-        raise ClusterError(f"invalid YAML{line}: {problem}", subject=str(file)) from None
-    except Exception as err:  # an empty file, or a document the merge cannot take: which field
-        doc = yaml.safe_load(file.read_text(encoding="utf-8"))
-        if doc is None:
-            return None
-        _check(doc, file)
-        raise ClusterError(f"not a usable kubeconfig ({type(err).__name__})",
-                           subject=str(file)) from None
-    loaded: Mapping[str, Any] = merger.config_files[str(file)]
-    _check(loaded, file)
-    return loaded
-
-
-def _check(doc: Any, file: Path) -> None:
-    """What the merger takes for granted, checked so that an error names the field: a map
-    whose clusters, users and contexts are lists of maps with a name, once per file."""
-    if not isinstance(doc, Mapping):
-        raise ClusterError("not a kubeconfig: the document is not a map", subject=str(file))
-    for section, key in _SECTIONS:
-        items = doc.get(section)
-        if items is None:
-            continue
-        if not isinstance(items, list):
-            raise ClusterError(f"{section}: not a list", subject=str(file))
-        seen: set[str] = set()
-        for i, item in enumerate(items):
-            where = f"{section}[{i}]"
-            if not isinstance(item, Mapping):
-                raise ClusterError(f"{where}: not a map", subject=str(file))
-            name = item.get("name")
-            if not isinstance(name, str) or not name:
-                raise ClusterError(f"{where}.name: missing", subject=str(file))
-            if not isinstance(item.get(key) or {}, Mapping):
-                raise ClusterError(f"{where}.{key}: not a map", subject=str(file))
-            if name in seen:
-                raise ClusterError(f"{where}.name: {name!r} is defined twice in {section}",
-                                   subject=str(file))
-            seen.add(name)
-
-
-def _select(merger: Any, section: str, key: str, name: str) -> _Entry | None:
-    """The merged entry `name` of `section`, as the loader selects it
-    (ConfigNode.get_with_name), with the file that defined it and its place there."""
-    if merger.config is None:
-        return None
-    node = merger.config[section].get_with_name(name, safe=True)
-    if node is None:
-        return None
-    items = merger.config_files[node.path][section]
-    index = next(i for i, item in enumerate(items) if item is node.value)
-    return _Entry(name=name, body=node.value.get(key) or {}, file=Path(node.path),
-                  where=f"{section}[{index}].{key}")
 
 
 def _proxy(server: str, env: Mapping[str, str], cluster: _Entry | None) -> proxies.Proxy | None:
@@ -320,8 +249,7 @@ def _files(path: str | Path | None, env: Mapping[str, str]) -> list[Path]:
         return [explicit]
     listed = env.get("KUBECONFIG")
     if listed:
-        # each file once, as client-go lists them (the merger would read one twice)
-        found = list(dict.fromkeys(Path(p).expanduser() for p in listed.split(os.pathsep) if p))
+        found = [Path(p).expanduser() for p in listed.split(os.pathsep) if p]
         found = [p for p in found if p.is_file()]
         if not found:
             raise ClusterError("none of the files in KUBECONFIG exists",
@@ -332,6 +260,70 @@ def _files(path: str | Path | None, env: Mapping[str, str]) -> list[Path]:
         raise ClusterError("no kubeconfig: KUBECONFIG is not set and the default file does "
                            "not exist (and not running in a cluster)", subject=str(default))
     return [default]
+
+
+def _read(file: Path) -> Mapping[str, Any] | None:
+    """The document of one kubeconfig file; None for an empty file (kubectl skips it)."""
+    try:
+        text = file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        reason = err.strerror if isinstance(err, OSError) else "not UTF-8 text"
+        raise ClusterError(f"cannot read the kubeconfig: {reason}", subject=str(file)) from err
+    if not text.strip():
+        return None
+    doc = _parse(text, file)
+    if doc is None:
+        return None
+    if not isinstance(doc, Mapping):
+        raise ClusterError("not a kubeconfig: the document is not a map", subject=str(file))
+    return doc
+
+
+def _parse(text: str, file: Path) -> Any:
+    """JSON when the file is JSON (what orksync's tools write: no YAML import at all),
+    else PyYAML's safe loader: the reader the `kubernetes` client uses for kubeconfigs,
+    so a value means what it meant before (YAML 1.1: `insecure-skip-tls-verify: yes` is
+    true, as for kubectl). It imports in a fraction of ruamel.yaml's time."""
+    if text.lstrip().startswith("{"):
+        with contextlib.suppress(ValueError):
+            return json.loads(text)
+    import yaml
+
+    try:
+        return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        line = f" (line {mark.line + 1})" if mark is not None else ""
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        raise ClusterError(f"invalid YAML{line}: {problem}", subject=str(file)) from err
+
+
+def _named(doc: Mapping[str, Any], section: str, key: str, file: Path) -> list[_Entry]:
+    items = doc.get(section)
+    if items is None:
+        return []
+    if not isinstance(items, list):
+        raise ClusterError(f"{section}: not a list", subject=str(file))
+    found: list[_Entry] = []
+    seen: set[str] = set()
+    for i, item in enumerate(items):
+        where = f"{section}[{i}]"
+        if not isinstance(item, Mapping):
+            raise ClusterError(f"{where}: not a map", subject=str(file))
+        name = item.get("name")
+        if not isinstance(name, str) or not name:
+            raise ClusterError(f"{where}.name: missing", subject=str(file))
+        body = item.get(key)
+        if body is None:
+            body = {}
+        if not isinstance(body, Mapping):
+            raise ClusterError(f"{where}.{key}: not a map", subject=str(file))
+        if name in seen:
+            raise ClusterError(f"{where}.name: {name!r} is defined twice in {section}",
+                               subject=str(file))
+        seen.add(name)
+        found.append(_Entry(name=name, body=body, file=file, where=f"{where}.{key}"))
+    return found
 
 
 def _warn_unknown(entry: _Entry, known: frozenset[str], kind: str) -> None:
@@ -361,9 +353,8 @@ def _flag(entry: _Entry, key: str) -> bool:
 
 
 def _path(entry: _Entry, key: str) -> Path | None:
-    """A file named by `key` (`tokenFile`: Credentials reads it again as it rotates, where
-    FileOrData would read it once and prefer `token`), relative names resolved against the
-    kubeconfig's directory; it must exist."""
+    """A file named by `key`, relative names resolved against the kubeconfig's directory;
+    it must exist."""
     name = _string(entry, key)
     if not name:
         return None
@@ -376,31 +367,16 @@ def _path(entry: _Entry, key: str) -> Path | None:
     return path
 
 
-def _file_or_data(entry: _Entry, key: str) -> tuple[bytes | None, str]:
-    """The bytes of `key`-data (base64), else of the file `key` names, by the loader's
-    FileOrData (relative names against the entry's kubeconfig); and the field they came
-    from. Never shown: a message names the field and the file."""
-    from kubernetes.config.kube_config import FileOrData
-
-    data_key = f"{key}-data"
-    given = {k: _string(entry, k) for k in (key, data_key)}
-    given = {k: v for k, v in given.items() if v}  # an empty field is unset, as in client-go
-    field = data_key if data_key in given else key if key in given else ""
-    if not field:
-        return None, ""
+def _data(entry: _Entry, key: str) -> bytes | None:
+    """A base64 `-data` field, decoded (the value is never shown)."""
+    text = _string(entry, key)
+    if not text:
+        return None
     try:
-        text = FileOrData(given, key, file_base_path=str(entry.file.parent)).as_data()
-    except (OSError, UnicodeDecodeError) as err:
-        name = getattr(err, "filename", None) or given[key]
-        reason = "does not exist" if isinstance(err, FileNotFoundError) else \
-            f"cannot be read: {err.strerror if isinstance(err, OSError) else 'not PEM text'}"
-        raise ClusterError(f"{entry.where}.{key}: file {name} {reason}",
-                           subject=str(entry.file)) from None
-    try:
-        return base64.b64decode("".join(str(text).split()), validate=True), field
-    except (binascii.Error, ValueError):
-        raise ClusterError(f"{entry.where}.{field}: not valid base64",
-                           subject=str(entry.file)) from None
+        return base64.b64decode("".join(text.split()), validate=True)
+    except (binascii.Error, ValueError) as err:
+        raise ClusterError(f"{entry.where}.{key}: not valid base64",
+                           subject=str(entry.file)) from err
 
 
 def _connection(cluster: _Entry, user: _Entry | None, env: Mapping[str, str]) -> Connection:
@@ -412,12 +388,15 @@ def _connection(cluster: _Entry, user: _Entry | None, env: Mapping[str, str]) ->
         raise ClusterError(f"{cluster.where}.server: not an https:// or http:// URL",
                            subject=str(cluster.file))
     verify = not _flag(cluster, "insecure-skip-tls-verify")
-    ca_data, ca_field = _file_or_data(cluster, "certificate-authority")
+    ca_data = _data(cluster, "certificate-authority-data")
+    ca_file = None if ca_data else _path(cluster, "certificate-authority")
+    ca_field = "certificate-authority-data" if ca_data else \
+        "certificate-authority" if ca_file else ""
     ca_origin = f"{ca_field} of cluster {cluster.name!r} in {cluster.file}" if ca_field \
         else "the system's trusted CAs"
 
     def make_tls() -> ssl.SSLContext:
-        tls = _tls_context(verify=verify, ca_file=None, ca_data=ca_data,
+        tls = _tls_context(verify=verify, ca_file=ca_file, ca_data=ca_data,
                            problem=lambda reason: ClusterError(
                                f"{cluster.where}.{ca_field}: not a usable CA certificate: "
                                f"{reason}", subject=str(cluster.file)))
@@ -429,7 +408,7 @@ def _connection(cluster: _Entry, user: _Entry | None, env: Mapping[str, str]) ->
     credentials: Authentication = Credentials()
     headers: tuple[tuple[str, str], ...] = ()
     if user is not None:
-        credentials = _credentials(user, cluster, server, ca_data, make_tls, tls)
+        credentials = _credentials(user, cluster, server, ca_data or ca_file, make_tls, tls)
         headers = _impersonation(user)
     return Connection(server=server, tls=tls, verify=verify,
                       tls_server_name=_string(cluster, "tls-server-name") or None,
@@ -465,17 +444,26 @@ def _tls_context(*, verify: bool, ca_file: Path | None, ca_data: bytes | None,
 
 def _load_client_certificate(tls: ssl.SSLContext, user: _Entry) -> None:
     """The user's client certificate and key into `tls`. ssl loads them only from files:
-    they go through a private directory, removed at once (load_cert_chain_data)."""
-    cert, _ = _file_or_data(user, "client-certificate")
-    key, _ = _file_or_data(user, "client-key")
-    if cert is None and key is None:
+    `-data` values go through a private directory (load_cert_chain_data)."""
+    cert_data = _data(user, "client-certificate-data")
+    key_data = _data(user, "client-key-data")
+    cert_file = None if cert_data else _path(user, "client-certificate")
+    key_file = None if key_data else _path(user, "client-key")
+    has_cert, has_key = bool(cert_data or cert_file), bool(key_data or key_file)
+    if not has_cert and not has_key:
         return
-    if cert is None or key is None:
-        missing = "client-key" if key is None else "client-certificate"
+    if has_cert != has_key:
+        missing = "client-key" if has_cert else "client-certificate"
         raise ClusterError(f"{user.where}.{missing}: missing (a client certificate needs "
                            "both the certificate and its key)", subject=str(user.file))
     try:
-        load_cert_chain_data(tls, cert, key)
+        if cert_file is not None and key_file is not None:
+            tls.load_cert_chain(str(cert_file), str(key_file))
+        else:  # ssl loads only files: one of them is data
+            cert = cert_data if cert_file is None else cert_file.read_bytes()
+            key = key_data if key_file is None else key_file.read_bytes()
+            assert cert is not None and key is not None
+            load_cert_chain_data(tls, cert, key)
     except (ssl.SSLError, OSError) as err:
         raise ClusterError(f"{user.where}: cannot use the client certificate and key: "
                            f"{_ssl_reason(err)}", subject=str(user.file)) from err
@@ -492,7 +480,7 @@ def _ssl_reason(err: BaseException) -> str:
     return type(err).__name__
 
 
-def _credentials(user: _Entry, cluster: _Entry, server: str, ca: bytes | None,
+def _credentials(user: _Entry, cluster: _Entry, server: str, ca: bytes | Path | None,
                  make_tls: Callable[[], ssl.SSLContext], tls: ssl.SSLContext
                  ) -> Authentication:
     token_file = _path(user, "tokenFile")
@@ -523,7 +511,7 @@ def _credentials(user: _Entry, cluster: _Entry, server: str, ca: bytes | None,
     return Credentials()
 
 
-def _cluster_info(cluster: _Entry, server: str, ca: bytes | None) -> dict[str, Any]:
+def _cluster_info(cluster: _Entry, server: str, ca: bytes | Path | None) -> dict[str, Any]:
     """`spec.cluster` of an exec plugin's KUBERNETES_EXEC_INFO, as client-go fills it."""
     info: dict[str, Any] = {"server": server}
     for key, name in (("tls-server-name", "tls-server-name"), ("proxy-url", "proxy-url")):
@@ -531,6 +519,8 @@ def _cluster_info(cluster: _Entry, server: str, ca: bytes | None) -> dict[str, A
             info[name] = cluster.body[key]
     if cluster.body.get("insecure-skip-tls-verify"):
         info["insecure-skip-tls-verify"] = True
+    if isinstance(ca, Path):
+        ca = ca.read_bytes()  # checked readable by the TLS context already
     if ca:
         info["certificate-authority-data"] = base64.b64encode(ca).decode()
     extensions = cluster.body.get("extensions")
@@ -572,35 +562,25 @@ def _impersonation(user: _Entry) -> tuple[tuple[str, str], ...]:
 
 def in_cluster(*, environ: Mapping[str, str] | None = None,
                directory: Path | None = None) -> Connection:
-    """The connection of a pod (the `kubernetes` package's InClusterConfigLoader): the
-    service's address from the environment, the mounted service-account CA, and its token
-    read again as it rotates (Credentials). Raises ClusterError when not in a cluster."""
-    from kubernetes.client import Configuration
-    from kubernetes.config.config_exception import ConfigException
-    from kubernetes.config.incluster_config import InClusterConfigLoader
-
+    """The connection of a pod: the service's address from the environment, the mounted
+    service-account token and CA. Raises ClusterError when not in a cluster."""
     env = os.environ if environ is None else environ
-    if not env.get("KUBERNETES_SERVICE_HOST") or not env.get("KUBERNETES_SERVICE_PORT"):
+    host, port = env.get("KUBERNETES_SERVICE_HOST"), env.get("KUBERNETES_SERVICE_PORT")
+    if not host or not port:
         raise ClusterError("not running in a cluster: KUBERNETES_SERVICE_HOST and "
                            "KUBERNETES_SERVICE_PORT must be set")
+    if ":" in host:  # IPv6
+        host = f"[{host}]"
     directory = SERVICE_ACCOUNT_DIR if directory is None else directory
     token, ca = directory / "token", directory / "ca.crt"
     if not ca.is_file():
         raise ClusterError("not running in a cluster: no service-account CA certificate",
                            subject=str(ca))
-    credentials = Credentials(token_file=token)  # its error names the file, not a token
-    settings = Configuration()
-    try:
-        InClusterConfigLoader(token_filename=str(token), cert_filename=str(ca),
-                              try_refresh_token=False, environ=env).load_and_set(settings)
-    except (ConfigException, OSError, UnicodeDecodeError) as err:
-        raise ClusterError(f"not running in a cluster: {err}", subject=str(directory)) \
-            from None
-    tls = _tls_context(verify=True, ca_file=Path(settings.ssl_ca_cert), ca_data=None,
+    tls = _tls_context(verify=True, ca_file=ca, ca_data=None,
                        problem=lambda reason: ClusterError(
                            f"not a usable CA certificate: {reason}", subject=str(ca)))
-    server = str(settings.host)
-    return Connection(server=server, tls=tls, credentials=credentials,
+    server = f"https://{host}:{port}"
+    return Connection(server=server, tls=tls, credentials=Credentials(token_file=token),
                       ca_origin=f"the service-account CA {ca}",
                       origin="in-cluster service account",
                       proxy=_proxy(server, env, None))
