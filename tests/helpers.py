@@ -15,10 +15,12 @@ import pytest
 
 from orksync.cluster.kube import Kube
 
-REPO_EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "repo"
+# The repository: tests/ is one level below it, whichever folder of tests/ a test is in.
+ROOT = Path(__file__).resolve().parent.parent
+REPO_EXAMPLE = ROOT / "examples" / "repo"
 # The reference Katalogs live outside the repository, in ../shared beside the checkout
 # (ORKSYNC_SHARED overrides). Tests that need them skip locally and fail in CI without them.
-SHARED = Path(os.environ.get("ORKSYNC_SHARED") or Path(__file__).resolve().parents[2] / "shared")
+SHARED = Path(os.environ.get("ORKSYNC_SHARED") or ROOT.parent / "shared")
 ORKESTRA_EXAMPLES = SHARED / "examples" / "orkestra"
 
 

@@ -4,7 +4,7 @@ status, the metrics and /readyz; a refused sync is a failed one; a new revision 
 backoff; a refusal that cannot succeed says Stalled and is logged once; what does not fit
 its CRD's schema is never sent; an outage is logged when it begins and when it ends."""
 
-# ruff: noqa: F811  (the fixtures of tests.test_faults_cluster, imported by name)
+# ruff: noqa: F811  (the fixtures of tests.sync.test_faults_cluster, imported by name)
 from __future__ import annotations
 
 import logging
@@ -23,7 +23,8 @@ from orksync.lifecycle.overview import read_rows
 from orksync.model import Source
 from orksync.sync import SyncOptions, read_inventory, sync_once
 from testbed.faultproxy import TcpFaultProxy
-from tests.test_faults_cluster import (  # noqa: F401 (fixtures)
+from tests.source.test_git_source import GitDaemon, Upstream
+from tests.sync.test_faults_cluster import (  # noqa: F401 (fixtures)
     KATALOG,
     World,
     kube,
@@ -33,7 +34,6 @@ from tests.test_faults_cluster import (  # noqa: F401 (fixtures)
     relayed,
     served,
 )
-from tests.test_git_source import GitDaemon, Upstream
 
 pytestmark = pytest.mark.cluster
 

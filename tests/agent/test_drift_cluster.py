@@ -17,6 +17,12 @@ from orksync.cluster.kube import Kube
 from testbed.controlplane import ControlPlane
 from testbed.faultproxy import TcpFaultProxy
 from testbed.gitdaemon import GitDaemon
+from tests.agent.test_agent_cluster import (  # noqa: F401 - git_daemon is a fixture
+    AgentProcess,
+    commit,
+    git_daemon,
+    http_get,
+)
 from tests.helpers import (
     CRD,
     configmap_writes,
@@ -25,12 +31,6 @@ from tests.helpers import (
     wait_for,
     widget,
     write_repo,
-)
-from tests.test_agent_cluster import (  # noqa: F401 - git_daemon is a fixture
-    AgentProcess,
-    commit,
-    git_daemon,
-    http_get,
 )
 
 pytestmark = pytest.mark.cluster

@@ -2,7 +2,7 @@
 60 s, lease 15 s, renew deadline 10 s, retry period 2 s), judged by the API server's audit
 log: each write names its replica in its User-Agent, so the log shows who wrote when. The
 takeover's upper bound (lease duration + retry period after the last renewal) depends on
-when threads get to run, so it is proven on a simulated clock (tests/test_lease.py); here
+when threads get to run, so it is proven on a simulated clock (tests/agent/test_lease.py); here
 the standby must take over at all, and never before it saw the Lease silent for the lease
 duration."""
 
@@ -23,8 +23,8 @@ from orksync.cluster.kube import Kube
 from testbed.controlplane import ControlPlane
 from testbed.faultproxy import TcpFaultProxy
 from testbed.gitdaemon import GitDaemon
+from tests.agent.test_agent_cluster import AgentProcess, commit, git_daemon  # noqa: F401
 from tests.helpers import CRD, finished_job_status, katalog, wait_for, widget, write_repo
-from tests.test_agent_cluster import AgentProcess, commit, git_daemon  # noqa: F401
 
 pytestmark = pytest.mark.cluster
 

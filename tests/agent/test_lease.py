@@ -1,6 +1,6 @@
 """Leader election's rules (orksync.agent.lease) on a simulated clock and an in-memory Lease
 store with the API server's optimistic concurrency. The real two-process proof is in
-tests/test_agent_cluster.py; these check the arithmetic of the rules, step by step."""
+tests/agent/test_agent_cluster.py; these check the arithmetic of the rules, step by step."""
 
 from __future__ import annotations
 

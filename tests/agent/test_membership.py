@@ -1,7 +1,7 @@
 """The replicas' share of the Syncs (orksync.agent.membership) on a simulated clock and an
 in-memory store of Leases with the API server's optimistic concurrency: who may take a
 claim and when, what a lapse of the member Lease costs, and how little rendezvous moves.
-The real processes are in tests/test_scaleout_cluster.py."""
+The real processes are in tests/agent/test_scaleout_cluster.py."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import pytest
 from orksync.agent.lease import LeaderElector
 from orksync.agent.membership import Membership, rendezvous
 from orksync.errors import ClusterError, LeadershipLost
-from tests.test_lease import Clock
+from tests.agent.test_lease import Clock
 
 
 class Leases:
@@ -160,7 +160,7 @@ def test_a_leader_stalled_past_its_renew_deadline_reports_the_lapse_before_renew
     """The election thread waits a retry period between tries; when that wait overran the
     renew deadline (a stalled process) and the next renewal succeeds, the gate was closed
     meanwhile: the holder is told it stopped leading, so that it drops what it held."""
-    from tests.test_lease import Kube, Store
+    from tests.agent.test_lease import Kube, Store
 
     clock, store = Clock(), Store()
     elector = LeaderElector(Kube(store), name="x", namespace="orksync-system", identity="a",

@@ -1,5 +1,5 @@
 """Notifications from a real agent process syncing into the real control plane: a fake
-GitHub on 127.0.0.1 (tests/test_notify.py's) receives the commit status of each revision
+GitHub on 127.0.0.1 (tests/agent/test_notify.py's) receives the commit status of each revision
 (pending, then success; pending, then failure naming the file for a broken commit), while
 the webhook alert's endpoint hangs the whole time: the agent's syncs go on regardless
 (counted in requests seen, not in time)."""
@@ -17,9 +17,9 @@ import pytest
 from orksync.cluster.kube import Kube
 from testbed.controlplane import ControlPlane
 from testbed.gitdaemon import GitDaemon
+from tests.agent.test_agent_cluster import AgentProcess, commit, http_get
+from tests.agent.test_notify import TOKEN, Fake, serve_fake
 from tests.helpers import CRD, KATALOG, wait_for, widget, write_repo
-from tests.test_agent_cluster import AgentProcess, commit, http_get
-from tests.test_notify import TOKEN, Fake, serve_fake
 
 pytestmark = pytest.mark.cluster
 

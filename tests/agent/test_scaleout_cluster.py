@@ -29,8 +29,8 @@ import pytest
 from orksync.cluster.kube import Kube
 from testbed.controlplane import ControlPlane
 from testbed.gitdaemon import GitDaemon, free_port
+from tests.agent.test_syncs_cluster import commit, install_sync_crd
 from tests.helpers import CRD, katalog, wait_for, widget, write_repo
-from tests.test_syncs_cluster import commit, install_sync_crd
 
 pytestmark = pytest.mark.cluster
 

@@ -20,6 +20,15 @@ from orksync.cluster.kube import Kube
 from orksync.model import SHARD_LABEL, ObjRef
 from testbed.controlplane import ControlPlane
 from testbed.gitdaemon import GitDaemon
+from tests.agent.test_agent_cluster import commit, git_daemon  # noqa: F401 - a fixture
+from tests.apply.test_impersonation_cluster import (
+    CONFIGMAPS_ONLY,
+    TENANT,
+    allow,
+    as_whom,
+    audit_events,
+    user,
+)
 from tests.helpers import (
     CRD,
     configmap_writes,
@@ -30,15 +39,6 @@ from tests.helpers import (
     write_repo,
 )
 from tests.kind_cases import katalog as entry_katalog
-from tests.test_agent_cluster import commit, git_daemon  # noqa: F401 - a fixture
-from tests.test_impersonation_cluster import (
-    CONFIGMAPS_ONLY,
-    TENANT,
-    allow,
-    as_whom,
-    audit_events,
-    user,
-)
 
 pytestmark = pytest.mark.cluster
 

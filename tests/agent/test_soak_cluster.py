@@ -24,7 +24,8 @@ from orksync.model import ObjRef
 from orksync.sync import read_inventory
 from testbed.controlplane import ControlPlane
 from testbed.gitdaemon import GitDaemon
-from tests.test_faults_cluster import (
+from tests.source.test_git_source import Upstream
+from tests.sync.test_faults_cluster import (
     Keepsake,
     World,
     agent_for,
@@ -34,7 +35,6 @@ from tests.test_faults_cluster import (
     ref,
     scratch_namespace,
 )
-from tests.test_git_source import Upstream
 
 pytestmark = pytest.mark.cluster
 

@@ -25,11 +25,10 @@ from orksync.cluster.kube import Kube
 from orksync.errors import ClusterError
 from testbed.controlplane import ControlPlane
 from testbed.gitdaemon import GitDaemon, free_port
-from tests.helpers import CRD, KATALOG, katalog, wait_for, widget, write_repo
+from tests.helpers import CRD, KATALOG, ROOT, katalog, wait_for, widget, write_repo
 
 pytestmark = pytest.mark.cluster
 
-ROOT = Path(__file__).resolve().parent.parent
 SYNC_CRD = ROOT / "deploy" / "base" / "sync.crd.yaml"
 GIT = ["git", "-c", "user.name=t", "-c", "user.email=t@example.com"]
 MANAGER = "orksync-test"
@@ -701,7 +700,7 @@ def test_the_web_view_shows_each_sync_to_whoever_may_get_it(env: Env) -> None:
     """The web view of an agent serving Syncs: its roots are the Syncs, each shown to a
     token allowed to `get` that Sync (a SubjectAccessReview), with the custom resources of
     its inventory."""
-    from tests.test_webui_cluster import _service_account
+    from tests.agent.test_webui_cluster import _service_account
 
     _, sha_a = env.repo("a", widgets_repo(env.ns, "a1"))
     _, sha_b = env.repo("b", widgets_repo(env.ns, "b1"))

@@ -16,8 +16,8 @@ import pytest
 from orksync.cluster.kube import Kube
 from testbed.controlplane import ControlPlane
 from testbed.gitdaemon import GitDaemon
+from tests.agent.test_syncs_cluster import MANAGER, Env, deployment, install_sync_crd
 from tests.helpers import CRD, KATALOG, katalog, wait_for, widget
-from tests.test_syncs_cluster import MANAGER, Env, deployment, install_sync_crd
 
 pytestmark = pytest.mark.cluster
 
@@ -151,7 +151,7 @@ def test_a_sync_s_repository_is_written_as_its_service_account_and_refused_beyon
     assert get(kube, "v1", "Service", ns, "w1-svc") is not None
     # every write of what it applied went as deployer; the inventory and the statuses,
     # the agent's bookkeeping, as the agent
-    from tests.test_impersonation_cluster import as_whom, audit_events
+    from tests.apply.test_impersonation_cluster import as_whom, audit_events
 
     deployer = f"system:serviceaccount:{ns}:deployer"
 
@@ -187,7 +187,7 @@ def test_a_sync_s_repository_is_written_as_its_service_account_and_refused_beyon
     assert get(kube, CRD_API, "CustomResourceDefinition", "",
                f"gadgets{tag}.test.orksync.io") is not None
     # a plain manifest leaving Git is pruned as the Sync's ServiceAccount
-    from tests.test_syncs_cluster import commit
+    from tests.agent.test_syncs_cluster import commit
 
     (env.base / "tenant" / "cm.yaml").unlink()
     left = commit(env.base / "tenant", "the ConfigMap leaves")
@@ -228,7 +228,7 @@ def test_two_syncs_with_due_rotations_each_rotate_only_their_own_as_their_servic
     ServiceAccount's (the audit log)."""
     from ruamel.yaml import YAML
 
-    from tests.test_impersonation_cluster import as_whom, audit_events
+    from tests.apply.test_impersonation_cluster import as_whom, audit_events
 
     kube, ns = env.kube, env.ns
     tag = uuid.uuid4().hex[:6]
@@ -287,7 +287,7 @@ def test_reconciling_is_true_while_any_sync_of_a_sync_runs_not_only_the_first(
     ends Ready=True and Reconciling=False; the run that ends as the one before emits no
     second Event for it."""
     from orksync.cluster.watch import Informer
-    from tests.test_syncs_cluster import commit
+    from tests.agent.test_syncs_cluster import commit
 
     seen: list[dict[str, Any]] = []
 
@@ -349,7 +349,7 @@ def test_status_names_each_object_s_sync_and_shows_the_syncs_in_every_output(
 
     from ruamel.yaml import YAML
 
-    from tests.test_syncs_cluster import widgets_repo
+    from tests.agent.test_syncs_cluster import widgets_repo
 
     ns = env.ns
     _, sha_a = env.repo("a", widgets_repo(ns, "sa1"))
@@ -393,7 +393,7 @@ def test_a_sync_of_a_semver_range_applies_its_highest_tag_and_follows_a_new_one(
         env: Env) -> None:
     import subprocess
 
-    from tests.test_syncs_cluster import GIT, commit
+    from tests.agent.test_syncs_cluster import GIT, commit
 
     ns = env.ns
 

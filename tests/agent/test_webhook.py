@@ -1,5 +1,5 @@
 """The Git webhook's verification (orksync.agent.webhook); the agent's endpoint on a real
-process is tested in tests/test_webhook_cluster.py."""
+process is tested in tests/agent/test_webhook_cluster.py."""
 
 from __future__ import annotations
 

@@ -20,9 +20,9 @@ import pytest
 from orksync.cluster.kube import Kube
 from testbed.controlplane import ControlPlane
 from testbed.gitdaemon import GitDaemon
+from tests.agent.test_agent_cluster import AgentProcess, commit, git_daemon, http_get  # noqa: F401
+from tests.agent.test_leader_cluster import LONG_ON_DELETE
 from tests.helpers import CRD, finished_job_status, wait_for, widget, write_repo
-from tests.test_agent_cluster import AgentProcess, commit, git_daemon, http_get  # noqa: F401
-from tests.test_leader_cluster import LONG_ON_DELETE
 
 pytestmark = pytest.mark.cluster
 

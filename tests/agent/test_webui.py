@@ -1,7 +1,7 @@
 """The web view's decisions, without a cluster: the authorisation caches and the budget of
 reviews per request, what a partly readable tree shows, the journal's bounds, and that the
 templates escape what they show. The same behaviour against the real control plane and in
-a browser: tests/test_webui_cluster.py."""
+a browser: tests/agent/test_webui_cluster.py."""
 
 from __future__ import annotations
 

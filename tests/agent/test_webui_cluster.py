@@ -26,9 +26,9 @@ import pytest
 from orksync.cluster.kube import Kube
 from testbed.controlplane import ControlPlane
 from testbed.gitdaemon import GitDaemon
+from tests.agent.test_agent_cluster import AgentProcess, commit
 from tests.cluster_fixtures import FIELD_MANAGER
 from tests.helpers import CRD, katalog, unavailable, wait_for, widget, write_repo
-from tests.test_agent_cluster import AgentProcess, commit
 
 pytestmark = pytest.mark.cluster
 

@@ -1,6 +1,7 @@
 """orksync.apply.engine._in_threads, the stage's writer threads (ThreadPoolExecutor.map),
 without a cluster (pure logic: the function it runs is a fake). The writes themselves are
-tested against the control plane (tests/test_sync_cluster.py, tests/test_prefetch_cluster.py)."""
+tested against the control plane (tests/sync/test_sync_cluster.py,
+tests/apply/test_prefetch_cluster.py)."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 checked when the Katalog loads (a bad value names its file, line and field, and nothing of
 the entry renders), carried to the apply as the custom resource's directive, in memory and
 through the rendered directory's index; `--default-service-account` checked as a name.
-Against the real control plane: tests/test_impersonation_cluster.py."""
+Against the real control plane: tests/apply/test_impersonation_cluster.py."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from orksync.model import SERVICE_ACCOUNT_DIRECTIVE
 from orksync.render.engine import render_catalog
 from orksync.rendered.directory import read_rendered, write_rendered
 from tests.helpers import CRD, widget, write_repo
-from tests.test_katalog_schema import ENTRY, HEAD
+from tests.katalog.test_katalog_schema import ENTRY, HEAD
 
 CLUSTER_CRD = CRD.replace("scope: Namespaced", "scope: Cluster")
 

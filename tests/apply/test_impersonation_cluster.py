@@ -37,19 +37,7 @@ from orksync.sync import (
     sync_once,
 )
 from testbed.controlplane import ControlPlane
-from tests.helpers import CRD, REPO_EXAMPLE, widget, write_repo
-from tests.kind_cases import (
-    WIDGET_API,
-    Cluster,
-    action,
-    changes_of,
-    get,
-    inventory_name,
-    katalog,
-    must,
-    ref,
-)
-from tests.test_deploy import (
+from tests.cli.test_deploy import (
     DEPLOY,
     NAMESPACE,
     RBAC_KINDS,
@@ -61,6 +49,18 @@ from tests.test_deploy import (
     load,
     load_text,
     service_account_kubeconfig,
+)
+from tests.helpers import CRD, REPO_EXAMPLE, widget, write_repo
+from tests.kind_cases import (
+    WIDGET_API,
+    Cluster,
+    action,
+    changes_of,
+    get,
+    inventory_name,
+    katalog,
+    must,
+    ref,
 )
 
 pytestmark = pytest.mark.cluster
@@ -471,7 +471,7 @@ def test_diff_reads_and_dry_runs_as_the_service_account(
 @pytest.fixture(scope="module")
 def audited_plane(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory
                   ) -> Iterator[ControlPlane]:
-    """A control plane of its own, started empty (as tests/test_deploy.py's: the example's
+    """A control plane of its own, started empty (as tests/cli/test_deploy.py's: the example's
     CRD and namespaces must be created by this sync), with an audit log."""
     audit = tmp_path_factory.mktemp("overlay") / "audit.log"
     with ControlPlane(bin_dir=control_plane.bin_dir, audit_log=audit) as cp:

@@ -1,7 +1,7 @@
 """The command line's habits that need no cluster: --version, global flags on either side of
 the command, `sync` without `--once`, shell completion (bash sourcing the script and
 completing), colour only on a terminal. What reads the cluster is in
-tests/test_cli_habits_cluster.py."""
+tests/cli/test_cli_habits_cluster.py."""
 
 from __future__ import annotations
 
@@ -17,9 +17,8 @@ import pytest
 from orksync import __version__
 from orksync.cli import build_parser
 from orksync.colour import colour_column, colour_diff
-from tests.helpers import unavailable
+from tests.helpers import ROOT, unavailable
 
-ROOT = Path(__file__).resolve().parents[1]
 COMMANDS = ("render", "validate", "apply", "sync", "diff", "rotate", "agent", "status",
             "tree", "install", "reconcile", "suspend", "resume", "history", "version",
             "completion")

@@ -20,12 +20,11 @@ import pytest
 
 from orksync.cluster.kube import Kube
 from testbed.controlplane import CONTEXT_NAME, ControlPlane
-from tests.helpers import CRD, widget, write_repo
-from tests.test_cli_cluster import SECRET_KATALOG
+from tests.cli.test_cli_cluster import SECRET_KATALOG
+from tests.helpers import CRD, ROOT, widget, write_repo
 
 pytestmark = pytest.mark.cluster
 
-ROOT = Path(__file__).resolve().parents[1]
 ESCAPE = re.compile(r"\x1b\[[0-9;]*m")
 
 

@@ -29,9 +29,8 @@ import pytest
 from ruamel.yaml import YAML
 
 from testbed.controlplane import ControlPlane, kubeconfig_document, write_kubeconfig
-from tests.helpers import REPO_EXAMPLE
+from tests.helpers import REPO_EXAMPLE, ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 DEPLOY = ROOT / "deploy"
 BASE = DEPLOY / "base"  # the manifests; DEPLOY's kustomization lists it
 DOCKERFILE = ROOT / "Dockerfile"

@@ -1,5 +1,5 @@
 """`orksync install`'s builder offline (orksync.install); against the control plane:
-tests/test_install_cluster.py."""
+tests/cli/test_install_cluster.py."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import pytest
 import yaml
 
 from orksync.install import DEPLOY, InstallOptions, build
+from tests.helpers import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 DEPLOYED_IMAGE = "registry.example.com/orksync"
 
 

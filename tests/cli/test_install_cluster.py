@@ -25,12 +25,11 @@ import yaml
 
 from orksync.install import DEPLOY
 from testbed.controlplane import ControlPlane, kubeconfig_document, write_kubeconfig
-from tests.helpers import REPO_EXAMPLE
-from tests.test_deploy import _env_without_kubeconfig, dump, kubectl, load_text
+from tests.cli.test_deploy import _env_without_kubeconfig, dump, kubectl, load_text
+from tests.helpers import REPO_EXAMPLE, ROOT
 
 pytestmark = pytest.mark.cluster
 
-ROOT = Path(__file__).resolve().parent.parent
 DEPLOYED_IMAGE = "registry.example.com/orksync"
 
 

@@ -23,10 +23,10 @@ import pytest
 from orksync.cluster.kube import Kube
 from testbed.controlplane import ControlPlane
 from testbed.gitdaemon import GitDaemon, free_port
+from tests.helpers import ROOT
 
 pytestmark = pytest.mark.cluster
 
-ROOT = Path(__file__).resolve().parent.parent
 PAGE = ROOT / "docs" / "quickstart.md"
 STEP = re.compile(r"<!-- step: ([a-z0-9-]+) -->\n```sh\n(.*?)```\n", re.DOTALL)
 MARK = "@@quickstart-step {}@@"

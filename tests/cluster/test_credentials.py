@@ -2,7 +2,7 @@
 say, how the plugin is run (its arguments, environment, KUBERNETES_EXEC_INFO, no
 terminal), when it runs again, and its errors (naming the user and the command, never the
 credential). A plugin whose token the control plane accepts:
-tests/test_credentials_cluster.py."""
+tests/cluster/test_credentials_cluster.py."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Credentials a kubeconfig obtains from a program, and proxies, against the real control
-plane: an exec plugin (a real script, tests/test_credentials.py's) whose service-account
+plane: an exec plugin (a real script, tests/cluster/test_credentials.py's) whose service-account
 token or client certificate the API server accepts, renewed as it expires or when the
 server refuses it; an oidc auth-provider; an HTTP CONNECT proxy named by `proxy-url` or the
 environment. Every request goes through orksync's own transport."""
@@ -28,9 +28,9 @@ from orksync.cluster.kube import Kube
 from orksync.cluster.retry import NO_RETRY
 from orksync.errors import ClusterError
 from testbed.controlplane import ControlPlane
+from tests.cluster.test_credentials import V1, Plugin, token
+from tests.cluster.test_kubeconfig_cluster import ADMIN, b64, document, sa_token, whoami, write
 from tests.helpers import CRD, KATALOG, widget, write_repo
-from tests.test_credentials import V1, Plugin, token
-from tests.test_kubeconfig_cluster import ADMIN, b64, document, sa_token, whoami, write
 
 pytestmark = pytest.mark.cluster
 

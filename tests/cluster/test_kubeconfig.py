@@ -1,7 +1,7 @@
 """orksync.cluster.kubeconfig without a cluster: which files and entries are read (client-go's
 merge rules), the credential and proxy settings, and the errors for a kubeconfig
 that cannot be used (naming the file and field, never a key or token). Connecting with
-each kind of credential is tests/test_kubeconfig_cluster.py."""
+each kind of credential is tests/cluster/test_kubeconfig_cluster.py."""
 
 from __future__ import annotations
 

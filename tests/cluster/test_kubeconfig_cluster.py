@@ -1,7 +1,7 @@
 """Connecting with each kind of kubeconfig credential to the real control plane, natively
 (orksync.cluster.kubeconfig, no `kubernetes` import). Exec plugins, auth-providers and
-proxies: tests/test_credentials_cluster.py. The merge rules and error texts without a
-cluster: tests/test_kubeconfig.py."""
+proxies: tests/cluster/test_credentials_cluster.py. The merge rules and error texts without a
+cluster: tests/cluster/test_kubeconfig.py."""
 
 from __future__ import annotations
 

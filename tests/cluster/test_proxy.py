@@ -1,7 +1,7 @@
 """orksync.cluster.proxy without a cluster: which proxy the environment names for a server
 (Go's net/http rules, as kubectl applies them); and a tunnel the proxy refuses (through
 orksync.cluster.transport, urllib3's CONNECT): no request was sent. A tunnel to the real
-control plane: tests/test_credentials_cluster.py."""
+control plane: tests/cluster/test_credentials_cluster.py."""
 
 from __future__ import annotations
 

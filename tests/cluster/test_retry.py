@@ -1,6 +1,6 @@
 """orksync.cluster.retry, the pure part of the retry path: which requests may be sent again,
 how long to wait, how Retry-After is read. The loop itself is tested against the real
-control plane through fault proxies (tests/test_faults_cluster.py)."""
+control plane through fault proxies (tests/sync/test_faults_cluster.py)."""
 
 from __future__ import annotations
 

@@ -2,7 +2,8 @@
 the three ways an answer's body ends, keep-alive and when a connection is not reused, a
 connection the server closed while idle, one deadline for the whole attempt, the errors
 (whether the request may have been sent, what was wrong), and streamed answers. TLS against
-the real API server: tests/test_kubeconfig_cluster.py and tests/test_faults_cluster.py."""
+the real API server: tests/cluster/test_kubeconfig_cluster.py and
+tests/sync/test_faults_cluster.py."""
 
 from __future__ import annotations
 

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from orksync.progress import ERASE, Progress, progress_enabled
+from tests.foundations.ptyrun import run_on_terminal
 from tests.helpers import REPO_EXAMPLE
-from tests.ptyrun import run_on_terminal
 
 
 class FakeTerminal(io.StringIO):

@@ -12,8 +12,8 @@ import pytest
 
 from orksync.progress import ERASE
 from testbed.controlplane import ControlPlane
+from tests.foundations.ptyrun import run_on_terminal
 from tests.helpers import CRD, KATALOG, widget, write_repo
-from tests.ptyrun import run_on_terminal
 
 pytestmark = pytest.mark.cluster
 

@@ -406,7 +406,7 @@ def test_a_tampered_index_is_a_load_error_naming_the_entry(tmp_path: Path) -> No
 
 def table() -> str:
     """The corpus as a Markdown table (input, the error seen, peak traced memory, seconds):
-    `PYTHONPATH=. python -m tests.test_bad_input`."""
+    `PYTHONPATH=. python -m tests.katalog.test_bad_input`."""
     import tempfile
     import time
 

@@ -11,7 +11,7 @@ import pytest
 
 from orksync.katalog.loader import load_repository
 from orksync.render.engine import render_catalog
-from tests.helpers import CRD, widget, write_repo
+from tests.helpers import CRD, ROOT, widget, write_repo
 
 HEAD = """
 apiVersion: orkestra.orkspace.io/v1
@@ -618,11 +618,11 @@ def test_a_left_out_custom_resource_and_its_children_are_not_pruned(tmp_path: Pa
 def test_the_schema_doc_is_the_table() -> None:
     from orksync.katalog.keys import docs_markdown
 
-    doc = (Path(__file__).resolve().parents[1] / "docs" / "katalog-schema.md").read_text()
+    doc = (ROOT / "docs" / "katalog-schema.md").read_text()
     start = "<!-- generated from orksync.katalog.keys: do not edit by hand -->\n"
     generated = doc[doc.index(start) + len(start):doc.index("<!-- end of generated table")]
     assert generated == docs_markdown()
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    readme = (ROOT / "README.md").read_text()
     assert "(docs/katalog-schema.md)" in readme
 
 

@@ -12,7 +12,7 @@ from typing import Any
 from orksync.katalog.loader import load_repository
 from orksync.katalog.schema import catalog_schema_errors, schema_problems, version_schema
 from orksync.render.engine import render_catalog
-from tests.helpers import KATALOG, REPO_EXAMPLE, widget, write_repo
+from tests.helpers import KATALOG, REPO_EXAMPLE, ROOT, widget, write_repo
 
 SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -170,7 +170,7 @@ def test_a_rendered_child_of_a_repository_kind_is_checked_at_its_katalog_entry(
 
 
 def validate(repo: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
     return subprocess.run([sys.executable, "-m", "orksync", "validate", str(repo)],
                           capture_output=True, text=True, timeout=120, env=env, check=False)
 

@@ -1,7 +1,7 @@
 """Multi-tenancy rules, offline (docs/multi-tenancy.md): a hostile custom resource cannot
 make its Katalog write, or copy from, outside the namespace guard, nor create a
 cluster-scoped kind its Katalog did not choose. The cluster half is
-tests/test_tenancy_cluster.py."""
+tests/katalog/test_tenancy_cluster.py."""
 
 from __future__ import annotations
 
@@ -27,8 +27,8 @@ from orksync.render.guard import (
 )
 from orksync.render.kinds import KINDS
 from orksync.rendered.directory import write_rendered
+from tests.apply.test_kinds_cluster import CASES
 from tests.helpers import CRD, widget, write_repo
-from tests.test_kinds_cluster import CASES
 
 WIDGET = "Widget.test.orksync.io/team-a/w"
 RESTRICTED = {"restrictedNamespaces": ["kube-system", "kube-*"]}

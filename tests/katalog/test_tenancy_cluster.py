@@ -1,7 +1,7 @@
 """Multi-tenancy end to end against the real control plane (docs/multi-tenancy.md): each
 attack a hostile custom resource can make through its Katalog is refused, reported as
 `skipped` naming the custom resource and the entry, leaves nothing in the cluster, and the
-rest of the repository still syncs. The offline rules are tests/test_tenancy.py."""
+rest of the repository still syncs. The offline rules are tests/katalog/test_tenancy.py."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Workload `autoscale:` pure logic: the render (conditions evaluated into the directive,
 `spec.replicas` left out), the builder's validation, the replica decision and the merge of
-its changes into the apply's. The writes are tested in tests/test_live_cluster.py."""
+its changes into the apply's. The writes are tested in tests/render/test_live_cluster.py."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The builders: defaults, coercion, profiles, the fixed Orkestra bugs and every BuildError.
 
-Pure unit tests; tests/test_builders_cluster.py proves the same objects valid against a
+Pure unit tests; tests/render/test_builders_cluster.py proves the same objects valid against a
 real API server.
 """
 

@@ -1,6 +1,6 @@
 """`external:` calls, the pure part (orksync.render.external): which URLs the egress
 allow-list lets through, how call specs are read, the result shape. The calls against a
-real HTTP server and the control plane are in tests/test_external_cluster.py."""
+real HTTP server and the control plane are in tests/render/test_external_cluster.py."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Rendering with the live cluster's state: `.children`, the custom resource's own
 `.status` and `.cross.<as>.status` (orksync.render.children, resource, cross), through a
-LiveView. Pure logic: the view is a dict here; tests/test_live_cluster.py does the same
+LiveView. Pure logic: the view is a dict here; tests/render/test_live_cluster.py does the same
 against the real control plane."""
 
 from __future__ import annotations
@@ -217,7 +217,7 @@ def test_an_offline_render_gives_each_custom_resource_placeholder_maps_of_its_ow
 
 def test_an_offline_render_makes_no_external_call_says_so_and_each_reads_as_not_called(
         tmp_path: Path) -> None:
-    """The calls are made by a live render (tests/test_external_cluster.py); offline each
+    """The calls are made by a live render (tests/render/test_external_cluster.py); offline each
     one's result is that of a call not made (Orkestra's shape of a skipped call)."""
     katalog = """
         apiVersion: orkestra.orkspace.io/v1

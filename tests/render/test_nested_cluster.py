@@ -30,10 +30,10 @@ from orksync.render.engine import render_catalog
 from orksync.sync import SyncOptions, SyncResult, hook_renderers, sync_once, sync_rendered
 from testbed.controlplane import ControlPlane
 from testbed.gitdaemon import GitDaemon
-from tests import nested_cases as nc
+from tests.agent.test_agent_cluster import AgentProcess, commit, http_get
+from tests.agent.test_webui_cluster import _service_account
 from tests.helpers import wait_for, write_repo
-from tests.test_agent_cluster import AgentProcess, commit, http_get
-from tests.test_webui_cluster import _service_account
+from tests.render import nested_cases as nc
 from tests.workload_status import rolled_out, write_status
 
 pytestmark = pytest.mark.cluster

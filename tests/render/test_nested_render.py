@@ -9,8 +9,8 @@ from pathlib import Path
 from orksync.katalog.loader import load_repository
 from orksync.model import ObjRef
 from orksync.render.engine import MAX_NESTED_DEPTH, render_catalog
-from tests import nested_cases as nc
 from tests.helpers import write_repo
+from tests.render import nested_cases as nc
 
 DEV = ObjRef(api_version="nest.orksync.io/v1", kind="AppEnvironment", namespace="team",
              name="dev")

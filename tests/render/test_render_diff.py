@@ -14,7 +14,7 @@ from pathlib import Path
 
 from orksync.model import ObjRef, Origin, RenderedObject, RenderedSet, WritePolicy
 from orksync.rendered.diff import ObjectDiff, compare_rendered, markdown
-from tests.helpers import CRD, katalog, widget, write_repo
+from tests.helpers import CRD, ROOT, katalog, widget, write_repo
 
 LITERAL = "literal-api-key-0f3e9a71"  # a Secret value written in the repository itself
 
@@ -34,7 +34,7 @@ APP_KATALOG = katalog("""\
 
 
 def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
     return subprocess.run([sys.executable, "-m", "orksync", *args], capture_output=True,
                           text=True, timeout=120, cwd=cwd, env=env)
 

@@ -26,10 +26,8 @@ from orksync.render.engine import render_catalog
 from orksync.render.parallel import render_to_directory
 from orksync.rendered.directory import read_rendered, write_rendered
 from tests.corpus import CORPUS
-from tests.helpers import CRD, write_repo
-from tests.test_bad_input import CASES, Case
-
-ROOT = Path(__file__).resolve().parent.parent
+from tests.helpers import CRD, ROOT, write_repo
+from tests.katalog.test_bad_input import CASES, Case
 
 
 def fork_even_with_threads(monkeypatch: pytest.MonkeyPatch) -> None:

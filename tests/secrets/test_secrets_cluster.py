@@ -31,11 +31,10 @@ from orksync.render.builders import BuildContext
 from orksync.render.builders.secret import build_secret
 from orksync.secrets.random import CryptoRandom
 from testbed.controlplane import ControlPlane
-from tests.helpers import CRD, write_repo
+from tests.helpers import CRD, ROOT, write_repo
 
 pytestmark = pytest.mark.cluster
 
-ROOT = Path(__file__).resolve().parent.parent
 T0 = datetime(2030, 1, 2, 3, 4, 5, tzinfo=UTC)
 LABELS = {"app.kubernetes.io/managed-by": "orksync", "orkestra-owner": "shop",
           "orkestra.orkspace.io/managed": "true"}

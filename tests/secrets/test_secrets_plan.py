@@ -31,7 +31,7 @@ from orksync.secrets.plan import (
     owned_desired,
     plan_secret,
 )
-from tests.keycheck import digest, tampered_rsa_key, validated_loads
+from tests.secrets.keycheck import digest, tampered_rsa_key, validated_loads
 
 T0 = datetime(2030, 1, 2, 3, 4, 5, tzinfo=UTC)
 TOKEN = "<generate:randomAlphanumeric:32>"

@@ -20,7 +20,7 @@ from orksync.cluster.kube import Kube
 from orksync.secrets.plan import TLS_CHECKED
 from testbed.controlplane import ControlPlane
 from tests.helpers import CRD, katalog, write_repo
-from tests.keycheck import digest, tampered_rsa_key, validated_loads
+from tests.secrets.keycheck import digest, tampered_rsa_key, validated_loads
 
 pytestmark = pytest.mark.cluster
 

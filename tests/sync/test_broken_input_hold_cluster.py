@@ -28,12 +28,12 @@ from orksync.model import ObjRef
 from orksync.sync import read_inventory
 from testbed.controlplane import ControlPlane
 from testbed.gitdaemon import GitDaemon
-from tests.helpers import CRD, KATALOG, katalog, wait_for, widget, write_repo
-from tests.test_agent_cluster import (  # noqa: F401 - git_daemon is a fixture
+from tests.agent.test_agent_cluster import (  # noqa: F401 - git_daemon is a fixture
     AgentProcess,
     commit,
     git_daemon,
 )
+from tests.helpers import CRD, KATALOG, katalog, wait_for, widget, write_repo
 
 pytestmark = pytest.mark.cluster
 

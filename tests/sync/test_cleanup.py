@@ -1,7 +1,7 @@
 """Orkestra's runtime.cleanup, pure parts (orksync.render.cleanup): the live render's
 verdict, deleteAfter counted from status.orksync.cleanupConditionsMetAt, the status note,
 the load-time checks and the inventory's memory of what it deleted. The sync against a
-real control plane is tests/test_cleanup_cluster.py."""
+real control plane is tests/sync/test_cleanup_cluster.py."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from orksync.render.cleanup import MET_AT, fingerprint
 from orksync.render.engine import render_catalog, templates_for
 from orksync.status.desired import desired_status
 from tests.helpers import CRD, katalog, widget, write_repo
-from tests.test_live_render import FakeLive
+from tests.render.test_live_render import FakeLive
 
 NOW = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 

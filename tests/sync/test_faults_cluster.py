@@ -44,7 +44,7 @@ from orksync.sync import SyncOptions, SyncResult, hook_renderers, read_inventory
 from testbed.controlplane import ControlPlane
 from testbed.faultproxy import Direction, HttpFaultProxy, TcpFaultProxy
 from tests.helpers import CRD, widget, write_repo
-from tests.test_git_source import GitDaemon, Upstream
+from tests.source.test_git_source import GitDaemon, Upstream
 
 pytestmark = pytest.mark.cluster
 

@@ -2,7 +2,7 @@
 resource of this sync root (orksync.sync.hold_reclassified) and the teardown of a custom
 resource no onDelete renderer handles while the render has errors
 (orksync.apply.delete.teardown_waits). The same end to end:
-tests/test_broken_input_hold_cluster.py."""
+tests/sync/test_broken_input_hold_cluster.py."""
 
 from __future__ import annotations
 

@@ -377,7 +377,7 @@ ALLOWED: list[Allowed] = [
     ("*", _computed_over_random,
      "a value computed from a random value is an expression in the render, evaluated when "
      "the Secret is written (compared with Orkestra over the same value by "
-     "tests/test_random_expressions.py); a condition on one is an error"),
+     "tests/templates/test_random_expressions.py); a condition on one is an error"),
     ("resourceExists", lambda t, go, py: "objs.cross" in t and go["ok"] and py["ok"],
      "resourceExists of a cross that was not found is false in orksync (Orkestra: true)"),
     ("*", lambda t, go, py: ("asMap" in t or "asList" in t) and go["ok"] and

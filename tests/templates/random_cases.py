@@ -1,4 +1,5 @@
-"""Generated cases of templates computing on random values, for tests/test_random_expressions.py.
+"""Generated cases of templates computing on random values, for
+tests/templates/test_random_expressions.py.
 
 Every text/template builtin and every Orkestra note that takes a string (or any value) is
 applied to each random note. A case is an expression `E` over the variable `$v`; the
@@ -23,7 +24,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from tests import orkoracle_cases as oc
+from tests.templates import orkoracle_cases as oc
 
 SEP = "|~|"
 RANDOM_CALLS = {"randomAlphanumeric": "randomAlphanumeric 16", "randomHex": "randomHex 8",

@@ -1,6 +1,6 @@
 """Differential tests: orksync's Go template engine against real Go text/template.
 
-The oracle (tests/gotemplate_oracle, stdlib-only Go) is built once per session and kept
+The oracle (tests/templates/gotemplate_oracle, stdlib-only Go) is built once per session and kept
 running; each case is executed by both and must give the same raw output (orkestra=False)
 or fail in both. Grammar-based Hypothesis strategies generate templates and data; a table
 of hand-written cases covers every builtin and construct.
@@ -33,7 +33,7 @@ pytestmark = pytest.mark.go
 ORACLE_DIR = Path(__file__).parent / "gotemplate_oracle"
 
 
-# -- test functions, mirrored in tests/gotemplate_oracle/main.go -----------------------
+# -- test functions, mirrored in tests/templates/gotemplate_oracle/main.go -----------------------
 def _upper(s: Any) -> str:
     if not isinstance(s, str):
         raise TypeError(f"upper: not a string: {type(s).__name__}")

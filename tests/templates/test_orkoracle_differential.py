@@ -3,7 +3,7 @@ Orkestra's own note library (260 functions) with Go text/template and Orkestra's
 (../shared/tools/orkoracle, built once into the cache; skipped locally without Go or
 ../shared, a failure in CI).
 
-Every function the oracle lists is called with generated arguments (tests/orkoracle_cases)
+Every function the oracle lists is called with generated arguments (tests/templates/orkoracle_cases)
 and every action is run, on a custom resource read as the API server delivers it; each
 case must give the same output or fail on both sides, outside the documented allow-list
 (`orkoracle_cases.ALLOWED`, docs/differences.md "Template functions"). The seed and the
@@ -30,11 +30,12 @@ from orksync.render.gotemplate import GoTemplateEngine, GoTemplateError
 from orksync.render.notes import EXTENSIONS, builtin_functions
 from orksync.render.notes.gocore import api_server_numbers
 from orksync.secrets.random import PlaceholderRandom
-from tests import orkoracle_cases as oc
+from tests.helpers import ROOT
+from tests.templates import orkoracle_cases as oc
 
 pytestmark = pytest.mark.go
 ORACLE_SRC = Path(os.environ.get(
-    "ORKORACLE_SRC", Path(__file__).resolve().parents[1].parent / "shared/tools/orkoracle"))
+    "ORKORACLE_SRC", ROOT.parent / "shared/tools/orkoracle"))
 SEED = int(os.environ.get("ORKORACLE_SEED", "20261201"))
 PER_FUNCTION = int(os.environ.get("ORKORACLE_PER_FUNCTION", "24"))
 MIN_CASES = 5000

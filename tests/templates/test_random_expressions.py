@@ -6,7 +6,7 @@ and evaluated there over the generated value, as Orkestra evaluates it over its 
   the value.
 * Against orkoracle (marker `go`, Orkestra's note library with Go text/template): every
   builtin and every note that takes a string, applied to each random note
-  (tests/random_cases.py), evaluated by orksync over a value it generated must give what
+  (tests/templates/random_cases.py), evaluated by orksync over a value it generated must give what
   Orkestra gives over that same value, and the value and the named results must have
   Orkestra's shapes.
 * On the real control plane (marker `cluster`): a Katalog whose Secrets use these
@@ -42,10 +42,10 @@ from orksync.secrets.random import (
     fill_generated,
 )
 from testbed.controlplane import ControlPlane
-from tests import orkoracle_cases as oc
-from tests import random_cases as rc
 from tests.helpers import CRD, write_repo
-from tests.test_orkoracle_differential import _oracle_run, case_data, orkoracle
+from tests.templates import orkoracle_cases as oc
+from tests.templates import random_cases as rc
+from tests.templates.test_orkoracle_differential import _oracle_run, case_data, orkoracle
 
 __all__ = ["case_data", "orkoracle"]  # fixtures, imported for the tests below
 

@@ -4,7 +4,7 @@ Jinja2 dialect and the Go-template front end. Each payload is refused or contain
 fails with the expected GoTemplateError (the sandbox, the step or size bound, an unknown
 function) or renders something harmless; no message or output shows Python internals.
 The verdict is the work bounds' alone: the Jinja2 engine's wall-clock backstop
-(`max_seconds`, tests/test_jinja_dialect.py) is set out of reach here, so that a slow
+(`max_seconds`, tests/templates/test_jinja_dialect.py) is set out of reach here, so that a slow
 machine gets the same verdict, and a payload still running after HANG seconds fails as
 hung. The payload lists are the source of docs/reliability.md's sandbox table.
 """
@@ -236,7 +236,7 @@ def test_go_template_payloads_are_refused_or_contained(payload: str,
 
 def table() -> str:
     """The payloads as a Markdown table (dialect, payload, outcome, seconds):
-    `PYTHONPATH=. python -m tests.test_sandbox`."""
+    `PYTHONPATH=. python -m tests.templates.test_sandbox`."""
     rows = ["| dialect | payload | outcome | s |", "|---|---|---|---|"]
     for dialect, templates, payloads in (("jinja2", JINJA, JINJA_PAYLOADS),
                                          ("go", GO, GO_PAYLOADS)):

@@ -47,7 +47,7 @@ type response struct {
 	Error string `json:"error,omitempty"`
 }
 
-// testFuncs mirrors tests/test_gotemplate_differential.py's TEST_FUNCS: keep in sync.
+// testFuncs mirrors tests/templates/test_gotemplate_differential.py's TEST_FUNCS: keep in sync.
 var testFuncs = template.FuncMap{
 	"upper": func(s any) (string, error) { // ASCII letters only
 		str, ok := s.(string)
