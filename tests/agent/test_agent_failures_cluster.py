@@ -23,6 +23,7 @@ from orksync.lifecycle.overview import read_rows
 from orksync.model import Source
 from orksync.sync import SyncOptions, read_inventory, sync_once
 from testbed.faultproxy import TcpFaultProxy
+from tests.helpers import crd
 from tests.source.test_git_source import GitDaemon, Upstream
 from tests.sync.test_faults_cluster import (  # noqa: F401 (fixtures)
     KATALOG,
@@ -158,30 +159,13 @@ def test_an_inventory_of_another_source_stalls_is_logged_once_and_left_unmarked(
     assert RESULT_ANNOTATION not in root_annotations(kube, w.name)  # not ours to mark
 
 
-SCHEMA_CRD = """
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata:
-  name: gadgets.schema.orksync.io
-spec:
-  group: schema.orksync.io
-  scope: Namespaced
-  names: {kind: Gadget, plural: gadgets, singular: gadget}
-  versions:
-    - name: v1
-      served: true
-      storage: true
-      subresources: {status: {}}
-      schema:
-        openAPIV3Schema:
-          type: object
-          properties:
-            spec:
-              type: object
-              properties:
-                replicas: {type: integer}
-            status: {type: object, x-kubernetes-preserve-unknown-fields: true}
-"""
+SCHEMA_CRD = crd("Gadget", "schema.orksync.io", properties="""
+    spec:
+      type: object
+      properties:
+        replicas: {type: integer}
+    status: {type: object, x-kubernetes-preserve-unknown-fields: true}
+""")
 SCHEMA_KATALOG = """
 apiVersion: orkestra.orkspace.io/v1
 kind: Katalog

@@ -12,7 +12,7 @@ from typing import Any
 from orksync.katalog.loader import load_repository
 from orksync.katalog.schema import catalog_schema_errors, schema_problems, version_schema
 from orksync.render.engine import render_catalog
-from tests.helpers import KATALOG, REPO_EXAMPLE, ROOT, widget, write_repo
+from tests.helpers import KATALOG, REPO_EXAMPLE, ROOT, crd, widget, write_repo
 
 SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -98,31 +98,14 @@ def test_the_schema_of_the_version_and_its_status_subresource() -> None:
     assert version_schema(crd, "v3") == (None, False)
 
 
-STRICT_CRD = """
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata:
-  name: widgets.test.orksync.io
-spec:
-  group: test.orksync.io
-  scope: Namespaced
-  names: {kind: Widget, plural: widgets, singular: widget}
-  versions:
-    - name: v1
-      served: true
-      storage: true
-      subresources: {status: {}}
-      schema:
-        openAPIV3Schema:
-          type: object
-          properties:
-            spec:
-              type: object
-              properties:
-                image: {type: string}
-                replicas: {type: integer}
-                port: {type: integer}
-"""
+STRICT_CRD = crd("Widget", properties="""
+    spec:
+      type: object
+      properties:
+        image: {type: string}
+        replicas: {type: integer}
+        port: {type: integer}
+""")
 
 
 def strict_repo(root: Path) -> Path:

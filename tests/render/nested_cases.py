@@ -4,27 +4,11 @@ issue 33 (Orkestra's own examples), for the render and the cluster tests."""
 
 from __future__ import annotations
 
+from tests import helpers
+
 
 def crd(kind: str, plural: str) -> str:
-    return f"""\
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata:
-  name: {plural}.nest.orksync.io
-spec:
-  group: nest.orksync.io
-  scope: Namespaced
-  names: {{kind: {kind}, plural: {plural}, singular: {kind.lower()}}}
-  versions:
-    - name: v1
-      served: true
-      storage: true
-      subresources: {{status: {{}}}}
-      schema:
-        openAPIV3Schema:
-          type: object
-          x-kubernetes-preserve-unknown-fields: true
-"""
+    return helpers.crd(kind, "nest.orksync.io", plural=plural).lstrip("\n")
 
 
 CACHE_ENTRY = """\

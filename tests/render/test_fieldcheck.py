@@ -20,7 +20,7 @@ from orksync.render.gotemplate import GoTemplateEngine
 from orksync.render.notes import builtin_functions
 from orksync.render.templates import utc_now
 from orksync.secrets.random import PlaceholderRandom
-from tests.helpers import REPO_EXAMPLE, write_repo
+from tests.helpers import REPO_EXAMPLE, crd, write_repo
 
 ENGINE = GoTemplateEngine(builtin_functions(clock=utc_now, random=PlaceholderRandom()))
 
@@ -184,40 +184,23 @@ def test_a_template_the_render_refuses_for_its_size_is_not_walked() -> None:
 
 # --- through the load and the render ---------------------------------------------------
 
-CRD = """
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata:
-  name: shops.test.orksync.io
-spec:
-  group: test.orksync.io
-  scope: Namespaced
-  names: {kind: Shop, plural: shops, singular: shop}
-  versions:
-    - name: v1
-      served: true
-      storage: true
-      subresources: {status: {}}
-      schema:
-        openAPIV3Schema:
-          type: object
-          properties:
-            spec:
-              type: object
-              properties:
-                tier: {type: string}
-                image: {type: string}
-                backends:
-                  type: array
-                  items:
-                    type: object
-                    properties:
-                      name: {type: string}
-            status:
-              type: object
-              properties:
-                phase: {type: string}
-"""
+CRD = crd("Shop", properties="""
+    spec:
+      type: object
+      properties:
+        tier: {type: string}
+        image: {type: string}
+        backends:
+          type: array
+          items:
+            type: object
+            properties:
+              name: {type: string}
+    status:
+      type: object
+      properties:
+        phase: {type: string}
+""")
 
 # line numbers matter: the test names them
 KATALOG = """\

@@ -12,31 +12,15 @@ import pytest
 
 from orksync.cluster.kube import Kube
 from testbed.controlplane import ControlPlane
-from tests.helpers import write_repo
+from tests.helpers import crd, write_repo
 
 pytestmark = pytest.mark.cluster
 
-CRD = """
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata:
-  name: {plural}.fieldcheck.test.orksync.io
-spec:
-  group: fieldcheck.test.orksync.io
-  scope: Namespaced
-  names: {{kind: {kind}, plural: {plural}, singular: {singular}}}
-  versions:
-    - name: v1
-      served: true
-      storage: true
-      schema:
-        openAPIV3Schema:
-          type: object
-          properties:
-            spec:
-              type: object
-              properties:
-                tier: {{type: string}}
+TIER = """
+    spec:
+      type: object
+      properties:
+        tier: {type: string}
 """
 
 KATALOG = """
@@ -67,7 +51,8 @@ def kinds(root: Path, ns: str, *, shop_field: str, store_tier: str) -> Path:
     for kind, field, tier in (("Shop", shop_field, "pro"), ("Store", "tier", store_tier)):
         names = {"kind": kind, "plural": kind.lower() + "s", "singular": kind.lower()}
         folder = kind.lower()
-        files[f"{folder}/crd.yaml"] = CRD.format(**names)
+        files[f"{folder}/crd.yaml"] = crd(kind, "fieldcheck.test.orksync.io", status=False,
+                                           properties=TIER)
         files[f"{folder}/katalog.yaml"] = KATALOG.format(**names, field=field)
         files[f"{folder}/a.yaml"] = CR.format(kind=kind, ns=ns, tier=tier)
     return write_repo(root, files)

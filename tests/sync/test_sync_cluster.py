@@ -20,6 +20,7 @@ from tests.helpers import (
     CRD,
     KATALOG,
     REPO_EXAMPLE,
+    crd,
     katalog,
     record_requests,
     widget,
@@ -366,28 +367,12 @@ def test_a_child_being_deleted_is_reported_waiting_then_created_again_once_gone(
     kube.close()
 
 
-STRICT_CRD = """
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata:
-  name: gizmos.strict.orksync.io
-spec:
-  group: strict.orksync.io
-  scope: Namespaced
-  names: {kind: Gizmo, plural: gizmos, singular: gizmo}
-  versions:
-    - name: v1
-      served: true
-      storage: true
-      schema:
-        openAPIV3Schema:
-          type: object
-          properties:
-            spec:
-              type: object
-              properties:
-                image: {type: string}
-"""
+STRICT_CRD = crd("Gizmo", "strict.orksync.io", status=False, properties="""
+    spec:
+      type: object
+      properties:
+        image: {type: string}
+""")
 
 
 def test_a_custom_resource_outside_its_crds_schema_is_refused_once_not_retried(
