@@ -13,10 +13,7 @@ ORKORACLE_REPORT=FILE the per-function result is written there.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
-import shutil
 import subprocess
 import time
 from collections import Counter, defaultdict
@@ -28,97 +25,14 @@ import pytest
 
 from orksync.render.gotemplate import GoTemplateEngine, GoTemplateError
 from orksync.render.notes import EXTENSIONS, builtin_functions
-from orksync.render.notes.gocore import api_server_numbers
 from orksync.secrets.random import PlaceholderRandom
-from tests.helpers import ROOT
 from tests.templates import orkoracle_cases as oc
+from tests.templates.orkoracle import oracle_run
 
 pytestmark = pytest.mark.go
-ORACLE_SRC = Path(os.environ.get(
-    "ORKORACLE_SRC", ROOT.parent / "shared/tools/orkoracle"))
 SEED = int(os.environ.get("ORKORACLE_SEED", "20261201"))
 PER_FUNCTION = int(os.environ.get("ORKORACLE_PER_FUNCTION", "24"))
 MIN_CASES = 5000
-
-
-def _cache_dir() -> Path:
-    base = os.environ.get("ORKSYNC_CACHE") or str(Path.home() / ".cache" / "orksync")
-    return Path(base) / "orkoracle"
-
-
-def _source_hash(src: Path) -> str:
-    digest = hashlib.sha256()
-    for path in sorted(src.rglob("*")):
-        if path.is_file() and path.suffix in (".go", ".mod", ".sum"):
-            digest.update(str(path.relative_to(src)).encode())
-            digest.update(path.read_bytes())
-    return digest.hexdigest()[:16]
-
-
-@pytest.fixture(scope="session")
-def orkoracle() -> Path:
-    go = shutil.which("go")
-    if go is None or not (ORACLE_SRC / "go.mod").is_file():
-        why = "the go toolchain" if go is None else f"the oracle source ({ORACLE_SRC})"
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"{why} is required in CI for the orkoracle differential tests")
-        pytest.skip(f"{why} not found")
-    binary = _cache_dir() / _source_hash(ORACLE_SRC) / "orkoracle"
-    if not binary.is_file():
-        binary.parent.mkdir(parents=True, exist_ok=True)
-        partial = binary.with_suffix(".partial")
-        subprocess.run([go, "build", "-buildvcs=false", "-o", str(partial), "./cmd/oracle"],
-                       cwd=ORACLE_SRC, check=True)
-        partial.replace(binary)
-    return binary
-
-
-def _oracle_run(binary: Path, data_file: Path, cases: dict[str, str],
-                tmp: Path) -> dict[str, dict[str, Any]]:
-    cases_file = tmp / "cases.json"
-    cases_file.write_text(json.dumps(cases), encoding="utf-8")
-    out = subprocess.run([str(binary), "-d", str(data_file), "-cases", str(cases_file)],
-                         check=True, capture_output=True, text=True, encoding="utf-8")
-    result: dict[str, dict[str, Any]] = json.loads(out.stdout)
-    return result
-
-
-def _int64_numbers(text: str) -> Any:
-    """JSON decoded as apimachinery decodes it: an integer that fits int64 is an int,
-    every other number a float."""
-    def integer(token: str) -> int | float:
-        value = int(token)
-        return value if -(2**63) <= value < 2**63 else float(token)
-
-    return json.loads(text, parse_int=integer)
-
-
-@pytest.fixture(scope="session")
-def case_data(orkoracle: Path, tmp_path_factory: pytest.TempPathFactory
-              ) -> tuple[Path, dict[str, Any]]:
-    """The custom resource file and the data map orksync renders it with."""
-    tmp = tmp_path_factory.mktemp("orkoracle")
-    data_file = tmp / "cr.json"
-    raw = oc.build_data()
-    data_file.write_text(json.dumps(raw, ensure_ascii=False), encoding="utf-8")
-    seen = _oracle_run(orkoracle, data_file, {"d": "{{ toJson . }}"}, tmp)["d"]
-    assert seen["ok"], seen
-    delivered = _int64_numbers(seen["out"])
-    data = api_server_numbers(raw)
-    data["inputs"] = {}
-    data["ork"] = {"inPod": False, "namespace": "", "version": ""}
-    assert _typed(data) == _typed(delivered), \
-        "orksync reads the numbers differently from the API server"
-    return data_file, data
-
-
-def _typed(value: Any) -> Any:
-    """The value with the Python type of every leaf (1 and 1.0 differ)."""
-    if isinstance(value, dict):
-        return {k: _typed(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_typed(v) for v in value]
-    return (type(value).__name__, value)
 
 
 def _python(engine: GoTemplateEngine, template: str, data: Any) -> dict[str, Any]:
@@ -149,7 +63,7 @@ def test_every_function_and_action_agrees_with_orkestra(
     assert len(cases) >= MIN_CASES or PER_FUNCTION < 20
     engine = GoTemplateEngine(functions)
     started = datetime.now(UTC)
-    go = _oracle_run(orkoracle, data_file, {k: t for k, (_, t) in cases.items()}, tmp_path)
+    go = oracle_run(orkoracle, data_file, {k: t for k, (_, t) in cases.items()}, tmp_path)
     moment.append(started + (datetime.now(UTC) - started) / 2)
     verdicts: dict[str, Counter[str]] = defaultdict(Counter)
     failures: list[str] = []
@@ -195,7 +109,7 @@ def test_dark_corners_agree_with_orkestra(
     cases = oc.generate_dark(DARK_SEED, DARK_COUNT)
     engine = GoTemplateEngine(functions)
     started = datetime.now(UTC)
-    go = _oracle_run(orkoracle, data_file, {k: t for k, (_, t) in cases.items()}, tmp_path)
+    go = oracle_run(orkoracle, data_file, {k: t for k, (_, t) in cases.items()}, tmp_path)
     moment.append(started + (datetime.now(UTC) - started) / 2)
     failures = []
     categories: Counter[str] = Counter()

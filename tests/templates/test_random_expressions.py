@@ -45,9 +45,7 @@ from testbed.controlplane import ControlPlane
 from tests.helpers import CRD, write_repo
 from tests.templates import orkoracle_cases as oc
 from tests.templates import random_cases as rc
-from tests.templates.test_orkoracle_differential import _oracle_run, case_data, orkoracle
-
-__all__ = ["case_data", "orkoracle"]  # fixtures, imported for the tests below
+from tests.templates.orkoracle import oracle_run
 
 NOW = datetime(2030, 1, 2, 3, 4, 5, tzinfo=UTC)
 SEED = int(os.environ.get("ORKORACLE_SEED", "20261207"))
@@ -208,8 +206,8 @@ def test_every_builtin_and_string_note_over_each_random_note_agrees_with_orkestr
             literal[key] = rc.literal(text, func, value)
             for draw in range(3):
                 real[f"{key}#{draw}"] = text
-    go = _oracle_run(orkoracle, data_file, literal, tmp_path)
-    go_real = _oracle_run(orkoracle, data_file, real, tmp_path)
+    go = oracle_run(orkoracle, data_file, literal, tmp_path)
+    go_real = oracle_run(orkoracle, data_file, real, tmp_path)
     failures: list[str] = []
     for key, py in ours.items():
         func, i = key.split("#")
@@ -265,7 +263,7 @@ def _stable_cases(orkoracle: Path, data_file: Path, data: Any, listed: list[str]
     expressions = _cases(listed)
     real = {f"{func}#{i}#{d}": rc.template(func, e) for func in rc.RANDOM_CALLS
             for i, e in enumerate(expressions) for d in range(DRAWS)}
-    go = _oracle_run(orkoracle, data_file, real, tmp)
+    go = oracle_run(orkoracle, data_file, real, tmp)
     out: dict[str, dict[str, str]] = defaultdict(dict)
     for func in rc.RANDOM_CALLS:
         for i, expression in enumerate(expressions):
