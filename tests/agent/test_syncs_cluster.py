@@ -15,7 +15,6 @@ import subprocess
 import sys
 import urllib.request
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -144,27 +143,6 @@ class Env:
     def text(self) -> str:
         return self.log.read_text()
 
-
-@pytest.fixture
-def env(control_plane: ControlPlane, tmp_path: Path) -> Iterator[Env]:
-    base = tmp_path / "served"
-    base.mkdir()
-    with GitDaemon(base) as daemon:
-        made = Env(control_plane, tmp_path, daemon, base)
-        install_sync_crd(made.kube)
-        try:
-            yield made
-        finally:
-            made.stop()
-            # the Syncs go, their finalizers released without an agent: later tests'
-            # `orksync status` lists the Syncs of the cluster first
-            res = made.kube.resource("orksync.io/v1alpha1", "Sync")
-            for obj in made.kube.list(res, namespace=made.ns):
-                made.kube.request("PATCH", res.path(made.ns, obj["metadata"]["name"]),
-                                  body={"metadata": {"finalizers": None}},
-                                  content_type="application/merge-patch+json")
-                made.kube.delete(res, made.ns, obj["metadata"]["name"])
-            made.kube.close()
 
 
 def deployment(kube: Kube, ns: str, name: str) -> dict[str, Any] | None:

@@ -7,16 +7,13 @@ full; a Sync whose ServiceAccount does not exist is Stalled and writes nothing."
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from orksync.cluster.kube import Kube
-from testbed.controlplane import ControlPlane
-from testbed.gitdaemon import GitDaemon
-from tests.agent.test_syncs_cluster import MANAGER, Env, deployment, install_sync_crd
+from tests.agent.test_syncs_cluster import MANAGER, Env, deployment
 from tests.helpers import CRD, KATALOG, katalog, wait_for, widget
 
 pytestmark = pytest.mark.cluster
@@ -24,25 +21,6 @@ pytestmark = pytest.mark.cluster
 RBAC = "rbac.authorization.k8s.io/v1"
 CRD_API = "apiextensions.k8s.io/v1"
 
-
-@pytest.fixture
-def env(control_plane: ControlPlane, tmp_path: Path) -> Iterator[Env]:
-    base = tmp_path / "served"
-    base.mkdir()
-    with GitDaemon(base) as daemon:
-        made = Env(control_plane, tmp_path, daemon, base)
-        install_sync_crd(made.kube)
-        try:
-            yield made
-        finally:
-            made.stop()
-            res = made.kube.resource("orksync.io/v1alpha1", "Sync")
-            for obj in made.kube.list(res, namespace=made.ns):
-                made.kube.request("PATCH", res.path(made.ns, obj["metadata"]["name"]),
-                                  body={"metadata": {"finalizers": None}},
-                                  content_type="application/merge-patch+json")
-                made.kube.delete(res, made.ns, obj["metadata"]["name"])
-            made.kube.close()
 
 
 def create(kube: Kube, body: dict[str, Any]) -> None:
