@@ -50,16 +50,6 @@ def http_get(port: int, path: str) -> tuple[int, str]:
         return 0, ""
 
 
-@pytest.fixture
-def git_daemon(tmp_path: Path) -> Iterator[tuple[Path, str, GitDaemon]]:
-    base = tmp_path / "served"
-    repo = base / "platform"
-    repo.mkdir(parents=True)
-    subprocess.run(["git", "init", "-q", "-b", "main"], cwd=repo, check=True)
-    with GitDaemon(base) as daemon:
-        yield repo, daemon.url("platform"), daemon
-
-
 class AgentProcess:
     """`orksync agent` as a process; `interval=None` keeps the default interval, and
     `kubeconfig` replaces the control plane's (a fault proxy's)."""

@@ -17,12 +17,7 @@ from orksync.cluster.kube import Kube
 from testbed.controlplane import ControlPlane
 from testbed.faultproxy import TcpFaultProxy
 from testbed.gitdaemon import GitDaemon
-from tests.agent.test_agent_cluster import (  # noqa: F401 - git_daemon is a fixture
-    AgentProcess,
-    commit,
-    git_daemon,
-    http_get,
-)
+from tests.agent.test_agent_cluster import AgentProcess, commit, http_get
 from tests.helpers import (
     CRD,
     configmap_writes,
@@ -80,7 +75,7 @@ def metric(port: int, line: str) -> float:
 
 @pytest.fixture
 def served(control_plane: ControlPlane,
-           git_daemon: tuple[Path, str, GitDaemon]) -> Any:  # noqa: F811
+           git_daemon: tuple[Path, str, GitDaemon]) -> Any:
     """Widgets a and b committed to a served repository: (kube, namespace, url, repo)."""
     repo, url, _ = git_daemon
     ns = f"d-{uuid.uuid4().hex[:8]}"

@@ -23,7 +23,7 @@ from orksync.cluster.kube import Kube
 from testbed.controlplane import ControlPlane
 from testbed.faultproxy import TcpFaultProxy
 from testbed.gitdaemon import GitDaemon
-from tests.agent.test_agent_cluster import AgentProcess, commit, git_daemon  # noqa: F401
+from tests.agent.test_agent_cluster import AgentProcess, commit
 from tests.helpers import CRD, finished_job_status, katalog, wait_for, widget, write_repo
 
 pytestmark = pytest.mark.cluster
@@ -61,7 +61,7 @@ def lease_writes(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def test_two_agents_never_write_at_once_and_the_standby_takes_over_after_a_full_lease(
-        control_plane: ControlPlane, git_daemon: tuple[Path, str, GitDaemon],  # noqa: F811
+        control_plane: ControlPlane, git_daemon: tuple[Path, str, GitDaemon],
         tmp_path: Path) -> None:
     """The leader's sync runs far longer than the lease (a teardown waiting 70 s for its
     onDelete Job) while a standby runs beside it; then the leader is killed."""
@@ -130,7 +130,7 @@ def test_two_agents_never_write_at_once_and_the_standby_takes_over_after_a_full_
 
 
 def test_a_leader_cut_off_from_the_api_server_abandons_its_work_and_never_writes_again(
-        control_plane: ControlPlane, git_daemon: tuple[Path, str, GitDaemon],  # noqa: F811
+        control_plane: ControlPlane, git_daemon: tuple[Path, str, GitDaemon],
         tmp_path: Path) -> None:
     """The leader reaches the API server through a relay that then holds every connection
     without relaying a byte: its renewals time out, its gate closes at the renew deadline,

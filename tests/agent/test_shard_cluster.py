@@ -20,7 +20,7 @@ from orksync.cluster.kube import Kube
 from orksync.model import SHARD_LABEL, ObjRef
 from testbed.controlplane import ControlPlane
 from testbed.gitdaemon import GitDaemon
-from tests.agent.test_agent_cluster import commit, git_daemon  # noqa: F401 - a fixture
+from tests.agent.test_agent_cluster import commit
 from tests.apply.test_impersonation_cluster import (
     CONFIGMAPS_ONLY,
     TENANT,
@@ -155,7 +155,7 @@ def full_sync(agent: Agent) -> None:
 
 
 @pytest.fixture
-def agents(control_plane: ControlPlane, git_daemon: tuple[Path, str, GitDaemon],  # noqa: F811
+def agents(control_plane: ControlPlane, git_daemon: tuple[Path, str, GitDaemon],
            tmp_path: Path) -> Iterator[tuple[Agents, Path]]:
     repo, url, _ = git_daemon
     started = Agents(control_plane, url, tmp_path / "state")

@@ -20,7 +20,7 @@ import pytest
 from orksync.cluster.kube import Kube
 from testbed.controlplane import ControlPlane
 from testbed.gitdaemon import GitDaemon
-from tests.agent.test_agent_cluster import AgentProcess, commit, git_daemon, http_get  # noqa: F401
+from tests.agent.test_agent_cluster import AgentProcess, commit, http_get
 from tests.agent.test_leader_cluster import LONG_ON_DELETE
 from tests.helpers import CRD, finished_job_status, wait_for, widget, write_repo
 
@@ -58,7 +58,7 @@ def fetches(agent: AgentProcess) -> int:
 
 
 def test_a_valid_webhook_syncs_at_once_through_leader_or_standby_and_a_forged_one_is_refused(
-        control_plane: ControlPlane, git_daemon: tuple[Path, str, GitDaemon],  # noqa: F811
+        control_plane: ControlPlane, git_daemon: tuple[Path, str, GitDaemon],
         tmp_path: Path) -> None:
     repo, url, _ = git_daemon
     ns, name = f"t-{uuid.uuid4().hex[:8]}", f"hook-{uuid.uuid4().hex[:6]}"

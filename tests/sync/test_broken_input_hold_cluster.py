@@ -28,11 +28,7 @@ from orksync.model import ObjRef
 from orksync.sync import read_inventory
 from testbed.controlplane import ControlPlane
 from testbed.gitdaemon import GitDaemon
-from tests.agent.test_agent_cluster import (  # noqa: F401 - git_daemon is a fixture
-    AgentProcess,
-    commit,
-    git_daemon,
-)
+from tests.agent.test_agent_cluster import AgentProcess, commit
 from tests.helpers import CRD, KATALOG, katalog, wait_for, widget, write_repo
 
 pytestmark = pytest.mark.cluster
@@ -249,7 +245,7 @@ def test_a_missing_crd_file_holds_its_custom_resources_as_they_are(
 
 def test_the_agent_holds_the_custom_resources_of_a_katalog_whose_crd_file_is_missing(
         control_plane: ControlPlane, kube: Kube, ns: str,
-        git_daemon: tuple[Path, str, GitDaemon], tmp_path: Path) -> None:  # noqa: F811
+        git_daemon: tuple[Path, str, GitDaemon], tmp_path: Path) -> None:
     """The same through `orksync agent` (only the inventory knows the kind): its sync
     holds the custom resources, and a hand delete meanwhile reaches its drift repair,
     whose teardown waits for the Katalog."""
