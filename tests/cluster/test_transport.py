@@ -14,7 +14,7 @@ import ssl
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 
 import pytest
 
@@ -91,6 +91,10 @@ class Server:
             self.closed.set()
 
     def close(self) -> None:
+        # close() alone leaves the thread blocked in accept() listening on the port, where
+        # it took a connection meant for a later test's server
+        with suppress(OSError):
+            self.listener.shutdown(socket.SHUT_RDWR)
         self.listener.close()
 
 
