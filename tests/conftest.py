@@ -9,10 +9,13 @@ cluster tests executed.
 from __future__ import annotations
 
 import os
+import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from testbed.gitdaemon import GitDaemon
 from tests import leakscan
 from tests.cluster_fixtures import *  # noqa: F403
 from tests.kind_cases import cluster, kube  # noqa: F401  (Widget Katalog cluster tests)
@@ -58,3 +61,16 @@ def orkestra_examples() -> Path:
 
     need_orkestra_examples()
     return ORKESTRA_EXAMPLES
+
+
+@pytest.fixture
+def git_daemon(tmp_path: Path) -> Iterator[tuple[Path, str, GitDaemon]]:
+    """`git daemon` on 127.0.0.1 serving one empty repository, `platform` (branch main), for
+    the agent processes of tests/agent and tests/sync: (its working tree, its URL, the
+    daemon)."""
+    base = tmp_path / "served"
+    repo = base / "platform"
+    repo.mkdir(parents=True)
+    subprocess.run(["git", "init", "-q", "-b", "main"], cwd=repo, check=True)
+    with GitDaemon(base) as daemon:
+        yield repo, daemon.url("platform"), daemon

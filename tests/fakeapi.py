@@ -19,7 +19,7 @@ gives its manager the fields it changed. managedFields are written as FieldsV1, 
 the "." entries. Simplified against kube-apiserver: no list merge keys (`containers` by
 name), no defaulting, schema validation nor admission, dependents deleted in the same
 request instead of by a garbage collector, and a namespace's or CRD's objects removed at
-once with it. `tests/test_fakeapi.py` checks it against kube-apiserver.
+once with it. `tests/cluster/test_fakeapi.py` checks it against kube-apiserver.
 """
 
 from __future__ import annotations

@@ -15,10 +15,12 @@ import pytest
 
 from orksync.cluster.kube import Kube
 
-REPO_EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "repo"
+# The repository: tests/ is one level below it, whichever folder of tests/ a test is in.
+ROOT = Path(__file__).resolve().parent.parent
+REPO_EXAMPLE = ROOT / "examples" / "repo"
 # The reference Katalogs live outside the repository, in ../shared beside the checkout
 # (ORKSYNC_SHARED overrides). Tests that need them skip locally and fail in CI without them.
-SHARED = Path(os.environ.get("ORKSYNC_SHARED") or Path(__file__).resolve().parents[2] / "shared")
+SHARED = Path(os.environ.get("ORKSYNC_SHARED") or ROOT.parent / "shared")
 ORKESTRA_EXAMPLES = SHARED / "examples" / "orkestra"
 
 
@@ -45,25 +47,41 @@ def write_repo(root: Path, files: dict[str, str]) -> Path:
     return root
 
 
-CRD = """
+def crd(kind: str, group: str = "test.orksync.io", *, plural: str = "",
+        status: bool = True, properties: str = "") -> str:
+    """The text of a namespaced CustomResourceDefinition serving one version, v1, of `kind`
+    in `group` (singular: the kind in lower case; plural: that with an "s" unless given),
+    with the status subresource unless `status` is False. Its openAPIV3Schema keeps every
+    field, or declares `properties`: the YAML under `openAPIV3Schema.properties`, dedented
+    and put in place here."""
+    singular = kind.lower()
+    plural = plural or f"{singular}s"
+    subresources = "      subresources: {status: {}}\n" if status else ""
+    if properties:
+        schema = ("          properties:\n"
+                  + textwrap.indent(textwrap.dedent(properties).strip("\n"), " " * 12) + "\n")
+    else:
+        schema = "          x-kubernetes-preserve-unknown-fields: true\n"
+    return f"""
 apiVersion: apiextensions.k8s.io/v1
 kind: CustomResourceDefinition
 metadata:
-  name: widgets.test.orksync.io
+  name: {plural}.{group}
 spec:
-  group: test.orksync.io
+  group: {group}
   scope: Namespaced
-  names: {kind: Widget, plural: widgets, singular: widget}
+  names: {{kind: {kind}, plural: {plural}, singular: {singular}}}
   versions:
     - name: v1
       served: true
       storage: true
-      subresources: {status: {}}
-      schema:
+{subresources}      schema:
         openAPIV3Schema:
           type: object
-          x-kubernetes-preserve-unknown-fields: true
-"""
+{schema}"""
+
+
+CRD = crd("Widget")
 
 KATALOG = """
 apiVersion: orkestra.orkspace.io/v1

@@ -1,6 +1,6 @@
 """One entry per template key, its expected object and a check of the live object, plus the
-helpers the cluster tests of Widget Katalogs share (tests/test_kinds_cluster.py,
-tests/test_matrix_cluster.py): the `kube` and `cluster` fixtures, a Katalog around an
+helpers the cluster tests of Widget Katalogs share (tests/apply/test_kinds_cluster.py,
+tests/apply/test_matrix_cluster.py): the `kube` and `cluster` fixtures, a Katalog around an
 operatorBox, one sync, and reads of the live objects."""
 
 from __future__ import annotations

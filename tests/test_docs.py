@@ -5,9 +5,9 @@ leave a table cell claiming a proof that is gone."""
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.helpers import ROOT
+
 REFERENCE = re.compile(r"tests/([A-Za-z0-9_/]+\.py)::([A-Za-z_][A-Za-z0-9_]*)")
 
 

@@ -9,7 +9,7 @@ kustomization files. It understands the part of kustomize those files use —
 and `patches` (a strategic-merge patch file, or an inline JSON patch with a target) —
 and refuses any other field, naming the file, so a kustomization that grows a feature
 fails here instead of installing something else than `kubectl apply -k deploy/`.
-tests/test_install_cluster.py proves the output equals `kubectl kustomize`'s.
+tests/cli/test_install_cluster.py proves the output equals `kubectl kustomize`'s.
 """
 
 from __future__ import annotations

@@ -8,9 +8,10 @@ it grows, so without the pause the stages' cost grows faster than their input, s
 collections that find nothing.
 
 The pause is safe only for code that makes little cyclic garbage, which the stages' tests
-check (`tests/test_gcpause.py` counts what a collection finds after each stage). Reentrant
-and thread-safe: the collector is off while at least one pause is active, and is switched
-back on by the last one to end, and only if it was on when the first one began.
+check (`tests/foundations/test_gcpause.py` counts what a collection finds after each
+stage). Reentrant and thread-safe: the collector is off while at least one pause is
+active, and is switched back on by the last one to end, and only if it was on when the
+first one began.
 """
 
 from __future__ import annotations

@@ -347,7 +347,7 @@ def load_emitted(text: str) -> Any:
     A strict reader of the emitter's own form: the emitter's line shapes and indentation
     only, every key and scalar in the one spelling the emitter gives its value (checked
     token by token), no blank line, a final line break. So `text` is exactly
-    `dump_yaml(value)` (tests/test_yamlio.py checks this on edited texts too), and since
+    `dump_yaml(value)` (tests/foundations/test_yamlio.py checks this on edited texts too), and since
     the safe loader reads `dump_yaml(v)` as `v` (the round-trip property tested there),
     the result is what the safe loader would return. Any other text (a hand edit, another
     emitter) raises NotEmitted, and goes to the safe loader."""

@@ -9,9 +9,9 @@ throwaway environment:
         -max_total_time=300 -timeout=30 -rss_limit_mb=2048 /tmp/fuzz-corpus-katalog
 
 Targets: `gotemplate` (the Go-template lexer, parser, compiler and runtime with the
-Katalog function library; the same checks as tests/test_fuzz_gotemplate.py) and
+Katalog function library; the same checks as tests/templates/test_fuzz_gotemplate.py) and
 `katalog` (one file of tests/corpus/good replaced by the input, then load, render and
-write; the same checks as tests/test_fuzz_katalog.py). A finding is an exception other
+write; the same checks as tests/katalog/test_fuzz_katalog.py). A finding is an exception other
 than the engines' own errors, or an error showing Python internals; libFuzzer's -timeout
 catches hangs. The corpus directory is seeded with the valid inputs of the hypothesis
 tests.
@@ -33,7 +33,7 @@ def _seed(corpus: Path, texts: list[str]) -> None:
 def _gotemplate() -> tuple[Callable[[bytes], None], list[str]]:
     from orksync.render.gotemplate import GoTemplateError
     from tests.corpus import python_internals
-    from tests.test_fuzz_gotemplate import DATA, ENGINE, SEEDS, UNEXPECTED
+    from tests.templates.test_fuzz_gotemplate import DATA, ENGINE, SEEDS, UNEXPECTED
 
     def target(data: bytes) -> None:
         source = data.decode("utf-8", "surrogateescape")

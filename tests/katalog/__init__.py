@@ -1,0 +1,2 @@
+"""Tests of Katalogs: the loader, the Katalog schema, Komposers, motifs, profiles, CRD schemas,
+multi-tenancy rules, bad and fuzzed input."""

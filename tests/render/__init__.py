@@ -1,0 +1,2 @@
+"""Tests of the render of a repository: builders, conditions, preparation, field checks, live,
+nested and external renders, the rendered directory."""

@@ -1,0 +1,1 @@
+"""Tests of the git source: repositories fetched over git://, HTTP and ssh."""

@@ -1,0 +1,2 @@
+"""Tests of the sync recipe: render and apply, cleanup, what a broken input holds, plain
+manifests, faults ridden out."""
