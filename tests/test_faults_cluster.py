@@ -40,7 +40,14 @@ from orksync.lifecycle.teardown import remove_finalizer
 from orksync.model import MANAGED_SELECTOR, OWNER_LABEL, Action, Change, ObjRef, RenderedSet
 from orksync.render.engine import render_catalog
 from orksync.rendered.directory import read_rendered
-from orksync.sync import SyncOptions, SyncResult, hook_renderers, read_inventory, sync_once
+from orksync.sync import (
+    SyncOptions,
+    SyncRequest,
+    SyncResult,
+    hook_renderers,
+    read_inventory,
+    sync_once,
+)
 from testbed.controlplane import ControlPlane
 from testbed.faultproxy import Direction, HttpFaultProxy, TcpFaultProxy
 from tests.helpers import CRD, widget, write_repo
@@ -138,10 +145,10 @@ class World:
         """What `orksync sync` does: apply, prune, store the inventory, then status and
         Events."""
         catalog, rendered = self.render()
-        result = sync_once(kube, rendered, inventory_name=self.name,
-                           hooks=hook_renderers(catalog),
-                           options=SyncOptions(deletion=DeletionOptions(poll=0.1)),
-                           on_change=on_change)
+        result = sync_once(kube, SyncRequest(rendered, inventory_name=self.name,
+                                             hooks=hook_renderers(catalog),
+                                             options=SyncOptions(deletion=DeletionOptions(poll=0.1)),
+                                             on_change=on_change))
         report_sync(kube, catalog, rendered, result.changes, revision="test")
         return result
 

@@ -25,6 +25,7 @@ from orksync.model import Action, Change, ObjRef, Source
 from orksync.render.engine import render_catalog
 from orksync.sync import (
     SyncOptions,
+    SyncRequest,
     SyncResult,
     ensure_namespace,
     hook_renderers,
@@ -139,8 +140,9 @@ class Repo:
         rendered = render_catalog(catalog)
         opts = SyncOptions(deletion=DeletionOptions(poll=0.1), **options)
         given = {"source": source} if source is not None else {}
-        return sync_once(self.kube, rendered, inventory_name=self.name,
-                         hooks=hook_renderers(catalog), options=opts, **given)
+        return sync_once(self.kube, SyncRequest(rendered, inventory_name=self.name,
+                                                hooks=hook_renderers(catalog), options=opts,
+                                                **given))
 
     def stored(self) -> Inventory:
         return read_inventory(self.kube, self.name)
@@ -556,8 +558,8 @@ def test_the_inventory_namespace_is_created_when_the_inventory_is_first_written(
     rendered = render_catalog(load_repository(repo.root))
 
     def sync() -> SyncResult:
-        return sync_once(kube, rendered, inventory_name=repo.name,
-                         inventory_namespace=inventory_ns)
+        return sync_once(kube, SyncRequest(rendered, inventory_name=repo.name,
+                                           inventory_namespace=inventory_ns))
 
     namespaces = kube.resource("v1", "Namespace")
     try:

@@ -63,6 +63,7 @@ from orksync.model import RenderedSet, Source
 from orksync.source.git import GitAuth, GitVerify, VerifyMode
 from orksync.sync import (
     SyncOptions,
+    SyncRequest,
     ensure_namespace,
     hook_renderers,
     read_inventory,
@@ -826,9 +827,8 @@ class Controller:
                     catalog = load_repository(revision.path)
         root.deadline = time.monotonic() + spec.timeout
         try:
-            result = sync_rendered(
-                kube, RenderedSet(objects=()), None,
-                inventory_name=spec.inventory_name,
+            result = sync_rendered(kube, SyncRequest(
+                RenderedSet(objects=()), inventory_name=spec.inventory_name,
                 inventory_namespace=self.config.base.inventory_namespace,
                 hooks=None if catalog is None else hook_renderers(catalog),
                 options=SyncOptions(
@@ -838,7 +838,7 @@ class Controller:
                     impersonation=Impersonation.of_catalog(catalog, account)),
                 source=Source.of(spec.url, spec.path),
                 on_change=lambda change: log.info("Sync %s: %s %s", root.key,
-                                                  change.action.value, change.ref))
+                                                  change.action.value, change.ref)), None)
         except OrksyncError as err:
             return str(err)
         finally:

@@ -108,6 +108,7 @@ from orksync.sync import (
     Scope,
     SharedInventory,
     SyncOptions,
+    SyncRequest,
     ensure_namespace,
     hook_renderers,
     read_inventory,
@@ -685,11 +686,13 @@ class Agent:
         hooks = self._hooks()
         try:
             result = sync_rendered(
-                self.kube, rendered, catalog, inventory_name=self.config.name,
-                inventory_namespace=self.config.inventory_namespace, hooks=hooks,
-                options=self._options(listed=relabel),
-                source=Source.of(self.config.repo_url, self.config.path),
-                revision=revision.sha, on_change=self._log_change,
+                self.kube, SyncRequest(
+                    rendered, inventory_name=self.config.name,
+                    inventory_namespace=self.config.inventory_namespace, hooks=hooks,
+                    options=self._options(listed=relabel),
+                    source=Source.of(self.config.repo_url, self.config.path),
+                    on_change=self._log_change),
+                catalog, revision=revision.sha,
                 # status only for this shard's custom resources
                 status_of=dataclasses.replace(catalog,
                                               crs=tuple(filter(self._mine, catalog.crs)))
@@ -829,13 +832,15 @@ class Agent:
         result = None
         try:
             result = sync_rendered(
-                self.kube, rendered, catalog, inventory_name=self.config.name,
-                inventory_namespace=self.config.inventory_namespace, hooks=self._hooks(),
-                options=self._options(),
-                source=Source.of(self.config.repo_url, self.config.path), revision=revision,
-                on_change=self._log_change,
-                status_of=dataclasses.replace(catalog, crs=tuple(crs)),
-                scope=Scope(frozenset(cr.ref for cr in crs), shared))
+                self.kube, SyncRequest(
+                    rendered, inventory_name=self.config.name,
+                    inventory_namespace=self.config.inventory_namespace, hooks=self._hooks(),
+                    options=self._options(),
+                    source=Source.of(self.config.repo_url, self.config.path),
+                    on_change=self._log_change,
+                    scope=Scope(frozenset(cr.ref for cr in crs), shared)),
+                catalog, revision=revision,
+                status_of=dataclasses.replace(catalog, crs=tuple(crs)))
         finally:
             drift.release(keys, plan.with_part(keys, result.prepared, result.inventory,
                                                self._hooks())
