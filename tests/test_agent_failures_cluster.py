@@ -14,9 +14,10 @@ from pathlib import Path
 import pytest
 from prometheus_client import generate_latest
 
+from orksync.agent.config import AgentConfig
 from orksync.agent.failure import MESSAGE_ANNOTATION, RESULT_ANNOTATION, REVISION_ANNOTATION
 from orksync.agent.lease import LeaderElector
-from orksync.agent.runner import Agent, AgentConfig
+from orksync.agent.runner import Agent
 from orksync.apply.inventory import configmap_name
 from orksync.cluster.kube import Kube, RetryPolicy
 from orksync.lifecycle.overview import read_rows

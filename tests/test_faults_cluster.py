@@ -29,7 +29,8 @@ from typing import Any
 
 import pytest
 
-from orksync.agent.runner import Agent, AgentConfig
+from orksync.agent.config import AgentConfig
+from orksync.agent.runner import Agent
 from orksync.apply.delete import DeletionOptions
 from orksync.cluster.kube import Kube, RetryPolicy, Unreachable
 from orksync.errors import ClusterError
@@ -834,7 +835,7 @@ def test_a_revision_copy_that_cannot_be_written_fails_no_sync_and_is_written_lat
     agent = agent_for(kube, daemon, w, state)
     with caplog.at_level(logging.ERROR, logger="orksync"):
         assert agent.sync()
-        agent.copied()
+        agent.jobs.copied()
     assert w.live_children(kube) == {o.ref for o in w.render()[1].objects if o.owner}
     assert agent.metrics.registry.get_sample_value(
         "orksync_errors_total", {"reason": "revision_copy"}) == 1
@@ -848,7 +849,7 @@ def test_a_revision_copy_that_cannot_be_written_fails_no_sync_and_is_written_lat
         path.mkdir(parents=True)
         (path / "index.yaml").write_text("half written\n")
     assert agent.sync()
-    agent.copied()
+    agent.jobs.copied()
     assert {o.ref for o in read_rendered(state / "rendered" / sha).objects} == \
         {o.ref for o in w.render()[1].objects}
     assert sorted(p.name for p in (state / "rendered").iterdir()) == [sha]

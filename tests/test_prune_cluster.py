@@ -710,7 +710,8 @@ def test_the_agent_records_its_repository_and_path_and_says_each_prune_refusal_o
         kube: Kube, ns: str, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     """The agent's inventory records --repo-url and --path; a prune refusal is one log
     line (the sync logs it; the agent does not repeat it)."""
-    from orksync.agent.runner import Agent, AgentConfig
+    from orksync.agent.config import AgentConfig
+    from orksync.agent.runner import Agent
 
     served = tmp_path / "served"
     write_repo(served / "deploy", {"katalog.yaml": KATALOG, "crd.yaml": CRD,

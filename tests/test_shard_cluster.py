@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from orksync.agent.runner import Agent, AgentConfig
+from orksync.agent.config import AgentConfig
+from orksync.agent.runner import Agent
 from orksync.agent.shard import shard_of
 from orksync.cluster.kube import Kube
 from orksync.model import SHARD_LABEL, ObjRef
@@ -111,8 +112,8 @@ CRD_REF = ObjRef(api_version="apiextensions.k8s.io/v1", kind="CustomResourceDefi
 
 def view(agent: Agent, ns: str) -> set[ObjRef]:
     """What the agent's informers hold of this namespace, and the Widget CRD."""
-    assert agent.drift is not None
-    informers = agent.drift.informers
+    assert agent.reconciler.drift is not None
+    informers = agent.reconciler.drift.informers
     return {ref for kind in informers.kinds() for obj in informers.items(kind) or []
             if (ref := ObjRef.of(obj)).namespace == ns or ref == CRD_REF}
 
@@ -135,21 +136,19 @@ class Agents:
                                   shard=shard, shards=shards, resync_interval=3600),
                       kube)
         if repair:
-            agent.drift = agent.drift_repair()
+            agent.reconciler.drift_repair()
         self.started.append(agent)
         return agent
 
     def stop(self) -> None:
         for agent in self.started:
-            if agent.drift is not None:
-                agent.drift.stop()
-                agent.drift.view_kube.close()
+            agent.reconciler.stop_drift()
             agent.kube.close()
 
 
 def full_sync(agent: Agent) -> None:
     """One full sync, beside no drift-repair job of the agent."""
-    with agent.lock:
+    with agent.reconciler.lock:
         agent.state.full_wanted = True
         assert agent.sync()
 

@@ -54,22 +54,21 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from orksync.agent.metrics import Metrics
 from orksync.agent.queue import Item, Workers, WorkQueue
 from orksync.agent.shard import shard_selector
 from orksync.apply.compare import unchanged
-from orksync.apply.delete import DeletionOptions, OnDeleteRenderer, find_hooks, teardown_waits
-from orksync.apply.engine import Applier, ApplyOptions, Kind
-from orksync.apply.impersonation import Identities
+from orksync.apply.delete import OnDeleteRenderer, teardown_waits
+from orksync.apply.engine import Applier, Kind
 from orksync.apply.inventory import INVENTORY_ANNOTATION, Inventory, is_crd
 from orksync.apply.rollout import ROLLOUT_ANNOTATION, pod_template
 from orksync.cluster.kube import Kube
 from orksync.cluster.view import apply_view
 from orksync.cluster.watch import Informers
 from orksync.errors import ClusterError, LeadershipLost
-from orksync.lifecycle.teardown import FINALIZER, finalize_custom_resource
+from orksync.lifecycle.teardown import FINALIZER
 from orksync.model import (
     OWNER_ANNOTATION,
     Action,
@@ -80,7 +79,7 @@ from orksync.model import (
     WritePolicy,
 )
 
-__all__ = ["ROOT", "DriftRepair", "Plan"]
+__all__ = ["ROOT", "DriftRepair", "Plan", "SyncRoot"]
 
 log = logging.getLogger("orksync.agent")
 
@@ -159,38 +158,56 @@ class Plan:
             {(e.ref.api_version, e.ref.kind) for e in self.inventory}
 
 
-class DriftRepair:
-    """See the module doc. `kube` writes (the gated connection of the jobs); `view_kube`
-    watches (ungated, its own connections); `leading()` says whether this replica may
-    write; `on_change` is told every change a repair makes."""
+class SyncRoot(Protocol):
+    """The sync root drift repair works for (orksync.agent.reconciler.Reconciler): it
+    writes what a repair decides and renders a key again."""
 
-    def __init__(self, kube: Kube, view_kube: Kube, *, inventory: str, workers: int,
-                 metrics: Metrics, leading: Callable[[], bool],
-                 on_change: Callable[[Change], None],
-                 reconcile: Callable[[str, str], None] | None = None,
-                 dependents: Callable[[ObjRef], set[str]] | None = None,
-                 shard: str = "", on_event: Callable[[], None] | None = None) -> None:
+    def leading(self) -> bool:
+        """Whether this replica may write."""
+
+    def desired(self, obj: RenderedObject, owner_uid: str | None) -> dict[str, Any]:
+        """The body an apply of `obj` sends (orksync.apply.engine.Applier.desired)."""
+
+    def applier(self) -> Applier:
+        """The Applier a repair writes with, telling the root each change."""
+
+    def reconcile_key(self, key: str, trigger: str) -> None:
+        """Render `key`'s custom resource again and sync it, for the triggers a re-apply
+        of the plan does not answer: status, cross, time."""
+
+    def dependents(self, ref: ObjRef) -> set[str]:
+        """The keys whose custom resources read `ref`'s (`.cross`, dependsOn)."""
+
+    def finalize(self, plan: Plan, cr: ObjRef, live: dict[str, Any],
+                 sleep: Callable[[float], None]) -> tuple[list[Change], bool]:
+        """The teardown of a custom resource being deleted: its changes, and whether
+        it finished."""
+
+    def repaired(self, change: Change) -> None:
+        """A change a repair made."""
+
+
+class DriftRepair:
+    """See the module doc. `root` writes; `kube` reads what the informers lack (the
+    gated connection of the jobs); `view_kube` watches (ungated, its own connections)."""
+
+    def __init__(self, root: SyncRoot, kube: Kube, view_kube: Kube, *, inventory: str,
+                 workers: int, metrics: Metrics, shard: str = "",
+                 on_event: Callable[[], None] | None = None) -> None:
+        self.root = root
         self.kube = kube
         # told of every watch event (the web view's live updates)
         self.on_event = on_event
         # this agent shard's `I-of-N` (orksync.agent.shard): the informers hold only the
         # objects labelled with it; "": one shard, every object orksync labels
         self.shard = shard
-        # renders a key's custom resource again and syncs it (the agent's scoped sync),
-        # for the triggers a re-apply of the plan does not answer: status, cross, time
-        self.reconcile = reconcile
-        # the keys whose custom resources read a custom resource (`.cross`, dependsOn)
-        self.dependents = dependents or (lambda ref: set())
         self.view_kube = view_kube
         self.inventory = inventory
         self.metrics = metrics
-        self.leading = leading
-        self.on_change = on_change
         self.queue: WorkQueue[str] = WorkQueue()
         self.informers = Informers(view_kube, label_selector=shard_selector(shard),
                                    on_event=self._event, on_restart=self._restarted)
         self.apply_view = apply_view(self.informers)
-        self._checker = Applier(view_kube)  # `desired` bodies only: it never writes
         self._plan: Plan | None = None
         self._syncing = False
         self._held: set[str] = set()  # keys a scoped sync is writing: their events wait
@@ -227,7 +244,7 @@ class DriftRepair:
         if current is None:
             return
         self.informers.watch(current.kinds())
-        if self.leading():
+        if self.root.leading():
             for kind in current.kinds():
                 for obj in self.informers.items(kind) or []:
                     self._consider("MODIFIED", obj)
@@ -251,7 +268,7 @@ class DriftRepair:
             return
         self.informers.watch(self.informers.kinds() | {
             (o.ref.api_version, o.ref.kind) for key in keys for o in current.objects.get(key, ())})
-        if self.leading():
+        if self.root.leading():
             for key in keys:
                 for obj in current.objects.get(key, ()):
                     live = self.informers.get(obj.ref)
@@ -267,8 +284,6 @@ class DriftRepair:
     def render_again(self, key: str, trigger: str, delay: float = 0.0) -> None:
         """Render `key`'s custom resource again (the scoped sync): now, or at a timer's
         instant `delay` seconds from now (one timer per key, the earliest)."""
-        if self.reconcile is None:
-            return
         now = time.monotonic()
         with self._lock:
             if delay > 0:  # one timer per key: the earliest instant asked for
@@ -311,7 +326,7 @@ class DriftRepair:
                     del self._written[ref]
         if self.on_event is not None:
             self.on_event()
-        if self.leading():
+        if self.root.leading():
             self._consider(event, obj, previous)
 
     def _consider(self, event: str, obj: dict[str, Any],
@@ -332,7 +347,7 @@ class DriftRepair:
             if want.owner is not None:  # a child's status: its conditions, status fields
                 self.render_again(key, "status")
             else:  # a custom resource's: those that read it
-                for other in self.dependents(ref):
+                for other in self.root.dependents(ref):
                     self.render_again(other, "cross")
         with self._lock:
             if self._syncing or key in self._held:
@@ -370,7 +385,7 @@ class DriftRepair:
             uid = ((owner or {}).get("metadata") or {}).get("uid")
             if not uid:  # its owner not in the view yet (a sync just created both)
                 return False
-        body = self._checker.desired(want, uid)
+        body = self.root.desired(want, uid)
         # the Secrets' hash on a pod template is known only to an apply of them
         template = pod_template(body)
         if template is not None:
@@ -388,15 +403,15 @@ class DriftRepair:
             if due is not None and due <= time.monotonic():  # its timer: render again
                 del self._timers[key]
                 trigger = trigger or "time"
-        if plan is None or not self.leading():
+        if plan is None or not self.root.leading():
             return
         leaving = plan.leaving.get(key)
         if leaving is not None:
             self._finish_leaving(plan, leaving)
             return
-        if trigger is not None and self.reconcile is not None and key != ROOT:
+        if trigger is not None and key != ROOT:
             try:
-                self.reconcile(key, trigger)
+                self.root.reconcile_key(key, trigger)
             except BaseException:
                 with self._lock:  # its retry renders again too
                     self._rerender.setdefault(key, trigger)
@@ -414,8 +429,7 @@ class DriftRepair:
         self._caught_up(objects)
         if self.shard:
             objects = self._not_taken(objects)
-        applier = Applier(self.kube, ApplyOptions(workers=2), on_change=self._changed,
-                          view=self.apply_view)
+        applier = self.root.applier()
         try:
             changes = applier.apply(objects)
         finally:
@@ -496,16 +510,11 @@ class DriftRepair:
             return
         waits = teardown_waits(plan.hooks, cr, plan.errors)
         if waits:  # the first full sync without errors finishes it
-            self._changed(Change(ref=cr, action=Action.SKIPPED, message=waits))
+            self.root.repaired(Change(ref=cr, action=Action.SKIPPED, message=waits))
             return
-        changes, done = finalize_custom_resource(
-            self.kube, live, plan.inventory.owned_by(cr), find_hooks(plan.hooks, cr),
-            DeletionOptions(inventory=self.inventory, sleep=self._sleep, shard=self.shard,
-                            # its children deleted as the sync wrote them (impersonation)
-                            identities=Identities(self.kube, None, plan.by_ref.values(),
-                                                  recorded=plan.inventory)))
+        changes, done = self.root.finalize(plan, cr, live, self._sleep)
         for change in changes:
-            self._changed(change)
+            self.root.repaired(change)
         if not done:
             raise ClusterError("teardown not finished", subject=str(cr))
 
@@ -513,10 +522,6 @@ class DriftRepair:
         if self._stopping.wait(seconds):
             raise LeadershipLost("the agent is stopping: teardown abandoned, resumed by the "
                                  "next leader")
-
-    def _changed(self, change: Change) -> None:
-        self.metrics.objects.labels(action=change.action.value).inc()
-        self.on_change(change)
 
     def _done(self, item: Item[str], outcome: str) -> None:
         self.metrics.repairs.labels(result=outcome).inc()
