@@ -813,7 +813,7 @@ def test_git_remote_down_corrupted_clone_and_force_push_through_the_agent(
     assert restarted.sync()
     assert restarted.state.revision is not None and restarted.state.revision.sha == sha
     assert live(kube, ref("Widget", ns, "c")) is None, "c left Git and was pruned"
-    restarted.copied()
+    restarted.jobs.copied()
     rendered_dir = tmp_path / "state" / "rendered" / sha
     assert {o.ref for o in read_rendered(rendered_dir).objects} == \
         {o.ref for o in w.render()[1].objects}, "the rendered index matches the revision"

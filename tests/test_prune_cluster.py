@@ -139,10 +139,9 @@ class Repo:
         catalog = load_repository(self.root)
         rendered = render_catalog(catalog)
         opts = SyncOptions(deletion=DeletionOptions(poll=0.1), **options)
-        given = {"source": source} if source is not None else {}
         return sync_once(self.kube, SyncRequest(rendered, inventory_name=self.name,
                                                 hooks=hook_renderers(catalog), options=opts,
-                                                **given))
+                                                source=source))
 
     def stored(self) -> Inventory:
         return read_inventory(self.kube, self.name)

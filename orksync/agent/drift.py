@@ -1,49 +1,9 @@
-"""Drift repair: the agent's managed objects watched, and a hand edit or delete repaired by
-re-applying the objects of one custom resource, without a full sync.
-
-After each full sync the agent hands the render it applied (`update`) to this module,
-which keeps it as a `Plan`: every object under a key, the identity of the custom resource
-that owns it (the custom resource's own objects: itself and its children), or `ROOT` for
-the objects of no custom resource (CRDs). Informers (orksync.cluster.watch) watch every
-kind of the plan and of the inventory, by orksync's label (every object a sync applies
-carries it; a sharded agent's by its shard label too, orksync.agent.shard), on
-connections of their own that pass no leadership gate, so a standby keeps its view current
-too.
-
-An event about an object of the plan enqueues its key when the object drifted:
-
-* deleted (or its label removed, which a label-selected watch reports as a delete);
-* for objects written with `apply`: the live object no longer holds what the apply
-  would send (orksync.apply.compare.unchanged: the fingerprint orksync stamped and every
-  field it sets). The agent's own writes leave exactly that, so they enqueue nothing (no
-  self-triggered loop), nor do the writes of others to fields orksync does not set
-  (status, a controller's defaults). Objects written once (`create-if-absent`, Jobs),
-  Secrets (their values are generated in the cluster) and copies (`copyFrom`: their
-  body depends on a source object) are repaired when deleted only;
-* a custom resource that got a deletionTimestamp while it holds orksync's finalizer: its
-  teardown (onDelete, the finalizer) runs in its own key.
-
-Events are ignored while a full sync runs (it writes everything anyway); when it ends,
-every watched object is checked against the new plan (`update`), which also catches the
-edits made during the sync. Only the leader enqueues; a replica that loses its lease drops
-the queue (`lost_leadership`), and its workers' requests pass the gate (`Kube.gate`), so a
-key under way stops at its next request.
-
-A worker re-applies its key's objects from the plan through the apply engine (server-side
-apply, field manager `orksync`), reading the live objects from the informers instead of
-LISTs (a key taken again right after its own repair first waits, briefly, until the
-informers have seen that repair's writes); a failure is retried with the queue's backoff.
-Workers take different keys, so a slow key (a teardown waiting for its onDelete Job)
-delays no other.
-
-Besides drift, a key is rendered again (the agent's `reconcile`, a scoped sync) when a
-child's status changes (`status`), when the status of a custom resource it reads changes
-(`cross`: `dependents` names the readers), or at a timer (`time`: the next edge of a
-wall-clock condition); a status change is compared without `status.orksync`, so orksync's
-own status writes trigger nothing. While a scoped sync writes some keys (`hold`), their
-events wait; after it (`release`), their objects are checked against the new plan. A
-custom resource that left Git and whose teardown the full sync left under way
-(`Plan.leaving`) is torn down in its own key.
+"""Drift repair: the managed objects of one sync root watched, and a hand edit or delete
+repaired by re-applying the objects of its custom resource (its key) from the last
+sync's render (`Plan`), without a full sync; a status, cross-read or time trigger renders
+a key again, and a custom resource being deleted is torn down in its key. What it writes,
+it writes through its sync root (`SyncRoot`, the agent's reconciler). When an event is
+drift and what each trigger runs: docs/operations.md, "What the agent reacts to".
 """
 
 from __future__ import annotations
