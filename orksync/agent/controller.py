@@ -25,7 +25,7 @@ from orksync.agent.membership import Membership
 from orksync.agent.metrics import Metrics
 from orksync.agent.roots import (
     Root,
-    Roots,
+    RootBuilder,
     failure_message,
     find_duplicates,
     is_new,
@@ -42,9 +42,7 @@ from orksync.cluster.retry import RetryPolicy
 from orksync.cluster.transport import USER_AGENT
 from orksync.cluster.watch import Informer
 from orksync.errors import ClusterError, InputError, LeadershipLost, OrksyncError
-from orksync.sync import (
-    ensure_namespace,
-)
+from orksync.sync import ensure_namespace
 
 log = logging.getLogger("orksync.agent.controller")
 
@@ -119,8 +117,8 @@ class Controller:
         self.informer: Informer | None = None
         self.pool = ThreadPoolExecutor(max_workers=config.concurrent_syncs,
                                        thread_name_prefix="orksync-sync")
-        self.builder = Roots(kube, base, self.journal, gate=self._gate, wake=self._wake,
-                             inventories=self._inventories)
+        self.builder = RootBuilder(kube, base, self.journal, gate=self._gate,
+                                   wake=self._wake, inventories=self._inventories)
 
     # --- leadership ----------------------------------------------------------------------
 

@@ -49,7 +49,8 @@ CATCH_UP = 2.0  # seconds a worker waits for the informers to see its key's last
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Plan:
-    """The last full sync's applied render, by key (see the module doc)."""
+    """The last sync's applied render, by key: a custom resource's objects (itself and its
+    children) under its own, the objects of no custom resource (CRDs) under `ROOT`."""
 
     objects: Mapping[str, tuple[RenderedObject, ...]] = field(default_factory=dict)
     key_of: Mapping[ObjRef, str] = field(default_factory=dict)
@@ -148,8 +149,9 @@ class SyncRoot(Protocol):
 
 
 class DriftRepair:
-    """See the module doc. `root` writes; `kube` reads what the informers lack (the
-    gated connection of the jobs); `view_kube` watches (ungated, its own connections)."""
+    """The informers of a sync root's objects and the work queue of its keys. `root`
+    writes; `kube` reads what the informers lack (the gated connection of the jobs);
+    `view_kube` watches (ungated, its own connections)."""
 
     def __init__(self, root: SyncRoot, kube: Kube, view_kube: Kube, *, inventory: str,
                  workers: int, metrics: Metrics, shard: str = "",
@@ -338,7 +340,8 @@ class DriftRepair:
             return want.owner is None and FINALIZER in (meta.get("finalizers") or [])
         if want.policy is not WritePolicy.APPLY or want.directives.get("copyFrom") or \
                 (want.ref.kind == "Secret" and want.ref.api_version == "v1"):
-            return False  # repaired when deleted only (see the module doc)
+            # repaired when deleted only (docs/operations.md, "What the agent reacts to")
+            return False
         uid = None
         if want.owner is not None:
             owner = self.informers.get(want.owner)

@@ -12,7 +12,7 @@ import time
 
 from orksync.agent import syncs
 from orksync.agent.reconciler import prune_all
-from orksync.agent.roots import Root, Roots
+from orksync.agent.roots import Root, RootBuilder
 from orksync.agent.runner import Agent
 from orksync.apply.inventory import configmap_name
 from orksync.cluster.kube import Kube
@@ -40,7 +40,7 @@ def add_finalizer(kube: Kube, root: Root) -> None:
         root.obj = live
 
 
-def finalize(kube: Kube, roots: Roots, root: Root) -> str:
+def finalize(kube: Kube, builder: RootBuilder, root: Root) -> str:
     """A deleted Sync: with prune, everything its inventory holds deleted (custom
     resources through their onDelete, the Sync's ServiceAccount as their writer),
     then its inventory and the finalizer; without prune, or suspended (as Flux does),
@@ -48,29 +48,29 @@ def finalize(kube: Kube, roots: Roots, root: Root) -> str:
     tried again; "" otherwise."""
     meta = root.obj.get("metadata") or {}
     if syncs.FINALIZER not in (meta.get("finalizers") or []):
-        roots.stop(root)
+        builder.stop(root)
         return ""
     spec = root.spec
-    base = roots.base
+    base = builder.base
     if spec is not None and spec.prune and not spec.suspend:
         try:
-            agent: Agent | None = roots.agent(root, spec)
+            agent: Agent | None = builder.agent(root, spec)
         except InputError as err:  # its Secrets gone: no onDelete renderers then
             log.warning("Sync %s: deleting without its repository: %s", root.key, err)
             agent = None
         if agent is not None:  # no repair may write back what the deletion removes
             agent.reconciler.stop_drift()
-        failure = _prune_all(kube, roots, root, agent, spec)
+        failure = _prune_all(kube, builder, root, agent, spec)
         if failure:
             return failure
-    roots.stop(root)
+    builder.stop(root)
     name = spec.inventory_name if spec is not None else \
         f"{meta.get('namespace')}.{meta.get('name')}"
     with contextlib.suppress(ClusterError):  # gone already
         kube.delete(kube.resource("v1", "ConfigMap"), base.inventory_namespace,
                     configmap_name(name))
     if spec is not None:
-        shutil.rmtree(roots.state_dir(spec), ignore_errors=True)
+        shutil.rmtree(builder.state_dir(spec), ignore_errors=True)
     finalizers = [f for f in meta.get("finalizers") or [] if f != syncs.FINALIZER]
     res = syncs.sync_resource(kube)
     try:
@@ -89,7 +89,7 @@ def finalize(kube: Kube, roots: Roots, root: Root) -> str:
     return ""
 
 
-def _prune_all(kube: Kube, roots: Roots, root: Root, agent: Agent | None,
+def _prune_all(kube: Kube, builder: RootBuilder, root: Root, agent: Agent | None,
                spec: syncs.SyncSpec) -> str:
     """An empty render synced: the prune deletes the whole inventory. The error, or
     "" when everything is gone."""
@@ -98,8 +98,8 @@ def _prune_all(kube: Kube, roots: Roots, root: Root, agent: Agent | None,
         kube, account = agent.kube, agent.config.default_service_account
     else:  # its deletes go as its ServiceAccount all the same
         try:
-            account = roots.account(spec)
-            kube = roots.writer(kube, account)
+            account = builder.account(spec)
+            kube = builder.writer(kube, account)
         except InputError as err:
             return f"{err}; its objects are kept until it exists (or set prune: false)"
     if catalog is None and agent is not None:
@@ -112,8 +112,8 @@ def _prune_all(kube: Kube, roots: Roots, root: Root, agent: Agent | None,
                 catalog = load_repository(revision.path)
     root.deadline = time.monotonic() + spec.timeout
     try:
-        result = prune_all(kube, spec.inventory_name, roots.base.inventory_namespace,
-                           catalog=catalog, account=account, workers=roots.base.workers,
+        result = prune_all(kube, spec.inventory_name, builder.base.inventory_namespace,
+                           catalog=catalog, account=account, workers=builder.base.workers,
                            source=Source.of(spec.url, spec.path),
                            on_change=lambda change: log.info("Sync %s: %s %s", root.key,
                                                              change.action.value, change.ref))

@@ -52,7 +52,7 @@ class LeaderElector:
         self._lock = threading.Lock()
         self._renewed_at: float | None = None  # when our last successful write was sent
         self._observed: dict[str, Any] | None = None  # the Lease's spec as last seen
-        self._observed_at = 0.0  # when it changed, at the earliest (see the module doc)
+        self._observed_at = 0.0  # when it changed, at the earliest: a retry period before
         self._was_leading: bool | None = None  # None until the first try has an answer
         self.on_started_leading: Callable[[], None] = lambda: None
         self.on_stopped_leading: Callable[[], None] = lambda: None
@@ -212,7 +212,8 @@ class LeaderElector:
         return thread
 
     def request_sync(self) -> None:
-        """Ask the leader, whoever it is, to sync now (see the module doc)."""
+        """Ask the leader, whoever it is, to sync now: the annotation SYNC_REQUESTED on the
+        Lease, which the leader notices at its next renewal, whose write removes it."""
         self.kube.request(
             "PATCH", self.res.path(self.namespace, self.name),
             body={"metadata": {"annotations": {SYNC_REQUESTED: self.wallclock().strftime(

@@ -352,6 +352,8 @@ class Reconciler:
             log.error("shard %s: %s", self.shard_label, failure)
         return not failures
 
+    # --- scoped and per-key syncs ---------------------------------------------------------
+
     def scoped_sync(self, refs: frozenset[ObjRef], revision: str) -> bool | None:
         """Render and sync only these custom resources (orksync.sync.Scope) of the
         current catalog: whether it succeeded, or None when it cannot be decided without
@@ -433,8 +435,8 @@ class Reconciler:
         return not result.changes.failed
 
     def reconcile_key(self, key: str, trigger: str) -> None:
-        """A work-queue key to render again (drift repair's `reconcile`: a status, cross
-        or time trigger): its custom resource's scoped sync, beside no other job. A
+        """A work-queue key to render again (drift repair's status, cross or time
+        trigger): its custom resource's scoped sync, beside no other job. A
         scoped sync that cannot decide alone makes the next sync a full one, now."""
         if self.drift is None:
             return

@@ -66,7 +66,7 @@ def sync_label_of(key: str) -> str:
     return "sync-" + hashlib.sha256(key.encode()).hexdigest()[:16]
 
 
-class Roots:
+class RootBuilder:
     """Builds and stops the Syncs' agents. `gate(root)`: the gate of a root's requests;
     `wake(root)`: its agent wants a run now; `inventories()`: the inventory names of
     every Sync (none is adopted by another)."""
