@@ -63,7 +63,7 @@ class Impersonation:
     @property
     def tenant(self) -> str:
         """The namespace of a `default` given as `namespace/name` (a Sync's ServiceAccount,
-        orksync.agent.roots), else "". Then every child is written as that
+        orksync.agent.controller), else "". Then every child is written as that
         ServiceAccount, an entry's bare serviceAccountName names one of that namespace, and
         an account of any other namespace (an entry's, a directive's, a recorded one) is
         refused: a Sync's repository gets no more than its namespace's ServiceAccounts."""
