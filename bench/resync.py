@@ -23,7 +23,7 @@ from orksync.apply.inventory import inventory_identity
 from orksync.apply.run import ApplyOptions
 from orksync.model import Action
 from orksync.rendered.directory import read_rendered
-from orksync.sync import mark_for_cleanup, sync_once
+from orksync.sync import SyncRequest, mark_for_cleanup, sync_once
 
 TARGET_RATIO = 0.1
 TARGET_PER_OBJECT = 0.05
@@ -100,7 +100,7 @@ def main() -> int:
         # set in memory): apply, teardown check, prune plan, inventory write
         rendered = read_rendered(dirs["orksync"])
         start = time.perf_counter()
-        result = sync_once(kube, rendered, inventory_name="bench-ro")
+        result = sync_once(kube, SyncRequest(rendered, inventory_name="bench-ro"))
         sync_s = time.perf_counter() - start
         if result.changes.counts().get(Action.UNCHANGED, 0) != n:
             raise RuntimeError(f"in-process sync was not a no-op: {result.changes.summary()}")

@@ -11,7 +11,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from orksync.apply.delete import (
@@ -200,44 +200,60 @@ def render_live(kube: Kube, catalog: Catalog, *, clock: Clock | None = None,
                           select=select, strict_fields=strict_fields)
 
 
-def sync_once(kube: Kube, rendered: RenderedSet, *, inventory_name: str,
-              inventory_namespace: str = DEFAULT_NAMESPACE,
-              hooks: Mapping[tuple[str, str], OnDeleteRenderer] | None = None,
-              absent: Iterable[tuple[ObjRef, ObjRef]] | None = None,
-              options: SyncOptions | None = None,
-              on_change: Callable[[Change], None] | None = None,
-              applier: Applier | None = None,
-              stored_inventory: Future[Inventory] | None = None,
-              source: Source | None = None, scope: Scope | None = None) -> SyncResult:
-    """`hooks`: the onDelete renderers by (apiVersion, kind), from hook_renderers(catalog);
-    without one, a custom resource is still deleted and finalized, but no onDelete runs.
-    `absent`: (object, owner) pairs whose entry condition turned false; defaults to
-    `rendered.absent`. `applier`: one made with `options.apply` and `on_change` whose
-    prefetch the caller started (`orksync apply` starts it from the rendered directory's
-    index, before reading the files). `stored_inventory`: the stored inventory as
-    `prefetch_inventory` reads it, sent by the caller with that prefetch. `source`: where
-    `rendered` comes from, recorded in the inventory; a stored inventory of another
-    source is refused (unless `options.adopt_inventory`); None (tests, benchmarks)
-    checks nothing and keeps the recorded source. Raises InventoryError when the stored
-    inventory is unreadable or belongs to another source, before anything is written."""
-    options = options or SyncOptions()
+@dataclass(frozen=True, slots=True)
+class SyncRequest:
+    """What one sync of one sync root applies and records (`sync_once`)."""
+
+    rendered: RenderedSet
+    _: KW_ONLY
+    inventory_name: str
+    inventory_namespace: str = DEFAULT_NAMESPACE
+    # the onDelete renderers by (apiVersion, kind), from hook_renderers(catalog); without
+    # one, a custom resource is still deleted and finalized, but no onDelete runs
+    hooks: Mapping[tuple[str, str], OnDeleteRenderer] | None = None
+    # (object, owner) pairs whose entry condition turned false; None: `rendered.absent`
+    absent: Iterable[tuple[ObjRef, ObjRef]] | None = None
+    options: SyncOptions = field(default_factory=SyncOptions)
+    on_change: Callable[[Change], None] | None = None
+    # one made with `options.apply` and `on_change` whose prefetch the caller started
+    # (`orksync apply` starts it from the rendered directory's index, before reading the
+    # files)
+    applier: Applier | None = None
+    # the stored inventory as `prefetch_inventory` reads it, sent with that prefetch
+    stored_inventory: Future[Inventory] | None = None
+    # where `rendered` comes from, recorded in the inventory; a stored inventory of
+    # another source is refused (unless `options.adopt_inventory`); None (tests,
+    # benchmarks) checks nothing and keeps the recorded source
+    source: Source | None = None
+    scope: Scope | None = None  # a scoped sync's (see `Scope`)
+
+
+def sync_once(kube: Kube, request: SyncRequest) -> SyncResult:
+    """Apply, teardown, prune, inventory (docs/operations.md#one-sync-step-by-step).
+    Raises InventoryError when the stored inventory is unreadable or belongs to another
+    source, before anything is written."""
+    rendered, options, on_change = request.rendered, request.options, request.on_change
+    inventory_name, inventory_namespace = request.inventory_name, request.inventory_namespace
+    hooks, scope = request.hooks, request.scope
     dry_run = options.apply.dry_run
     manager = options.apply.field_manager
     identity = inventory_identity(inventory_name, inventory_namespace)
     impersonation = (options.impersonation or Impersonation()).with_entries(
         h.entry for h in (hooks or {}).values())
-    applier = applier or Applier(kube, options.apply, on_change=on_change,
-                                 impersonation=impersonation, view=options.view)
+    applier = request.applier or Applier(kube, options.apply, on_change=on_change,
+                                         impersonation=impersonation, view=options.view)
     if not applier.prefetching:  # the apply's LISTs go out now, while the inventory is read
         applier.prefetch(rendered)
     try:
         if scope is not None:
             whole = scope.inventory.value
         else:
-            whole = stored_inventory.result() if stored_inventory is not None else \
+            whole = request.stored_inventory.result() \
+                if request.stored_inventory is not None else \
                 read_inventory(kube, inventory_name, inventory_namespace)
         if not options.adopt_inventory:
-            check_source(whole, source, name=inventory_name, namespace=inventory_namespace)
+            check_source(whole, request.source, name=inventory_name,
+                         namespace=inventory_namespace)
         old = scope.inventory.part(scope.crs) if scope is not None else whole
         rendered, reclassified = hold_reclassified(rendered, old)
         for change in reclassified:
@@ -284,8 +300,7 @@ def sync_once(kube: Kube, rendered: RenderedSet, *, inventory_name: str,
             kube, entry, children, find_hooks(found, entry.ref), opts))
     changes.extend(pruned.changes)
     deleted = pruned.counts()[Action.DELETED]
-    if absent is None:
-        absent = rendered.absent
+    absent = rendered.absent if request.absent is None else request.absent
     if not plan.halted and absent:
         claimed = {o.ref for o in rendered.objects} | whole.refs()
         cleaned = cleanup_absent(kube, absent, claimed=claimed, dry_run=dry_run,
@@ -299,7 +314,7 @@ def sync_once(kube: Kube, rendered: RenderedSet, *, inventory_name: str,
     kept = inventory.refs()
     deleted_now = [] if dry_run or plan.halted else \
         [(ref, digest) for ref, digest in rendered.cleaned if ref not in kept]
-    inventory = inventory.with_source(source or old.source).with_cleaned(
+    inventory = inventory.with_source(request.source or old.source).with_cleaned(
         [*held, *kept_notes, *deleted_now])
     for ref, _ in held:
         change = Change(ref=ref, action=Action.SKIPPED,
@@ -328,30 +343,18 @@ def sync_once(kube: Kube, rendered: RenderedSet, *, inventory_name: str,
                       prepared=prepared)
 
 
-def sync_rendered(kube: Kube, rendered: RenderedSet, catalog: Catalog | None, *,
-                  inventory_name: str, inventory_namespace: str = DEFAULT_NAMESPACE,
-                  options: SyncOptions | None = None, source: Source | None = None,
-                  revision: str = "", on_change: Callable[[Change], None] | None = None,
-                  applier: Applier | None = None,
-                  stored_inventory: Future[Inventory] | None = None,
-                  status_of: Catalog | None = None,
-                  hooks: Mapping[tuple[str, str], OnDeleteRenderer] | None = None,
-                  on_phase: Callable[[str], None] | None = None,
-                  scope: Scope | None = None) -> SyncResult:
+def sync_rendered(kube: Kube, request: SyncRequest, catalog: Catalog | None, *,
+                  revision: str = "", status_of: Catalog | None = None,
+                  on_phase: Callable[[str], None] | None = None) -> SyncResult:
     """The sync recipe `orksync sync`, `orksync apply` and the agent share: `sync_once`
-    (apply, teardown, prune, inventory) with the repository's onDelete renderers, then,
-    with a repository and not in a dry run, each custom resource's status and an Event
-    for its changes (`status_of`: the custom resources whose status this replica writes,
-    a shard's; default all of `catalog`; `hooks`: the onDelete renderers when the caller
-    made them already; `scope`: a scoped sync's, see `Scope`). `orksync apply DIR` has no
-    catalog: no status."""
-    options = options or SyncOptions()
-    result = sync_once(kube, rendered, inventory_name=inventory_name,
-                       inventory_namespace=inventory_namespace,
-                       hooks=hooks if hooks is not None else
-                       hook_renderers(catalog) if catalog is not None else None,
-                       options=options, on_change=on_change, applier=applier,
-                       stored_inventory=stored_inventory, source=source, scope=scope)
+    with the repository's onDelete renderers (unless the request has them), then, with a
+    repository and not in a dry run, each custom resource's status and an Event for its
+    changes (`status_of`: the custom resources whose status this replica writes, a
+    shard's; default all of `catalog`). `orksync apply DIR` has no catalog: no status."""
+    if request.hooks is None and catalog is not None:
+        request = dataclasses.replace(request, hooks=hook_renderers(catalog))
+    result = sync_once(kube, request)
+    options, rendered = request.options, request.rendered
     if catalog is not None and not options.apply.dry_run:
         from orksync.lifecycle.events import report_sync  # the template engines: not for apply
 

@@ -15,7 +15,14 @@ from orksync.cluster.kube import Kube
 from orksync.katalog.loader import load_repository
 from orksync.model import Action, Change, ObjRef
 from orksync.render.engine import render_catalog
-from orksync.sync import SyncOptions, SyncResult, hook_renderers, read_inventory, sync_once
+from orksync.sync import (
+    SyncOptions,
+    SyncRequest,
+    SyncResult,
+    hook_renderers,
+    read_inventory,
+    sync_once,
+)
 from tests.fakeapi import FakeApiServer, Request
 from tests.helpers import write_repo
 
@@ -68,8 +75,8 @@ class Repo:
         opts = SyncOptions(deletion=DeletionOptions(poll=0.01), **options)
         if log:
             self.server.clear_log()
-        return sync_once(self.kube, rendered, inventory_name=self.name,
-                         hooks=hook_renderers(catalog), options=opts)
+        return sync_once(self.kube, SyncRequest(rendered, inventory_name=self.name,
+                                                hooks=hook_renderers(catalog), options=opts))
 
     def stored(self) -> Inventory:
         return read_inventory(self.kube, self.name)

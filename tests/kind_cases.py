@@ -21,7 +21,7 @@ from orksync.katalog.loader import load_repository
 from orksync.lifecycle.teardown import remove_finalizer
 from orksync.model import Action, Change, ObjRef
 from orksync.render.engine import render_catalog
-from orksync.sync import SyncResult, hook_renderers, sync_once
+from orksync.sync import SyncRequest, SyncResult, hook_renderers, sync_once
 from testbed.controlplane import ControlPlane
 
 WIDGET_API = "test.orksync.io/v1"
@@ -114,7 +114,8 @@ def sync(kube: Kube, root: Path, inventory: str) -> SyncResult:
     catalog = load_repository(root)
     rendered = render_catalog(catalog)
     assert rendered.ok, rendered.errors
-    return sync_once(kube, rendered, inventory_name=inventory, hooks=hook_renderers(catalog))
+    return sync_once(kube, SyncRequest(rendered, inventory_name=inventory,
+                                       hooks=hook_renderers(catalog)))
 
 
 def inventory_name() -> str:

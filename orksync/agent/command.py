@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from orksync.errors import UsageError
 
 if TYPE_CHECKING:
-    from orksync.agent.runner import AgentConfig
+    from orksync.agent.config import AgentConfig
     from orksync.cluster.kube import Kube
 
 
@@ -195,8 +195,8 @@ def cmd_agent(args: argparse.Namespace, kube: Kube) -> int:
 
 def agent_config(args: argparse.Namespace) -> AgentConfig:
     """The agent's settings from its parsed flags."""
+    from orksync.agent.config import AgentConfig
     from orksync.agent.notify import NotifyConfig
-    from orksync.agent.runner import AgentConfig
     from orksync.source.git import GitAuth, GitVerify, VerifyMode
 
     def present(path: Path | None) -> Path | None:

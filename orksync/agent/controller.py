@@ -1,74 +1,48 @@
-"""The controller of the Sync objects: `orksync agent` without --repo-url
-(docs/operations.md, "Sync objects").
-
-Each Sync is a sync root of its own: an `Agent` (orksync.agent.runner) with the Sync's
-settings, its own inventory (`orksync-inventory-<namespace>.<name>`), checkout and state
-directory (`<state dir>/syncs/<namespace>/<name>`), drift repair and scoped syncs, and a
-connection of its own whose gate closes when this replica loses the Lease or the Sync's
-run passes its `timeout`, and whose writes go as the Sync's ServiceAccount (`_writer`).
-The controller owns what is shared: one Lease, one informer of
-the Syncs, the HTTP server (per-Sync webhooks at `/hooks/git/<namespace>/<name>`) and a
-pool of `--concurrent-syncs` workers. A Sync's runs never overlap; the runs of different
-Syncs never wait for each other beyond the pool's size.
-
-What the loop decides for each Sync, from its object:
-* being deleted: with `prune: true` everything its inventory holds is deleted (custom
-  resources through their onDelete), then its inventory, then the finalizer
-  `orksync.io/sync-cleanup`; with `prune: false` only its inventory and the finalizer go;
-* a spec that cannot be used, a Secret it names missing, or a second Sync of the same url
-  and path (the older one keeps it): Stalled, with the error; nothing is applied and its
-  objects are kept;
-* suspended: its root is stopped (no poll, webhook, drift repair or prune) and its status
-  says so; resumed, it syncs at once;
-* otherwise it runs every `interval` (backing off after failures, as the single-root agent
-  does), at once after a webhook or a reconcile request (the annotation
-  `reconcile.orksync.io/requestedAt`, answered in `status.lastHandledReconcileAt`).
+"""The controller of the Sync objects: `orksync agent` without --repo-url. It watches the
+Syncs, keeps one root per Sync (orksync.agent.roots) and runs each on a shared pool of
+workers, one run per Sync at a time; it owns what the roots share: leadership (one
+Lease, or the scale-out membership), the HTTP server with per-Sync webhooks, and the
+finalizer's deletions (orksync.agent.finalizer). docs/operations.md, "Sync objects",
+says what it decides for each Sync.
 """
 
 from __future__ import annotations
 
-import contextlib
-import dataclasses
 import logging
 import random
-import shutil
 import signal
 import threading
 import time
-from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
 from orksync.agent import syncs, webhook
+from orksync.agent.config import AgentConfig
+from orksync.agent.finalizer import add_finalizer, finalize
 from orksync.agent.lease import LeaderElector
 from orksync.agent.membership import Membership
 from orksync.agent.metrics import Metrics
-from orksync.agent.runner import Agent as SyncAgent
-from orksync.agent.runner import AgentConfig
+from orksync.agent.roots import (
+    Root,
+    RootBuilder,
+    failure_message,
+    find_duplicates,
+    is_new,
+    reconcile_requested,
+    report,
+    ui_status,
+)
+from orksync.agent.runner import Agent
 from orksync.agent.server import serve
 from orksync.agent.ui.data import RootStatus
 from orksync.agent.ui.journal import Journal
-from orksync.apply.delete import DeletionOptions
-from orksync.apply.impersonation import Impersonation, service_account_user
-from orksync.apply.inventory import configmap_name
-from orksync.apply.run import ApplyOptions
 from orksync.cluster.kube import Kube
 from orksync.cluster.retry import RetryPolicy
 from orksync.cluster.transport import USER_AGENT
 from orksync.cluster.watch import Informer
 from orksync.errors import ClusterError, InputError, LeadershipLost, OrksyncError
-from orksync.model import RenderedSet, Source
-from orksync.source.git import GitAuth, GitVerify, VerifyMode
-from orksync.sync import (
-    SyncOptions,
-    ensure_namespace,
-    hook_renderers,
-    read_inventory,
-    sync_rendered,
-    write_inventory,
-)
+from orksync.sync import ensure_namespace
 
 log = logging.getLogger("orksync.agent.controller")
 
@@ -92,42 +66,6 @@ class ControllerConfig:
     shards: int = 1
     shard: int = 0
     generation: str = ""  # --generation: see membership.py
-
-
-@dataclass(slots=True)
-class Root:
-    """What the controller knows of one Sync."""
-
-    key: str
-    obj: dict[str, Any]
-    spec: syncs.SyncSpec | None = None
-    error: InputError | None = None  # why the spec cannot be used
-    agent: SyncAgent | None = None
-    fingerprint: tuple[Any, ...] = ()
-    busy: bool = False
-    wanted: bool = True  # run at the next look (new, a webhook, a reconcile, a resume)
-    next_run: float = 0.0
-    next_rotate: float = 0.0
-    deadline: float | None = None  # the running job's end (its `timeout`)
-    duplicate_of: str = ""
-    leaving: bool = False  # handed over: no new run; released once the running one ends
-    written: dict[str, Any] = field(default_factory=dict)  # the status last written
-    # the Ready condition's status and message before a run set it Unknown: a run that
-    # ends as the one before it is no news (no Event)
-    settled: tuple[str, str] | None = None
-
-
-def sync_label(spec: syncs.SyncSpec) -> str:
-    """The `orksync.io/shard` value on what a Sync writes: `sync-` and a digest of its
-    namespace and name (a label value holds 63 characters, a Sync's key more)."""
-    return sync_label_of(spec.key)
-
-
-def sync_label_of(key: str) -> str:
-    """`sync_label` of the Sync whose key is `namespace/name`."""
-    import hashlib
-
-    return "sync-" + hashlib.sha256(key.encode()).hexdigest()[:16]
 
 
 def shard_of(key: str, shards: int) -> int:
@@ -181,6 +119,8 @@ class Controller:
         self.informer: Informer | None = None
         self.pool = ThreadPoolExecutor(max_workers=config.concurrent_syncs,
                                        thread_name_prefix="orksync-sync")
+        self.builder = RootBuilder(kube, base, self.journal, gate=self._gate,
+                                   wake=self._wake, inventories=self._inventories)
 
     # --- leadership ----------------------------------------------------------------------
 
@@ -211,7 +151,7 @@ class Controller:
         with self.lock:
             agents = [(r, r.agent) for r in self.roots.values() if r.agent is not None]
         for root, agent in agents:
-            self._drop_agent(root, agent)
+            self.builder.drop(root, agent)
 
     # --- scale-out: which replica serves which Sync (membership.py) --------------------
 
@@ -222,7 +162,7 @@ class Controller:
             lost = [r for k, r in self.roots.items() if k in keys]
         for root in lost:
             self.metrics.handovers.labels(direction="lost").inc()
-            self._stop_agent(root)
+            self.builder.stop(root)
 
     def rebalance(self) -> None:
         """One round: take the claims of the Syncs this replica should serve, hand over
@@ -268,7 +208,7 @@ class Controller:
         """Close the Sync's gate, stop its watches and drift repair, release its claim."""
         assert self.membership is not None
         self.membership.drop(root.key)
-        self._stop_agent(root)
+        self.builder.stop(root)
         self.membership.release(root.key)
         with self.lock:
             root.leaving = False
@@ -292,7 +232,7 @@ class Controller:
         if self.config.watch_namespace and meta.get("namespace") != self.config.watch_namespace:
             return
         key = syncs.key_of(obj)
-        dropped: tuple[Root, SyncAgent] | None = None
+        dropped: tuple[Root, Agent] | None = None
         with self.wake:
             if kind == "DELETED":
                 root = self.roots.pop(key, None)
@@ -303,17 +243,17 @@ class Controller:
                 if root is None:
                     root = self.roots[key] = Root(key=key, obj=obj)
                 old_meta = root.obj.get("metadata") or {}
-                old_request = self._requested(root.obj)
+                old_request = reconcile_requested(root.obj)
                 root.obj = obj
                 if meta.get("generation") != old_meta.get("generation") or \
                         meta.get("deletionTimestamp") != old_meta.get("deletionTimestamp") or \
-                        self._requested(obj) != old_request or root.spec is None:
+                        reconcile_requested(obj) != old_request or root.spec is None:
                     self._read_spec(root)
                     root.wanted = True
-            self._find_duplicates()
+            find_duplicates(self.roots.values())
             self.wake.notify_all()
         if dropped is not None:
-            self._drop_agent(*dropped)
+            self.builder.drop(*dropped)
 
     def _read_spec(self, root: Root) -> None:
         try:
@@ -321,26 +261,6 @@ class Controller:
                 root.obj, allow_file_urls=self.config.allow_file_urls), None
         except InputError as err:
             root.spec, root.error = None, err
-
-    def _find_duplicates(self) -> None:
-        """A second Sync of the same url and path is refused; the oldest keeps it."""
-        owners: dict[tuple[str, str], str] = {}
-        order = sorted(self.roots.values(), key=lambda r: (
-            str((r.obj.get("metadata") or {}).get("creationTimestamp") or ""), r.key))
-        for root in order:
-            root.duplicate_of = ""
-            if root.spec is None or (root.obj.get("metadata") or {}).get("deletionTimestamp"):
-                continue
-            source = (root.spec.url.rstrip("/").removesuffix(".git"), root.spec.path)
-            if source in owners:
-                root.duplicate_of = owners[source]
-            else:
-                owners[source] = root.key
-
-    @staticmethod
-    def _requested(obj: Mapping[str, Any]) -> str:
-        return str(((obj.get("metadata") or {}).get("annotations") or {}).get(
-            syncs.RECONCILE_ANNOTATION) or "")
 
     # --- the loop ------------------------------------------------------------------------
 
@@ -380,16 +300,20 @@ class Controller:
         obj, spec = root.obj, root.spec
         meta = obj.get("metadata") or {}
         if meta.get("deletionTimestamp"):
-            self._finalize(root)
+            failure = finalize(self.kube, self.builder, root)
+            if failure:
+                self._report(root, syncs.Outcome(ready="False", reason=syncs.FAILED,
+                                                 message=f"deletion: {failure}"), warn=True)
+                root.next_run = time.monotonic() + (root.spec.interval if root.spec else 60.0)
             return
         if root.error is not None or spec is None:
-            self._stop_agent(root)
+            self.builder.stop(root)
             self._report(root, syncs.Outcome(ready="False", reason=syncs.INVALID,
                                              message=str(root.error)), warn=True)
             root.next_run = float("inf")  # until the spec changes
             return
         if root.duplicate_of:
-            self._stop_agent(root)
+            self.builder.stop(root)
             self._report(root, syncs.Outcome(
                 ready="False", reason=syncs.DUPLICATE,
                 message=f"{spec.url} path {spec.path or '.'} is synced by the Sync "
@@ -398,9 +322,9 @@ class Controller:
             root.next_run = float("inf")
             return
         if syncs.FINALIZER not in (meta.get("finalizers") or []):
-            self._add_finalizer(root)
+            add_finalizer(self.kube, root)
         if spec.suspend:
-            self._stop_agent(root)
+            self.builder.stop(root)
             ready = str(syncs.ready_condition(obj).get("status"))
             self._report(root, syncs.Outcome(
                 ready=ready if ready in ("True", "False") else "False", reason=syncs.SUSPENDED,
@@ -412,7 +336,7 @@ class Controller:
 
     def _sync(self, root: Root, spec: syncs.SyncSpec) -> None:
         try:
-            agent = self._agent(root, spec)
+            agent = self.builder.agent(root, spec)
         except InputError as err:  # a Secret it names, or an inventory it may not adopt
             reason = syncs.SERVICE_ACCOUNT if err.path in (
                 "spec.serviceAccountName", "--default-service-account") else \
@@ -421,7 +345,7 @@ class Controller:
                                              message=str(err)), warn=True)
             root.next_run = time.monotonic() + spec.interval
             return
-        requested = self._requested(root.obj)
+        requested = reconcile_requested(root.obj)
         handled = str((root.obj.get("status") or {}).get("lastHandledReconcileAt") or "")
         if requested and requested != handled:
             agent.state.next_attempt = 0.0  # a reconcile request skips the backoff
@@ -455,171 +379,22 @@ class Controller:
             for change in state.changes.changes:
                 counts[change.action.value] = counts.get(change.action.value, 0) + 1
         if state.failures:
-            message = self._failure(agent)
+            message = failure_message(agent)
             reason = syncs.TIMEOUT if "passed its timeout" in message else syncs.FAILED
             outcome = syncs.Outcome(ready="False", reason=reason, message=message,
                                     attempted=sha, counts=counts, objects=objects,
-                                    new_revision=ran and self._new(root, sha, "failed"),
+                                    new_revision=ran and is_new(root, sha, "failed"),
                                     handled=requested or None)
         elif state.synced_once:
             outcome = syncs.Outcome(
                 ready="True", reason=syncs.SUCCEEDED,
                 message=f"applied revision {spec.wanted}@sha1:{sha}", attempted=sha,
                 applied=sha, counts=counts, objects=objects,
-                new_revision=ran and self._new(root, sha, "succeeded"),
+                new_revision=ran and is_new(root, sha, "succeeded"),
                 handled=requested or None)
         else:
             return
         self._report(root, outcome, warn=outcome.ready == "False")
-
-    @staticmethod
-    def _new(root: Root, sha: str, result: str) -> bool:
-        """Whether a run of `sha` is a history entry: a revision not the newest one there,
-        or the newest with another result."""
-        history = (root.obj.get("status") or {}).get("history") or []
-        return not history or history[0].get("revision") != sha or \
-            history[0].get("result") != result
-
-    @staticmethod
-    def _failure(agent: SyncAgent) -> str:
-        """The run's errors: the render's (each naming its file and line) and the failed
-        objects', the first few of each."""
-        state = agent.state
-        lines: list[str] = []
-        if state.rendered is not None:
-            lines += [str(e) for e in state.rendered.errors[:3]]
-            more = len(state.rendered.errors) - 3
-            if more > 0:
-                lines.append(f"and {more} more render error(s)")
-        if state.changes is not None:
-            failed = state.changes.failed
-            lines += [f"{c.ref}: {c.message}" for c in failed[:3]]
-            if len(failed) > 3:
-                lines.append(f"and {len(failed) - 3} more failed object(s)")
-        if not lines or state.source_error:
-            lines.insert(0, state.last_error or "sync failed")
-        return "; ".join(dict.fromkeys(lines))
-
-    # --- a root --------------------------------------------------------------------------
-
-    def state_dir(self, spec: syncs.SyncSpec) -> Path:
-        return self.config.base.state_dir / "syncs" / spec.namespace / spec.name
-
-    def _agent(self, root: Root, spec: syncs.SyncSpec) -> SyncAgent:
-        """The Sync's root, made again when what it is built from changed; its credentials
-        read from the Sync's namespace into files of its state directory."""
-        fingerprint = spec.source_fingerprint()
-        if root.agent is not None and root.fingerprint == fingerprint:
-            if root.agent.state.source_error:  # the credentials may have been rotated
-                self._credentials(spec)
-            root.agent.config = dataclasses.replace(
-                root.agent.config, interval=spec.interval)
-            return root.agent
-        self._stop_agent(root)
-        account = self._account(spec)
-        auth, verify = self._credentials(spec)
-        base = self.config.base
-        if base.adopt_inventory:
-            self._adopt(root, spec)
-        config = dataclasses.replace(
-            base, repo_url=spec.url, ref=spec.ref, semver=spec.semver, path=spec.path,
-            interval=spec.interval,
-            resync_interval=spec.resync_interval, state_dir=self.state_dir(spec),
-            leader_elect=False, name=spec.inventory_name, auth=auth, verify=verify,
-            webhook_secret_file=None, shards=1, shard=0, prune=spec.prune,
-            default_service_account=account)
-        # every Sync's requests share the controller's pool: idle connections are kept
-        # once for the agent, not for each of its Syncs (the watches' streams each have
-        # their own connection anyway)
-        own = self.kube.sibling(timeout=self.kube.timeout, retry=self.kube.retry,
-                                share_pool=True)
-        own.user_agent = self.kube.user_agent
-        own.gate = lambda: self._gate(root)
-        agent = SyncAgent(config, self._writer(own, account), Metrics())
-        agent.journal = self.journal  # keyed by root: one for the web view of every Sync
-        config.state_dir.mkdir(parents=True, exist_ok=True)
-
-        def woken(job: str) -> None:
-            with self.wake:
-                root.wanted = True
-                self.wake.notify_all()
-
-        agent.on_wake = woken
-        # its objects carry a label of their own (the shard label of a one-shard root),
-        # so that its watches hold its objects only, not those of every Sync
-        agent.shard_label = agent.rotate_shard = sync_label(spec)
-        if config.repair_workers > 0:
-            agent.drift = agent.drift_repair(self.kube.sibling(
-                timeout=30.0, retry=RetryPolicy(), share_pool=True))
-        root.agent, root.fingerprint = agent, fingerprint
-        log.info("Sync %s: serving %s@%s path %s as inventory %s", root.key, spec.url,
-                 spec.wanted, spec.path or ".", configmap_name(spec.inventory_name))
-        return agent
-
-    def _account(self, spec: syncs.SyncSpec) -> str:
-        """`namespace/name` of the ServiceAccount the Sync writes as: its
-        serviceAccountName, else --default-service-account, in the Sync's namespace; ""
-        (neither given) for the agent's own identity. InputError when it does not exist:
-        the Sync is Stalled rather than written as a user nobody granted anything."""
-        name = spec.service_account or self.config.base.default_service_account
-        if not name:
-            return ""
-        field = "spec.serviceAccountName" if spec.service_account else \
-            "--default-service-account"
-        try:
-            found = self.kube.get_or_none(self.kube.resource("v1", "ServiceAccount"),
-                                          spec.namespace, name)
-        except ClusterError as err:
-            raise InputError(f"ServiceAccount {spec.namespace}/{name} cannot be read: "
-                             f"{err.detail}", path=field) from None
-        if found is None:
-            raise InputError(f"ServiceAccount {spec.namespace}/{name} not found: nothing "
-                             "is written until it exists (a Sync writes as a ServiceAccount "
-                             "of its own namespace)", path=field)
-        return f"{spec.namespace}/{name}"
-
-    @staticmethod
-    def _writer(kube: Kube, account: str) -> Kube:
-        """The connection of a Sync's root: every write (its CRDs, custom resources, plain
-        manifests, children, Secrets, prune and onDelete) sent as `account`, so that the
-        cluster's RBAC decides what the Sync's repository may do; reads, and the
-        bookkeeping written through `Kube.own` (the inventory, the sync result, the
-        custom resources' status), as the agent. InputError when the kubeconfig
-        impersonates already."""
-        if not account:
-            return kube
-        try:
-            return kube.impersonating(service_account_user(account), writes_only=True)
-        except ClusterError as err:  # the kubeconfig impersonates already (`as:`)
-            raise InputError(err.detail, path="spec.serviceAccountName") from None
-
-    def _adopt(self, root: Root, spec: syncs.SyncSpec) -> None:
-        """The inventory the Sync's annotation `orksync.io/adopt-inventory` names, moved to
-        the Sync's own (its source now the Sync's), when the Sync has none yet: what
-        `orksync sync --name N` or a `--repo-url` agent recorded is then the Sync's to
-        prune. An inventory of another Sync is never taken."""
-        name = str(((root.obj.get("metadata") or {}).get("annotations") or {}).get(
-            syncs.ADOPT_ANNOTATION) or "")
-        namespace = self.config.base.inventory_namespace
-        if not name or name == spec.inventory_name:
-            return
-        with self.lock:
-            others = {r.spec.inventory_name for r in self.roots.values()
-                      if r.spec is not None}
-        if name in others:
-            raise InputError(f"{name!r} is the inventory of another Sync: not adopted",
-                             path=f"metadata.annotations[{syncs.ADOPT_ANNOTATION}]")
-        res = self.kube.resource("v1", "ConfigMap")
-        if self.kube.get_or_none(res, namespace, configmap_name(spec.inventory_name)):
-            return  # adopted before, or synced already
-        if self.kube.get_or_none(res, namespace, configmap_name(name)) is None:
-            return
-        adopted = read_inventory(self.kube, name, namespace)
-        write_inventory(self.kube, adopted.with_source(Source.of(spec.url, spec.path)),
-                        spec.inventory_name, namespace)
-        self.kube.delete(res, namespace, configmap_name(name))
-        log.info("Sync %s: took over the inventory %s (%d object(s), from %s)", root.key,
-                 configmap_name(name), len(adopted), adopted.source)
 
     def _gate(self, root: Root) -> float | None:
         left: float | None = None
@@ -633,228 +408,17 @@ class Controller:
                               "abandoned, retried with backoff", subject=f"Sync/{root.key}")
         return left
 
-    def _credentials(self, spec: syncs.SyncSpec) -> tuple[GitAuth, GitVerify | None]:
-        """The Secrets the Sync names, read in its own namespace, as files only the agent
-        reads; their values reach no message."""
-        directory = self.state_dir(spec) / "credentials"
-        directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+    def _wake(self, root: Root) -> None:
+        with self.wake:
+            root.wanted = True
+            self.wake.notify_all()
 
-        def put(name: str, value: bytes | None) -> Path | None:
-            path = directory / name
-            if value is None:
-                path.unlink(missing_ok=True)
-                return None
-            tmp = path.with_suffix(".tmp")
-            tmp.touch(mode=0o600)
-            tmp.write_bytes(value)
-            tmp.replace(path)
-            return path
-
-        data: dict[str, bytes] = {}
-        if spec.secret:
-            data = syncs.read_secret(self.kube, spec.namespace, spec.secret, "spec.secretRef")
-        auth = GitAuth(username_file=put("username", data.get("username")),
-                       password_file=put("password", data.get("password")),
-                       ssh_key_file=put("identity", data.get("identity")),
-                       known_hosts_file=put("known_hosts", data.get("known_hosts")))
-        verify = None
-        if spec.verify_provider:
-            signers = syncs.read_secret(self.kube, spec.namespace, spec.verify_secret,
-                                        "spec.verify.secretRef")
-            if spec.verify_provider == "ssh":
-                verify = GitVerify(mode=VerifyMode.SSH, allowed_signers_file=put(
-                    "allowed_signers", signers.get("allowed_signers", b"")))
-            else:
-                verify = GitVerify(mode=VerifyMode.GPG,
-                                   keyring=put("keyring", signers.get("keyring", b"")))
-        return auth, verify
-
-    def _stop_agent(self, root: Root) -> None:
-        agent, root.agent, root.fingerprint = root.agent, None, ()
-        if agent is not None:
-            self._drop_agent(root, agent)
-
-    @staticmethod
-    def _drop_agent(root: Root, agent: SyncAgent) -> None:
-        """Stop a root's drift repair and close its connections."""
-        if root.agent is agent:
-            root.agent, root.fingerprint = None, ()
-        agent.stop_event.set()
-        agent.copied()
-        if agent.drift is not None:
-            agent.drift.stop()
-            agent.drift.view_kube.close()
-            agent.drift = None
-        agent.kube.close()
-
-    # --- status --------------------------------------------------------------------------
+    def _inventories(self) -> set[str]:
+        with self.lock:
+            return {r.spec.inventory_name for r in self.roots.values() if r.spec is not None}
 
     def _report(self, root: Root, outcome: syncs.Outcome, *, warn: bool = False) -> None:
-        """The Sync's status when it changed, and an Event for a new revision or a new
-        failure."""
-        inventory = configmap_name(root.spec.inventory_name) if root.spec else ""
-        status = {**syncs.status_of(root.obj, outcome, inventory=inventory),
-                  "servedBy": self.config.base.identity}
-        old = root.obj.get("status") or {}
-        if syncs.same_status(old, status):
-            return
-        try:
-            live = syncs.write_status(self.kube, root.obj, status)
-        except ClusterError as err:
-            if err.status == 404:
-                return
-            log.error("Sync %s: status not written: %s", root.key, err)
-            return
-        if isinstance(live, dict):
-            root.obj = live
-        root.written = status
-        old_ready: Mapping[str, Any] = next(
-            (c for c in old.get("conditions") or [] if c.get("type") == "Ready"), {})
-        before = (str(old_ready.get("status")), str(old_ready.get("message")))
-        if before[0] == "Unknown" and root.settled is not None:
-            before = root.settled  # what it said before this run began
-        if outcome.ready != "Unknown":
-            root.settled = (outcome.ready, outcome.message)
-        elif before[0] != "Unknown":
-            root.settled = before
-        changed = before != (outcome.ready, outcome.message)
-        if outcome.new_revision or (changed and outcome.ready != "Unknown"):
-            self._log_outcome(root, outcome)
-            syncs.event(self.kube, root.obj, reason=outcome.reason, message=outcome.message,
-                        revision=outcome.attempted, warning=warn)
-
-    @staticmethod
-    def _log_outcome(root: Root, outcome: syncs.Outcome) -> None:
-        if outcome.ready == "False":
-            log.error("Sync %s: %s: %s", root.key, outcome.reason, outcome.message)
-        else:
-            log.info("Sync %s: %s: %s", root.key, outcome.reason, outcome.message)
-
-    def _add_finalizer(self, root: Root) -> None:
-        meta = root.obj.get("metadata") or {}
-        finalizers = [*(meta.get("finalizers") or []), syncs.FINALIZER]
-        res = syncs.sync_resource(self.kube)
-        try:
-            live = self.kube.request(
-                "PATCH", res.path(str(meta["namespace"]), str(meta["name"])),
-                body={"metadata": {"finalizers": finalizers,
-                                   "resourceVersion": meta.get("resourceVersion")}},
-                content_type="application/merge-patch+json", subject=f"Sync/{root.key}")
-        except ClusterError as err:  # changed meanwhile: added at the next run
-            log.info("Sync %s: finalizer not added yet: %s", root.key, err)
-            return
-        if isinstance(live, dict):
-            root.obj = live
-
-    # --- deletion ------------------------------------------------------------------------
-
-    def _finalize(self, root: Root) -> None:
-        """A deleted Sync: with prune, everything its inventory holds deleted (custom
-        resources through their onDelete, the Sync's ServiceAccount as their writer),
-        then its inventory and the finalizer; without prune, or suspended (as Flux does),
-        only the inventory and the finalizer. A failure keeps the finalizer and is tried
-        again."""
-        meta = root.obj.get("metadata") or {}
-        if syncs.FINALIZER not in (meta.get("finalizers") or []):
-            self._stop_agent(root)
-            return
-        spec = root.spec
-        base = self.config.base
-        if spec is not None and spec.prune and not spec.suspend:
-            try:
-                agent: SyncAgent | None = self._agent(root, spec)
-            except InputError as err:  # its Secrets gone: no onDelete renderers then
-                log.warning("Sync %s: deleting without its repository: %s", root.key, err)
-                agent = None
-            if agent is not None:
-                self._stop_drift(agent)
-            failure = self._prune_all(root, agent, spec)
-            if failure:
-                self._report(root, syncs.Outcome(ready="False", reason=syncs.FAILED,
-                                                 message=f"deletion: {failure}"), warn=True)
-                root.next_run = time.monotonic() + (spec.interval if spec else 60.0)
-                return
-        self._stop_agent(root)
-        name = spec.inventory_name if spec is not None else \
-            f"{meta.get('namespace')}.{meta.get('name')}"
-        with contextlib.suppress(ClusterError):  # gone already
-            self.kube.delete(self.kube.resource("v1", "ConfigMap"), base.inventory_namespace,
-                             configmap_name(name))
-        if spec is not None:
-            shutil.rmtree(self.state_dir(spec), ignore_errors=True)
-        finalizers = [f for f in meta.get("finalizers") or [] if f != syncs.FINALIZER]
-        res = syncs.sync_resource(self.kube)
-        try:
-            self.kube.request(
-                "PATCH", res.path(str(meta["namespace"]), str(meta["name"])),
-                body={"metadata": {"finalizers": finalizers,
-                                   "resourceVersion": meta.get("resourceVersion")}},
-                content_type="application/merge-patch+json", subject=f"Sync/{root.key}")
-        except ClusterError as err:
-            if err.status not in (404, 409):
-                raise
-            root.wanted = True  # changed meanwhile: look again
-        log.info("Sync %s: deleted (%s)", root.key,
-                 "its objects pruned" if spec is not None and spec.prune else
-                 "its objects left in place")
-
-    @staticmethod
-    def _stop_drift(agent: SyncAgent) -> None:
-        """No repair may write back what the deletion removes."""
-        if agent.drift is not None:
-            agent.drift.stop()
-            agent.drift.view_kube.close()
-            agent.drift = None
-
-    def _prune_all(self, root: Root, agent: SyncAgent | None, spec: syncs.SyncSpec) -> str:
-        """An empty render synced: the prune deletes the whole inventory. The error, or
-        "" when everything is gone."""
-        catalog = agent.state.catalog if agent is not None else None
-        if agent is not None:
-            kube, account = agent.kube, agent.config.default_service_account
-        else:  # its deletes go as its ServiceAccount all the same
-            try:
-                account = self._account(spec)
-                kube = self._writer(self.kube, account)
-            except InputError as err:
-                return f"{err}; its objects are kept until it exists (or set prune: false)"
-        if catalog is None and agent is not None:
-            # its onDelete renderers: from the repository, when it answers
-            with contextlib.suppress(OrksyncError):
-                revision = agent.fetch()
-                if revision is not None:
-                    from orksync.katalog.loader import load_repository
-
-                    catalog = load_repository(revision.path)
-        root.deadline = time.monotonic() + spec.timeout
-        try:
-            result = sync_rendered(
-                kube, RenderedSet(objects=()), None,
-                inventory_name=spec.inventory_name,
-                inventory_namespace=self.config.base.inventory_namespace,
-                hooks=None if catalog is None else hook_renderers(catalog),
-                options=SyncOptions(
-                    apply=ApplyOptions(workers=self.config.base.workers),
-                    deletion=DeletionOptions(wait=True), allow_empty=True,
-                    adopt_inventory=True,
-                    impersonation=Impersonation.of_catalog(catalog, account)),
-                source=Source.of(spec.url, spec.path),
-                on_change=lambda change: log.info("Sync %s: %s %s", root.key,
-                                                  change.action.value, change.ref))
-        except OrksyncError as err:
-            return str(err)
-        finally:
-            root.deadline = None
-        if result.changes.failed:
-            first = result.changes.failed[0]
-            return f"{len(result.changes.failed)} object(s) not deleted: {first.ref}: " \
-                f"{first.message}"
-        # CRDs stay (deleting one deletes every custom resource of its kind, whoever
-        # wrote them), as a prune leaves them without --prune-crds
-        left = [e.ref for e in result.inventory if not e.is_crd]
-        if left:
-            return f"{len(left)} object(s) not deleted yet, {left[0]} first"
-        return ""
+        report(self.kube, root, outcome, identity=self.config.base.identity, warn=warn)
 
     # --- webhooks ------------------------------------------------------------------------
 
@@ -930,19 +494,7 @@ class Controller:
         """The Syncs as the web view shows them: a user sees one when they may get it."""
         with self.lock:
             roots = [(r.spec, r.obj) for r in self.roots.values() if r.spec is not None]
-        shown = []
-        for spec, obj in roots:
-            status = obj.get("status") or {}
-            ready: dict[str, Any] = next((c for c in status.get("conditions") or []
-                                          if c.get("type") == "Ready"), {})
-            shown.append(RootStatus(
-                name=spec.inventory_name,
-                source=f"{spec.url}@{spec.ref}" + (f" ({spec.path})" if spec.path else ""),
-                revision=str(status.get("lastAppliedRevision") or ""),
-                ready=ready.get("status") == "True", message=str(ready.get("message") or ""),
-                group=syncs.GROUP, resource="syncs", namespace=spec.namespace,
-                object_name=spec.name))
-        return sorted(shown, key=lambda r: r.name)
+        return sorted((ui_status(spec, obj) for spec, obj in roots), key=lambda r: r.name)
 
     def run(self) -> int:
         base = self.config.base
@@ -994,7 +546,7 @@ class Controller:
         with self.lock:
             roots = list(self.roots.values())
         for root in roots:
-            self._stop_agent(root)
+            self.builder.stop(root)
         if elector_thread is not None:
             elector_thread.join()
         for thread in threads:

@@ -1,49 +1,9 @@
-"""Drift repair: the agent's managed objects watched, and a hand edit or delete repaired by
-re-applying the objects of one custom resource, without a full sync.
-
-After each full sync the agent hands the render it applied (`update`) to this module,
-which keeps it as a `Plan`: every object under a key, the identity of the custom resource
-that owns it (the custom resource's own objects: itself and its children), or `ROOT` for
-the objects of no custom resource (CRDs). Informers (orksync.cluster.watch) watch every
-kind of the plan and of the inventory, by orksync's label (every object a sync applies
-carries it; a sharded agent's by its shard label too, orksync.agent.shard), on
-connections of their own that pass no leadership gate, so a standby keeps its view current
-too.
-
-An event about an object of the plan enqueues its key when the object drifted:
-
-* deleted (or its label removed, which a label-selected watch reports as a delete);
-* for objects written with `apply`: the live object no longer holds what the apply
-  would send (orksync.apply.compare.unchanged: the fingerprint orksync stamped and every
-  field it sets). The agent's own writes leave exactly that, so they enqueue nothing (no
-  self-triggered loop), nor do the writes of others to fields orksync does not set
-  (status, a controller's defaults). Objects written once (`create-if-absent`, Jobs),
-  Secrets (their values are generated in the cluster) and copies (`copyFrom`: their
-  body depends on a source object) are repaired when deleted only;
-* a custom resource that got a deletionTimestamp while it holds orksync's finalizer: its
-  teardown (onDelete, the finalizer) runs in its own key.
-
-Events are ignored while a full sync runs (it writes everything anyway); when it ends,
-every watched object is checked against the new plan (`update`), which also catches the
-edits made during the sync. Only the leader enqueues; a replica that loses its lease drops
-the queue (`lost_leadership`), and its workers' requests pass the gate (`Kube.gate`), so a
-key under way stops at its next request.
-
-A worker re-applies its key's objects from the plan through the apply engine (server-side
-apply, field manager `orksync`), reading the live objects from the informers instead of
-LISTs (a key taken again right after its own repair first waits, briefly, until the
-informers have seen that repair's writes); a failure is retried with the queue's backoff.
-Workers take different keys, so a slow key (a teardown waiting for its onDelete Job)
-delays no other.
-
-Besides drift, a key is rendered again (the agent's `reconcile`, a scoped sync) when a
-child's status changes (`status`), when the status of a custom resource it reads changes
-(`cross`: `dependents` names the readers), or at a timer (`time`: the next edge of a
-wall-clock condition); a status change is compared without `status.orksync`, so orksync's
-own status writes trigger nothing. While a scoped sync writes some keys (`hold`), their
-events wait; after it (`release`), their objects are checked against the new plan. A
-custom resource that left Git and whose teardown the full sync left under way
-(`Plan.leaving`) is torn down in its own key.
+"""Drift repair: the managed objects of one sync root watched, and a hand edit or delete
+repaired by re-applying the objects of its custom resource (its key) from the last
+sync's render (`Plan`), without a full sync; a status, cross-read or time trigger renders
+a key again, and a custom resource being deleted is torn down in its key. What it writes,
+it writes through its sync root (`SyncRoot`, the agent's reconciler). When an event is
+drift and what each trigger runs: docs/operations.md, "What the agent reacts to".
 """
 
 from __future__ import annotations
@@ -54,23 +14,22 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from orksync.agent.metrics import Metrics
 from orksync.agent.queue import Item, Workers, WorkQueue
 from orksync.agent.shard import shard_selector
 from orksync.apply.compare import unchanged
-from orksync.apply.delete import DeletionOptions, OnDeleteRenderer, find_hooks, teardown_waits
+from orksync.apply.delete import OnDeleteRenderer, teardown_waits
 from orksync.apply.engine import Applier
-from orksync.apply.impersonation import Identities
 from orksync.apply.inventory import INVENTORY_ANNOTATION, Inventory, is_crd
 from orksync.apply.rollout import ROLLOUT_ANNOTATION, pod_template
-from orksync.apply.run import ApplyOptions, Kind
+from orksync.apply.run import Kind
 from orksync.cluster.kube import Kube
 from orksync.cluster.view import apply_view
 from orksync.cluster.watch import Informers
 from orksync.errors import ClusterError, LeadershipLost
-from orksync.lifecycle.teardown import FINALIZER, finalize_custom_resource
+from orksync.lifecycle.teardown import FINALIZER
 from orksync.model import (
     OWNER_ANNOTATION,
     Action,
@@ -81,7 +40,7 @@ from orksync.model import (
     WritePolicy,
 )
 
-__all__ = ["ROOT", "DriftRepair", "Plan"]
+__all__ = ["ROOT", "DriftRepair", "Plan", "SyncRoot"]
 
 log = logging.getLogger("orksync.agent")
 
@@ -91,7 +50,8 @@ CATCH_UP = 2.0  # seconds a worker waits for the informers to see its key's last
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Plan:
-    """The last full sync's applied render, by key (see the module doc)."""
+    """The last sync's applied render, by key: a custom resource's objects (itself and its
+    children) under its own, the objects of no custom resource (CRDs) under `ROOT`."""
 
     objects: Mapping[str, tuple[RenderedObject, ...]] = field(default_factory=dict)
     key_of: Mapping[ObjRef, str] = field(default_factory=dict)
@@ -160,38 +120,57 @@ class Plan:
             {(e.ref.api_version, e.ref.kind) for e in self.inventory}
 
 
-class DriftRepair:
-    """See the module doc. `kube` writes (the gated connection of the jobs); `view_kube`
-    watches (ungated, its own connections); `leading()` says whether this replica may
-    write; `on_change` is told every change a repair makes."""
+class SyncRoot(Protocol):
+    """The sync root drift repair works for (orksync.agent.reconciler.Reconciler): it
+    writes what a repair decides and renders a key again."""
 
-    def __init__(self, kube: Kube, view_kube: Kube, *, inventory: str, workers: int,
-                 metrics: Metrics, leading: Callable[[], bool],
-                 on_change: Callable[[Change], None],
-                 reconcile: Callable[[str, str], None] | None = None,
-                 dependents: Callable[[ObjRef], set[str]] | None = None,
-                 shard: str = "", on_event: Callable[[], None] | None = None) -> None:
+    def leading(self) -> bool:
+        """Whether this replica may write."""
+
+    def desired(self, obj: RenderedObject, owner_uid: str | None) -> dict[str, Any]:
+        """The body an apply of `obj` sends (orksync.apply.engine.Applier.desired)."""
+
+    def applier(self) -> Applier:
+        """The Applier a repair writes with, telling the root each change."""
+
+    def reconcile_key(self, key: str, trigger: str) -> None:
+        """Render `key`'s custom resource again and sync it, for the triggers a re-apply
+        of the plan does not answer: status, cross, time."""
+
+    def dependents(self, ref: ObjRef) -> set[str]:
+        """The keys whose custom resources read `ref`'s (`.cross`, dependsOn)."""
+
+    def finalize(self, plan: Plan, cr: ObjRef, live: dict[str, Any],
+                 sleep: Callable[[float], None]) -> tuple[list[Change], bool]:
+        """The teardown of a custom resource being deleted: its changes, and whether
+        it finished."""
+
+    def repaired(self, change: Change) -> None:
+        """A change a repair made."""
+
+
+class DriftRepair:
+    """The informers of a sync root's objects and the work queue of its keys. `root`
+    writes; `kube` reads what the informers lack (the gated connection of the jobs);
+    `view_kube` watches (ungated, its own connections)."""
+
+    def __init__(self, root: SyncRoot, kube: Kube, view_kube: Kube, *, inventory: str,
+                 workers: int, metrics: Metrics, shard: str = "",
+                 on_event: Callable[[], None] | None = None) -> None:
+        self.root = root
         self.kube = kube
         # told of every watch event (the web view's live updates)
         self.on_event = on_event
         # this agent shard's `I-of-N` (orksync.agent.shard): the informers hold only the
         # objects labelled with it; "": one shard, every object orksync labels
         self.shard = shard
-        # renders a key's custom resource again and syncs it (the agent's scoped sync),
-        # for the triggers a re-apply of the plan does not answer: status, cross, time
-        self.reconcile = reconcile
-        # the keys whose custom resources read a custom resource (`.cross`, dependsOn)
-        self.dependents = dependents or (lambda ref: set())
         self.view_kube = view_kube
         self.inventory = inventory
         self.metrics = metrics
-        self.leading = leading
-        self.on_change = on_change
         self.queue: WorkQueue[str] = WorkQueue()
         self.informers = Informers(view_kube, label_selector=shard_selector(shard),
                                    on_event=self._event, on_restart=self._restarted)
         self.apply_view = apply_view(self.informers)
-        self._checker = Applier(view_kube)  # `desired` bodies only: it never writes
         self._plan: Plan | None = None
         self._syncing = False
         self._held: set[str] = set()  # keys a scoped sync is writing: their events wait
@@ -228,7 +207,7 @@ class DriftRepair:
         if current is None:
             return
         self.informers.watch(current.kinds())
-        if self.leading():
+        if self.root.leading():
             for kind in current.kinds():
                 for obj in self.informers.items(kind) or []:
                     self._consider("MODIFIED", obj)
@@ -252,7 +231,7 @@ class DriftRepair:
             return
         self.informers.watch(self.informers.kinds() | {
             (o.ref.api_version, o.ref.kind) for key in keys for o in current.objects.get(key, ())})
-        if self.leading():
+        if self.root.leading():
             for key in keys:
                 for obj in current.objects.get(key, ()):
                     live = self.informers.get(obj.ref)
@@ -268,8 +247,6 @@ class DriftRepair:
     def render_again(self, key: str, trigger: str, delay: float = 0.0) -> None:
         """Render `key`'s custom resource again (the scoped sync): now, or at a timer's
         instant `delay` seconds from now (one timer per key, the earliest)."""
-        if self.reconcile is None:
-            return
         now = time.monotonic()
         with self._lock:
             if delay > 0:  # one timer per key: the earliest instant asked for
@@ -312,7 +289,7 @@ class DriftRepair:
                     del self._written[ref]
         if self.on_event is not None:
             self.on_event()
-        if self.leading():
+        if self.root.leading():
             self._consider(event, obj, previous)
 
     def _consider(self, event: str, obj: dict[str, Any],
@@ -333,7 +310,7 @@ class DriftRepair:
             if want.owner is not None:  # a child's status: its conditions, status fields
                 self.render_again(key, "status")
             else:  # a custom resource's: those that read it
-                for other in self.dependents(ref):
+                for other in self.root.dependents(ref):
                     self.render_again(other, "cross")
         with self._lock:
             if self._syncing or key in self._held:
@@ -364,14 +341,15 @@ class DriftRepair:
             return want.owner is None and FINALIZER in (meta.get("finalizers") or [])
         if want.policy is not WritePolicy.APPLY or want.directives.get("copyFrom") or \
                 (want.ref.kind == "Secret" and want.ref.api_version == "v1"):
-            return False  # repaired when deleted only (see the module doc)
+            # repaired when deleted only (docs/operations.md, "What the agent reacts to")
+            return False
         uid = None
         if want.owner is not None:
             owner = self.informers.get(want.owner)
             uid = ((owner or {}).get("metadata") or {}).get("uid")
             if not uid:  # its owner not in the view yet (a sync just created both)
                 return False
-        body = self._checker.desired(want, uid)
+        body = self.root.desired(want, uid)
         # the Secrets' hash on a pod template is known only to an apply of them
         template = pod_template(body)
         if template is not None:
@@ -389,15 +367,15 @@ class DriftRepair:
             if due is not None and due <= time.monotonic():  # its timer: render again
                 del self._timers[key]
                 trigger = trigger or "time"
-        if plan is None or not self.leading():
+        if plan is None or not self.root.leading():
             return
         leaving = plan.leaving.get(key)
         if leaving is not None:
             self._finish_leaving(plan, leaving)
             return
-        if trigger is not None and self.reconcile is not None and key != ROOT:
+        if trigger is not None and key != ROOT:
             try:
-                self.reconcile(key, trigger)
+                self.root.reconcile_key(key, trigger)
             except BaseException:
                 with self._lock:  # its retry renders again too
                     self._rerender.setdefault(key, trigger)
@@ -415,8 +393,7 @@ class DriftRepair:
         self._caught_up(objects)
         if self.shard:
             objects = self._not_taken(objects)
-        applier = Applier(self.kube, ApplyOptions(workers=2), on_change=self._changed,
-                          view=self.apply_view)
+        applier = self.root.applier()
         try:
             changes = applier.apply(objects)
         finally:
@@ -497,16 +474,11 @@ class DriftRepair:
             return
         waits = teardown_waits(plan.hooks, cr, plan.errors)
         if waits:  # the first full sync without errors finishes it
-            self._changed(Change(ref=cr, action=Action.SKIPPED, message=waits))
+            self.root.repaired(Change(ref=cr, action=Action.SKIPPED, message=waits))
             return
-        changes, done = finalize_custom_resource(
-            self.kube, live, plan.inventory.owned_by(cr), find_hooks(plan.hooks, cr),
-            DeletionOptions(inventory=self.inventory, sleep=self._sleep, shard=self.shard,
-                            # its children deleted as the sync wrote them (impersonation)
-                            identities=Identities(self.kube, None, plan.by_ref.values(),
-                                                  recorded=plan.inventory)))
+        changes, done = self.root.finalize(plan, cr, live, self._sleep)
         for change in changes:
-            self._changed(change)
+            self.root.repaired(change)
         if not done:
             raise ClusterError("teardown not finished", subject=str(cr))
 
@@ -514,10 +486,6 @@ class DriftRepair:
         if self._stopping.wait(seconds):
             raise LeadershipLost("the agent is stopping: teardown abandoned, resumed by the "
                                  "next leader")
-
-    def _changed(self, change: Change) -> None:
-        self.metrics.objects.labels(action=change.action.value).inc()
-        self.on_change(change)
 
     def _done(self, item: Item[str], outcome: str) -> None:
         self.metrics.repairs.labels(result=outcome).inc()

@@ -1,28 +1,7 @@
-"""Leader election on a coordination.k8s.io/v1 Lease, so that only one replica writes.
-
-The rules are client-go's leader election:
-
-* A thread of its own tries to acquire or renew the Lease every `retry_period` seconds,
-  whatever the sync and rotation jobs are doing.
-* Expiry is judged on this process's monotonic clock only: when a standby sees the
-  Lease's spec change, it takes the change to have happened one retry period before (the
-  earliest time its previous try, had it run on time, could have missed it), and takes the
-  Lease over once it has seen no change for `lease_duration` seconds after that. The
-  `renewTime` written by another machine is never compared with our clock. A standby
-  whose tries ran late only waits longer.
-* The leader may write only while its last successful renewal was sent less than
-  `renew_deadline` seconds ago (`leading`, `check`). A renewal that keeps failing closes
-  the gate at the deadline, before any standby can take over: a standby waits at least
-  `lease_duration - retry_period` seconds after the renewal it saw last, which must be
-  longer than `renew_deadline`.
-* A standby takes over at most `lease_duration + retry_period` after the leader's last
-  renewal (it sees that renewal within a retry period, and tries every retry period).
-* Every write carries the resourceVersion it read, so two candidates never both win.
-* Releasing on shutdown clears the holder, so a standby takes over at its next try.
-
-A standby that is asked to sync (a Git webhook reached it) says so on the Lease, with the
-annotation SYNC_REQUESTED; the leader notices it at its next renewal (`on_sync_requested`),
-whose write, a PUT of the whole Lease, removes it.
+"""Leader election on a coordination.k8s.io/v1 Lease, with client-go's rules: expiry judged
+on this process's monotonic clock only, writes gated by the renew deadline (`check`), and
+a standby's sync request passed to the leader through an annotation of the Lease.
+docs/operations.md, "Leader election", states the rules and their margins.
 """
 
 from __future__ import annotations
@@ -75,7 +54,7 @@ class LeaderElector:
         self._lock = threading.Lock()
         self._renewed_at: float | None = None  # when our last successful write was sent
         self._observed: dict[str, Any] | None = None  # the Lease's spec as last seen
-        self._observed_at = 0.0  # when it changed, at the earliest (see the module doc)
+        self._observed_at = 0.0  # when it changed, at the earliest: a retry period before
         self._was_leading: bool | None = None  # None until the first try has an answer
         self.on_started_leading: Callable[[], None] = lambda: None
         self.on_stopped_leading: Callable[[], None] = lambda: None
@@ -237,7 +216,8 @@ class LeaderElector:
         return thread
 
     def request_sync(self) -> None:
-        """Ask the leader, whoever it is, to sync now (see the module doc)."""
+        """Ask the leader, whoever it is, to sync now: the annotation SYNC_REQUESTED on the
+        Lease, which the leader notices at its next renewal, whose write removes it."""
         self.kube.request(
             "PATCH", self.res.path(self.namespace, self.name),
             body={"metadata": {"annotations": {SYNC_REQUESTED: self.wallclock().strftime(

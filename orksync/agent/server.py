@@ -1,33 +1,8 @@
-"""/healthz, /readyz, /metrics and the Git webhook (POST /hooks/git) over HTTP/1.1.
-
-An asyncio server on a thread of its own: a connection costs a coroutine, not a thread,
-so a burst of slow or forged clients cannot take the threads that valid requests need.
-Its bounds:
-
-* one request per connection (answered with `Connection: close`), read whole, request
-  line, headers and body, within REQUEST_DEADLINE seconds of the connection, or the
-  connection is closed unanswered (a client that sends a byte at a time gains nothing);
-* headers at most MAX_HEADER_BYTES; a hook's body at most webhook.MAX_BODY, declared by
-  `Content-Length` (no chunked bodies), and read only once the request carries a
-  signature header (`X-Hub-Signature-256` or `X-Gitlab-Token`): an unsigned hook is
-  refused from its headers, its body never read;
-* at most MAX_CONNECTIONS open connections (more are closed at once) and at most
-  BODY_BUDGET bytes of hook bodies held at once (a hook that does not fit is answered
-  503 from its headers), so the memory the server holds is bounded whatever the clients
-  do;
-* a listen backlog of BACKLOG, so that a burst of connections waits to be accepted
-  instead of being reset;
-* the answers are computed (the hook's verification, /readyz, /metrics) by WORKERS
-  threads, so that a slow one never stalls the event loop.
-
-A mounted path (`mounts`: the web view under `/ui`, orksync.agent.ui) is answered by the
-mount's `handle(handler, method)` on a daemon thread of its own, at most MOUNT_WORKERS at
-once, more answered 503 (a live-update stream holds its thread while it lasts, never the
-probes'; a stream still open does not hold the agent's exit), with an
-`http.server.BaseHTTPRequestHandler` whose `rfile` is the request's body (read within the
-same deadline and bounds as a hook's, no signature needed) and whose `wfile` writes to
-the connection as the mount writes (each write waits for the client to take it, at most
-WRITE_TIMEOUT seconds: a stream to a client that reads nothing ends).
+"""/healthz, /readyz, /metrics, the Git webhooks and the mounted web view over HTTP/1.1: an
+asyncio server on a thread of its own, so that a connection costs a coroutine, not a
+thread, and a burst of slow or forged clients cannot take the threads valid requests
+need. Its bounds (the constants below) are stated in docs/operations.md, "Git webhooks"
+and "The web view".
 """
 
 from __future__ import annotations

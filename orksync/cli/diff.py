@@ -118,7 +118,7 @@ def _diff_as_sync(args: argparse.Namespace, kube: Kube) -> str:
     Sync's agent stamps on what it writes, so that a diff of an unchanged working copy is
     empty. A working copy is another source than the Sync's URL by nature, so the caller
     leaves the inventory's source unchecked."""
-    from orksync.agent.controller import sync_label_of
+    from orksync.agent.roots import sync_label_of
     from orksync.agent.syncs import API_VERSION, KIND
 
     namespace, _, name = args.sync.partition("/")

@@ -147,21 +147,21 @@ def _sync(args: argparse.Namespace, rendered: RenderedSet, catalog: Catalog | No
     (with `source`), then write each custom resource's status and an Event for its
     changes. Closes `kube` (`applier.kube` when an applier with its prefetch under way is
     given). The prune's refusals are logged by `sync_once`, once."""
-    from orksync.sync import SyncOptions, sync_rendered
+    from orksync.sync import SyncOptions, SyncRequest, sync_rendered
 
     kube = applier.kube if applier is not None else kube or connect(args)
     progress().phase("apply", len(rendered.objects) + len(rendered.skipped), "objects")
     try:
-        result = sync_rendered(
-            kube, rendered, catalog, inventory_name=args.name,
-            inventory_namespace=args.inventory_namespace,
+        request = SyncRequest(
+            rendered, inventory_name=args.name, inventory_namespace=args.inventory_namespace,
             options=SyncOptions(apply=applier.options if applier is not None else
                                 _apply_options(args),
                                 allow_empty=args.allow_empty, prune_crds=args.prune_crds,
                                 adopt_inventory=args.adopt_inventory,
                                 impersonation=impersonation_of(args, catalog)),
-            source=source, revision=revision, on_change=_log_change, applier=applier,
-            stored_inventory=inventory, on_phase=progress().phase)
+            source=source, on_change=_log_change, applier=applier, stored_inventory=inventory)
+        result = sync_rendered(kube, request, catalog, revision=revision,
+                               on_phase=progress().phase)
     finally:
         kube.close()
         progress().finish()

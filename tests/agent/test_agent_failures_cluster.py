@@ -14,14 +14,15 @@ from pathlib import Path
 import pytest
 from prometheus_client import generate_latest
 
+from orksync.agent.config import AgentConfig
 from orksync.agent.failure import MESSAGE_ANNOTATION, RESULT_ANNOTATION, REVISION_ANNOTATION
 from orksync.agent.lease import LeaderElector
-from orksync.agent.runner import Agent, AgentConfig
+from orksync.agent.runner import Agent
 from orksync.apply.inventory import configmap_name
 from orksync.cluster.kube import Kube, RetryPolicy
 from orksync.lifecycle.overview import read_rows
 from orksync.model import Source
-from orksync.sync import SyncOptions, read_inventory, sync_once
+from orksync.sync import SyncOptions, SyncRequest, read_inventory, sync_once
 from testbed.faultproxy import TcpFaultProxy
 from tests.helpers import crd
 from tests.source.test_git_source import GitDaemon, Upstream
@@ -142,8 +143,8 @@ def test_an_inventory_of_another_source_stalls_is_logged_once_and_left_unmarked(
     upstream, daemon = served
     w = World(tmp_path / "mirror", ns).put("a")
     _, rendered = w.render()
-    sync_once(kube, rendered, inventory_name=w.name, options=SyncOptions(),
-              source=Source.of("/elsewhere"))  # another source's inventory
+    sync_once(kube, SyncRequest(rendered, inventory_name=w.name, options=SyncOptions(),
+                                source=Source.of("/elsewhere")))  # another source's inventory
     publish(upstream, w, "one widget")
     agent = agent_for(kube, daemon, w.name, tmp_path / "state")
     with caplog.at_level(logging.INFO, logger="orksync"):

@@ -13,9 +13,12 @@ import pytest
 
 from orksync.agent.drift import DriftRepair, Plan
 from orksync.agent.metrics import Metrics
+from orksync.apply.engine import Applier
 from orksync.apply.inventory import inventory_identity
+from orksync.apply.run import ApplyOptions
+from orksync.cluster.kube import Kube
 from orksync.katalog.loader import load_repository
-from orksync.model import Change
+from orksync.model import Change, ObjRef, RenderedObject
 from orksync.sync import hook_renderers
 from tests.fakeapi import FakeApiServer
 from tests.fakeapi_fixtures import *  # noqa: F403 - the fixtures kube, repo, server
@@ -36,19 +39,55 @@ KATALOG = katalog("""\
 """)
 
 
+class Root:
+    """The sync root a DriftRepair writes through (drift.SyncRoot): a repair's apply, as
+    the agent's reconciler makes it; no render again, no teardown."""
+
+    def __init__(self, kube: Kube, view: Kube, leading: bool) -> None:
+        self.kube, self.is_leading = kube, leading
+        self.checker = Applier(view)
+        self.changes: list[Change] = []
+        self.drift: DriftRepair | None = None
+
+    def leading(self) -> bool:
+        return self.is_leading
+
+    def desired(self, obj: RenderedObject, owner_uid: str | None) -> dict[str, Any]:
+        return self.checker.desired(obj, owner_uid)
+
+    def applier(self) -> Applier:
+        assert self.drift is not None
+        return Applier(self.kube, ApplyOptions(workers=2), on_change=self.changes.append,
+                       view=self.drift.apply_view)
+
+    def reconcile_key(self, key: str, trigger: str) -> None:
+        pass
+
+    def dependents(self, ref: ObjRef) -> set[str]:
+        return set()
+
+    def finalize(self, plan: Plan, cr: ObjRef, live: dict[str, Any],
+                 sleep: Callable[[float], None]) -> tuple[list[Change], bool]:
+        raise AssertionError("no teardown in these tests")
+
+    def repaired(self, change: Change) -> None:
+        self.changes.append(change)
+
+
 class Repair:
     """A DriftRepair on the fake after one sync, with the changes it reported."""
 
     def __init__(self, repo: Repo, server: FakeApiServer, leading: bool = True) -> None:
-        self.repo, self.server, self.leading = repo, server, leading
-        self.changes: list[Change] = []
+        self.repo, self.server = repo, server
         result = repo.sync()
         assert not result.changes.failed, result.changes.failed
         assert result.prepared is not None
         self.view = repo.kube.sibling(timeout=10.0)
-        self.drift = DriftRepair(
-            repo.kube, self.view, inventory=inventory_identity(repo.name), workers=2,
-            metrics=Metrics(), leading=lambda: self.leading, on_change=self.changes.append)
+        self.root = Root(repo.kube, self.view, leading)
+        self.changes = self.root.changes
+        self.drift = self.root.drift = DriftRepair(
+            self.root, repo.kube, self.view, inventory=inventory_identity(repo.name),
+            workers=2, metrics=Metrics())
         self.plan = Plan.of(result.prepared, result.inventory,
                             hook_renderers(load_repository(repo.root)))
         self.drift.sync_started()

@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from orksync.agent.runner import Agent, AgentConfig
+from orksync.agent.config import AgentConfig
+from orksync.agent.runner import Agent
 from orksync.agent.shard import shard_of
 from orksync.cluster.kube import Kube
 from orksync.model import SHARD_LABEL, ObjRef
@@ -111,8 +112,8 @@ CRD_REF = ObjRef(api_version="apiextensions.k8s.io/v1", kind="CustomResourceDefi
 
 def view(agent: Agent, ns: str) -> set[ObjRef]:
     """What the agent's informers hold of this namespace, and the Widget CRD."""
-    assert agent.drift is not None
-    informers = agent.drift.informers
+    assert agent.reconciler.drift is not None
+    informers = agent.reconciler.drift.informers
     return {ref for kind in informers.kinds() for obj in informers.items(kind) or []
             if (ref := ObjRef.of(obj)).namespace == ns or ref == CRD_REF}
 
@@ -135,21 +136,19 @@ class Agents:
                                   shard=shard, shards=shards, resync_interval=3600),
                       kube)
         if repair:
-            agent.drift = agent.drift_repair()
+            agent.reconciler.drift_repair()
         self.started.append(agent)
         return agent
 
     def stop(self) -> None:
         for agent in self.started:
-            if agent.drift is not None:
-                agent.drift.stop()
-                agent.drift.view_kube.close()
+            agent.reconciler.stop_drift()
             agent.kube.close()
 
 
 def full_sync(agent: Agent) -> None:
     """One full sync, beside no drift-repair job of the agent."""
-    with agent.lock:
+    with agent.reconciler.lock:
         agent.state.full_wanted = True
         assert agent.sync()
 
@@ -199,7 +198,7 @@ def test_two_shards_each_watch_repair_and_cross_read_only_as_theirs(
         kube.request("PATCH", widgets.path(ns, target, "status"),
                      body={"status": {"phase": "Ready"}},
                      content_type="application/merge-patch+json")
-        wait_for("shard 1's watches listed", lambda: not second.drift.unsynced())  # type: ignore[union-attr]
+        wait_for("shard 1's watches listed", lambda: not second.reconciler.drift.unsynced())  # type: ignore[union-attr]
         full_sync(second)
         for n in one:
             assert live_map(kube, ns, f"{n}-live")["data"] == {"colour": "blue",
@@ -271,9 +270,9 @@ def test_a_shard_labels_what_it_wrote_before_the_label_and_nothing_else(
         shard = started.start(name, shard=1, shards=2)
         # its watches running already, as a standby's that became the leader: they do not
         # see what it wrote before the label, so its first sync must not read them
-        assert shard.drift is not None
-        shard.drift.watch({("v1", "ConfigMap"), (WIDGETS, "Widget")})
-        wait_for("the standby's watches listed", lambda: not shard.drift.unsynced())  # type: ignore[union-attr]
+        assert shard.reconciler.drift is not None
+        shard.reconciler.drift.watch({("v1", "ConfigMap"), (WIDGETS, "Widget")})
+        wait_for("the standby's watches listed", lambda: not shard.reconciler.drift.unsynced())  # type: ignore[union-attr]
         full_sync(shard)
         after = snapshot()
         mine, theirs = owned(ns, one), owned(ns, zero)
@@ -347,7 +346,7 @@ def test_a_shard_labels_the_objects_of_its_custom_resource_that_fails_to_render(
         write_repo(repo, {f"{one[0]}.yaml": widget(one[0], ns, broken="x")})
         commit(repo, "broken")
         shard = started.start(name, shard=1, shards=2, repair=False)
-        with shard.lock:
+        with shard.reconciler.lock:
             assert shard.sync() is False  # the render error
         assert shard.state.rendered is not None and shard.state.rendered.errors
         for ref in owned(ns, [one[0]], secrets=False):
@@ -423,7 +422,8 @@ def test_an_object_two_shards_render_is_not_taken_back_and_forth(
                                                                           shards=2)
     kube = Kube.from_kubeconfig(control_plane.kubeconfig)
     audit = control_plane.audit_log
-    assert audit is not None and first.drift is not None and second.drift is not None
+    assert audit is not None
+    assert first.reconciler.drift is not None and second.reconciler.drift is not None
 
     def shared_writes() -> int:
         return sum(1 for identity in (first.config.identity, second.config.identity)
@@ -439,8 +439,8 @@ def test_an_object_two_shards_render_is_not_taken_back_and_forth(
             wait_for("shard 0's repair declined", lambda: any(
                 "ConfigMap" in r.getMessage() and "not repaired" in r.getMessage() and
                 f"/{ns}/{one[0]}," in r.getMessage() for r in caplog.records))
-        wait_for("both queues empty", lambda: not len(first.drift.queue) and  # type: ignore[union-attr]
-                 not len(second.drift.queue))  # type: ignore[union-attr]
+        wait_for("both queues empty", lambda: not len(first.reconciler.drift.queue) and  # type: ignore[union-attr]
+                 not len(second.reconciler.drift.queue))  # type: ignore[union-attr]
         settled = shared_writes()
         # a while later nothing wrote the ConfigMap again: no repair of either shard took
         # it back (without the check, each repair's write queues the other's)

@@ -522,6 +522,15 @@ def test_the_example_sync_syncs_the_example_repository(env: Env) -> None:
     # what it made is deleted with it: later tests of the session create the example anew
     env.kube.delete(env.kube.resource("orksync.io/v1alpha1", "Sync"), env.ns, "example")
     wait_for("the example pruned", lambda: env.get("example") is None, timeout=120)
+    # a CRD is never pruned (--prune-crds is off): removed here, and the example's
+    # Namespaces waited for, so that a later test creates all of it again
+    crds = env.kube.resource("apiextensions.k8s.io/v1", "CustomResourceDefinition")
+    env.kube.delete(crds, "", "webapps.platform.example.com")
+    namespaces = env.kube.resource("v1", "Namespace")
+    wait_for("the example's CRD and Namespaces gone", lambda: all(
+        env.kube.get_or_none(res, "", name) is None for res, name in (
+            (crds, "webapps.platform.example.com"), (namespaces, "team-a"),
+            (namespaces, "team-b"))), timeout=180)
 
 
 def test_a_slow_render_holds_no_other_sync_and_is_abandoned_past_its_timeout(

@@ -19,7 +19,14 @@ from orksync.katalog.loader import load_repository
 from orksync.lifecycle.teardown import remove_finalizer
 from orksync.model import Action, ObjRef
 from orksync.render.engine import render_catalog
-from orksync.sync import SyncOptions, SyncResult, hook_renderers, read_inventory, sync_once
+from orksync.sync import (
+    SyncOptions,
+    SyncRequest,
+    SyncResult,
+    hook_renderers,
+    read_inventory,
+    sync_once,
+)
 from testbed.controlplane import ControlPlane
 from tests.helpers import CRD, KATALOG, widget, write_repo
 
@@ -56,8 +63,9 @@ def sync(kube: Kube, root: Path, inventory: str, **options: Any) -> SyncResult:
     catalog = load_repository(root)
     rendered = render_catalog(catalog)
     assert not rendered.errors, rendered.errors
-    return sync_once(kube, rendered, inventory_name=inventory, hooks=hook_renderers(catalog),
-                     options=SyncOptions(deletion=DeletionOptions(poll=0.1), **options))
+    return sync_once(kube, SyncRequest(
+        rendered, inventory_name=inventory, hooks=hook_renderers(catalog),
+        options=SyncOptions(deletion=DeletionOptions(poll=0.1), **options)))
 
 
 def live(kube: Kube, ref: ObjRef) -> dict[str, Any] | None:

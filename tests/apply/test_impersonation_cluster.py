@@ -30,6 +30,7 @@ from orksync.model import Action
 from orksync.render.engine import render_catalog
 from orksync.secrets.random import CryptoRandom
 from orksync.sync import (
+    SyncRequest,
     hook_renderers,
     mark_for_cleanup,
     recorded_accounts,
@@ -154,8 +155,8 @@ def test_a_tenant_writes_as_its_service_account_and_its_rbac_refuses_the_rest(
     catalog = load_repository(root)
     rendered = render_live(kube, catalog)
     assert rendered.ok, rendered.errors
-    result = sync_once(kube, rendered, inventory_name=inventory_name(),
-                       hooks=hook_renderers(catalog))
+    result = sync_once(kube, SyncRequest(rendered, inventory_name=inventory_name(),
+                                         hooks=hook_renderers(catalog)))
     report_sync(kube, catalog, rendered, result.changes, revision="r1")
 
     # its ConfigMap is written, as tenant a (the API server adds the ServiceAccount's
@@ -253,8 +254,8 @@ def test_the_status_and_render_live_read_the_children_as_the_service_account(
             serviceAccountName=TENANT),
         "crd.yaml": CRD, "a.yaml": widget("a", a), "b.yaml": widget("b", b)}))
     rendered = render_catalog(catalog)
-    result = sync_once(kube, rendered, inventory_name=inventory_name(),
-                       hooks=hook_renderers(catalog))
+    result = sync_once(kube, SyncRequest(rendered, inventory_name=inventory_name(),
+                                         hooks=hook_renderers(catalog)))
     assert not result.changes.failed, result.changes.failed
     report_sync(kube, catalog, rendered, result.changes, revision="r1")
 
@@ -290,7 +291,8 @@ def test_a_prune_deletes_as_the_service_account_and_fails_where_it_may_not(
     def sync(root: Path) -> Any:
         catalog = load_repository(root)
         rendered = render_catalog(catalog)
-        return sync_once(kube, rendered, inventory_name=inv, hooks=hook_renderers(catalog))
+        return sync_once(kube, SyncRequest(rendered, inventory_name=inv,
+                                           hooks=hook_renderers(catalog)))
 
     first = sync(tenant_repo(tmp_path / "1", a, b, extra_cm=True))
     assert action(first, ref("v1", "ConfigMap", "b-extra", b)) is Action.CREATED
@@ -348,7 +350,8 @@ def test_a_custom_resource_leaving_git_is_torn_down_as_the_service_account_that_
                                              {"crd.yaml": CRD, **files}))
         rendered = render_catalog(catalog)
         assert rendered.ok, rendered.errors
-        return sync_once(kube, rendered, inventory_name=inv, hooks=hook_renderers(catalog))
+        return sync_once(kube, SyncRequest(rendered, inventory_name=inv,
+                                           hooks=hook_renderers(catalog)))
 
     first = sync({"katalog.yaml": katalog(box, serviceAccountName=TENANT),
                   "a.yaml": widget("a", a)})
@@ -379,8 +382,8 @@ def test_rotation_writes_each_secret_as_the_service_account_recorded_for_it(
         "katalog.yaml": katalog(box, serviceAccountName=TENANT), "crd.yaml": CRD,
         "a.yaml": widget("a", a)}))
     rendered = render_catalog(catalog)
-    synced = sync_once(kube, rendered, inventory_name=inventory_name(),
-                       hooks=hook_renderers(catalog))
+    synced = sync_once(kube, SyncRequest(rendered, inventory_name=inventory_name(),
+                                         hooks=hook_renderers(catalog)))
     token = ref("v1", "Secret", "a-token", a)
     assert action(synced, token) is Action.CREATED
 
@@ -411,8 +414,8 @@ def test_the_autoscaler_scales_as_the_service_account(
         catalog = load_repository(write_repo(tmp_path / load, {
             "katalog.yaml": katalog(box, serviceAccountName=TENANT), "crd.yaml": CRD,
             "a.yaml": widget("a", a, load=load)}))
-        return sync_once(kube, render_live(kube, catalog), inventory_name=inv,
-                         hooks=hook_renderers(catalog))
+        return sync_once(kube, SyncRequest(render_live(kube, catalog), inventory_name=inv,
+                                           hooks=hook_renderers(catalog)))
 
     sync("low")
     scaled = sync("high")

@@ -25,6 +25,7 @@ from orksync.model import Action, Change, ObjRef, Source
 from orksync.render.engine import render_catalog
 from orksync.sync import (
     SyncOptions,
+    SyncRequest,
     SyncResult,
     ensure_namespace,
     hook_renderers,
@@ -138,9 +139,9 @@ class Repo:
         catalog = load_repository(self.root)
         rendered = render_catalog(catalog)
         opts = SyncOptions(deletion=DeletionOptions(poll=0.1), **options)
-        given = {"source": source} if source is not None else {}
-        return sync_once(self.kube, rendered, inventory_name=self.name,
-                         hooks=hook_renderers(catalog), options=opts, **given)
+        return sync_once(self.kube, SyncRequest(rendered, inventory_name=self.name,
+                                                hooks=hook_renderers(catalog), options=opts,
+                                                source=source))
 
     def stored(self) -> Inventory:
         return read_inventory(self.kube, self.name)
@@ -556,8 +557,8 @@ def test_the_inventory_namespace_is_created_when_the_inventory_is_first_written(
     rendered = render_catalog(load_repository(repo.root))
 
     def sync() -> SyncResult:
-        return sync_once(kube, rendered, inventory_name=repo.name,
-                         inventory_namespace=inventory_ns)
+        return sync_once(kube, SyncRequest(rendered, inventory_name=repo.name,
+                                           inventory_namespace=inventory_ns))
 
     namespaces = kube.resource("v1", "Namespace")
     try:
@@ -708,7 +709,8 @@ def test_the_agent_records_its_repository_and_path_and_says_each_prune_refusal_o
         kube: Kube, ns: str, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     """The agent's inventory records --repo-url and --path; a prune refusal is one log
     line (the sync logs it; the agent does not repeat it)."""
-    from orksync.agent.runner import Agent, AgentConfig
+    from orksync.agent.config import AgentConfig
+    from orksync.agent.runner import Agent
 
     served = tmp_path / "served"
     write_repo(served / "deploy", {"katalog.yaml": KATALOG, "crd.yaml": CRD,

@@ -19,7 +19,7 @@ from orksync.katalog.loader import load_repository
 from orksync.lifecycle.events import report_sync
 from orksync.model import Action, ObjRef
 from orksync.render.engine import render_catalog
-from orksync.sync import SyncResult, sync_once
+from orksync.sync import SyncRequest, SyncResult, sync_once
 from testbed.controlplane import ControlPlane
 from tests.helpers import CRD, widget, write_repo
 from tests.kind_cases import (
@@ -308,7 +308,7 @@ def test_a_refusal_reaches_the_tenant_in_status_and_one_warning_event(
     def report(root: Path) -> dict[str, Any]:
         catalog = load_repository(root)
         rendered = render_catalog(catalog)
-        result = sync_once(kube, rendered, inventory_name=inv)
+        result = sync_once(kube, SyncRequest(rendered, inventory_name=inv))
         report_sync(kube, catalog, rendered, result.changes, revision="r1")
         return must(kube, ref(WIDGET_API, "Widget", "w", ns))
 

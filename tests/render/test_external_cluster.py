@@ -21,7 +21,14 @@ from orksync.katalog.loader import load_repository
 from orksync.lifecycle.teardown import DeletionOptions, remove_finalizer
 from orksync.model import ObjRef
 from orksync.render.engine import render_catalog
-from orksync.sync import SyncOptions, SyncResult, hook_renderers, render_live, sync_once
+from orksync.sync import (
+    SyncOptions,
+    SyncRequest,
+    SyncResult,
+    hook_renderers,
+    render_live,
+    sync_once,
+)
 from testbed.controlplane import ControlPlane
 from tests.helpers import CRD, katalog, widget, write_repo
 
@@ -114,8 +121,8 @@ def gated(url: str, *, continue_on_error: bool = True, hosts: str = "") -> str:
 def sync(kube: Kube, root: Path, name: str) -> SyncResult:
     catalog = load_repository(root)
     rendered = render_live(kube, catalog)
-    return sync_once(kube, rendered, inventory_name=name, hooks=hook_renderers(catalog),
-                     options=SyncOptions(deletion=DeletionOptions(poll=0.1)))
+    return sync_once(kube, SyncRequest(rendered, inventory_name=name, hooks=hook_renderers(catalog),
+                                       options=SyncOptions(deletion=DeletionOptions(poll=0.1))))
 
 
 def get(kube: Kube, kind: str, ns: str, name: str) -> dict[str, Any] | None:

@@ -27,7 +27,14 @@ from orksync.lifecycle.autoscale import LAST_SCALE_ANNOTATION
 from orksync.lifecycle.events import report_sync
 from orksync.lifecycle.teardown import remove_finalizer
 from orksync.model import Action, Change, ObjRef
-from orksync.sync import SyncOptions, SyncResult, hook_renderers, render_live, sync_once
+from orksync.sync import (
+    SyncOptions,
+    SyncRequest,
+    SyncResult,
+    hook_renderers,
+    render_live,
+    sync_once,
+)
 from testbed.controlplane import ControlPlane
 from tests.helpers import CRD, finished_job_status, widget, write_repo
 
@@ -90,9 +97,9 @@ class Repo:
         catalog = load_repository(self.root)
         rendered = render_live(self.kube, catalog, clock=self.clock)
         assert rendered.ok, rendered.errors
-        result = sync_once(self.kube, rendered, inventory_name=self.name,
-                           hooks=hook_renderers(catalog),
-                           options=SyncOptions(apply=ApplyOptions(clock=self.clock)))
+        result = sync_once(self.kube, SyncRequest(rendered, inventory_name=self.name,
+                                                  hooks=hook_renderers(catalog),
+                                                  options=SyncOptions(apply=ApplyOptions(clock=self.clock))))
         report_sync(self.kube, catalog, rendered, result.changes, revision="r",
                     now=self.now, clock=self.clock)
         return result

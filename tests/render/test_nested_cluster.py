@@ -27,7 +27,14 @@ from orksync.lifecycle.overview import find_tree, read_rows, tree_table
 from orksync.lifecycle.teardown import DeletionOptions, remove_finalizer
 from orksync.model import Action, ObjRef
 from orksync.render.engine import render_catalog
-from orksync.sync import SyncOptions, SyncResult, hook_renderers, sync_once, sync_rendered
+from orksync.sync import (
+    SyncOptions,
+    SyncRequest,
+    SyncResult,
+    hook_renderers,
+    sync_once,
+    sync_rendered,
+)
 from testbed.controlplane import ControlPlane
 from testbed.gitdaemon import GitDaemon
 from tests.agent.test_agent_cluster import AgentProcess, commit, http_get
@@ -73,8 +80,8 @@ def sync(kube: Kube, root: Path, name: str) -> SyncResult:
     catalog = load_repository(root)
     rendered = render_catalog(catalog)
     assert not rendered.errors, rendered.errors
-    return sync_once(kube, rendered, inventory_name=name, hooks=hook_renderers(catalog),
-                     options=SyncOptions(deletion=DeletionOptions(poll=0.1)))
+    return sync_once(kube, SyncRequest(rendered, inventory_name=name, hooks=hook_renderers(catalog),
+                                       options=SyncOptions(deletion=DeletionOptions(poll=0.1))))
 
 
 def test_a_created_custom_resource_gets_its_own_children_and_goes_with_its_parent(
@@ -136,8 +143,8 @@ def synced(kube: Kube, root: Path, name: str, revision: str) -> SyncResult:
     catalog = load_repository(root)
     rendered = render_catalog(catalog)
     assert not rendered.errors, rendered.errors
-    result = sync_rendered(kube, rendered, catalog, inventory_name=name, revision=revision,
-                           options=SyncOptions(deletion=DeletionOptions(poll=0.1)))
+    result = sync_rendered(kube, SyncRequest(rendered, inventory_name=name, options=SyncOptions(
+        deletion=DeletionOptions(poll=0.1))), catalog, revision=revision)
     assert not result.changes.failed, result.changes.failed
     return result
 

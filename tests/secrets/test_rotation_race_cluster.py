@@ -19,7 +19,7 @@ from orksync.katalog.loader import load_repository
 from orksync.model import Action, Change
 from orksync.render.engine import render_catalog
 from orksync.secrets.random import CryptoRandom
-from orksync.sync import hook_renderers, sync_rendered
+from orksync.sync import SyncRequest, hook_renderers, sync_rendered
 from testbed.controlplane import ControlPlane
 from tests.helpers import CRD, write_repo
 
@@ -68,8 +68,9 @@ def test_a_rotation_between_the_secret_and_workload_stages_is_not_rolled_back(
         hooks = hook_renderers(catalog)
         rendered = render_catalog(catalog)
         assert rendered.ok, rendered.errors
-        result = sync_rendered(kube, rendered, catalog, inventory_name=name, hooks=hooks,
-                               on_change=on_change)  # type: ignore[arg-type]
+        result = sync_rendered(kube, SyncRequest(rendered, inventory_name=name, hooks=hooks,
+                                                 on_change=on_change),  # type: ignore[arg-type]
+                               catalog)
         assert not result.changes.failed, result.changes.failed
 
     deployments = kube.resource("apps/v1", "Deployment")

@@ -188,7 +188,7 @@ def test_reporting_on_many_custom_resources_costs_one_list_per_kind_once_settled
     from orksync.katalog.loader import load_repository
     from orksync.lifecycle.events import report_sync
     from orksync.render.engine import render_catalog
-    from orksync.sync import sync_once
+    from orksync.sync import SyncRequest, sync_once
     from tests.helpers import CRD as WIDGET_CRD
     from tests.helpers import KATALOG as WIDGET_KATALOG
     from tests.helpers import widget, write_repo
@@ -202,7 +202,7 @@ def test_reporting_on_many_custom_resources_costs_one_list_per_kind_once_settled
     kube = Kube.from_kubeconfig(control_plane.kubeconfig)
     inventory = f"report-{uuid.uuid4().hex[:6]}"
     for _ in range(3):  # the status settles after the second sync
-        result = sync_once(kube, rendered, inventory_name=inventory)
+        result = sync_once(kube, SyncRequest(rendered, inventory_name=inventory))
         report_sync(kube, catalog, rendered, result.changes, revision="r1")
     kube.requests = 0
     written = report_sync(kube, catalog, rendered, result.changes, revision="r1")

@@ -18,7 +18,7 @@ from orksync.katalog.loader import load_repository
 from orksync.lifecycle.teardown import DeletionOptions, remove_finalizer
 from orksync.model import Action
 from orksync.render.engine import render_catalog
-from orksync.sync import SyncOptions, SyncResult, hook_renderers, sync_once
+from orksync.sync import SyncOptions, SyncRequest, SyncResult, hook_renderers, sync_once
 from testbed.controlplane import ControlPlane
 from tests.helpers import wait_for, write_repo
 
@@ -68,8 +68,8 @@ def sync(kube: Kube, root: Path, name: str) -> SyncResult:
     catalog = load_repository(root)
     rendered = render_catalog(catalog)
     assert not rendered.errors, rendered.errors
-    return sync_once(kube, rendered, inventory_name=name, hooks=hook_renderers(catalog),
-                     options=SyncOptions(deletion=DeletionOptions(poll=0.1)))
+    return sync_once(kube, SyncRequest(rendered, inventory_name=name, hooks=hook_renderers(catalog),
+                                       options=SyncOptions(deletion=DeletionOptions(poll=0.1))))
 
 
 def test_an_entry_for_the_namespace_kind_renders_into_each_namespace(

@@ -20,6 +20,7 @@ from orksync.lifecycle.teardown import remove_finalizer
 from orksync.model import Action, ObjRef
 from orksync.sync import (
     SyncOptions,
+    SyncRequest,
     SyncResult,
     hook_renderers,
     read_inventory,
@@ -63,8 +64,8 @@ def sync(kube: Kube, root: Path, name: str) -> SyncResult:
     assert not catalog.errors, catalog.errors
     rendered = render_live(kube, catalog)
     assert not rendered.errors, rendered.errors
-    return sync_once(kube, rendered, inventory_name=name, hooks=hook_renderers(catalog),
-                     options=SyncOptions(deletion=DeletionOptions(poll=0.1)))
+    return sync_once(kube, SyncRequest(rendered, inventory_name=name, hooks=hook_renderers(catalog),
+                                       options=SyncOptions(deletion=DeletionOptions(poll=0.1))))
 
 
 def get(kube: Kube, ref: ObjRef) -> dict[str, Any] | None:

@@ -29,7 +29,8 @@ from typing import Any
 
 import pytest
 
-from orksync.agent.runner import Agent, AgentConfig
+from orksync.agent.config import AgentConfig
+from orksync.agent.runner import Agent
 from orksync.apply.delete import DeletionOptions
 from orksync.cluster.kube import Kube, RetryPolicy, Unreachable
 from orksync.errors import ClusterError
@@ -40,7 +41,14 @@ from orksync.lifecycle.teardown import remove_finalizer
 from orksync.model import MANAGED_SELECTOR, OWNER_LABEL, Action, Change, ObjRef, RenderedSet
 from orksync.render.engine import render_catalog
 from orksync.rendered.directory import read_rendered
-from orksync.sync import SyncOptions, SyncResult, hook_renderers, read_inventory, sync_once
+from orksync.sync import (
+    SyncOptions,
+    SyncRequest,
+    SyncResult,
+    hook_renderers,
+    read_inventory,
+    sync_once,
+)
 from testbed.controlplane import ControlPlane
 from testbed.faultproxy import Direction, HttpFaultProxy, TcpFaultProxy
 from tests.helpers import CRD, widget, write_repo
@@ -138,10 +146,10 @@ class World:
         """What `orksync sync` does: apply, prune, store the inventory, then status and
         Events."""
         catalog, rendered = self.render()
-        result = sync_once(kube, rendered, inventory_name=self.name,
-                           hooks=hook_renderers(catalog),
-                           options=SyncOptions(deletion=DeletionOptions(poll=0.1)),
-                           on_change=on_change)
+        result = sync_once(kube, SyncRequest(rendered, inventory_name=self.name,
+                                             hooks=hook_renderers(catalog),
+                                             options=SyncOptions(deletion=DeletionOptions(poll=0.1)),
+                                             on_change=on_change))
         report_sync(kube, catalog, rendered, result.changes, revision="test")
         return result
 
@@ -805,7 +813,7 @@ def test_git_remote_down_corrupted_clone_and_force_push_through_the_agent(
     assert restarted.sync()
     assert restarted.state.revision is not None and restarted.state.revision.sha == sha
     assert live(kube, ref("Widget", ns, "c")) is None, "c left Git and was pruned"
-    restarted.copied()
+    restarted.jobs.copied()
     rendered_dir = tmp_path / "state" / "rendered" / sha
     assert {o.ref for o in read_rendered(rendered_dir).objects} == \
         {o.ref for o in w.render()[1].objects}, "the rendered index matches the revision"
@@ -827,7 +835,7 @@ def test_a_revision_copy_that_cannot_be_written_fails_no_sync_and_is_written_lat
     agent = agent_for(kube, daemon, w, state)
     with caplog.at_level(logging.ERROR, logger="orksync"):
         assert agent.sync()
-        agent.copied()
+        agent.jobs.copied()
     assert w.live_children(kube) == {o.ref for o in w.render()[1].objects if o.owner}
     assert agent.metrics.registry.get_sample_value(
         "orksync_errors_total", {"reason": "revision_copy"}) == 1
@@ -841,7 +849,7 @@ def test_a_revision_copy_that_cannot_be_written_fails_no_sync_and_is_written_lat
         path.mkdir(parents=True)
         (path / "index.yaml").write_text("half written\n")
     assert agent.sync()
-    agent.copied()
+    agent.jobs.copied()
     assert {o.ref for o in read_rendered(state / "rendered" / sha).objects} == \
         {o.ref for o in w.render()[1].objects}
     assert sorted(p.name for p in (state / "rendered").iterdir()) == [sha]

@@ -25,7 +25,14 @@ from orksync.lifecycle.overview import read_rows
 from orksync.lifecycle.teardown import FINALIZER, DeletionOptions, remove_finalizer
 from orksync.model import MANAGED_BY_LABEL, Action, ObjRef
 from orksync.render.engine import render_catalog
-from orksync.sync import SyncOptions, SyncResult, hook_renderers, read_inventory, sync_once
+from orksync.sync import (
+    SyncOptions,
+    SyncRequest,
+    SyncResult,
+    hook_renderers,
+    read_inventory,
+    sync_once,
+)
 from testbed.controlplane import ControlPlane
 from tests.helpers import CRD, KATALOG, widget, write_repo
 
@@ -67,8 +74,8 @@ def get(kube: Kube, r: ObjRef) -> dict[str, Any] | None:
 def sync(kube: Kube, root: Path, name: str) -> SyncResult:
     catalog = load_repository(root)
     rendered = render_catalog(catalog)
-    return sync_once(kube, rendered, inventory_name=name, hooks=hook_renderers(catalog),
-                     options=SyncOptions(deletion=DeletionOptions(poll=0.1)))
+    return sync_once(kube, SyncRequest(rendered, inventory_name=name, hooks=hook_renderers(catalog),
+                                       options=SyncOptions(deletion=DeletionOptions(poll=0.1))))
 
 
 def platform(ns: str, role: str) -> str:

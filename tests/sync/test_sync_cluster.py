@@ -241,7 +241,7 @@ def test_force_conflict_false_reports_a_conflict_instead_of_taking_fields_over(
 
 def test_an_unchanged_sync_does_not_write_the_inventory_again(
         control_plane: ControlPlane, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from orksync.sync import sync_once
+    from orksync.sync import SyncRequest, sync_once
 
     ns = f"t-{uuid.uuid4().hex[:8]}"
     repo = write_repo(tmp_path, {"katalog.yaml": KATALOG, "crd.yaml": CRD,
@@ -257,11 +257,11 @@ def test_an_unchanged_sync_does_not_write_the_inventory_again(
 
     monkeypatch.setattr(kube, "apply", recording_apply)
     rendered = render_catalog(load_repository(repo))
-    first = sync_once(kube, rendered, inventory_name=inventory)
+    first = sync_once(kube, SyncRequest(rendered, inventory_name=inventory))
     stored = f"ConfigMap/orksync-system/orksync-inventory-{inventory}"
     assert stored in applied and len(first.inventory) > 0
     applied.clear()
-    second = sync_once(kube, rendered, inventory_name=inventory)
+    second = sync_once(kube, SyncRequest(rendered, inventory_name=inventory))
     assert second.inventory == first.inventory
     assert stored not in applied, applied
     kube.close()

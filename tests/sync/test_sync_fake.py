@@ -15,7 +15,7 @@ from orksync.katalog.loader import load_repository
 from orksync.lifecycle.teardown import FINALIZER
 from orksync.model import Action
 from orksync.render.engine import render_catalog
-from orksync.sync import Scope, SharedInventory, hook_renderers, sync_once
+from orksync.sync import Scope, SharedInventory, SyncRequest, hook_renderers, sync_once
 from tests.fakeapi import FakeApiServer
 from tests.fakeapi_fixtures import *  # noqa: F403 - the fixtures kube, repo, server
 from tests.fakeapi_fixtures import NS, Repo, actions, change, ref, writes
@@ -185,8 +185,9 @@ def test_a_scoped_sync_writes_only_its_custom_resources_and_keeps_the_rest_recor
                                           if v in (o.ref, o.owner)))
     shared = SharedInventory(repo.stored())
     server.clear_log()
-    result = sync_once(repo.kube, scoped, inventory_name=repo.name,
-                       hooks=hook_renderers(catalog), scope=Scope(frozenset({v}), shared))
+    result = sync_once(repo.kube, SyncRequest(scoped, inventory_name=repo.name,
+                                              hooks=hook_renderers(catalog),
+                                              scope=Scope(frozenset({v}), shared)))
     assert actions(result)[ref("Deployment", "v")] is Action.CONFIGURED
     assert result.pruned == 0 and W in shared.value and DEPLOY in shared.value
     images = {name: repo.live(ref("Deployment", name))["spec"]["template"]["spec"]
