@@ -1,33 +1,10 @@
-"""Replicas of the Sync controller share the Syncs (docs/operations.md, "Scaling out").
-
-* Each replica announces itself with a member Lease of its own, renewed by the rules of
-  leader election (orksync.agent.lease): its write gate closes at the renew deadline.
-* The live set: the member Leases with a holder whose spec this replica saw change less
-  than the lease duration ago, judged on its own monotonic clock as a standby judges the
-  leader's Lease; itself while its own gate is open.
-* A Sync's server is the live member of the highest rendezvous weight over (the Sync's
-  namespace/name, the member's identity): a member joining takes only the Syncs it now
-  weighs highest for, a member leaving gives up only its own.
-* A claim Lease per Sync names the replica serving it (`holderIdentity`). A replica
-  writes for a Sync only while it holds the Sync's claim in its current term (no renewal
-  of its member Lease missed its renew deadline) and its member gate is open. It takes a
-  claim only when the claim is free (released) or its holder is not live: a holder whose
-  member Lease stayed unchanged for the lease duration closed its gate before that, by
-  the same margin as leadership. The claim is written with the resourceVersion read, so
-  two candidates never both take it. A replica that should no longer serve a Sync lets
-  the running sync end, closes the Sync's gate, stops its watches, then releases the
-  claim (the controller's order), so that its successor starts at once.
-* A replica whose member renewals lapsed past the renew deadline has lost every claim it
-  held: another may have taken them; it takes them again as any replica would.
-* Rendezvous runs over slots, not replicas: a member Lease is a slot, named after the
-  replica that made it. A starting replica takes a released slot if there is one, and so
-  serves the Syncs of the replica that gave it up. While live replicas of another
-  generation (`--generation`: the Deployment's pod-template-hash) run, a new one waits
-  for a slot instead of making its own, and says so with a Lease of role `waiting`: in a
-  rolling update each new replica takes the place of an old one, and a Sync moves once.
-  While a replica waits, a slot released less than the lease duration ago stays in the
-  rendezvous, vacant (its Syncs wait for the replica taking it); a released slot nobody
-  took within the lease duration is deleted.
+"""Replicas of the Sync controller share the Syncs (docs/operations.md, "Scaling out the
+Sync objects"): a member Lease per replica is its slot, renewed by leader election's
+rules; each Sync is served by the replica holding the live slot of the highest
+rendezvous weight, and written only under a claim Lease of its own, taken when released
+or when its holder is no longer live, so that two replicas never write for one Sync.
+A starting replica takes a released slot first; one of a new `--generation` waits for a
+slot while the old generation runs, so that a rolling update moves each Sync once.
 """
 
 from __future__ import annotations

@@ -1,38 +1,11 @@
-"""Where the API server is and how to authenticate to it, read without the `kubernetes`
-package (importing it costs about a third of a second: its client imports every generated
-model, and `requests`). orksync.cluster.kube sends every request itself
-(orksync.cluster.transport), so all it needs from a kubeconfig is a server URL, a TLS context,
-a proxy if any and the credentials (orksync.cluster.credentials.Authentication).
+"""Where the API server is and how to authenticate to it, read from a kubeconfig (or a
+pod's service account) without the `kubernetes` package, whose import costs every process
+that reads one (docs/performance.md, "The kubeconfig reader").
 
-Read natively, with kubectl's (client-go's) rules:
-
-* the files: an explicit path (one file, which must exist), else every file of
-  `KUBECONFIG` (separated by `os.pathsep`; missing and empty files are skipped), else
-  `~/.kube/config`. Merging: the first file that defines a cluster, user or context of a
-  given name wins, and so does the first file that sets `current-context`;
-* the context: `--context`, else `current-context`;
-* the cluster: `server`, `certificate-authority` / `certificate-authority-data`,
-  `insecure-skip-tls-verify`, `tls-server-name`, `proxy-url` (else the proxy environment,
-  orksync.cluster.proxy);
-* the user: `client-certificate` / `client-certificate-data`, `client-key` /
-  `client-key-data`, `token`, `tokenFile` (re-read at most every minute, and it wins over
-  `token`, as in client-go), `username` / `password` (basic authentication), `exec` (a
-  credential plugin) and `auth-provider` (`oidc`, `gcp`; orksync.cluster.credentials),
-  `as` / `as-uid` / `as-groups` / `as-user-extra` (impersonation headers).
-
-A relative file name is resolved against the directory of the kubeconfig file that
-defined it. Where both a `-data` field and its file are set, the data wins (as in the
-Python client; kubectl refuses such a file).
-
-A field of the chosen user or cluster that none of these is ignored with a warning naming
-the file and the field, as kubectl ignores it. A value that cannot be used is a ClusterError
-naming the file and the field.
-
-In a pod (:func:`in_cluster`): `KUBERNETES_SERVICE_HOST` / `_PORT`, the service-account
-token (re-read at most every minute: bound tokens rotate) and CA; the proxy environment
-as for a kubeconfig.
-
-No key, token or password ever reaches an error message or a log line.
+kubectl's (client-go's) rules: the file list and its merge, the context, the cluster's and
+the user's fields, relative paths, warnings for ignored fields and errors naming the file
+and the field (docs/operations.md, "Cluster access"). No key, token or
+password ever reaches an error message or a log line.
 """
 
 from __future__ import annotations
