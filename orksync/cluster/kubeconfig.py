@@ -1,6 +1,6 @@
 """Where the API server is and how to authenticate to it, read from a kubeconfig (or a
 pod's service account) without the `kubernetes` package, whose import costs every process
-that reads one (docs/performance.md, "The kubeconfig reader").
+that reads one (docs/ab.md, "The kubeconfig reader").
 
 kubectl's (client-go's) rules: the file list and its merge, the context, the cluster's and
 the user's fields, relative paths, warnings for ignored fields and errors naming the file
