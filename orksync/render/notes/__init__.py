@@ -17,17 +17,15 @@ convert leniently. A note that cannot use its arguments raises `NoteError` (a
 ValueError); the engine reports it as a template error.
 
 orksync's own notes (`EXTENSIONS`, which Orkestra does not have) are in `extensions`,
-whose docstring table documents them. `catalog()` lists every note: Orkestra's with their Go
-signatures, the extensions from those tables.
+whose `CATALOG` documents them. `catalog()` lists every note: Orkestra's with their Go
+signatures, then the extensions.
 """
 
 from __future__ import annotations
 
 import functools
-import re
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
-from types import ModuleType
 from typing import Any
 
 from orksync.render.gotemplate import deferred
@@ -43,11 +41,9 @@ from orksync.render.notes._common import NoteError
 from orksync.render.notes.gosig import GoNote
 from orksync.secrets.random import RandomSource
 
-__all__ = ["EXTENSIONS", "MODULES", "NoteError", "builtin_functions", "catalog",
+__all__ = ["EXTENSIONS", "NoteError", "builtin_functions", "catalog",
            "orkestra_notes", "user_notes"]
 
-MODULES: tuple[ModuleType, ...] = (extensions,)  # where the extensions' tables are
-_ROW = re.compile(r"^\| `([A-Za-z0-9]+)` \| (.+?) \| (.+?) \|$")
 MAX_NOTE_DEPTH = 32
 EXTENSIONS = frozenset({"concat", "conditionStatus", "fromJSON", "getBool", "getInt",
                         "getList", "getMap", "getOrDefault", "getString", "now",
@@ -81,7 +77,7 @@ def builtin_functions(*, clock: Callable[[], datetime],
 
 def catalog() -> list[tuple[str, str, str, str]]:
     """(topic module, name, signature, meaning) for every built-in note: Orkestra's with
-    their Go signatures, then orksync's extensions from their modules' docstring tables."""
+    their Go signatures, then orksync's extensions (`extensions.CATALOG`)."""
     rows: list[tuple[str, str, str, str]] = []
     epoch = datetime(2000, 1, 1, tzinfo=UTC)
     for fn in orkestra_notes(clock=lambda: epoch, random=_NoRandom()):
@@ -89,13 +85,8 @@ def catalog() -> list[tuple[str, str, str, str]]:
         meaning = " ".join((fn.impl.__doc__ or "").split()) or \
             f"Orkestra's `{fn.__name__}` (pkg/note), same behaviour"
         rows.append((topic, fn.__name__, f"{fn.__name__} {fn.sig.go_text()}", meaning))
-    for module in MODULES:
-        for line in (module.__doc__ or "").splitlines():
-            match = _ROW.match(line.strip())
-            if match and match.group(1) in EXTENSIONS:
-                topic = module.__name__.rsplit(".", 1)[-1]
-                signature = match.group(2).strip().strip("`")
-                rows.append((topic, match.group(1), signature, match.group(3).strip()))
+    rows += [("extensions", name, signature, meaning)
+             for name, signature, meaning in extensions.CATALOG]
     return rows
 
 

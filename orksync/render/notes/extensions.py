@@ -28,6 +28,40 @@ from orksync.render.notes._common import (
     walk,
 )
 
+# name, signature, meaning: what orksync.render.notes.catalog() lists of each extension
+CATALOG: tuple[tuple[str, str, str], ...] = (
+    ("concat", "concat s...",
+     "all arguments joined with no separator"),
+    ("fromJSON", "fromJSON s",
+     "the value encoded by JSON text s (error when invalid)"),
+    ("conditionStatus", "conditionStatus obj type",
+     "that condition's status, \"\" when absent"),
+    ("getOrDefault", "getOrDefault obj path fallback",
+     "the value at path, else fallback"),
+    ("getString", "getString obj path [fallback]",
+     "the scalar at path printed with %v"),
+    ("getInt", "getInt obj path [fallback]",
+     "the number (or numeric text) at path as an int"),
+    ("getBool", "getBool obj path [fallback]",
+     "the bool (or ParseBool word) at path"),
+    ("getList", "getList obj path [fallback]",
+     "the list at path"),
+    ("getMap", "getMap obj path [fallback]",
+     "the map at path"),
+    ("now", "now",
+     "the current time, RFC 3339 in UTC, whole seconds"),
+    ("quantityToBytes", "quantityToBytes q",
+     "q as an integer, rounded up (`1Gi` → 1073741824)"),
+    ("quantityToMillis", "quantityToMillis q",
+     "q × 1000 as an integer, rounded up (`250m` → 250)"),
+    ("quantityAdd", "quantityAdd a b",
+     "a + b in canonical form"),
+    ("subtractQuantity", "subtractQuantity a b",
+     "a − b in canonical form"),
+    ("quantityCompare", "quantityCompare a b",
+     "-1, 0 or 1 comparing a with b"),
+)
+
 
 def _lookup(obj: Any, path: Any) -> tuple[bool, Any]:
     found, value = walk(obj, split_path(path))
