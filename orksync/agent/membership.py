@@ -110,6 +110,7 @@ class Membership:
         self._term = 0  # counts the lapses of the member gate: a claim is of one term
         self.on_lost: Callable[[set[str]], None] = lambda keys: None
         self._seen: dict[str, _Seen] = {}  # member Lease name: its spec as last seen
+        self._seen_lock = threading.Lock()  # the slot taker and the rebalance loop note
         self._live: dict[str, float] = {}  # live identity: its last change seen
         self._slots: dict[str, str] = {}  # the live slots: slot -> the identity holding it
         self._claims: dict[str, dict[str, Any]] = {}  # Sync key: its claim Lease
@@ -187,7 +188,7 @@ class Membership:
                 return True
             if not holder:
                 released.append(lease)
-            elif self._note(lease, now):
+            elif self._note(lease, now)[0]:
                 annotations = (lease.get("metadata") or {}).get("annotations") or {}
                 others.add(str(annotations.get(GENERATION_ANNOTATION) or ""))
         for lease in sorted(released, key=lambda item: str(item["metadata"]["name"])):
@@ -254,17 +255,18 @@ class Membership:
             LEASE, namespace=self.namespace,
             label_selector=f"{GROUP_LABEL}={group_value(self.group)},{ROLE_LABEL}=member")]
 
-    def _note(self, lease: dict[str, Any], now: float) -> bool:
-        """Note a member Lease as seen now; whether its holder is live (another replica
-        whose Lease changed less than the lease duration ago)."""
+    def _note(self, lease: dict[str, Any], now: float) -> tuple[bool, float]:
+        """Note a member Lease as seen now: whether its holder is live (another replica
+        whose Lease changed less than the lease duration ago), and when it last changed."""
         name = str((lease.get("metadata") or {}).get("name"))
         spec = dict(lease.get("spec") or {})
-        seen = self._seen.get(name)
-        if seen is None or seen.spec != spec:
-            seen = self._seen[name] = _Seen(spec, now - self.retry_period)
+        with self._seen_lock:
+            seen = self._seen.get(name)
+            if seen is None or seen.spec != spec:
+                seen = self._seen[name] = _Seen(spec, now - self.retry_period)
         holder = str(spec.get("holderIdentity") or "")
         duration = max(float(spec.get("leaseDurationSeconds") or 0), self.lease_duration)
-        return bool(holder) and holder != self.identity and now - seen.at < duration
+        return bool(holder) and holder != self.identity and now - seen.at < duration, seen.at
 
     def _lapse(self) -> None:
         """The member gate closed: every claim of this term is lost (another replica may
@@ -296,7 +298,7 @@ class Membership:
         live: dict[str, float] = {}
         slots: dict[str, str] = {}
         claims: dict[str, dict[str, Any]] = {}
-        released: list[dict[str, Any]] = []
+        released: list[tuple[dict[str, Any], float]] = []  # and when each last changed
         waiting = False
         names = set()
         for lease in leases:
@@ -311,20 +313,21 @@ class Membership:
                 continue
             name = str(meta.get("name"))
             names.add(name)
-            if self._note(lease, now):
+            is_live, changed = self._note(lease, now)
+            if is_live:
                 if role == "waiting":
                     waiting = True
                     continue
                 holder = str(lease["spec"]["holderIdentity"])
-                live[holder] = self._seen[name].at
+                live[holder] = changed
                 slots[_slot(lease)] = holder
             elif role == "member" and not (lease.get("spec") or {}).get("holderIdentity"):
-                released.append(lease)
-        for name in set(self._seen) - names:
-            del self._seen[name]
-        for lease in released:
-            name = str(lease["metadata"]["name"])
-            if now - self._seen[name].at >= self.lease_duration:
+                released.append((lease, changed))
+        with self._seen_lock:
+            for name in set(self._seen) - names:
+                del self._seen[name]
+        for lease, changed in released:
+            if now - changed >= self.lease_duration:
                 self._delete_released(lease)
             elif waiting:
                 slots.setdefault(_slot(lease), "")  # vacant: kept for the waiting replica
@@ -414,9 +417,10 @@ class Membership:
                 log.warning("scale-out: deleting the released slot %s: %s", meta["name"], err)
 
     def _last_change(self, identity: str) -> float | None:
-        for seen in self._seen.values():
-            if seen.spec.get("holderIdentity") == identity:
-                return seen.at
+        with self._seen_lock:
+            for seen in self._seen.values():
+                if seen.spec.get("holderIdentity") == identity:
+                    return seen.at
         return None
 
     def drop(self, key: str) -> None:
