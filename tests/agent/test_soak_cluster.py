@@ -148,7 +148,10 @@ def soak(kube: Kube, ns: str, upstream: Upstream, daemon: GitDaemon, tmp_path: P
               f"{samples[0].fds}->{samples[-1].fds} (max {max(s.fds for s in samples)}); "
               f"changes: {dict(Counter(c.split()[0] for c in changes.log))}")
     print(report)
-    assert max(s.threads for s in second) <= max(s.threads for s in first), report
+    # threads: a transient one (a git output pump, a pool worker ending) may be sampled at
+    # any cycle; a leak grows from cycle to cycle, which the median and the end show
+    assert median(second, "threads") <= median(first, "threads"), report
+    assert samples[-1].threads <= max(s.threads for s in first), report
     assert max(s.fds for s in second) <= max(s.fds for s in first) + FD_SLACK, report
     assert median(second, "rss_kb") - median(first, "rss_kb") <= RSS_SLACK_KB, report
 
