@@ -251,9 +251,9 @@ class Membership:
         self.waiting = ""
 
     def _member_leases(self) -> list[dict[str, Any]]:
-        return [lease for lease in self.kube.list(
+        return list(self.kube.list(
             LEASE, namespace=self.namespace,
-            label_selector=f"{GROUP_LABEL}={group_value(self.group)},{ROLE_LABEL}=member")]
+            label_selector=f"{GROUP_LABEL}={group_value(self.group)},{ROLE_LABEL}=member"))
 
     def _note(self, lease: dict[str, Any], now: float) -> tuple[bool, float]:
         """Note a member Lease as seen now: whether its holder is live (another replica
