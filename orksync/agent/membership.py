@@ -30,6 +30,9 @@ ROLE_LABEL = "orksync.io/role"  # member or claim
 SYNC_ANNOTATION = "orksync.io/sync"  # a claim's Sync, namespace/name
 SLOT_ANNOTATION = "orksync.io/slot"  # a member Lease's slot: the replica that made it
 GENERATION_ANNOTATION = "orksync.io/generation"  # its holder's --generation
+# a member Lease of another replica unchanged for this many lease durations is deleted:
+# its holder was killed (one stopped releases its slot), and its Syncs moved long ago
+ABANDONED = 4
 
 
 def _digest(text: str, size: int = 16) -> str:
@@ -323,6 +326,9 @@ class Membership:
                 slots[_slot(lease)] = holder
             elif role == "member" and not (lease.get("spec") or {}).get("holderIdentity"):
                 released.append((lease, changed))
+            elif role == "member" and str(lease["spec"]["holderIdentity"]) != self.identity \
+                    and now - changed >= ABANDONED * self.lease_duration:
+                self._delete_released(lease)  # a replica killed: its slot is nobody's
         with self._seen_lock:
             for name in set(self._seen) - names:
                 del self._seen[name]
@@ -406,7 +412,9 @@ class Membership:
         return taken
 
     def _delete_released(self, lease: dict[str, Any]) -> None:
-        """A slot released a lease duration ago and not taken (a scale-down)."""
+        """A slot released a lease duration ago and not taken (a scale-down), or held by a
+        replica that stopped renewing it long ago; the resourceVersion read is a
+        precondition, so a slot renewed or taken meanwhile stays."""
         meta = lease["metadata"]
         try:
             self.kube.delete(LEASE, self.namespace, str(meta["name"]),

@@ -255,3 +255,21 @@ def test_a_replica_of_the_same_generation_or_none_takes_a_slot_of_its_own() -> N
     round_of(*first[1:2], d)
     assert not any(name.startswith("orksync-member-") and not item["spec"]["holderIdentity"]
                    for name, item in leases.items.items())
+
+
+def test_the_member_lease_of_a_killed_replica_is_deleted_after_four_lease_durations() -> None:
+    clock, leases = Clock(), Leases()
+    a, b = member(leases, clock, "a"), member(leases, clock, "b")
+    round_of(a, b)
+    slot = a.member.name
+    leases.down.add("a")  # killed: it never renews nor releases
+    killed = clock.now
+    while clock.now < killed + 4 * 15.0 - 4:
+        clock.now += 2
+        round_of(b)
+        assert slot in leases.items  # expired, but kept a while (harmless)
+    for _ in range(3):
+        clock.now += 2
+        round_of(b)
+    assert slot not in leases.items
+    assert b.member.name in leases.items  # its own, never
