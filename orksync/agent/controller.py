@@ -13,8 +13,10 @@ import random
 import signal
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from orksync.agent import syncs, webhook
@@ -38,6 +40,7 @@ from orksync.agent.server import serve
 from orksync.agent.ui.data import RootStatus
 from orksync.agent.ui.journal import Journal
 from orksync.cluster.kube import Kube
+from orksync.cluster.live import rfc3339
 from orksync.cluster.retry import RetryPolicy
 from orksync.cluster.transport import USER_AGENT
 from orksync.cluster.watch import Informer
@@ -73,6 +76,25 @@ def shard_of(key: str, shards: int) -> int:
     import hashlib
 
     return int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big") % shards
+
+
+def _changed(obj: dict[str, Any], before: dict[str, Any], field: str) -> bool:
+    return bool((obj.get("metadata") or {}).get(field) !=
+                (before.get("metadata") or {}).get(field))
+
+
+def _annotation(obj: dict[str, Any], name: str) -> str:
+    return str(((obj.get("metadata") or {}).get("annotations") or {}).get(name) or "")
+
+
+def _attempted(obj: dict[str, Any]) -> str:
+    return str((obj.get("status") or {}).get("lastAttemptedRevision") or "")
+
+
+def _others(obj: dict[str, Any]) -> Any:
+    """The entries of shards 1.. in a Sync's status."""
+    entries = (obj.get("status") or {}).get("shards") or {}
+    return {k: v for k, v in entries.items() if k != "0"}
 
 
 class Controller:
@@ -232,35 +254,67 @@ class Controller:
         if self.config.watch_namespace and meta.get("namespace") != self.config.watch_namespace:
             return
         key = syncs.key_of(obj)
-        dropped: tuple[Root, Agent] | None = None
+        dropped: list[tuple[Root, Agent]] = []
         with self.wake:
+            units = {k: r for k, r in self.roots.items() if r.sync_key == key}
             if kind == "DELETED":
-                root = self.roots.pop(key, None)
-                if root is not None and root.agent is not None:
-                    dropped = (root, root.agent)
+                wanted: dict[str, tuple[int, int]] = {}
             else:
-                root = self.roots.get(key)
-                if root is None:
-                    root = self.roots[key] = Root(key=key, obj=obj)
-                old_meta = root.obj.get("metadata") or {}
-                old_request = reconcile_requested(root.obj)
-                root.obj = obj
-                if meta.get("generation") != old_meta.get("generation") or \
-                        meta.get("deletionTimestamp") != old_meta.get("deletionTimestamp") or \
-                        reconcile_requested(obj) != old_request or root.spec is None:
-                    self._read_spec(root)
-                    root.wanted = True
+                first = units.get(key) or next(iter(units.values()), None)
+                if first is None or reconcile_requested(obj) != reconcile_requested(
+                        first.obj) or _changed(obj, first.obj, "generation") or \
+                        _changed(obj, first.obj, "deletionTimestamp") or first.spec is None:
+                    spec, error = self._parse(obj)
+                else:
+                    spec, error = first.spec, first.error
+                shards = spec.shards if spec is not None else 1
+                wanted = {(spec.unit_key(i) if spec is not None else key): (i, shards)
+                          for i in range(shards)}
+                for unit, (shard, count) in wanted.items():
+                    root = units.get(unit)
+                    if root is None or root.shards != count:
+                        root = self.roots[unit] = Root(key=unit, obj=obj, shard=shard,
+                                                       shards=count)
+                    self._update(root, obj, spec, error)
+            for unit, root in units.items():
+                if unit not in wanted:
+                    self.roots.pop(unit, None)
+                    if root.agent is not None:
+                        dropped.append((root, root.agent))
             find_duplicates(self.roots.values())
             self.wake.notify_all()
-        if dropped is not None:
-            self.builder.drop(*dropped)
+        for root, agent in dropped:
+            self.builder.drop(root, agent)
 
-    def _read_spec(self, root: Root) -> None:
+    def _update(self, root: Root, obj: dict[str, Any], spec: syncs.SyncSpec | None,
+                error: InputError | None) -> None:
+        """A root (a Sync's, or one shard's) told of its Sync as it is now: a run wanted
+        when the spec, the deletion or a reconcile request changed; all of its shards
+        fetch at once when a webhook reached the Sync; shard 0 writes Ready again when
+        another shard's entry changed."""
+        before, root.obj = root.obj, obj
+        if before is obj or _changed(obj, before, "generation") or \
+                _changed(obj, before, "deletionTimestamp") or \
+                reconcile_requested(obj) != reconcile_requested(before) or root.spec is None:
+            root.spec, root.error = spec, error
+            root.wanted = True
+        if _annotation(obj, syncs.HOOK_ANNOTATION) != _annotation(before, syncs.HOOK_ANNOTATION):
+            root.wanted = True
+            if root.agent is not None:
+                root.agent.state.next_attempt = 0.0
+        if root.shard > 0 and _attempted(obj) != _attempted(before):
+            root.wanted = True  # shard 0 tried a revision: this shard's turn
+            if root.agent is not None:
+                root.agent.state.next_attempt = 0.0
+        if root.shards > 1 and root.shard == 0 and root.outcome is not None and \
+                _others(obj) != _others(before):
+            root.regroup = True
+
+    def _parse(self, obj: dict[str, Any]) -> tuple[syncs.SyncSpec | None, InputError | None]:
         try:
-            root.spec, root.error = syncs.parse_spec(
-                root.obj, allow_file_urls=self.config.allow_file_urls), None
+            return syncs.parse_spec(obj, allow_file_urls=self.config.allow_file_urls), None
         except InputError as err:
-            root.spec, root.error = None, err
+            return None, err
 
     # --- the loop ------------------------------------------------------------------------
 
@@ -269,21 +323,31 @@ class Controller:
         if not self.is_leader():
             return
         now = time.monotonic()
-        due: list[Root] = []
+        due: list[tuple[Root, Callable[[Root], None]]] = []
         with self.lock:
             for root in self.roots.values():
                 if root.busy or root.leaving or not self.mine(root.key):
                     continue
                 if root.wanted or now >= root.next_run:
                     root.busy = True
-                    root.wanted = False
-                    due.append(root)
-        for root in due:
-            self.pool.submit(self._run_guarded, root)
+                    root.wanted = root.regroup = False
+                    due.append((root, self.run_root))
+                elif root.regroup:
+                    root.busy = True
+                    root.regroup = False
+                    due.append((root, self._regroup))
+        for root, job in due:
+            self.pool.submit(self._run_guarded, root, job)
 
-    def _run_guarded(self, root: Root) -> None:
+    def _regroup(self, root: Root) -> None:
+        """Shard 0's Ready written again from its last outcome: another shard's entry
+        changed."""
+        if root.outcome is not None:
+            self._report(root, root.outcome, warn=root.outcome.ready == "False")
+
+    def _run_guarded(self, root: Root, job: Callable[[Root], None]) -> None:
         try:
-            self.run_root(root)
+            job(root)
         except LeadershipLost as err:
             log.error("Sync %s: abandoned: %s", root.key, err)
         except Exception:  # a bug must not end the worker: logged, retried at its interval
@@ -301,6 +365,12 @@ class Controller:
         meta = obj.get("metadata") or {}
         if meta.get("deletionTimestamp"):
             failure = finalize(self.kube, self.builder, root)
+            if failure is None:  # shard 0 waits for the others' deletions
+                root.next_run = time.monotonic() + 2.0
+                return
+            if not failure and root.shard > 0:  # done: the Sync goes once shard 0 is
+                root.next_run = float("inf")
+                return
             if failure:
                 self._report(root, syncs.Outcome(ready="False", reason=syncs.FAILED,
                                                  message=f"deletion: {failure}"), warn=True)
@@ -322,6 +392,9 @@ class Controller:
             root.next_run = float("inf")
             return
         if syncs.FINALIZER not in (meta.get("finalizers") or []):
+            if root.shard > 0:  # shard 0 adds it: nothing is applied before it is there
+                root.next_run = time.monotonic() + 2.0
+                return
             add_finalizer(self.kube, root)
         if spec.suspend:
             self.builder.stop(root)
@@ -358,6 +431,20 @@ class Controller:
                 message=f"reconciling revision {spec.wanted}@sha1:{sha}"))
 
         agent.on_sync_started = started
+        held = False
+
+        def may_sync(sha: str) -> bool:  # shard I > 0: after shard 0 tried the revision
+            nonlocal held
+            applied = str((root.obj.get("status") or {}).get("lastAttemptedRevision") or "")
+            held = root.shard > 0 and applied != sha
+            if held:
+                self._report(root, syncs.Outcome(
+                    ready="Unknown", reason=syncs.PROGRESSING,
+                    message=f"revision {sha}: waiting for shard 0 to apply it first (the "
+                            "CRDs and plain manifests are its)"))
+            return not held
+
+        agent.may_sync = may_sync
         before = agent.state.changes
         root.deadline = time.monotonic() + spec.timeout
         try:
@@ -369,6 +456,8 @@ class Controller:
             agent.rotate_job()
         root.next_run = max(time.monotonic() + spec.interval * random.uniform(1.0, 1.05),
                             agent.state.next_attempt)
+        if held:  # and at once when shard 0's status names a new revision (`_update`)
+            root.next_run = min(root.next_run, time.monotonic() + 5.0)
         state = agent.state
         sha = state.revision.sha if state.revision is not None else ""
         ran = state.changes is not before
@@ -415,7 +504,7 @@ class Controller:
 
     def _inventories(self) -> set[str]:
         with self.lock:
-            return {r.spec.inventory_name for r in self.roots.values() if r.spec is not None}
+            return {r.inventory for r in self.roots.values() if r.spec is not None}
 
     def _report(self, root: Root, outcome: syncs.Outcome, *, warn: bool = False) -> None:
         report(self.kube, root, outcome, identity=self.config.base.identity, warn=warn)
@@ -427,11 +516,12 @@ class Controller:
         """POST /hooks/git/<namespace>/<name>: verified with that Sync's webhook Secret,
         then a run of that Sync now."""
         key = f"{namespace}/{name}"
-        with self.lock:
-            root = self.roots.get(key)
+        with self.lock:  # a Sync of several shards: shard 0's server verifies the hook
+            root = self.roots.get(key) or self.roots.get(f"{key}{syncs.UNIT_SEPARATOR}0")
             spec = root.spec if root is not None else None
         if root is None or spec is None or not spec.webhook_secret:
             return webhook.Verdict(404, "no such Sync with a webhook")
+        key = root.key
         if self.membership is not None and not self.membership.serves(key):
             # the caller retries at the replica named (its Service reaches any replica)
             owner = self.membership.holder(key) or self.membership.owner(key)
@@ -470,6 +560,13 @@ class Controller:
             if root.agent is not None:
                 root.agent.state.next_attempt = 0.0
             self.wake.notify_all()
+        if spec.shards > 1:  # the other shards' servers see it on the Sync and fetch too
+            try:
+                syncs.annotate(self.kube, root.obj, syncs.HOOK_ANNOTATION,
+                               rfc3339(datetime.now(UTC)))
+            except ClusterError as err:
+                log.error("webhook for Sync %s: the other shards are not told (they fetch "
+                          "at their interval): %s", key, err)
         return verdict
 
     # --- readiness and lifecycle ---------------------------------------------------------
@@ -493,7 +590,8 @@ class Controller:
     def ui_roots(self) -> list[RootStatus]:
         """The Syncs as the web view shows them: a user sees one when they may get it."""
         with self.lock:
-            roots = [(r.spec, r.obj) for r in self.roots.values() if r.spec is not None]
+            roots = [(r.spec, r.obj) for r in self.roots.values()
+                     if r.spec is not None and r.shard == 0]
         return sorted((ui_status(spec, obj) for spec, obj in roots), key=lambda r: r.name)
 
     def run(self) -> int:

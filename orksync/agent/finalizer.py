@@ -40,18 +40,28 @@ def add_finalizer(kube: Kube, root: Root) -> None:
         root.obj = live
 
 
-def finalize(kube: Kube, builder: RootBuilder, root: Root) -> str:
+def finalize(kube: Kube, builder: RootBuilder, root: Root) -> str | None:
     """A deleted Sync: with prune, everything its inventory holds deleted (custom
     resources through their onDelete, the Sync's ServiceAccount as their writer),
     then its inventory and the finalizer; without prune, or suspended (as Flux does),
     only the inventory and the finalizer. The failure that keeps the finalizer, to be
-    tried again; "" otherwise."""
+    tried again; "" otherwise. A Sync of several shards: each shard deletes its own
+    inventory's objects, and shard 0, which holds the plain manifests (a Namespace the
+    others' objects live in), begins once the others' inventories are gone (None until
+    then), and removes the finalizer."""
     meta = root.obj.get("metadata") or {}
     if syncs.FINALIZER not in (meta.get("finalizers") or []):
         builder.stop(root)
         return ""
     spec = root.spec
     base = builder.base
+    if spec is not None and root.shard == 0 and spec.shards > 1:
+        res = kube.resource("v1", "ConfigMap")
+        for shard in range(1, spec.shards):
+            if kube.get_or_none(res, base.inventory_namespace,
+                                configmap_name(spec.unit_inventory(shard))) is not None:
+                log.info("Sync %s: deletion waits for shard %d", root.key, shard)
+                return None
     if spec is not None and spec.prune and not spec.suspend:
         try:
             agent: Agent | None = builder.agent(root, spec)
@@ -64,13 +74,14 @@ def finalize(kube: Kube, builder: RootBuilder, root: Root) -> str:
         if failure:
             return failure
     builder.stop(root)
-    name = spec.inventory_name if spec is not None else \
-        f"{meta.get('namespace')}.{meta.get('name')}"
     with contextlib.suppress(ClusterError):  # gone already
         kube.delete(kube.resource("v1", "ConfigMap"), base.inventory_namespace,
-                    configmap_name(name))
+                    configmap_name(root.inventory))
     if spec is not None:
-        shutil.rmtree(builder.state_dir(spec), ignore_errors=True)
+        shutil.rmtree(builder.state_dir(spec, root.shard), ignore_errors=True)
+    if root.shard > 0:
+        log.info("Sync %s: shard %d deleted", root.sync_key, root.shard)
+        return ""
     finalizers = [f for f in meta.get("finalizers") or [] if f != syncs.FINALIZER]
     res = syncs.sync_resource(kube)
     try:
@@ -112,7 +123,7 @@ def _prune_all(kube: Kube, builder: RootBuilder, root: Root, agent: Agent | None
                 catalog = load_repository(revision.path)
     root.deadline = time.monotonic() + spec.timeout
     try:
-        result = prune_all(kube, spec.inventory_name, builder.base.inventory_namespace,
+        result = prune_all(kube, root.inventory, builder.base.inventory_namespace,
                            catalog=catalog, account=account, workers=builder.base.workers,
                            source=Source.of(spec.url, spec.path),
                            on_change=lambda change: log.info("Sync %s: %s %s", root.key,

@@ -32,10 +32,13 @@ log = logging.getLogger("orksync.agent.controller")
 
 @dataclass(slots=True)
 class Root:
-    """What the controller knows of one Sync."""
+    """What the controller knows of one Sync, or of one shard of a Sync of several
+    (`shards` > 1: `key` is `namespace/name#shard`, its claim's)."""
 
     key: str
     obj: dict[str, Any]
+    shard: int = 0
+    shards: int = 1
     spec: syncs.SyncSpec | None = None
     error: InputError | None = None  # why the spec cannot be used
     agent: Agent | None = None
@@ -51,12 +54,30 @@ class Root:
     # the Ready condition's status and message before a run set it Unknown: a run that
     # ends as the one before it is no news (no Event)
     settled: tuple[str, str] | None = None
+    # shard 0 of several: its last outcome, and whether the other shards' entries
+    # changed since the Ready it wrote (written again, without a run)
+    outcome: syncs.Outcome | None = None
+    regroup: bool = False
+
+    @property
+    def sync_key(self) -> str:
+        return syncs.sync_key_of(self.key)
+
+    @property
+    def inventory(self) -> str:
+        """The sync root's name of this Sync or shard (its inventory)."""
+        if self.spec is not None:
+            return self.spec.unit_inventory(self.shard)
+        meta = self.obj.get("metadata") or {}
+        return f"{meta.get('namespace')}.{meta.get('name')}"
 
 
-def sync_label(spec: syncs.SyncSpec) -> str:
-    """The `orksync.io/shard` value on what a Sync writes: `sync-` and a digest of its
-    namespace and name (a label value holds 63 characters, a Sync's key more)."""
-    return sync_label_of(spec.key)
+def sync_label(spec: syncs.SyncSpec, shard: int = 0) -> str:
+    """The `orksync.io/shard` value on what a Sync (or one of its shards) writes: `sync-`
+    and a digest of its namespace and name (a label value holds 63 characters, a Sync's
+    key more), and `-I-of-N` for shard I of N."""
+    label = sync_label_of(spec.key)
+    return label if spec.shards <= 1 else f"{label}-{shard}-of-{spec.shards}"
 
 
 def sync_label_of(key: str) -> str:
@@ -81,8 +102,9 @@ class RootBuilder:
         self.wake = wake
         self.inventories = inventories
 
-    def state_dir(self, spec: syncs.SyncSpec) -> Path:
-        return self.base.state_dir / "syncs" / spec.namespace / spec.name
+    def state_dir(self, spec: syncs.SyncSpec, shard: int = 0) -> Path:
+        name = spec.name if spec.shards <= 1 else f"{spec.name}.shard-{shard}"
+        return self.base.state_dir / "syncs" / spec.namespace / name
 
     def agent(self, root: Root, spec: syncs.SyncSpec) -> Agent:
         """The Sync's root, made again when what it is built from changed; its credentials
@@ -90,23 +112,23 @@ class RootBuilder:
         fingerprint = spec.source_fingerprint()
         if root.agent is not None and root.fingerprint == fingerprint:
             if root.agent.state.source_error:  # the credentials may have been rotated
-                self.credentials(spec)
+                self.credentials(spec, root.shard)
             root.agent.config = dataclasses.replace(
                 root.agent.config, interval=spec.interval)
             return root.agent
         self.stop(root)
         account = self.account(spec)
-        auth, verify = self.credentials(spec)
+        auth, verify = self.credentials(spec, root.shard)
         base = self.base
-        if base.adopt_inventory:
+        if base.adopt_inventory and spec.shards == 1:
             self.adopt(root, spec)
         config = dataclasses.replace(
             base, repo_url=spec.url, ref=spec.ref, semver=spec.semver, path=spec.path,
-            interval=spec.interval,
-            resync_interval=spec.resync_interval, state_dir=self.state_dir(spec),
-            leader_elect=False, name=spec.inventory_name, auth=auth, verify=verify,
-            webhook_secret_file=None, shards=1, shard=0, prune=spec.prune,
-            default_service_account=account)
+            interval=spec.interval, resync_interval=spec.resync_interval,
+            state_dir=self.state_dir(spec, root.shard), leader_elect=False,
+            name=spec.unit_inventory(root.shard), auth=auth, verify=verify,
+            webhook_secret_file=None, shards=spec.shards, shard=root.shard,
+            prune=spec.prune, default_service_account=account)
         # every Sync's requests share the controller's pool: idle connections are kept
         # once for the agent, not for each of its Syncs (the watches' streams each have
         # their own connection anyway)
@@ -119,14 +141,14 @@ class RootBuilder:
         config.state_dir.mkdir(parents=True, exist_ok=True)
         agent.on_wake = lambda job: self.wake(root)
         # its objects carry a label of their own (the shard label of a one-shard root),
-        # so that its watches hold its objects only, not those of every Sync
-        agent.reconciler.shard_label = agent.jobs.rotate_shard = sync_label(spec)
+        # so that its watches hold its objects only, not those of every Sync (or shard)
+        agent.reconciler.shard_label = agent.jobs.rotate_shard = sync_label(spec, root.shard)
         if config.repair_workers > 0:
             agent.reconciler.drift_repair(self.kube.sibling(
                 timeout=30.0, retry=RetryPolicy(), share_pool=True))
         root.agent, root.fingerprint = agent, fingerprint
         log.info("Sync %s: serving %s@%s path %s as inventory %s", root.key, spec.url,
-                 spec.wanted, spec.path or ".", configmap_name(spec.inventory_name))
+                 spec.wanted, spec.path or ".", configmap_name(root.inventory))
         return agent
 
     def account(self, spec: syncs.SyncSpec) -> str:
@@ -192,10 +214,11 @@ class RootBuilder:
                  configmap_name(name), len(adopted), adopted.source)
 
 
-    def credentials(self, spec: syncs.SyncSpec) -> tuple[GitAuth, GitVerify | None]:
+    def credentials(self, spec: syncs.SyncSpec, shard: int = 0
+                    ) -> tuple[GitAuth, GitVerify | None]:
         """The Secrets the Sync names, read in its own namespace, as files only the agent
         reads; their values reach no message."""
-        directory = self.state_dir(spec) / "credentials"
+        directory = self.state_dir(spec, shard) / "credentials"
         directory.mkdir(parents=True, exist_ok=True, mode=0o700)
 
         def put(name: str, value: bytes | None) -> Path | None:
@@ -274,22 +297,41 @@ def failure_message(agent: Agent) -> str:
 def report(kube: Kube, root: Root, outcome: syncs.Outcome, *, identity: str,
            warn: bool = False) -> None:
     """The Sync's status when it changed, and an Event for a new revision or a new
-    failure."""
-    inventory = configmap_name(root.spec.inventory_name) if root.spec else ""
-    status = {**syncs.status_of(root.obj, outcome, inventory=inventory),
-              "servedBy": identity}
+    failure. Shard I > 0 of a Sync of several writes its own entry of `status.shards`
+    only; shard 0 writes the rest, its Ready that of every shard (`syncs.aggregate`)."""
     old = root.obj.get("status") or {}
-    if syncs.same_status(old, status):
-        return
-    try:
-        live = syncs.write_status(kube, root.obj, status)
-    except ClusterError as err:
-        if err.status == 404:
+    generation = int((root.obj.get("metadata") or {}).get("generation") or 0)
+    if root.shards > 1:
+        entry = syncs.shard_entry(outcome, served_by=identity, generation=generation)
+        entries = old.get("shards") or {}
+        if root.shard > 0:
+            if entries.get(str(root.shard)) != entry:
+                _write(kube, root, {"shards": {str(root.shard): entry}})
             return
-        log.error("Sync %s: status not written: %s", root.key, err)
+        root.outcome = outcome
+        own, outcome = outcome, syncs.aggregate(outcome, entries, root.shards)
+        inventory = f"{configmap_name(root.inventory)} and {root.shards - 1} more"
+        status = syncs.status_of(root.obj, own, inventory=inventory)
+        status["conditions"] = syncs.status_of(root.obj, outcome,
+                                               inventory=inventory)["conditions"]
+        if outcome.objects is not None:
+            status["inventory"] = {"name": inventory, "objects": outcome.objects}
+        status["servedBy"] = identity
+        # the other shards' entries are theirs: only this shard's entry is written, and
+        # those of shards the Sync no longer has are removed
+        status["shards"] = {"0": entry, **{k: None for k in entries
+                                           if not k.isdigit() or int(k) >= root.shards}}
+        if syncs.same_status({**old, "shards": {}}, {**status, "shards": {}}) and \
+                entries.get("0") == entry and len(status["shards"]) == 1:
+            return
+    else:
+        inventory = configmap_name(root.inventory) if root.spec else ""
+        status = {**syncs.status_of(root.obj, outcome, inventory=inventory),
+                  "servedBy": identity}
+        if syncs.same_status(old, status):
+            return
+    if not _write(kube, root, status):
         return
-    if isinstance(live, dict):
-        root.obj = live
     root.written = status
     old_ready: Mapping[str, Any] = next(
         (c for c in old.get("conditions") or [] if c.get("type") == "Ready"), {})
@@ -306,6 +348,19 @@ def report(kube: Kube, root: Root, outcome: syncs.Outcome, *, identity: str,
         syncs.event(kube, root.obj, reason=outcome.reason, message=outcome.message,
                     revision=outcome.attempted, warning=warn)
 
+def _write(kube: Kube, root: Root, status: Mapping[str, Any]) -> bool:
+    """A merge patch of the Sync's status; whether it was written."""
+    try:
+        live = syncs.write_status(kube, root.obj, status)
+    except ClusterError as err:
+        if err.status != 404:
+            log.error("Sync %s: status not written: %s", root.key, err)
+        return False
+    if isinstance(live, dict):
+        root.obj = live
+    return True
+
+
 def _log_outcome(root: Root, outcome: syncs.Outcome) -> None:
     if outcome.ready == "False":
         log.error("Sync %s: %s: %s", root.key, outcome.reason, outcome.message)
@@ -314,7 +369,8 @@ def _log_outcome(root: Root, outcome: syncs.Outcome) -> None:
 
 
 def find_duplicates(roots: Iterable[Root]) -> None:
-    """A second Sync of the same url and path is refused; the oldest keeps it."""
+    """A second Sync of the same url and path is refused (each of its shards); the oldest
+    keeps it."""
     owners: dict[tuple[str, str], str] = {}
     order = sorted(roots, key=lambda r: (
         str((r.obj.get("metadata") or {}).get("creationTimestamp") or ""), r.key))
@@ -323,10 +379,9 @@ def find_duplicates(roots: Iterable[Root]) -> None:
         if root.spec is None or (root.obj.get("metadata") or {}).get("deletionTimestamp"):
             continue
         source = (root.spec.url.rstrip("/").removesuffix(".git"), root.spec.path)
-        if source in owners:
-            root.duplicate_of = owners[source]
-        else:
-            owners[source] = root.key
+        owner = owners.setdefault(source, root.sync_key)
+        if owner != root.sync_key:
+            root.duplicate_of = owner
 
 
 def reconcile_requested(obj: Mapping[str, Any]) -> str:

@@ -113,6 +113,9 @@ class Agent:
         # told the revision of each sync that starts (full or scoped; not a poll that
         # found nothing to do): a Sync's Reconciling condition
         self.on_sync_started: Callable[[str], None] | None = None
+        # told each revision fetched: False holds its sync (a shard of a Sync waits for
+        # shard 0 to have applied the revision's CRDs and plain manifests)
+        self.may_sync: Callable[[str], bool] | None = None
 
     # --- readiness -----------------------------------------------------------------------
 
@@ -390,6 +393,8 @@ class Agent:
             self.journal.synced(self.config.name, kind="fetch", ok=False, revision="",
                                 message=self.state.source_error)
             return False
+        if self.may_sync is not None and not self.may_sync(revision.sha):
+            return None
         self.state.attempted = revision.sha
         self.state.stalled = ""
         moved = self.state.catalog is None or self.state.revision is None or \

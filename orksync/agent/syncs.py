@@ -17,6 +17,7 @@ no request.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -40,6 +41,11 @@ RECONCILE_ANNOTATION = "reconcile.orksync.io/requestedAt"
 ADOPT_ANNOTATION = "orksync.io/adopt-inventory"
 REVISION_ANNOTATION = "orksync.io/revision"  # on the Events about a Sync
 HISTORY = 10
+MAX_SHARDS = 64
+# set on the Sync by the replica a webhook of a Sync of several shards reached: every
+# replica serving one of its shards fetches at once
+HOOK_ANNOTATION = "orksync.io/webhook-received-at"
+UNIT_SEPARATOR = "#"  # namespace/name#shard: a shard of a Sync of several shards
 FIELD_MANAGER = "orksync"
 
 # reasons of the Ready condition
@@ -76,6 +82,7 @@ class SyncSpec:
     verify_provider: str = ""
     verify_secret: str = ""
     webhook_secret: str = ""
+    shards: int = 1  # units of its custom resources, each served on its own (agent.shard)
 
     @property
     def key(self) -> str:
@@ -92,16 +99,32 @@ class SyncSpec:
         namespace holds no dot, so two Syncs never share one)."""
         return f"{self.namespace}.{self.name}"
 
+    def unit_key(self, shard: int) -> str:
+        """The key of one shard of the Sync, as its claim and root know it: the Sync's
+        own key for a Sync of one shard."""
+        return self.key if self.shards <= 1 else f"{self.key}{UNIT_SEPARATOR}{shard}"
+
+    def unit_inventory(self, shard: int) -> str:
+        """The sync root's name of one shard: its own inventory."""
+        return self.inventory_name if self.shards <= 1 else \
+            f"{self.inventory_name}.{shard}-of-{self.shards}"
+
     def source_fingerprint(self) -> tuple[Any, ...]:
         """What the sync root is built from: a change of any of these makes a new one."""
         return (self.url, self.ref, self.semver, self.path, self.service_account, self.secret,
-                self.verify_provider, self.verify_secret, self.resync_interval, self.prune)
+                self.verify_provider, self.verify_secret, self.resync_interval, self.prune,
+                self.shards)
 
 
 def ref_of(obj: Mapping[str, Any]) -> ObjRef:
     meta = obj.get("metadata") or {}
     return ObjRef(api_version=API_VERSION, kind=KIND, namespace=str(meta.get("namespace") or ""),
                   name=str(meta.get("name")))
+
+
+def sync_key_of(unit_key: str) -> str:
+    """The key of the Sync a shard's key (`SyncSpec.unit_key`) belongs to."""
+    return unit_key.split(UNIT_SEPARATOR, 1)[0]
 
 
 def key_of(obj: Mapping[str, Any]) -> str:
@@ -216,6 +239,11 @@ def parse_spec(obj: Mapping[str, Any], *, allow_file_urls: bool = False) -> Sync
     if not isinstance(account, str) or "/" in account:
         raise bad("serviceAccountName",
                   f"{account!r}: a ServiceAccount of the Sync's namespace, by name")
+    shards = spec.get("shards", 1)
+    if shards is None:
+        shards = 1
+    if isinstance(shards, bool) or not isinstance(shards, int) or not 1 <= shards <= MAX_SHARDS:
+        raise bad("shards", f"{shards!r} is not a whole number from 1 to {MAX_SHARDS}")
     path = spec.get("path") or ""
     if not isinstance(path, str) or path.startswith("/") or ".." in path.split("/"):
         raise bad("path", f"{path!r} is not a relative path inside the repository")
@@ -228,7 +256,7 @@ def parse_spec(obj: Mapping[str, Any], *, allow_file_urls: bool = False) -> Sync
                     service_account=account, secret=secret_name("secretRef",
                                                                  spec.get("secretRef")),
                     verify_provider=provider, verify_secret=verify_secret,
-                    webhook_secret=webhook_secret)
+                    webhook_secret=webhook_secret, shards=shards)
 
 
 def read_secret(kube: Kube, namespace: str, name: str, field: str) -> dict[str, bytes]:
@@ -318,6 +346,57 @@ def status_of(obj: Mapping[str, Any], outcome: Outcome, *, inventory: str,
     return new
 
 
+def shard_entry(outcome: Outcome, *, served_by: str, generation: int) -> dict[str, Any]:
+    """One shard's state in `status.shards` of a Sync of several shards."""
+    entry: dict[str, Any] = {"servedBy": served_by, "ready": outcome.ready,
+                             "reason": outcome.reason, "message": outcome.message[:512],
+                             "observedGeneration": generation}
+    if outcome.attempted:
+        entry["lastAttemptedRevision"] = outcome.attempted
+    if outcome.applied:
+        entry["lastAppliedRevision"] = outcome.applied
+    if outcome.objects is not None:
+        entry["objects"] = outcome.objects
+    return entry
+
+
+def aggregate(own: Outcome, entries: Mapping[str, Any], shards: int) -> Outcome:
+    """The Sync's Ready from shard 0's outcome `own` and the other shards' entries
+    (`status.shards`): False when any shard failed, True when every shard applied the
+    revision shard 0 applied, else Unknown (a shard has not got there yet)."""
+    failed: list[str] = []
+    behind: list[str] = []
+    objects = own.objects
+    for shard in range(1, shards):
+        entry = entries.get(str(shard))
+        if not isinstance(entry, Mapping):
+            behind.append(str(shard))
+            continue
+        if entry.get("ready") == "False":
+            failed.append(f"shard {shard} (served by {entry.get('servedBy') or 'none'}): "
+                          f"{entry.get('message') or entry.get('reason')}")
+        elif entry.get("ready") != "True" or (
+                own.applied and entry.get("lastAppliedRevision") != own.applied):
+            behind.append(str(shard))
+        if objects is not None and isinstance(entry.get("objects"), int):
+            objects += int(entry["objects"])
+    if own.ready == "False" or (own.ready == "Unknown" and not failed):
+        return dataclasses.replace(own, objects=objects)
+    if failed:
+        reason = next((str(e.get("reason")) for e in (entries.get(str(s)) for s in
+                       range(1, shards)) if isinstance(e, Mapping) and
+                       e.get("ready") == "False"), FAILED)
+        more = f"; and {len(failed) - 3} more shard(s)" if len(failed) > 3 else ""
+        return dataclasses.replace(own, ready="False", reason=reason,
+                                   message="; ".join(failed[:3]) + more, objects=objects)
+    if behind:
+        return dataclasses.replace(
+            own, ready="Unknown", reason=PROGRESSING, objects=objects,
+            message=f"{own.message}; shard(s) {', '.join(behind)} of {shards} not there yet")
+    return dataclasses.replace(own, message=f"{own.message} ({shards} shards)",
+                               objects=objects)
+
+
 def same_status(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
     """Whether two statuses say the same (transition times aside)."""
     def strip(status: Mapping[str, Any]) -> Any:
@@ -336,6 +415,16 @@ def write_status(kube: Kube, obj: Mapping[str, Any], status: Mapping[str, Any]) 
     return kube.request("PATCH", res.path(str(meta.get("namespace")), str(meta.get("name")),
                                           "status"),
                         body={"status": dict(status)},
+                        content_type="application/merge-patch+json",
+                        subject=f"Sync/{meta.get('namespace')}/{meta.get('name')}")
+
+
+def annotate(kube: Kube, obj: Mapping[str, Any], name: str, value: str) -> Any:
+    """One annotation set on the Sync (a merge patch of its metadata)."""
+    meta = obj.get("metadata") or {}
+    res = sync_resource(kube)
+    return kube.request("PATCH", res.path(str(meta.get("namespace")), str(meta.get("name"))),
+                        body={"metadata": {"annotations": {name: value}}},
                         content_type="application/merge-patch+json",
                         subject=f"Sync/{meta.get('namespace')}/{meta.get('name')}")
 

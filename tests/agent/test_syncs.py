@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -50,6 +51,9 @@ def test_a_full_spec_is_read() -> None:
     ({"url": "file:///etc"}, "spec.url"),
     ({"path": "../x"}, "spec.path"),
     ({"prune": "yes"}, "spec.prune"),
+    ({"shards": 0}, "spec.shards"),
+    ({"shards": 65}, "spec.shards"),
+    ({"shards": True}, "spec.shards"),
 ])
 def test_an_unusable_spec_is_an_error_naming_the_sync_and_the_field(
         spec: dict[str, Any], field: str) -> None:
@@ -135,3 +139,37 @@ def test_a_sync_is_named_namespace_slash_name(text: str) -> None:
 def test_a_semver_range_is_read_and_replaces_the_ref() -> None:
     spec = syncs.parse_spec(sync(ref={"semver": ">=1.0.0, <2.0.0"}))
     assert spec.semver == ">=1.0.0, <2.0.0" and spec.wanted == "semver >=1.0.0, <2.0.0"
+
+
+def test_a_sync_of_several_shards_has_a_key_and_an_inventory_per_shard() -> None:
+    one, four = syncs.parse_spec(sync()), syncs.parse_spec(sync(shards=4))
+    assert (one.unit_key(0), one.unit_inventory(0)) == ("team/a", "team.a")
+    assert [four.unit_key(i) for i in range(4)] == [f"team/a#{i}" for i in range(4)]
+    assert four.unit_inventory(3) == "team.a.3-of-4"
+    assert syncs.sync_key_of("team/a#3") == syncs.sync_key_of("team/a") == "team/a"
+    assert one.source_fingerprint() != four.source_fingerprint()
+
+
+def entry(ready: str, revision: str = "abc", message: str = "m", objects: int = 2
+          ) -> dict[str, Any]:
+    return {"ready": ready, "reason": syncs.FAILED if ready == "False" else syncs.SUCCEEDED,
+            "message": message, "servedBy": "r2", "lastAppliedRevision": revision,
+            "objects": objects}
+
+
+def test_a_sync_of_several_shards_is_ready_when_every_shard_applied_shard_0_s_revision(
+        ) -> None:
+    own = syncs.Outcome(ready="True", reason=syncs.SUCCEEDED, message="applied abc",
+                        attempted="abc", applied="abc", objects=3)
+    ready = syncs.aggregate(own, {"1": entry("True"), "2": entry("True")}, 3)
+    assert (ready.ready, ready.objects, ready.message) == ("True", 7, "applied abc (3 shards)")
+    behind = syncs.aggregate(own, {"1": entry("True", revision="old")}, 3)
+    assert behind.ready == "Unknown" and "shard(s) 1, 2 of 3 not there yet" in behind.message
+    failed = syncs.aggregate(own, {"1": entry("True"), "2": entry("False", message="boom")}, 3)
+    assert (failed.ready, failed.reason) == ("False", syncs.FAILED)
+    assert failed.message == "shard 2 (served by r2): boom"
+    own_failed = dataclasses.replace(own, ready="False", reason=syncs.FAILED, message="mine")
+    assert syncs.aggregate(own_failed, {"1": entry("True"), "2": entry("True")}, 3
+                           ).message == "mine"
+    # shards beyond the count (a stale entry) are not read
+    assert syncs.aggregate(own, {"1": entry("True"), "5": entry("False")}, 2).ready == "True"
