@@ -589,10 +589,10 @@ class Controller:
 
     def ui_roots(self) -> list[RootStatus]:
         """The Syncs as the web view shows them: a user sees one when they may get it."""
-        with self.lock:
-            roots = [(r.spec, r.obj) for r in self.roots.values()
-                     if r.spec is not None and r.shard == 0]
-        return sorted((ui_status(spec, obj) for spec, obj in roots), key=lambda r: r.name)
+        with self.lock:  # a Sync of several shards: a root each
+            roots = [(r.spec, r.obj, r.shard) for r in self.roots.values() if r.spec is not None]
+        return sorted((ui_status(spec, obj, shard) for spec, obj, shard in roots),
+                      key=lambda r: r.name)
 
     def run(self) -> int:
         base = self.config.base

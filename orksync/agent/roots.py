@@ -390,15 +390,25 @@ def reconcile_requested(obj: Mapping[str, Any]) -> str:
         syncs.RECONCILE_ANNOTATION) or "")
 
 
-def ui_status(spec: syncs.SyncSpec, obj: Mapping[str, Any]) -> RootStatus:
-    """A Sync as the web view shows it, from its status."""
+def ui_status(spec: syncs.SyncSpec, obj: Mapping[str, Any], shard: int = 0) -> RootStatus:
+    """A Sync, or one shard of a Sync of several, as the web view shows it, from its
+    status."""
     status = obj.get("status") or {}
     ready: dict[str, Any] = next((c for c in status.get("conditions") or []
                                   if c.get("type") == "Ready"), {})
+    revision = str(status.get("lastAppliedRevision") or "")
+    ready_status, message = ready.get("status"), ready.get("message")
+    where = ""
+    if spec.shards > 1:
+        entry = (status.get("shards") or {}).get(str(shard)) or {}
+        revision = str(entry.get("lastAppliedRevision") or "")
+        ready_status, message = entry.get("ready"), entry.get("message")
+        where = f", shard {shard} of {spec.shards}"
     return RootStatus(
-        name=spec.inventory_name,
-        source=f"{spec.url}@{spec.ref}" + (f" ({spec.path})" if spec.path else ""),
-        revision=str(status.get("lastAppliedRevision") or ""),
-        ready=ready.get("status") == "True", message=str(ready.get("message") or ""),
+        name=spec.unit_inventory(shard),
+        source=f"{spec.url}@{spec.ref}" + (f" ({spec.path}{where})" if spec.path else
+                                           f" ({where[2:]})" if where else ""),
+        revision=revision,
+        ready=ready_status == "True", message=str(message or ""),
         group=syncs.GROUP, resource="syncs", namespace=spec.namespace,
         object_name=spec.name)

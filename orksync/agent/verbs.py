@@ -14,7 +14,7 @@ from typing import Any
 
 from orksync.agent import syncs
 from orksync.cluster.kube import Kube
-from orksync.errors import ClusterError, UsageError
+from orksync.errors import ClusterError, InputError, UsageError
 
 KubeFactory = Callable[[argparse.Namespace], Kube]
 
@@ -167,8 +167,14 @@ def sync_overview(kube: Kube) -> tuple[list[dict[str, str]], dict[str, str], str
     rows = syncs.sync_rows(found)
     labels = {}
     for obj in found:
-        meta = obj.get("metadata") or {}
-        labels[f"{meta.get('namespace')}.{meta.get('name')}"] = syncs.key_of(obj)
+        try:
+            spec = syncs.parse_spec(obj, allow_file_urls=True)
+        except InputError:
+            meta = obj.get("metadata") or {}
+            labels[f"{meta.get('namespace')}.{meta.get('name')}"] = syncs.key_of(obj)
+            continue
+        for shard in range(spec.shards):  # each shard's inventory names the Sync too
+            labels[spec.unit_inventory(shard)] = syncs.key_of(obj)
     table = [["SYNC", "URL", "REVISION", "READY", "LAST SYNC", "MESSAGE"]]
     for row in rows:
         table.append([row["sync"], row["url"], row["revision"] or "-", row["ready"],

@@ -173,3 +173,32 @@ def test_a_sync_of_several_shards_is_ready_when_every_shard_applied_shard_0_s_re
                            ).message == "mine"
     # shards beyond the count (a stale entry) are not read
     assert syncs.aggregate(own, {"1": entry("True"), "5": entry("False")}, 2).ready == "True"
+
+
+def test_the_status_overview_maps_every_shard_s_inventory_to_its_sync() -> None:
+    from orksync.agent.verbs import sync_overview
+
+    class Kube:
+        def resource(self, *_: Any) -> str:
+            return "syncs"
+
+        def list(self, _: Any) -> list[dict[str, Any]]:
+            return [sync(shards=2), {**sync(), "metadata": {"name": "b", "namespace": "team"}}]
+
+    _, labels, _ = sync_overview(Kube())  # type: ignore[arg-type]
+    assert labels == {"team.a.0-of-2": "team/a", "team.a.1-of-2": "team/a",
+                      "team.b": "team/b"}
+
+
+def test_the_web_view_shows_each_shard_of_a_sync_with_its_own_state() -> None:
+    from orksync.agent.roots import ui_status
+
+    obj = sync(shards=2)
+    obj["status"] = {"lastAppliedRevision": "abc", "conditions": [
+        {"type": "Ready", "status": "False", "message": "shard 1 (served by r2): boom"}],
+        "shards": {"0": entry("True", revision="abc"), "1": entry("False", message="boom")}}
+    spec = syncs.parse_spec(obj)
+    zero, one = ui_status(spec, obj, 0), ui_status(spec, obj, 1)
+    assert (zero.name, zero.ready, zero.revision) == ("team.a.0-of-2", True, "abc")
+    assert (one.name, one.ready, one.message) == ("team.a.1-of-2", False, "boom")
+    assert one.source.endswith("(shard 1 of 2)") and one.object_name == "a"
