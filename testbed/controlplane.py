@@ -348,6 +348,11 @@ rules:
   # Every other write with its body (objects, status subresources, Events), and deletes.
   - level: Request
     verbs: [create, update, patch, delete, deletecollection]
+  # The reads of one test-only kind (no bodies): who lists it, by which label selector
+  # (tests/agent/test_scaleout_cluster.py; no other test uses the group).
+  - level: Metadata
+    verbs: [list, watch]
+    resources: [{group: reads.orksync.io, resources: [gadgets]}]
   - level: None
 """
 

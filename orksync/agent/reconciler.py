@@ -31,7 +31,7 @@ from orksync.cluster.kube import Kube
 from orksync.cluster.retry import RetryPolicy
 from orksync.cluster.view import WatchedView
 from orksync.egress import HttpEgress
-from orksync.errors import ClusterError
+from orksync.errors import ClusterError, OrksyncError
 from orksync.katalog.loader import load_repository
 from orksync.katalog.model import Catalog, CustomResource
 from orksync.katalog.schema import catalog_schema_errors
@@ -56,11 +56,15 @@ from orksync.sync import (
     SyncRequest,
     SyncResult,
     hook_renderers,
+    read_inventory,
     render_live,
     sync_rendered,
 )
 
 log = logging.getLogger("orksync.agent")
+
+SYNC_LABEL_PREFIX = "sync-"  # the shard label of a Sync's root (orksync.agent.roots)
+VIEW_WAIT = 20.0  # seconds a Sync's first full sync waits for its view to be listed
 
 
 def schema_checked(catalog: Catalog, rendered: RenderedSet) -> RenderedSet:
@@ -243,10 +247,11 @@ class Reconciler:
         # objects written before the shard label (or with another N's) are not in the
         # view until `_label_shard` labels them after the apply
         relabel = bool(self.shard_label) and not self.labelled
+        listed = relabel and not self._view_first(catalog)
         rendered = render_live(
             self.kube, catalog, strict_cluster_scope=self.config.strict_cluster_scope,
             live=WatchedView(self.drift.informers, self.kube)
-            if self.drift is not None and not relabel else None,
+            if self.drift is not None and not listed else None,
             select=self._mine)
         rendered = schema_checked(catalog if self.config.shards <= 1 else dataclasses.replace(
             catalog, crs=tuple(filter(self._mine, catalog.crs))), rendered)
@@ -264,7 +269,7 @@ class Reconciler:
                 self.kube, SyncRequest(
                     rendered, inventory_name=self.config.name,
                     inventory_namespace=self.config.inventory_namespace, hooks=hooks,
-                    options=self._options(listed=relabel),
+                    options=self._options(listed=listed),
                     source=Source.of(self.config.repo_url, self.config.path),
                     on_change=self.log_change),
                 catalog, revision=revision.sha,
@@ -317,6 +322,37 @@ class Reconciler:
                             message=self.state.last_error)
         return ok
 
+    def _view_first(self, catalog: Catalog) -> bool:
+        """A Sync's first full sync of its term (after a start or a hand-over) reads its
+        own objects from its informers, not LISTs of every Sync's objects of its kinds:
+        whether the kinds of its stored inventory and of its catalog are watched (by its
+        label) and listed within VIEW_WAIT seconds. What it wrote before carries its label
+        (every write of a Sync's root does), so the view holds it; an object it has not
+        labelled yet is seen as absent, as in any full sync (docs/operations.md, "The
+        view"), and labelled after the apply."""
+        drift = self.drift
+        if drift is None or not self.shard_label.startswith(SYNC_LABEL_PREFIX):
+            return False
+        try:
+            stored = read_inventory(self.kube, self.config.name,
+                                    self.config.inventory_namespace)
+        except OrksyncError:
+            return False  # the sync reports it
+        kinds = {(e.ref.api_version, e.ref.kind) for e in stored}
+        for cr in catalog.crs:
+            if self._mine(cr):
+                kinds.add((cr.ref.api_version, cr.ref.kind))
+                kinds |= block_kinds(cr.entry.operator_box)
+        drift.watch(kinds)
+        deadline = time.monotonic() + VIEW_WAIT
+        while not drift.informers.synced():
+            if time.monotonic() > deadline or self.drift is not drift:  # (stopped)
+                log.info("the view of %s is not listed yet (%s): this sync lists",
+                         self.config.name, ", ".join(map(str, drift.informers.unsynced()[:3])))
+                return False
+            time.sleep(0.05)
+        return True
+
     def _label_shard(self, rendered: RenderedSet, inventory: Inventory) -> bool:
         """The shard label on the objects this shard owns (rendered by it now, or in its
         inventory, and its custom resources this render left out, skipped or failing to
@@ -348,7 +384,14 @@ class Reconciler:
             owner = (meta.get("annotations") or {}).get(OWNER_ANNOTATION)
             return identities.kube_for_owner(str(owner)) if owner else self.kube
 
-        _, failures = label_shard(self.kube, kinds, mine, self.shard_label, writer)
+        # a Sync's objects carry its label from their first write, and those of another
+        # Sync are that Sync's: only objects without any shard label are looked for (not
+        # every Sync's objects of these kinds), unless an inventory may have been adopted
+        # from a sharded --repo-url agent (labelled `I-of-N`)
+        _, failures = label_shard(
+            self.kube, kinds, mine, self.shard_label, writer,
+            unlabelled_only=self.shard_label.startswith(SYNC_LABEL_PREFIX) and
+            not self.config.adopt_inventory)
         for failure in failures:
             log.error("shard %s: %s", self.shard_label, failure)
         return not failures

@@ -36,14 +36,17 @@ Writer = Callable[[Mapping[str, Any]], Kube]  # metadata -> the connection that 
 
 
 def label_shard(kube: Kube, kinds: Iterable[tuple[str, str]], mine: Owns,
-                label: str, writer: Writer | None = None) -> tuple[list[ObjRef], list[str]]:
+                label: str, writer: Writer | None = None, *, unlabelled_only: bool = False
+                ) -> tuple[list[ObjRef], list[str]]:
     """Label with `orksync.io/shard: label` every object orksync labels, of these kinds
-    (apiVersion, kind), that lacks it or carries another value and that `mine` says this
-    shard owns (told its identity and live metadata); listed through `kube`, patched
-    through `writer(metadata)` (default `kube`). Returns the objects labelled and the
-    failures (one message each, naming the kind or object); a failure stops no other kind
-    nor object. Raises LeadershipLost when `kube`'s gate closes."""
-    selector = f"{MANAGED_SELECTOR},{SHARD_LABEL}!={label}"
+    (apiVersion, kind), that lacks it or carries another value (`unlabelled_only`: that
+    lacks any) and that `mine` says this shard owns (told its identity and live
+    metadata); listed through `kube`, patched through `writer(metadata)` (default
+    `kube`). Returns the objects labelled and the failures (one message each, naming the
+    kind or object); a failure stops no other kind nor object. Raises LeadershipLost
+    when `kube`'s gate closes."""
+    selector = f"{MANAGED_SELECTOR},!{SHARD_LABEL}" if unlabelled_only else \
+        f"{MANAGED_SELECTOR},{SHARD_LABEL}!={label}"
     labelled: list[ObjRef] = []
     failures: list[str] = []
     for api_version, kind in sorted(set(kinds)):

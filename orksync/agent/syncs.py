@@ -327,10 +327,7 @@ def status_of(obj: Mapping[str, Any], outcome: Outcome, *, inventory: str,
                       outcome.message if stalled else "", generation, conditions, now),
         ],
     }
-    if outcome.attempted:
-        new["lastAttemptedRevision"] = outcome.attempted
-    if outcome.applied:
-        new["lastAppliedRevision"] = outcome.applied
+    new.update(_revisions(outcome))
     if outcome.handled is not None:
         new["lastHandledReconcileAt"] = outcome.handled
     if outcome.objects is not None:
@@ -350,14 +347,16 @@ def shard_entry(outcome: Outcome, *, served_by: str, generation: int) -> dict[st
     """One shard's state in `status.shards` of a Sync of several shards."""
     entry: dict[str, Any] = {"servedBy": served_by, "ready": outcome.ready,
                              "reason": outcome.reason, "message": outcome.message[:512],
-                             "observedGeneration": generation}
-    if outcome.attempted:
-        entry["lastAttemptedRevision"] = outcome.attempted
-    if outcome.applied:
-        entry["lastAppliedRevision"] = outcome.applied
+                             "observedGeneration": generation, **_revisions(outcome)}
     if outcome.objects is not None:
         entry["objects"] = outcome.objects
     return entry
+
+
+def _revisions(outcome: Outcome) -> dict[str, str]:
+    """The revisions a run attempted and applied, where it names them."""
+    named = {"lastAttemptedRevision": outcome.attempted, "lastAppliedRevision": outcome.applied}
+    return {k: v for k, v in named.items() if v}
 
 
 def aggregate(own: Outcome, entries: Mapping[str, Any], shards: int) -> Outcome:

@@ -139,7 +139,7 @@ class Applier:
                     if change.action not in (Action.UNCHANGED, Action.SKIPPED,
                                              Action.WAITING):
                         run.wrote((change.ref,))
-                        if policy(change.ref).crd:
+                        if policy(change.ref).crd and change.ref not in run.crd_same_spec:
                             run.crd_groups.add(change.ref.name.partition(".")[2])
         finally:
             self.discard_prefetch()

@@ -45,6 +45,9 @@ class Run:
     # without a namespace; the API groups of the CRDs written
     written: set[ObjRef] = field(default_factory=set)
     crd_groups: set[str] = field(default_factory=set)
+    # CRDs written whose spec did not change (their generation did not move: a shared
+    # CRD's annotations): their groups' views are not stale
+    crd_same_spec: set[ObjRef] = field(default_factory=set)
     # as whom each custom resource's children are written (orksync.apply.impersonation)
     identities: Identities | None = None
     # a dry run's view of what the real run would have made by now and the server cannot

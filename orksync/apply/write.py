@@ -129,6 +129,13 @@ class ObjectWriter:
         invalid recreates the object where that is allowed (`recreate_allowed`)."""
         before = (current or {}).get("metadata", {}).get("resourceVersion")
         dry_run = self.options.dry_run
+        # a CRD's generation before the write, read when the view lacks it (a CRD another
+        # sync root wrote last): a write that leaves it leaves what the CRD serves
+        generation = None
+        if policy(obj.ref).crd and not dry_run:
+            seen = current if current is not None else \
+                kube.get_or_none(res, "", obj.ref.name)
+            generation = (seen or {}).get("metadata", {}).get("generation")
         try:
             # a dry run's answer is read whole: its content decides (`dry_run_unchanged`)
             created, result = kube.apply(res, body,
@@ -149,6 +156,9 @@ class ObjectWriter:
             return Change(ref=obj.ref, action=Action.CONFIGURED,
                           message="recreated: the change touches an immutable field")
         self._remember(obj, result, run)
+        if generation is not None and \
+                (result or {}).get("metadata", {}).get("generation") == generation:
+            run.crd_same_spec.add(obj.ref)  # its metadata only: what it serves is the same
         after = (result or {}).get("metadata", {}).get("resourceVersion")
         if after and not self.options.dry_run:
             self.versions[obj.ref] = str(after)

@@ -17,6 +17,7 @@ import signal
 import subprocess
 import sys
 import urllib.error
+import urllib.parse
 import urllib.request
 import uuid
 from collections.abc import Iterator
@@ -30,7 +31,7 @@ from orksync.cluster.kube import Kube
 from testbed.controlplane import ControlPlane
 from testbed.gitdaemon import GitDaemon, free_port
 from tests.agent.test_syncs_cluster import commit, install_sync_crd
-from tests.helpers import CRD, katalog, wait_for, widget, write_repo
+from tests.helpers import CRD, crd, katalog, wait_for, widget, write_repo
 
 pytestmark = pytest.mark.cluster
 
@@ -405,3 +406,54 @@ def test_static_shards_split_the_syncs_by_a_stable_hash(fleet: Fleet) -> None:
     writes = fleet.writes()
     for sync in SYNCS:
         assert writers_in_turn(writes[sync]) == [names[shard(fleet.key(sync))]], sync
+
+
+GADGET_CRD = crd("Gadget", group="reads.orksync.io")
+GADGETS = BOX.replace("widget:", "gadget:")
+
+
+def gadget(name: str, namespace: str, a: int) -> str:
+    return (f"apiVersion: reads.orksync.io/v1\nkind: Gadget\nmetadata:\n  name: {name}\n"
+            f"  namespace: {namespace}\nspec:\n  a: {a}\n")
+
+
+def test_a_taken_sync_s_first_sync_lists_its_own_objects_not_every_sync_s(
+        fleet: Fleet) -> None:
+    """The replica taking a Sync reads what it wrote from watches by the Sync's label: no
+    LIST of the Syncs' custom resources without a shard label in its selector, which
+    would return every Sync's objects (the cost of a hand-over growing with the cluster).
+    The Syncs are of Gadgets, a kind whose reads the test control plane's audit log
+    records."""
+    one, two = fleet.identities("one", "two")
+    fleet.start(one)
+    shas = {}
+    for sync in SYNCS:
+        repo = fleet.base / sync
+        repo.mkdir(parents=True)
+        subprocess.run(["git", "init", "-q", "-b", "main"], cwd=repo, check=True)
+        write_repo(repo, {"katalog.yaml": GADGETS, "crd.yaml": GADGET_CRD,
+                          "g.yaml": gadget(f"{sync}-g", fleet.ns, 1)})
+        shas[sync] = commit(repo, "first")
+        fleet.kube.create(fleet.syncs, {
+            "apiVersion": "orksync.io/v1alpha1", "kind": "Sync",
+            "metadata": {"name": sync, "namespace": fleet.ns},
+            "spec": {"url": fleet.daemon.url(sync), "interval": "1s"}}, field_manager=MANAGER)
+    wait_for("every Sync applied by one", lambda: fleet.all_served(shas, [one]), 180)
+    fleet.start(two)
+    moved = [s for s in SYNCS if rendezvous(fleet.key(s), [one, two]) == two]
+    for sync in SYNCS:
+        write_repo(fleet.base / sync, {"g.yaml": gadget(f"{sync}-g", fleet.ns, 7)})
+        shas[sync] = commit(fleet.base / sync, "a=7")
+    wait_for("the moved Syncs served by two", lambda: fleet.all_served(shas, [one, two]), 120)
+    assert moved
+    assert fleet.control_plane.audit_log is not None
+    lists = []
+    for line in fleet.control_plane.audit_log.read_text().splitlines():
+        event = json.loads(line)
+        if writer(event) == two and event.get("verb") in ("list", "watch") and \
+                (event.get("objectRef") or {}).get("resource") == "gadgets" and \
+                event.get("stage") == "ResponseComplete":
+            lists.append(urllib.parse.unquote(event["requestURI"]))
+    assert lists  # its watches
+    unselected = [uri for uri in lists if "orksync.io/shard" not in uri]
+    assert not unselected, unselected
