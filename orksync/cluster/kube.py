@@ -130,6 +130,7 @@ class Kube:
         self.timeout = timeout  # seconds an attempt may take in all (connect, send, answer)
         self._resources: dict[str, dict[str, Resource]] = {}
         self._discovering: dict[str, threading.Lock] = {}  # per API version
+        self._discovery_lock = threading.Lock()  # the two above, shared by `sibling`
         self._lock = threading.Lock()
         self.requests = 0  # every request sent, for benchmarks and tests
         self.retry = retry or RetryPolicy()
@@ -161,12 +162,16 @@ class Kube:
         """Another Kube on the same cluster and credentials with a pool of its own, no
         gate and the given timeout and retries: the leader election's, so that its
         renewals never queue behind the sync's requests nor pass through its gate.
-        `share_pool`: this Kube's pool instead (its gate, counters and discovery still
-        its own): the many roots of one agent keep one set of idle connections, not one
-        each. The pool never makes a request wait for a connection (it opens another and
-        closes it after use when `size` are idle already), so sharing it queues nothing."""
+        `share_pool`: this Kube's pool and discovery cache instead (its gate and
+        counters still its own): the many roots of one agent keep one set of idle
+        connections and discover each API version once, not once each. The pool never
+        makes a request wait for a connection (it opens another and closes it after use
+        when `size` are idle already), so sharing it queues nothing."""
         other = Kube(connection=self._connection, pool_size=pool_size, timeout=timeout,
                      retry=retry, pool=self._pool if share_pool else None)
+        if share_pool:  # (the cluster's discovery: the same for every root)
+            other._resources, other._discovering = self._resources, self._discovering
+            other._discovery_lock = self._discovery_lock
         other.user_agent = self.user_agent
         other.retry_log_level = self.retry_log_level
         return other
@@ -411,15 +416,15 @@ class Kube:
 
     def resource(self, api_version: str, kind: str, *, refresh: bool = False) -> Resource:
         """The REST resource of a kind; re-discovers once when the kind is unknown."""
-        with self._lock:
+        with self._discovery_lock:
             known = self._resources.get(api_version)
         if known is None or refresh or kind not in known:
             # one discovery per API version at a time: threads that ask together (the
             # applier's concurrent LISTs) wait for it instead of each sending their own
-            with self._lock:
+            with self._discovery_lock:
                 flight = self._discovering.setdefault(api_version, threading.Lock())
             with flight:
-                with self._lock:
+                with self._discovery_lock:
                     latest = self._resources.get(api_version)
                 known = latest if latest is not None and latest is not known and \
                     kind in latest else self._discover(api_version)
@@ -453,17 +458,17 @@ class Kube:
             found[r["kind"]] = Resource(group=group, version=version, kind=r["kind"],
                                         plural=r["name"], namespaced=bool(r["namespaced"]),
                                         subresources=frozenset(subresources[r["name"]]))
-        with self._lock:
+        with self._discovery_lock:
             self._resources[api_version] = found
         return found
 
     def serves(self, api_version: str, kind: str) -> bool:
         """Whether the discovery cached (no request) has the kind in the API version."""
-        with self._lock:
+        with self._discovery_lock:
             return kind in (self._resources.get(api_version) or {})
 
     def forget(self, api_version: str) -> None:
-        with self._lock:
+        with self._discovery_lock:
             self._resources.pop(api_version, None)
 
     # --- the retry path (policy: orksync.cluster.retry) -------------------------------------

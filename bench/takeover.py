@@ -1,0 +1,112 @@
+"""One agent taking over every Sync of another (issue 32: what a hand-over costs the new
+server): `--syncs` Syncs of `--crs` Bundles of 4 ConfigMaps (bench/syncs.py's), applied by
+agent `a`; `a` stopped with SIGTERM, then agent `b` started with an empty state directory
+(no leader election: it serves them all at once, as a replica taking a share). Prints the
+seconds until every Sync names `b` and is Ready at its revision, `b`'s CPU, and `b`'s
+requests in that time by verb and resource (the API server's audit log). `--code DIR`
+(repeatable) measures each tree in turn on the same machine; prints only, no record.
+
+    python bench/takeover.py [--syncs 100] [--crs 10] [--agent-args ARGS] [--code DIR ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import common
+from ruamel.yaml import YAML
+from syncs import NS, TOKEN, _served, sync_object, write_repo
+
+from testbed.gitdaemon import GitDaemon, free_port
+
+
+def run(code: Path, syncs: int, crs: int, agent_args: list[str]) -> None:
+    with common.environment(audit=True) as env:
+        kube = env.kube
+        base = env.work / "served"
+        repos = [base / f"s{s:03d}" for s in range(syncs)]
+        for s, repo in enumerate(repos):
+            write_repo(repo, s, crs)
+            subprocess.run(["git", "init", "-q", "-b", "main"], cwd=repo, check=True)
+            common.commit(repo, "first")
+        crd = YAML(typ="safe").load((code / "deploy/base/sync.crd.yaml").read_text())
+        kube.apply(kube.resource("apiextensions.k8s.io/v1", "CustomResourceDefinition"), crd,
+                   field_manager="bench", force=True)
+        common.wait_until("the Sync CRD", lambda: _served(kube), 60)
+        common.create_namespaces(env, [NS, *common.namespaces("bench-ns")])
+        kube.create(kube.resource("v1", "Secret"), {
+            "apiVersion": "v1", "kind": "Secret", "metadata": {"name": "hook", "namespace": NS},
+            "stringData": {"token": TOKEN.decode()}}, field_manager="bench")
+        res = kube.resource("orksync.io/v1alpha1", "Sync")
+        heads = {f"s{s:03d}": common.head(repos[s]) for s in range(syncs)}
+        assert env.audit is not None
+
+        def agent(identity: str) -> subprocess.Popen[bytes]:
+            state = env.work / f"state-{identity}"
+            state.mkdir()
+            return subprocess.Popen(
+                [sys.executable, "-m", "orksync", "agent", "--watch-namespace", NS,
+                 "--state-dir", str(state), "--listen", f"127.0.0.1:{free_port()}",
+                 "--kubeconfig", env.kubeconfig, "--no-leader-elect", "--identity", identity,
+                 *agent_args], stdout=subprocess.DEVNULL,
+                stderr=(env.work / f"{identity}.log").open("w"), start_new_session=True,
+                env={**os.environ, "PYTHONPATH": str(code)}, cwd=code)
+
+        def served_by(identity: str) -> bool:
+            found = {o["metadata"]["name"]: o.get("status") or {}
+                     for o in kube.list(res, namespace=NS)}
+            return all(
+                found.get(name, {}).get("lastAppliedRevision") == sha and
+                found[name].get("servedBy") == identity and
+                next((c for c in found[name].get("conditions") or []
+                      if c["type"] == "Ready"), {}).get("status") == "True"
+                for name, sha in heads.items())
+
+        with GitDaemon(base) as daemon:
+            first = agent("a")
+            for s in range(syncs):
+                kube.create(res, sync_object(f"s{s:03d}", daemon.url(f"s{s:03d}"),
+                                             interval="1h"), field_manager="bench")
+            common.wait_until("a serving every Sync", lambda: served_by("a"), 1800, 1)
+            os.killpg(first.pid, signal.SIGTERM)
+            first.wait(60)
+            mark = env.audit.mark()
+            began = time.monotonic()
+            second = agent("b")
+            common.wait_until("b serving every Sync", lambda: served_by("b"), 1800, 0.5)
+            wall = time.monotonic() - began
+            ticks = [float(x) for x in Path(f"/proc/{second.pid}/stat").read_text()
+                     .split()[13:15]]
+            count = env.audit.count(mark, "(agent b)")
+            os.killpg(second.pid, signal.SIGTERM)
+            second.wait(60)
+    top = sorted(count.requests.items(), key=lambda kv: -kv[1])
+    print(f"{code}: b took over {syncs} Syncs in {wall:.1f}s, cpu "
+          f"{sum(ticks) / os.sysconf('SC_CLK_TCK'):.1f}s; {count.total} requests "
+          f"({count.total / syncs:.1f} per Sync): "
+          + ", ".join(f"{k} {v}" for k, v in top) + f"; watches {dict(count.watch_opens)}",
+          flush=True)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--syncs", type=int, default=100)
+    parser.add_argument("--crs", type=int, default=10)
+    parser.add_argument("--agent-args", default="")
+    parser.add_argument("--code", action="append", type=Path)
+    args = parser.parse_args()
+    for code in args.code or [common.ROOT]:
+        run(code, args.syncs, args.crs, args.agent_args.split())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
