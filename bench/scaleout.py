@@ -35,7 +35,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import common
-from syncs import CONFIGMAPS, NS, TOKEN, _served, set_value, sync_object, write_repo
+from syncs import CONFIGMAPS, NS, TOKEN, prepare, set_value, sync_object
 
 from testbed.gitdaemon import GitDaemon, free_port
 
@@ -84,24 +84,11 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=1800.0)
     parser.add_argument("--no-record", action="store_true")
     args = parser.parse_args()
-    from ruamel.yaml import YAML
 
     with common.environment(audit=True) as env:
         kube = env.kube
         base = env.work / "served"
-        for s in range(args.syncs):
-            repo = base / f"s{s:03d}"
-            write_repo(repo, s, args.crs)
-            subprocess.run(["git", "init", "-q", "-b", "main"], cwd=repo, check=True)
-            common.commit(repo, "first")
-        crd = YAML(typ="safe").load((common.ROOT / "deploy/base/sync.crd.yaml").read_text())
-        kube.apply(kube.resource("apiextensions.k8s.io/v1", "CustomResourceDefinition"), crd,
-                   field_manager="bench", force=True)
-        common.wait_until("the Sync CRD", lambda: _served(kube), 60)
-        common.create_namespaces(env, [NS, *common.namespaces("bench-ns")])
-        kube.create(kube.resource("v1", "Secret"), {
-            "apiVersion": "v1", "kind": "Secret", "metadata": {"name": "hook", "namespace": NS},
-            "stringData": {"token": TOKEN.decode()}}, field_manager="bench")
+        prepare(env, base, args.syncs, args.crs)
         res = kube.resource("orksync.io/v1alpha1", "Sync")
         maps = kube.resource("v1", "ConfigMap")
         procs: dict[str, subprocess.Popen[bytes]] = {}

@@ -36,6 +36,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import common
+from ruamel.yaml import YAML
 
 from testbed.gitdaemon import GitDaemon, free_port
 
@@ -71,6 +72,27 @@ def set_value(repo: Path, sync: int, i: int, value: str) -> None:
         f"spec:\n  value: {value}\n")
 
 
+def prepare(env: common.Env, base: Path, syncs: int, crs: int,
+            crd_file: Path = common.ROOT / "deploy/base/sync.crd.yaml") -> list[Path]:
+    """The repositories s000.. under `base` (one commit each), the Sync CRD, the
+    namespaces and the webhook Secret: what every Sync benchmark starts from."""
+    repos = [base / f"s{s:03d}" for s in range(syncs)]
+    for s, repo in enumerate(repos):
+        write_repo(repo, s, crs)
+        subprocess.run(["git", "init", "-q", "-b", "main"], cwd=repo, check=True)
+        common.commit(repo, "first")
+    kube = env.kube
+    crd = YAML(typ="safe").load(crd_file.read_text())
+    kube.apply(kube.resource("apiextensions.k8s.io/v1", "CustomResourceDefinition"), crd,
+               field_manager="bench", force=True)
+    common.wait_until("the Sync CRD", lambda: _served(kube), 60)
+    common.create_namespaces(env, [NS, *common.namespaces("bench-ns")])
+    kube.create(kube.resource("v1", "Secret"), {
+        "apiVersion": "v1", "kind": "Secret", "metadata": {"name": "hook", "namespace": NS},
+        "stringData": {"token": TOKEN.decode()}}, field_manager="bench")
+    return repos
+
+
 def sync_object(name: str, url: str, *, interval: str = "1m") -> dict[str, Any]:
     return {"apiVersion": "orksync.io/v1alpha1", "kind": "Sync",
             "metadata": {"name": name, "namespace": NS},
@@ -91,7 +113,6 @@ def main() -> int:
                         help="more flags for the agent, e.g. '--repair-workers 1'")
     parser.add_argument("--no-record", action="store_true")
     args = parser.parse_args()
-    from ruamel.yaml import YAML
 
     objects = args.syncs * args.crs * (1 + CONFIGMAPS)
     release = threading.Event()
@@ -113,24 +134,12 @@ def main() -> int:
     with common.environment(audit=True) as env:
         kube = env.kube
         base = env.work / "served"
-        repos = [base / f"s{s:03d}" for s in range(args.syncs)]
-        for s, repo in enumerate(repos):
-            write_repo(repo, s, args.crs)
-            subprocess.run(["git", "init", "-q", "-b", "main"], cwd=repo, check=True)
-            common.commit(repo, "first")
+        repos = prepare(env, base, args.syncs, args.crs)
         slow_repo = base / "slow"
         write_repo(slow_repo, 999, 1,
                    slow_url=f"http://127.0.0.1:{slow_server.server_address[1]}/slow")
         subprocess.run(["git", "init", "-q", "-b", "main"], cwd=slow_repo, check=True)
         common.commit(slow_repo, "first")
-        crd = YAML(typ="safe").load((common.ROOT / "deploy/base/sync.crd.yaml").read_text())
-        kube.apply(kube.resource("apiextensions.k8s.io/v1", "CustomResourceDefinition"), crd,
-                   field_manager="bench", force=True)
-        common.wait_until("the Sync CRD", lambda: _served(kube), 60)
-        common.create_namespaces(env, [NS, *common.namespaces("bench-ns")])
-        kube.create(kube.resource("v1", "Secret"), {
-            "apiVersion": "v1", "kind": "Secret", "metadata": {"name": "hook", "namespace": NS},
-            "stringData": {"token": TOKEN.decode()}}, field_manager="bench")
         with GitDaemon(base) as daemon:
             port = free_port()
             state = env.work / "state"

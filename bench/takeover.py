@@ -22,8 +22,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import common
-from ruamel.yaml import YAML
-from syncs import NS, TOKEN, _served, sync_object, write_repo
+from syncs import NS, prepare, sync_object
 
 from testbed.gitdaemon import GitDaemon, free_port
 
@@ -32,19 +31,7 @@ def run(code: Path, syncs: int, crs: int, agent_args: list[str]) -> None:
     with common.environment(audit=True) as env:
         kube = env.kube
         base = env.work / "served"
-        repos = [base / f"s{s:03d}" for s in range(syncs)]
-        for s, repo in enumerate(repos):
-            write_repo(repo, s, crs)
-            subprocess.run(["git", "init", "-q", "-b", "main"], cwd=repo, check=True)
-            common.commit(repo, "first")
-        crd = YAML(typ="safe").load((code / "deploy/base/sync.crd.yaml").read_text())
-        kube.apply(kube.resource("apiextensions.k8s.io/v1", "CustomResourceDefinition"), crd,
-                   field_manager="bench", force=True)
-        common.wait_until("the Sync CRD", lambda: _served(kube), 60)
-        common.create_namespaces(env, [NS, *common.namespaces("bench-ns")])
-        kube.create(kube.resource("v1", "Secret"), {
-            "apiVersion": "v1", "kind": "Secret", "metadata": {"name": "hook", "namespace": NS},
-            "stringData": {"token": TOKEN.decode()}}, field_manager="bench")
+        repos = prepare(env, base, syncs, crs, code / "deploy/base/sync.crd.yaml")
         res = kube.resource("orksync.io/v1alpha1", "Sync")
         heads = {f"s{s:03d}": common.head(repos[s]) for s in range(syncs)}
         assert env.audit is not None

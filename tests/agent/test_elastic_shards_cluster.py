@@ -10,14 +10,10 @@ import json
 import signal
 import subprocess
 import uuid
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from testbed.controlplane import ControlPlane
-from testbed.gitdaemon import GitDaemon
 from tests.agent.test_scaleout_cluster import (
     BOX,
     MANAGER,
@@ -26,7 +22,7 @@ from tests.agent.test_scaleout_cluster import (
     writer,
     writers_in_turn,
 )
-from tests.agent.test_syncs_cluster import commit, install_sync_crd
+from tests.agent.test_syncs_cluster import commit
 from tests.helpers import CRD, wait_for, widget, write_repo
 
 pytestmark = pytest.mark.cluster
@@ -128,19 +124,6 @@ class Big:
         for events in found.values():
             events.sort(key=lambda e: e["requestReceivedTimestamp"])
         return found
-
-
-@pytest.fixture
-def fleet(control_plane: ControlPlane, tmp_path: Path) -> Iterator[Fleet]:
-    base = tmp_path / "served"
-    base.mkdir()
-    with GitDaemon(base) as daemon:
-        made = Fleet(control_plane, tmp_path, daemon, base)
-        install_sync_crd(made.kube)
-        try:
-            yield made
-        finally:
-            made.close()
 
 
 def test_one_sync_s_shards_are_split_over_the_replicas_and_move_when_one_dies(

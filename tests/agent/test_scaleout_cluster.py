@@ -20,7 +20,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -30,7 +30,7 @@ import pytest
 from orksync.cluster.kube import Kube
 from testbed.controlplane import ControlPlane
 from testbed.gitdaemon import GitDaemon, free_port
-from tests.agent.test_syncs_cluster import commit, install_sync_crd
+from tests.agent.test_syncs_cluster import commit
 from tests.helpers import CRD, crd, katalog, wait_for, widget, write_repo
 
 pytestmark = pytest.mark.cluster
@@ -142,15 +142,18 @@ class Fleet:
         wait_for("every replica to see the others", lambda: all(
             r.sees(len(running)) for r in running), 60)
 
-    def create(self, **spec: Any) -> dict[str, str]:
-        """The six Syncs, each its own repository: name -> the sha committed."""
+    def create(self, files: Callable[[str], dict[str, str]] | None = None, **spec: Any
+               ) -> dict[str, str]:
+        """The six Syncs, each its own repository (`files(sync)`, default a Widget):
+        name -> the sha committed."""
         shas = {}
         for sync in SYNCS:
             repo = self.base / sync
             repo.mkdir(parents=True)
             subprocess.run(["git", "init", "-q", "-b", "main"], cwd=repo, check=True)
-            write_repo(repo, {"katalog.yaml": BOX, "crd.yaml": CRD,
-                              "w.yaml": widget(f"{sync}-w", self.ns, a=1)})
+            write_repo(repo, files(sync) if files is not None else {
+                "katalog.yaml": BOX, "crd.yaml": CRD,
+                "w.yaml": widget(f"{sync}-w", self.ns, a=1)})
             shas[sync] = commit(repo, "first")
             self.kube.create(self.syncs, {
                 "apiVersion": "orksync.io/v1alpha1", "kind": "Sync",
@@ -254,19 +257,6 @@ def writers_in_turn(events: list[dict[str, Any]]) -> list[str]:
         if not turns or turns[-1] != writer(event):
             turns.append(writer(event))
     return turns
-
-
-@pytest.fixture
-def fleet(control_plane: ControlPlane, tmp_path: Path) -> Iterator[Fleet]:
-    base = tmp_path / "served"
-    base.mkdir()
-    with GitDaemon(base) as daemon:
-        made = Fleet(control_plane, tmp_path, daemon, base)
-        install_sync_crd(made.kube)
-        try:
-            yield made
-        finally:
-            made.close()
 
 
 def test_two_replicas_split_six_syncs_each_served_by_one(fleet: Fleet) -> None:
@@ -426,18 +416,8 @@ def test_a_taken_sync_s_first_sync_lists_its_own_objects_not_every_sync_s(
     records."""
     one, two = fleet.identities("one", "two")
     fleet.start(one)
-    shas = {}
-    for sync in SYNCS:
-        repo = fleet.base / sync
-        repo.mkdir(parents=True)
-        subprocess.run(["git", "init", "-q", "-b", "main"], cwd=repo, check=True)
-        write_repo(repo, {"katalog.yaml": GADGETS, "crd.yaml": GADGET_CRD,
-                          "g.yaml": gadget(f"{sync}-g", fleet.ns, 1)})
-        shas[sync] = commit(repo, "first")
-        fleet.kube.create(fleet.syncs, {
-            "apiVersion": "orksync.io/v1alpha1", "kind": "Sync",
-            "metadata": {"name": sync, "namespace": fleet.ns},
-            "spec": {"url": fleet.daemon.url(sync), "interval": "1s"}}, field_manager=MANAGER)
+    shas = fleet.create(lambda sync: {"katalog.yaml": GADGETS, "crd.yaml": GADGET_CRD,
+                                      "g.yaml": gadget(f"{sync}-g", fleet.ns, 1)})
     wait_for("every Sync applied by one", lambda: fleet.all_served(shas, [one]), 180)
     fleet.start(two)
     moved = [s for s in SYNCS if rendezvous(fleet.key(s), [one, two]) == two]
