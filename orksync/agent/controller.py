@@ -435,8 +435,7 @@ class Controller:
 
         def may_sync(sha: str) -> bool:  # shard I > 0: after shard 0 tried the revision
             nonlocal held
-            applied = str((root.obj.get("status") or {}).get("lastAttemptedRevision") or "")
-            held = root.shard > 0 and applied != sha
+            held = root.shard > 0 and _attempted(root.obj) != sha
             if held:
                 self._report(root, syncs.Outcome(
                     ready="Unknown", reason=syncs.PROGRESSING,

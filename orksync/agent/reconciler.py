@@ -343,7 +343,8 @@ class Reconciler:
             if self._mine(cr):
                 kinds.add((cr.ref.api_version, cr.ref.kind))
                 kinds |= block_kinds(cr.entry.operator_box)
-        drift.watch(kinds)
+        # a kind not served yet (its CRD comes with this sync) is listed by the sync
+        drift.watch({kind for kind in kinds if self._served(kind)})
         deadline = time.monotonic() + VIEW_WAIT
         while not drift.informers.synced():
             if time.monotonic() > deadline or self.drift is not drift:  # (stopped)
@@ -351,6 +352,13 @@ class Reconciler:
                          self.config.name, ", ".join(map(str, drift.informers.unsynced()[:3])))
                 return False
             time.sleep(0.05)
+        return True
+
+    def _served(self, kind: tuple[str, str]) -> bool:
+        try:
+            self.kube.resource(*kind)
+        except ClusterError:
+            return False
         return True
 
     def _label_shard(self, rendered: RenderedSet, inventory: Inventory) -> bool:

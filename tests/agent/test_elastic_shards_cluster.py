@@ -135,6 +135,9 @@ def test_one_sync_s_shards_are_split_over_the_replicas_and_move_when_one_dies(
     servers = {i: rendezvous(u, [one, two]) for i, u in enumerate(big.units())}
     wait_for("every shard applied by its replica", lambda: big.applied(sha, servers), 180)
     uids = big.uids()
+    # the Widgets' kind was not served before shard 0's first sync: no shard waited for a
+    # view of it
+    assert not [r for r in fleet.replicas.values() if "is not listed yet" in r.text()]
 
     # a webhook: answered by shard 0's server only, and every shard fetches
     big.a = 2
