@@ -16,10 +16,9 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
-from orksync.agent import syncs, webhook
+from orksync.agent import synchook, syncs, webhook
 from orksync.agent.config import AgentConfig
 from orksync.agent.finalizer import add_finalizer, finalize
 from orksync.agent.lease import LeaderElector
@@ -28,11 +27,13 @@ from orksync.agent.metrics import Metrics
 from orksync.agent.roots import (
     Root,
     RootBuilder,
-    failure_message,
+    attempted,
+    changed,
     find_duplicates,
-    is_new,
     reconcile_requested,
     report,
+    run_outcome,
+    told,
     ui_status,
 )
 from orksync.agent.runner import Agent
@@ -40,7 +41,6 @@ from orksync.agent.server import serve
 from orksync.agent.ui.data import RootStatus
 from orksync.agent.ui.journal import Journal
 from orksync.cluster.kube import Kube
-from orksync.cluster.live import rfc3339
 from orksync.cluster.retry import RetryPolicy
 from orksync.cluster.transport import USER_AGENT
 from orksync.cluster.watch import Informer
@@ -78,23 +78,12 @@ def shard_of(key: str, shards: int) -> int:
     return int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big") % shards
 
 
-def _changed(obj: dict[str, Any], before: dict[str, Any], field: str) -> bool:
-    return bool((obj.get("metadata") or {}).get(field) !=
-                (before.get("metadata") or {}).get(field))
-
-
-def _annotation(obj: dict[str, Any], name: str) -> str:
-    return str(((obj.get("metadata") or {}).get("annotations") or {}).get(name) or "")
-
-
-def _attempted(obj: dict[str, Any]) -> str:
-    return str((obj.get("status") or {}).get("lastAttemptedRevision") or "")
-
-
-def _others(obj: dict[str, Any]) -> Any:
-    """The entries of shards 1.. in a Sync's status."""
-    entries = (obj.get("status") or {}).get("shards") or {}
-    return {k: v for k, v in entries.items() if k != "0"}
+def _parse(obj: dict[str, Any], allow_file_urls: bool
+           ) -> tuple[syncs.SyncSpec | None, InputError | None]:
+    try:
+        return syncs.parse_spec(obj, allow_file_urls=allow_file_urls), None
+    except InputError as err:
+        return None, err
 
 
 class Controller:
@@ -262,9 +251,9 @@ class Controller:
             else:
                 first = units.get(key) or next(iter(units.values()), None)
                 if first is None or reconcile_requested(obj) != reconcile_requested(
-                        first.obj) or _changed(obj, first.obj, "generation") or \
-                        _changed(obj, first.obj, "deletionTimestamp") or first.spec is None:
-                    spec, error = self._parse(obj)
+                        first.obj) or changed(obj, first.obj, "generation") or \
+                        changed(obj, first.obj, "deletionTimestamp") or first.spec is None:
+                    spec, error = _parse(obj, self.config.allow_file_urls)
                 else:
                     spec, error = first.spec, first.error
                 shards = spec.shards if spec is not None else 1
@@ -275,7 +264,7 @@ class Controller:
                     if root is None or root.shards != count:
                         root = self.roots[unit] = Root(key=unit, obj=obj, shard=shard,
                                                        shards=count)
-                    self._update(root, obj, spec, error)
+                    told(root, obj, spec, error)
             for unit, root in units.items():
                 if unit not in wanted:
                     self.roots.pop(unit, None)
@@ -285,36 +274,6 @@ class Controller:
             self.wake.notify_all()
         for root, agent in dropped:
             self.builder.drop(root, agent)
-
-    def _update(self, root: Root, obj: dict[str, Any], spec: syncs.SyncSpec | None,
-                error: InputError | None) -> None:
-        """A root (a Sync's, or one shard's) told of its Sync as it is now: a run wanted
-        when the spec, the deletion or a reconcile request changed; all of its shards
-        fetch at once when a webhook reached the Sync; shard 0 writes Ready again when
-        another shard's entry changed."""
-        before, root.obj = root.obj, obj
-        if before is obj or _changed(obj, before, "generation") or \
-                _changed(obj, before, "deletionTimestamp") or \
-                reconcile_requested(obj) != reconcile_requested(before) or root.spec is None:
-            root.spec, root.error = spec, error
-            root.wanted = True
-        if _annotation(obj, syncs.HOOK_ANNOTATION) != _annotation(before, syncs.HOOK_ANNOTATION):
-            root.wanted = True
-            if root.agent is not None:
-                root.agent.state.next_attempt = 0.0
-        if root.shard > 0 and _attempted(obj) != _attempted(before):
-            root.wanted = True  # shard 0 tried a revision: this shard's turn
-            if root.agent is not None:
-                root.agent.state.next_attempt = 0.0
-        if root.shards > 1 and root.shard == 0 and root.outcome is not None and \
-                _others(obj) != _others(before):
-            root.regroup = True
-
-    def _parse(self, obj: dict[str, Any]) -> tuple[syncs.SyncSpec | None, InputError | None]:
-        try:
-            return syncs.parse_spec(obj, allow_file_urls=self.config.allow_file_urls), None
-        except InputError as err:
-            return None, err
 
     # --- the loop ------------------------------------------------------------------------
 
@@ -435,7 +394,7 @@ class Controller:
 
         def may_sync(sha: str) -> bool:  # shard I > 0: after shard 0 tried the revision
             nonlocal held
-            held = root.shard > 0 and _attempted(root.obj) != sha
+            held = root.shard > 0 and attempted(root.obj) != sha
             if held:
                 self._report(root, syncs.Outcome(
                     ready="Unknown", reason=syncs.PROGRESSING,
@@ -457,32 +416,10 @@ class Controller:
                             agent.state.next_attempt)
         if held:  # and at once when shard 0's status names a new revision (`_update`)
             root.next_run = min(root.next_run, time.monotonic() + 5.0)
-        state = agent.state
-        sha = state.revision.sha if state.revision is not None else ""
-        ran = state.changes is not before
-        objects = len(state.inventory.value) if state.inventory is not None else None
-        counts: dict[str, int] | None = None
-        if state.changes is not None:
-            counts = {}
-            for change in state.changes.changes:
-                counts[change.action.value] = counts.get(change.action.value, 0) + 1
-        if state.failures:
-            message = failure_message(agent)
-            reason = syncs.TIMEOUT if "passed its timeout" in message else syncs.FAILED
-            outcome = syncs.Outcome(ready="False", reason=reason, message=message,
-                                    attempted=sha, counts=counts, objects=objects,
-                                    new_revision=ran and is_new(root, sha, "failed"),
-                                    handled=requested or None)
-        elif state.synced_once:
-            outcome = syncs.Outcome(
-                ready="True", reason=syncs.SUCCEEDED,
-                message=f"applied revision {spec.wanted}@sha1:{sha}", attempted=sha,
-                applied=sha, counts=counts, objects=objects,
-                new_revision=ran and is_new(root, sha, "succeeded"),
-                handled=requested or None)
-        else:
-            return
-        self._report(root, outcome, warn=outcome.ready == "False")
+        outcome = run_outcome(root, agent, spec, ran=agent.state.changes is not before,
+                              requested=requested)
+        if outcome is not None:
+            self._report(root, outcome, warn=outcome.ready == "False")
 
     def _gate(self, root: Root) -> float | None:
         left: float | None = None
@@ -529,30 +466,10 @@ class Controller:
                                         f"{self.membership.identity}")
         if not self.is_leader() or not self.mine(key):  # its Secret is read by its server
             return webhook.Verdict(503, "standby: this replica does not serve this Sync")
-        try:
-            data = syncs.read_secret(self.kube, namespace, spec.webhook_secret,
-                                     "spec.webhook.secretRef")
-        except OrksyncError as err:  # missing, unreadable, or the Lease lost meanwhile
-            self.metrics.webhooks.labels(result="error").inc()
-            log.error("webhook for Sync %s: %s", key, err)
-            return webhook.Verdict(500, "the webhook secret cannot be read")
-        token = data.get("token", b"").strip()
-        if not token:  # an empty HMAC key is no secret
-            log.error("webhook for Sync %s: its Secret %s has no key token", key,
-                      spec.webhook_secret)
-            return webhook.Verdict(500, "the webhook secret cannot be read")
-        verdict = webhook.verify(token, headers, body)
-        if verdict.status == 401:
-            self.metrics.webhooks.labels(result="refused").inc()
-            log.warning("webhook for Sync %s from %s refused: %s", key, client,
-                        verdict.message)
-            return verdict
-        if not verdict.accepted:
-            self.metrics.webhooks.labels(result="ping").inc()
-            return verdict
-        self.metrics.webhooks.labels(result="accepted").inc()
-        if spec.suspend:
-            return webhook.Verdict(409, "the Sync is suspended")
+        verdict = synchook.verify(self.kube, self.metrics, spec, key, headers, body, client)
+        if not verdict.accepted or spec.suspend:
+            return verdict if not verdict.accepted else webhook.Verdict(
+                409, "the Sync is suspended")
         log.info("webhook for Sync %s (%s): fetching now", key, verdict.provider)
         with self.wake:
             root.wanted = True
@@ -560,12 +477,7 @@ class Controller:
                 root.agent.state.next_attempt = 0.0
             self.wake.notify_all()
         if spec.shards > 1:  # the other shards' servers see it on the Sync and fetch too
-            try:
-                syncs.annotate(self.kube, root.obj, syncs.HOOK_ANNOTATION,
-                               rfc3339(datetime.now(UTC)))
-            except ClusterError as err:
-                log.error("webhook for Sync %s: the other shards are not told (they fetch "
-                          "at their interval): %s", key, err)
+            synchook.tell_shards(self.kube, root.obj, key)
         return verdict
 
     # --- readiness and lifecycle ---------------------------------------------------------

@@ -294,6 +294,34 @@ def failure_message(agent: Agent) -> str:
     return "; ".join(dict.fromkeys(lines))
 
 
+def run_outcome(root: Root, agent: Agent, spec: syncs.SyncSpec, *, ran: bool,
+                requested: str) -> syncs.Outcome | None:
+    """What a run of the Sync's agent came to (`ran`: it synced, not only fetched), for
+    its status; None when it has not synced yet."""
+    state = agent.state
+    sha = state.revision.sha if state.revision is not None else ""
+    objects = len(state.inventory.value) if state.inventory is not None else None
+    counts: dict[str, int] | None = None
+    if state.changes is not None:
+        counts = {}
+        for change in state.changes.changes:
+            counts[change.action.value] = counts.get(change.action.value, 0) + 1
+    if state.failures:
+        message = failure_message(agent)
+        reason = syncs.TIMEOUT if "passed its timeout" in message else syncs.FAILED
+        return syncs.Outcome(ready="False", reason=reason, message=message, attempted=sha,
+                             counts=counts, objects=objects,
+                             new_revision=ran and is_new(root, sha, "failed"),
+                             handled=requested or None)
+    if state.synced_once:
+        return syncs.Outcome(
+            ready="True", reason=syncs.SUCCEEDED,
+            message=f"applied revision {spec.wanted}@sha1:{sha}", attempted=sha,
+            applied=sha, counts=counts, objects=objects,
+            new_revision=ran and is_new(root, sha, "succeeded"), handled=requested or None)
+    return None
+
+
 def report(kube: Kube, root: Root, outcome: syncs.Outcome, *, identity: str,
            warn: bool = False) -> None:
     """The Sync's status when it changed, and an Event for a new revision or a new
@@ -412,3 +440,46 @@ def ui_status(spec: syncs.SyncSpec, obj: Mapping[str, Any], shard: int = 0) -> R
         ready=ready_status == "True", message=str(message or ""),
         group=syncs.GROUP, resource="syncs", namespace=spec.namespace,
         object_name=spec.name)
+
+
+def told(root: Root, obj: dict[str, Any], spec: syncs.SyncSpec | None,
+         error: InputError | None) -> None:
+    """A root (a Sync's, or one shard's) told of its Sync as it is now: a run wanted when
+    the spec, the deletion or a reconcile request changed; all of its shards fetch at once
+    when a webhook reached the Sync (`syncs.HOOK_ANNOTATION`); a shard I > 0 runs when
+    shard 0 tried a revision; shard 0 writes Ready again when another shard's entry
+    changed."""
+    before, root.obj = root.obj, obj
+    if before is obj or changed(obj, before, "generation") or \
+            changed(obj, before, "deletionTimestamp") or \
+            reconcile_requested(obj) != reconcile_requested(before) or root.spec is None:
+        root.spec, root.error = spec, error
+        root.wanted = True
+    hook = _annotation(obj, syncs.HOOK_ANNOTATION) != _annotation(before, syncs.HOOK_ANNOTATION)
+    if hook or (root.shard > 0 and attempted(obj) != attempted(before)):
+        root.wanted = True
+        if root.agent is not None:
+            root.agent.state.next_attempt = 0.0
+    if root.shards > 1 and root.shard == 0 and root.outcome is not None and \
+            _others(obj) != _others(before):
+        root.regroup = True
+
+
+def changed(obj: Mapping[str, Any], before: Mapping[str, Any], field: str) -> bool:
+    return bool((obj.get("metadata") or {}).get(field) !=
+                (before.get("metadata") or {}).get(field))
+
+
+def attempted(obj: Mapping[str, Any]) -> str:
+    """The revision a Sync's status says it attempted last (shard 0's, for several)."""
+    return str((obj.get("status") or {}).get("lastAttemptedRevision") or "")
+
+
+def _annotation(obj: Mapping[str, Any], name: str) -> str:
+    return str(((obj.get("metadata") or {}).get("annotations") or {}).get(name) or "")
+
+
+def _others(obj: Mapping[str, Any]) -> Any:
+    """The entries of shards 1.. in a Sync's status."""
+    entries = (obj.get("status") or {}).get("shards") or {}
+    return {k: v for k, v in entries.items() if k != "0"}
