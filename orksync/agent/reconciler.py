@@ -11,6 +11,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
+from concurrent.futures import Future
 from datetime import UTC, datetime
 from typing import Any
 
@@ -247,7 +248,8 @@ class Reconciler:
         # objects written before the shard label (or with another N's) are not in the
         # view until `_label_shard` labels them after the apply
         relabel = bool(self.shard_label) and not self.labelled
-        listed = relabel and not self._view_first(catalog)
+        stored = self._stored() if relabel else None
+        listed = relabel and not self._view_first(catalog, stored)
         rendered = render_live(
             self.kube, catalog, strict_cluster_scope=self.config.strict_cluster_scope,
             live=WatchedView(self.drift.informers, self.kube)
@@ -271,7 +273,7 @@ class Reconciler:
                     inventory_namespace=self.config.inventory_namespace, hooks=hooks,
                     options=self._options(listed=listed),
                     source=Source.of(self.config.repo_url, self.config.path),
-                    on_change=self.log_change),
+                    on_change=self.log_change, stored_inventory=stored),
                 catalog, revision=revision.sha,
                 # status only for this shard's custom resources
                 status_of=dataclasses.replace(catalog,
@@ -322,7 +324,20 @@ class Reconciler:
                             message=self.state.last_error)
         return ok
 
-    def _view_first(self, catalog: Catalog) -> bool:
+    def _stored(self) -> Future[Inventory] | None:
+        """A Sync's stored inventory, read once for `_view_first` and its sync; None (the
+        sync reads it, and reports what fails) elsewhere or when it cannot be read."""
+        if self.drift is None or not self.shard_label.startswith(SYNC_LABEL_PREFIX):
+            return None
+        stored: Future[Inventory] = Future()
+        try:
+            stored.set_result(read_inventory(self.kube, self.config.name,
+                                             self.config.inventory_namespace))
+        except OrksyncError:
+            return None
+        return stored
+
+    def _view_first(self, catalog: Catalog, stored: Future[Inventory] | None) -> bool:
         """A Sync's first full sync of its term (after a start or a hand-over) reads its
         own objects from its informers, not LISTs of every Sync's objects of its kinds:
         whether the kinds of its stored inventory and of its catalog are watched (by its
@@ -331,14 +346,9 @@ class Reconciler:
         labelled yet is seen as absent, as in any full sync (docs/operations.md, "The
         view"), and labelled after the apply."""
         drift = self.drift
-        if drift is None or not self.shard_label.startswith(SYNC_LABEL_PREFIX):
+        if drift is None or stored is None:
             return False
-        try:
-            stored = read_inventory(self.kube, self.config.name,
-                                    self.config.inventory_namespace)
-        except OrksyncError:
-            return False  # the sync reports it
-        kinds = {(e.ref.api_version, e.ref.kind) for e in stored}
+        kinds = {(e.ref.api_version, e.ref.kind) for e in stored.result()}
         for cr in catalog.crs:
             if self._mine(cr):
                 kinds.add((cr.ref.api_version, cr.ref.kind))
