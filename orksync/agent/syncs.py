@@ -364,6 +364,7 @@ def aggregate(own: Outcome, entries: Mapping[str, Any], shards: int) -> Outcome:
     (`status.shards`): False when any shard failed, True when every shard applied the
     revision shard 0 applied, else Unknown (a shard has not got there yet)."""
     failed: list[str] = []
+    reasons: list[str] = []
     behind: list[str] = []
     objects = own.objects
     for shard in range(1, shards):
@@ -374,6 +375,7 @@ def aggregate(own: Outcome, entries: Mapping[str, Any], shards: int) -> Outcome:
         if entry.get("ready") == "False":
             failed.append(f"shard {shard} (served by {entry.get('servedBy') or 'none'}): "
                           f"{entry.get('message') or entry.get('reason')}")
+            reasons.append(str(entry.get("reason") or FAILED))
         elif entry.get("ready") != "True" or (
                 own.applied and entry.get("lastAppliedRevision") != own.applied):
             behind.append(str(shard))
@@ -382,11 +384,8 @@ def aggregate(own: Outcome, entries: Mapping[str, Any], shards: int) -> Outcome:
     if own.ready == "False" or (own.ready == "Unknown" and not failed):
         return dataclasses.replace(own, objects=objects)
     if failed:
-        reason = next((str(e.get("reason")) for e in (entries.get(str(s)) for s in
-                       range(1, shards)) if isinstance(e, Mapping) and
-                       e.get("ready") == "False"), FAILED)
         more = f"; and {len(failed) - 3} more shard(s)" if len(failed) > 3 else ""
-        return dataclasses.replace(own, ready="False", reason=reason,
+        return dataclasses.replace(own, ready="False", reason=reasons[0],
                                    message="; ".join(failed[:3]) + more, objects=objects)
     if behind:
         return dataclasses.replace(
