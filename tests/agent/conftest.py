@@ -5,46 +5,47 @@ replicas of one agent sharing Syncs (test_scaleout_cluster.py, test_elastic_shar
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
 from testbed.controlplane import ControlPlane
 from testbed.gitdaemon import GitDaemon
 from tests.agent.test_scaleout_cluster import Fleet
-from tests.agent.test_syncs_cluster import Env, install_sync_crd
+from tests.agent.test_syncs_cluster import Env, install_sync_crd, remove_syncs
+
+T = TypeVar("T", Env, Fleet)
+
+
+@contextlib.contextmanager
+def served(control_plane: ControlPlane, tmp_path: Path, make: type[T]) -> Iterator[T]:
+    """`make` (an Env or a Fleet) over a git daemon serving `tmp_path/served`, with the
+    Sync CRD installed."""
+    base = tmp_path / "served"
+    base.mkdir()
+    with GitDaemon(base) as daemon:
+        made = make(control_plane, tmp_path, daemon, base)
+        install_sync_crd(made.kube)
+        yield made
 
 
 @pytest.fixture
 def env(control_plane: ControlPlane, tmp_path: Path) -> Iterator[Env]:
-    base = tmp_path / "served"
-    base.mkdir()
-    with GitDaemon(base) as daemon:
-        made = Env(control_plane, tmp_path, daemon, base)
-        install_sync_crd(made.kube)
+    with served(control_plane, tmp_path, Env) as made:
         try:
             yield made
         finally:
             made.stop()
-            # the Syncs go, their finalizers released without an agent: later tests'
-            # `orksync status` lists the Syncs of the cluster first
-            res = made.kube.resource("orksync.io/v1alpha1", "Sync")
-            for obj in made.kube.list(res, namespace=made.ns):
-                made.kube.request("PATCH", res.path(made.ns, obj["metadata"]["name"]),
-                                  body={"metadata": {"finalizers": None}},
-                                  content_type="application/merge-patch+json")
-                made.kube.delete(res, made.ns, obj["metadata"]["name"])
+            remove_syncs(made.kube, made.ns)
             made.kube.close()
 
 
 @pytest.fixture
 def fleet(control_plane: ControlPlane, tmp_path: Path) -> Iterator[Fleet]:
-    base = tmp_path / "served"
-    base.mkdir()
-    with GitDaemon(base) as daemon:
-        made = Fleet(control_plane, tmp_path, daemon, base)
-        install_sync_crd(made.kube)
+    with served(control_plane, tmp_path, Fleet) as made:
         try:
             yield made
         finally:

@@ -6,7 +6,6 @@ serving their shard only, and move as a Sync does when that replica dies."""
 from __future__ import annotations
 
 import hashlib
-import json
 import signal
 import subprocess
 import uuid
@@ -19,7 +18,6 @@ from tests.agent.test_scaleout_cluster import (
     MANAGER,
     Fleet,
     rendezvous,
-    writer,
     writers_in_turn,
 )
 from tests.agent.test_syncs_cluster import commit
@@ -110,20 +108,7 @@ class Big:
         for i in range(SHARDS):
             names[("configmaps", "orksync-system",
                    f"orksync-inventory-{fleet.ns}.big.{i}-of-{SHARDS}")] = i
-        found: dict[int, list[dict[str, Any]]] = {i: [] for i in range(SHARDS)}
-        assert fleet.control_plane.audit_log is not None
-        for line in fleet.control_plane.audit_log.read_text().splitlines():
-            event = json.loads(line)
-            ref = event.get("objectRef") or {}
-            if event.get("stage") != "ResponseComplete" or event.get("verb") not in (
-                    "create", "update", "patch", "delete"):
-                continue
-            shard = names.get((ref.get("resource"), ref.get("namespace"), ref.get("name")))
-            if shard is not None and writer(event) in fleet.replicas:
-                found[shard].append(event)
-        for events in found.values():
-            events.sort(key=lambda e: e["requestReceivedTimestamp"])
-        return found
+        return fleet.writes_to(names, range(SHARDS))
 
 
 def test_one_sync_s_shards_are_split_over_the_replicas_and_move_when_one_dies(

@@ -20,17 +20,17 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
 from orksync.cluster.kube import Kube
 from testbed.controlplane import ControlPlane
 from testbed.gitdaemon import GitDaemon, free_port
-from tests.agent.test_syncs_cluster import commit
+from tests.agent.test_syncs_cluster import commit, remove_syncs
 from tests.helpers import CRD, crd, katalog, wait_for, widget, write_repo
 
 pytestmark = pytest.mark.cluster
@@ -42,6 +42,7 @@ BOX = katalog("""\
 """)
 SYNCS = [f"s{i}" for i in range(6)]
 MANAGER = "orksync-test"
+K = TypeVar("K")
 
 
 def rendezvous(key: str, members: list[str]) -> str:
@@ -204,23 +205,30 @@ class Fleet:
         """Per Sync, the audit events of every write a replica of this fleet sent for it
         (its Sync object, its Widget and ConfigMap, its inventory), in the order the API
         server received them."""
-        assert self.control_plane.audit_log is not None
         names = {}
         for sync in SYNCS:
             names[("syncs", self.ns, sync)] = sync
             names[("widgets", self.ns, f"{sync}-w")] = sync
             names[("configmaps", self.ns, f"{sync}-w-config")] = sync
             names[("configmaps", "orksync-system", f"orksync-inventory-{self.ns}.{sync}")] = sync
-        found: dict[str, list[dict[str, Any]]] = {s: [] for s in SYNCS}
+        return self.writes_to(names, SYNCS)
+
+    def writes_to(self, names: Mapping[tuple[str, str, str], K], keys: Iterable[K]
+                  ) -> dict[K, list[dict[str, Any]]]:
+        """Per key, the audit events of the writes a replica of this fleet sent to the
+        objects `names` maps to it ((resource, namespace, name) -> key), in the order the
+        API server received them."""
+        assert self.control_plane.audit_log is not None
+        found: dict[K, list[dict[str, Any]]] = {k: [] for k in keys}
         for line in self.control_plane.audit_log.read_text().splitlines():
             event = json.loads(line)
             ref = event.get("objectRef") or {}
             if event.get("stage") != "ResponseComplete" or event.get("verb") not in (
                     "create", "update", "patch", "delete"):
                 continue
-            sync = names.get((ref.get("resource"), ref.get("namespace"), ref.get("name")))
-            if sync is not None and writer(event) in self.replicas:
-                found[sync].append(event)
+            key = names.get((ref.get("resource"), ref.get("namespace"), ref.get("name")))
+            if key is not None and writer(event) in self.replicas:
+                found[key].append(event)
         for events in found.values():
             events.sort(key=lambda e: e["requestReceivedTimestamp"])
         return found
@@ -228,11 +236,7 @@ class Fleet:
     def close(self) -> None:
         for replica in self.replicas.values():
             replica.stop(signal.SIGKILL)
-        for obj in self.kube.list(self.syncs, namespace=self.ns):
-            self.kube.request("PATCH", self.syncs.path(self.ns, obj["metadata"]["name"]),
-                              body={"metadata": {"finalizers": None}},
-                              content_type="application/merge-patch+json")
-            self.kube.delete(self.syncs, self.ns, obj["metadata"]["name"])
+        remove_syncs(self.kube, self.ns)
         self.kube.close()
 
 

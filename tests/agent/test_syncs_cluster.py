@@ -57,6 +57,17 @@ def install_sync_crd(kube: Kube) -> None:
     wait_for("the Sync CRD to be served", served)
 
 
+def remove_syncs(kube: Kube, namespace: str) -> None:
+    """The Syncs of a namespace deleted, their finalizers released without an agent: later
+    tests' `orksync status` lists the Syncs of the cluster first."""
+    res = kube.resource("orksync.io/v1alpha1", "Sync")
+    for obj in kube.list(res, namespace=namespace):
+        kube.request("PATCH", res.path(namespace, obj["metadata"]["name"]),
+                     body={"metadata": {"finalizers": None}},
+                     content_type="application/merge-patch+json")
+        kube.delete(res, namespace, obj["metadata"]["name"])
+
+
 class Env:
     """A namespace of Syncs, a git daemon serving repositories under `base`, and an agent
     serving that namespace's Syncs."""
