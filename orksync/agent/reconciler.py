@@ -23,6 +23,7 @@ from orksync.agent.metrics import Metrics
 from orksync.agent.relabel import block_kinds, label_shard
 from orksync.agent.shard import shard_filter, shard_label, shard_of
 from orksync.agent.ui.journal import Journal
+from orksync.apply.crds import discovered
 from orksync.apply.delete import DeletionOptions, OnDeleteRenderer, find_hooks
 from orksync.apply.engine import Applier
 from orksync.apply.impersonation import Identities, Impersonation
@@ -354,7 +355,7 @@ class Reconciler:
                 kinds.add((cr.ref.api_version, cr.ref.kind))
                 kinds |= block_kinds(cr.entry.operator_box)
         # a kind not served yet (its CRD comes with this sync) is listed by the sync
-        drift.watch({kind for kind in kinds if self._served(kind)})
+        drift.watch({kind for kind in kinds if discovered(self.kube, *kind)})
         deadline = time.monotonic() + VIEW_WAIT
         while not drift.informers.synced():
             if time.monotonic() > deadline or self.drift is not drift:  # (stopped)
@@ -362,13 +363,6 @@ class Reconciler:
                          self.config.name, ", ".join(map(str, drift.informers.unsynced()[:3])))
                 return False
             time.sleep(0.05)
-        return True
-
-    def _served(self, kind: tuple[str, str]) -> bool:
-        try:
-            self.kube.resource(*kind)
-        except ClusterError:
-            return False
         return True
 
     def _label_shard(self, rendered: RenderedSet, inventory: Inventory) -> bool:

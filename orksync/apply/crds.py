@@ -63,7 +63,7 @@ def wait_established(kube: Kube, crds: list[RenderedObject], results: list[Chang
             else:
                 for api_version in versions:  # a version no longer served included
                     kube.forget(api_version)
-                if not all(_discovered(kube, v, kind) for v, served in versions.items()
+                if not all(discovered(kube, v, kind) for v, served in versions.items()
                            if served):
                     continue
             del pending[name]
@@ -78,7 +78,7 @@ def wait_established(kube: Kube, crds: list[RenderedObject], results: list[Chang
             if c.ref in late else c for c in results]
 
 
-def _discovered(kube: Kube, api_version: str, kind: str) -> bool:
+def discovered(kube: Kube, api_version: str, kind: str) -> bool:
     """Whether discovery, asked again now, serves `kind` in `api_version` (a cached
     answer that does is kept: it was asked after the CRD was Established)."""
     try:
