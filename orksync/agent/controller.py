@@ -42,9 +42,11 @@ from orksync.agent.ui.data import RootStatus
 from orksync.agent.ui.journal import Journal
 from orksync.cluster.kube import Kube
 from orksync.cluster.retry import RetryPolicy
+from orksync.cluster.shared_watch import SharedInformers
 from orksync.cluster.transport import USER_AGENT
 from orksync.cluster.watch import Informer
 from orksync.errors import ClusterError, InputError, LeadershipLost, OrksyncError
+from orksync.model import SHARD_LABEL
 from orksync.sync import ensure_namespace
 
 log = logging.getLogger("orksync.agent.controller")
@@ -130,8 +132,14 @@ class Controller:
         self.informer: Informer | None = None
         self.pool = ThreadPoolExecutor(max_workers=config.concurrent_syncs,
                                        thread_name_prefix="orksync-sync")
+        # one watch per kind for every Sync this replica serves, each Sync's drift repair
+        # seeing the objects of its label (orksync.cluster.shared_watch)
+        self.shared = SharedInformers(
+            self.watch_kube, SHARD_LABEL,
+            on_restart=lambda reason: self.metrics.watch_restarts.labels(reason=reason).inc())
         self.builder = RootBuilder(kube, base, self.journal, gate=self._gate,
-                                   wake=self._wake, inventories=self._inventories)
+                                   wake=self._wake, inventories=self._inventories,
+                                   shared=self.shared)
 
     # --- leadership ----------------------------------------------------------------------
 
@@ -556,6 +564,7 @@ class Controller:
             roots = list(self.roots.values())
         for root in roots:
             self.builder.stop(root)
+        self.shared.stop()
         if elector_thread is not None:
             elector_thread.join()
         for thread in threads:

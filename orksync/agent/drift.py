@@ -26,7 +26,8 @@ from orksync.apply.inventory import INVENTORY_ANNOTATION, Inventory, is_crd
 from orksync.apply.rollout import ROLLOUT_ANNOTATION, pod_template
 from orksync.apply.run import Kind
 from orksync.cluster.kube import Kube
-from orksync.cluster.view import apply_view
+from orksync.cluster.shared_watch import SharedInformers
+from orksync.cluster.view import AnyInformers, apply_view
 from orksync.cluster.watch import Informers
 from orksync.errors import ClusterError, LeadershipLost
 from orksync.lifecycle.teardown import FINALIZER
@@ -156,7 +157,8 @@ class DriftRepair:
 
     def __init__(self, root: SyncRoot, kube: Kube, view_kube: Kube, *, inventory: str,
                  workers: int, metrics: Metrics, shard: str = "",
-                 on_event: Callable[[], None] | None = None) -> None:
+                 on_event: Callable[[], None] | None = None,
+                 shared: SharedInformers | None = None) -> None:
         self.root = root
         self.kube = kube
         # told of every watch event (the web view's live updates)
@@ -168,8 +170,11 @@ class DriftRepair:
         self.inventory = inventory
         self.metrics = metrics
         self.queue: WorkQueue[str] = WorkQueue()
-        self.informers = Informers(view_kube, label_selector=shard_selector(shard),
-                                   on_event=self._event, on_restart=self._restarted)
+        # `shared`: the process's informers, one watch per kind for every root, of which
+        # this root sees the objects of its shard label (orksync.cluster.shared_watch)
+        self.informers: AnyInformers = shared.view(shard, self._event) if shared is not None \
+            else Informers(view_kube, label_selector=shard_selector(shard),
+                           on_event=self._event, on_restart=self._restarted)
         self.apply_view = apply_view(self.informers)
         self._plan: Plan | None = None
         self._syncing = False

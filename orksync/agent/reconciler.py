@@ -31,6 +31,7 @@ from orksync.apply.inventory import Inventory, inventory_identity
 from orksync.apply.run import ApplyOptions
 from orksync.cluster.kube import Kube
 from orksync.cluster.retry import RetryPolicy
+from orksync.cluster.shared_watch import SharedInformers
 from orksync.cluster.view import WatchedView
 from orksync.egress import HttpEgress
 from orksync.errors import ClusterError, OrksyncError
@@ -122,9 +123,11 @@ class Reconciler:
 
     # --- drift repair ----------------------------------------------------------------------
 
-    def drift_repair(self, view_kube: Kube | None = None) -> DriftRepair:
+    def drift_repair(self, view_kube: Kube | None = None,
+                     shared: SharedInformers | None = None) -> DriftRepair:
         """The informers and the work queue (orksync.agent.drift), on `view_kube` (default:
-        connections of their own); the informers select this shard's objects."""
+        connections of their own), or a view of `shared`; the informers select this
+        shard's objects."""
         view_kube = view_kube or self.kube.sibling(timeout=30.0, retry=RetryPolicy(),
                                                    pool_size=4)
         self._checker = Applier(view_kube)
@@ -132,7 +135,7 @@ class Reconciler:
             self, self.kube, view_kube,
             inventory=inventory_identity(self.config.name, self.config.inventory_namespace),
             workers=self.config.repair_workers, metrics=self.metrics, shard=self.shard_label,
-            on_event=self.journal.touch)
+            on_event=self.journal.touch, shared=shared)
         return self.drift
 
     def stop_drift(self) -> None:

@@ -22,6 +22,7 @@ from orksync.apply.impersonation import service_account_user
 from orksync.apply.inventory import configmap_name
 from orksync.cluster.kube import Kube
 from orksync.cluster.retry import RetryPolicy
+from orksync.cluster.shared_watch import SharedInformers
 from orksync.errors import ClusterError, InputError
 from orksync.model import Source
 from orksync.source.git import GitAuth, GitVerify, VerifyMode
@@ -94,8 +95,10 @@ class RootBuilder:
 
     def __init__(self, kube: Kube, base: AgentConfig, journal: Journal, *,
                  gate: Callable[[Root], float | None], wake: Callable[[Root], None],
-                 inventories: Callable[[], set[str]]) -> None:
+                 inventories: Callable[[], set[str]],
+                 shared: SharedInformers | None = None) -> None:
         self.kube = kube
+        self.shared = shared
         self.base = base
         self.journal = journal
         self.gate = gate
@@ -145,7 +148,7 @@ class RootBuilder:
         agent.reconciler.shard_label = agent.jobs.rotate_shard = sync_label(spec, root.shard)
         if config.repair_workers > 0:
             agent.reconciler.drift_repair(self.kube.sibling(
-                timeout=30.0, retry=RetryPolicy(), share_pool=True))
+                timeout=30.0, retry=RetryPolicy(), share_pool=True), shared=self.shared)
         root.agent, root.fingerprint = agent, fingerprint
         log.info("Sync %s: serving %s@%s path %s as inventory %s", root.key, spec.url,
                  spec.wanted, spec.path or ".", configmap_name(root.inventory))

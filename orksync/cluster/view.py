@@ -16,10 +16,13 @@ from typing import Any
 
 from orksync.cluster.kube import Kube
 from orksync.cluster.live import LiveIndex
+from orksync.cluster.shared_watch import LabelView
 from orksync.cluster.watch import Informers, Kind
 from orksync.model import MANAGED_SELECTOR, ObjRef
 
-__all__ = ["WatchedView", "apply_view"]
+__all__ = ["AnyInformers", "WatchedView", "apply_view"]
+
+AnyInformers = Informers | LabelView  # a root's own informers, or its view of shared ones
 
 
 class WatchedView:
@@ -27,7 +30,7 @@ class WatchedView:
     per kind through `kube` (see the module doc). One per render or report: the fallback's
     lists are kept for its life."""
 
-    def __init__(self, informers: Informers, kube: Kube, *, strict: bool = True) -> None:
+    def __init__(self, informers: AnyInformers, kube: Kube, *, strict: bool = True) -> None:
         self.informers = informers
         self.fallback = LiveIndex(kube, strict=strict)
         self.strict = strict
@@ -42,7 +45,7 @@ class WatchedView:
         return self.fallback.get(ref, selector)
 
 
-def apply_view(informers: Informers) -> Callable[[Kind, bool], list[dict[str, Any]] | None]:
+def apply_view(informers: AnyInformers) -> Callable[[Kind, bool], list[dict[str, Any]] | None]:
     """The Applier's `view` (orksync.apply.prefetch.View) over `informers` (module doc)."""
     def view(kind: Kind, whole: bool) -> list[dict[str, Any]] | None:
         if whole and kind == ("v1", "Namespace"):

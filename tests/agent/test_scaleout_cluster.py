@@ -417,7 +417,8 @@ def test_a_taken_sync_s_first_sync_lists_its_own_objects_not_every_sync_s(
     LIST of the Syncs' custom resources without a shard label in its selector, which
     would return every Sync's objects (the cost of a hand-over growing with the cluster).
     The Syncs are of Gadgets, a kind whose reads the test control plane's audit log
-    records."""
+    records. And a replica watches each kind once for all the Syncs it serves (one watch,
+    not one per Sync, routed by label: orksync.cluster.shared_watch)."""
     one, two = fleet.identities("one", "two")
     fleet.start(one)
     shas = fleet.create(lambda sync: {"katalog.yaml": GADGETS, "crd.yaml": GADGET_CRD,
@@ -432,12 +433,19 @@ def test_a_taken_sync_s_first_sync_lists_its_own_objects_not_every_sync_s(
     assert moved
     assert fleet.control_plane.audit_log is not None
     lists = []
+    watches: dict[str, set[str]] = {one: set(), two: set()}  # audit IDs of watch requests
     for line in fleet.control_plane.audit_log.read_text().splitlines():
         event = json.loads(line)
+        if (event.get("objectRef") or {}).get("resource") != "gadgets":
+            continue
+        if writer(event) in watches and event.get("verb") == "watch":
+            watches[writer(event)].add(event["auditID"])
         if writer(event) == two and event.get("verb") in ("list", "watch") and \
-                (event.get("objectRef") or {}).get("resource") == "gadgets" and \
                 event.get("stage") == "ResponseComplete":
             lists.append(urllib.parse.unquote(event["requestURI"]))
+    # one served the six Syncs at once, two those it took: a watch each (a reconnect at
+    # most), not one per Sync
+    assert 1 <= len(watches[one]) <= 2 and 1 <= len(watches[two]) <= 2, watches
     assert lists  # its watches
     unselected = [uri for uri in lists if "orksync.io/shard" not in uri]
     assert not unselected, unselected

@@ -1,0 +1,90 @@
+"""Shared informers (orksync.cluster.shared_watch) against the real control plane: one
+watch per kind, each view holding the objects of its label value only, an object moving
+between two values, and a value subscribed to after the watch began."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from typing import Any
+
+import pytest
+
+from orksync.cluster.kube import Kube
+from orksync.cluster.shared_watch import SharedInformers
+from testbed.controlplane import ControlPlane
+from tests.helpers import wait_for
+
+pytestmark = pytest.mark.cluster
+
+MAPS = ("v1", "ConfigMap")
+
+
+class Seen:
+    def __init__(self) -> None:
+        self.events: list[tuple[str, str]] = []  # (type, name)
+        self.lock = threading.Lock()
+
+    def __call__(self, kind: str, obj: dict[str, Any], _: dict[str, Any] | None) -> None:
+        with self.lock:
+            self.events.append((kind, obj["metadata"]["name"]))
+
+    def has(self, event: tuple[str, str]) -> bool:
+        with self.lock:
+            return event in self.events
+
+
+@pytest.fixture
+def setup(control_plane: ControlPlane) -> Any:
+    kube = Kube.from_kubeconfig(control_plane.kubeconfig)
+    ns = f"sw-{uuid.uuid4().hex[:8]}"
+    kube.create(kube.resource("v1", "Namespace"),
+                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}},
+                field_manager="test")
+    yield kube, ns, f"shared-{uuid.uuid4().hex[:8]}"
+    kube.delete(kube.resource("v1", "Namespace"), "", ns)
+    kube.close()
+
+
+def put(kube: Kube, ns: str, name: str, key: str, value: str, data: str = "1") -> None:
+    kube.apply(kube.resource(*MAPS), {
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": ns, "labels": {key: value}},
+        "data": {"v": data}}, field_manager="test", force=True)
+
+
+def names(view: Any) -> set[str]:
+    return {o["metadata"]["name"] for o in view.items(MAPS) or []}
+
+
+def test_views_of_one_watch_hold_their_own_value_and_follow_a_move(setup: Any) -> None:
+    kube, ns, key = setup
+    for name, value in (("a1", "a"), ("a2", "a"), ("b1", "b"), ("c1", "c")):
+        put(kube, ns, name, key, value)
+    shared = SharedInformers(kube, key)
+    try:
+        seen_a, seen_b = Seen(), Seen()
+        a, b = shared.view("a", seen_a), shared.view("b", seen_b)
+        a.watch({MAPS})
+        wait_for("a synced", a.synced)
+        assert names(a) == {"a1", "a2"}
+        put(kube, ns, "a3", key, "a")  # written after a's catch-up: through the watch
+        wait_for("a3 seen", lambda: seen_a.has(("ADDED", "a3")))
+        b.watch({MAPS})  # subscribed after the watch began: its own catch-up
+        wait_for("b synced", b.synced)
+        assert names(b) == {"b1"}
+        assert len(shared._kinds) == 1  # one watch of ConfigMaps for both
+        put(kube, ns, "a1", key, "b")  # a1 moves from a to b
+        wait_for("a1 moved", lambda: seen_a.has(("DELETED", "a1")) and
+                 seen_b.has(("ADDED", "a1")))
+        assert names(a) == {"a2", "a3"} and names(b) == {"b1", "a1"}
+        kube.delete(kube.resource(*MAPS), ns, "a2")
+        wait_for("a2 deleted", lambda: seen_a.has(("DELETED", "a2")))
+        assert names(a) == {"a3"}
+        assert not any(name == "c1" for _, name in seen_a.events + seen_b.events)
+        a.stop()
+        assert a.items(MAPS) is None and len(shared._kinds) == 1
+        b.stop()
+        assert not shared._kinds  # nobody watches ConfigMaps: the watch stopped
+    finally:
+        shared.stop()
