@@ -2,9 +2,10 @@
 server): `--syncs` Syncs of `--crs` Bundles of 4 ConfigMaps (bench/syncs.py's), applied by
 agent `a`; `a` stopped with SIGTERM, then agent `b` started with an empty state directory
 (no leader election: it serves them all at once, as a replica taking a share). Prints the
-seconds until every Sync names `b` and is Ready at its revision, `b`'s CPU, and `b`'s
-requests in that time by verb and resource (the API server's audit log). `--code DIR`
-(repeatable) measures each tree in turn on the same machine; prints only, no record.
+seconds until every Sync names `b` and is Ready at its revision, `b`'s CPU and peak RSS,
+and its requests in that time by verb and resource (the API server's audit log).
+`--code DIR` (repeatable) measures each tree in turn on the same machine; prints only,
+no record.
 
     python bench/takeover.py [--syncs 100] [--crs 10] [--agent-args ARGS] [--code DIR ...]
 """
@@ -72,12 +73,14 @@ def run(code: Path, syncs: int, crs: int, agent_args: list[str]) -> None:
             wall = time.monotonic() - began
             ticks = [float(x) for x in Path(f"/proc/{second.pid}/stat").read_text()
                      .split()[13:15]]
+            peak = common.proc_memory(second.pid)["VmHWM"]
             count = env.audit.count(mark, "(agent b)")
             os.killpg(second.pid, signal.SIGTERM)
             second.wait(60)
     top = sorted(count.requests.items(), key=lambda kv: -kv[1])
     print(f"{code}: b took over {syncs} Syncs in {wall:.1f}s, cpu "
-          f"{sum(ticks) / os.sysconf('SC_CLK_TCK'):.1f}s; {count.total} requests "
+          f"{sum(ticks) / os.sysconf('SC_CLK_TCK'):.1f}s, peak RSS {peak:.0f} MiB; "
+          f"{count.total} requests "
           f"({count.total / syncs:.1f} per Sync): "
           + ", ".join(f"{k} {v}" for k, v in top) + f"; watches {dict(count.watch_opens)}",
           flush=True)

@@ -35,7 +35,14 @@ from typing import Any
 
 from orksync.cluster.kube import Kube, Resource
 from orksync.cluster.transport import TransportError
-from orksync.cluster.watch import MAX_BACKOFF, MIN_BACKOFF, Handler, Informer, Kind
+from orksync.cluster.watch import (
+    MAX_BACKOFF,
+    MIN_BACKOFF,
+    Handler,
+    Informer,
+    Kind,
+    KindStores,
+)
 from orksync.errors import ClusterError
 from orksync.model import ObjRef
 
@@ -81,10 +88,6 @@ class Part:
     def items(self) -> list[dict[str, Any]]:
         with self.lock:
             return list(self.store.values())
-
-    def __len__(self) -> int:
-        with self.lock:
-            return len(self.store)
 
 
 class _Routed(Informer):
@@ -317,7 +320,7 @@ class SharedInformers:
                 informer = self._kinds[kind] = _Routed(
                     self.kube, kind, self.key, pool=self._pool, on_restart=self.on_restart)
                 informer.start()
-        informer.add(part)
+            informer.add(part)  # under the lock: not to an informer the last part stops
 
     def unsubscribe(self, kind: Kind, part: Part) -> None:
         with self._lock:
@@ -337,57 +340,26 @@ class SharedInformers:
         self._pool.shutdown(wait=False, cancel_futures=True)
 
 
-class LabelView:
+class LabelView(KindStores[Part]):
     """One root's informers over SharedInformers: the objects of its label value, of the
     kinds it watches (the interface of `Informers`)."""
 
     def __init__(self, shared: SharedInformers, value: str, on_event: Handler) -> None:
+        super().__init__()
         self.shared = shared
         self.value = value
         self.on_event = on_event
-        self._parts: dict[Kind, Part] = {}
-        self._lock = threading.Lock()
 
     def watch(self, kinds: Iterable[Kind]) -> None:
         wanted = set(kinds)
         with self._lock:
-            gone = {k: self._parts.pop(k) for k in list(self._parts) if k not in wanted}
-            new = {k: Part(self.value, self.on_event) for k in sorted(wanted - set(self._parts))}
-            self._parts.update(new)
+            gone = {k: self._stores.pop(k) for k in list(self._stores) if k not in wanted}
+            new = {k: Part(self.value, self.on_event) for k in sorted(wanted - set(self._stores))}
+            self._stores.update(new)
         for kind, part in gone.items():
             self.shared.unsubscribe(kind, part)
         for kind, part in new.items():
             self.shared.subscribe(kind, part)
-
-    def kinds(self) -> set[Kind]:
-        with self._lock:
-            return set(self._parts)
-
-    def synced(self) -> bool:
-        return not self.unsynced()
-
-    def unsynced(self) -> list[Kind]:
-        with self._lock:
-            return sorted(k for k, p in self._parts.items() if not p.synced.is_set())
-
-    def informer(self, kind: Kind) -> Part | None:
-        with self._lock:
-            return self._parts.get(kind)
-
-    def items(self, kind: Kind) -> list[dict[str, Any]] | None:
-        part = self.informer(kind)
-        if part is None or not part.synced.is_set():
-            return None
-        return part.items()
-
-    def count(self) -> int:
-        with self._lock:
-            parts = list(self._parts.values())
-        return sum(len(p) for p in parts)
-
-    def get(self, ref: ObjRef) -> dict[str, Any] | None:
-        part = self.informer((ref.api_version, ref.kind))
-        return part.get(ref) if part is not None else None
 
     def stop(self) -> None:
         self.watch(())

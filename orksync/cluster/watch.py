@@ -28,7 +28,7 @@ import logging
 import random
 import threading
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, Generic, Protocol, TypeVar
 
 from orksync.cluster.kube import Kube, Resource
 from orksync.cluster.outage import Outages
@@ -36,7 +36,7 @@ from orksync.cluster.transport import TransportError
 from orksync.errors import ClusterError
 from orksync.model import ObjRef
 
-__all__ = ["Informer", "Informers", "Kind"]
+__all__ = ["Informer", "Informers", "Kind", "KindStores"]
 
 log = logging.getLogger(__name__)
 
@@ -234,70 +234,89 @@ class Informer:
         return version
 
 
-class Informers:
+class _Store(Protocol):
+    synced: threading.Event
+
+    def get(self, ref: ObjRef) -> dict[str, Any] | None: ...
+
+    def items(self) -> list[dict[str, Any]]: ...
+
+
+S = TypeVar("S", bound=_Store)
+
+
+class KindStores(Generic[S]):
+    """A root's stores, one per watched kind (`_stores`, under `_lock`): what the view, a
+    render and drift repair read."""
+
+    def __init__(self) -> None:
+        self._stores: dict[Kind, S] = {}
+        self._lock = threading.Lock()
+
+    def kinds(self) -> set[Kind]:
+        with self._lock:
+            return set(self._stores)
+
+    def synced(self) -> bool:
+        """Whether every kind has its first LIST in."""
+        return not self.unsynced()
+
+    def unsynced(self) -> list[Kind]:
+        """The kinds whose first LIST is not in yet."""
+        with self._lock:
+            return sorted(k for k, i in self._stores.items() if not i.synced.is_set())
+
+    def informer(self, kind: Kind) -> S | None:
+        with self._lock:
+            return self._stores.get(kind)
+
+    def items(self, kind: Kind) -> list[dict[str, Any]] | None:
+        """The kind's objects, or None when the kind is not watched or not synced yet."""
+        store = self.informer(kind)
+        if store is None or not store.synced.is_set():
+            return None
+        return store.items()
+
+    def count(self) -> int:
+        """Objects in all the stores."""
+        with self._lock:
+            stores = list(self._stores.values())
+        return sum(len(i.items()) for i in stores)
+
+    def get(self, ref: ObjRef) -> dict[str, Any] | None:
+        store = self.informer((ref.api_version, ref.kind))
+        return store.get(ref) if store is not None else None
+
+
+class Informers(KindStores[Informer]):
     """One informer per kind, all with the same label selector and handler; kinds are
     added and removed as the set of watched kinds changes (`watch`)."""
 
     def __init__(self, kube: Kube, *, label_selector: str | None = None,
                  on_event: Handler | None = None,
                  on_restart: Callable[[str], None] | None = None) -> None:
+        super().__init__()
         self.kube = kube
         self.label_selector = label_selector
         self.on_event = on_event
         self.on_restart = on_restart
-        self._informers: dict[Kind, Informer] = {}
-        self._lock = threading.Lock()
 
     def watch(self, kinds: Iterable[Kind]) -> None:
         """Watch exactly these kinds: informers started for new ones, stopped for the
         others."""
         wanted = set(kinds)
         with self._lock:
-            gone = [self._informers.pop(k) for k in list(self._informers) if k not in wanted]
-            for kind in sorted(wanted - set(self._informers)):
-                self._informers[kind] = Informer(
+            gone = [self._stores.pop(k) for k in list(self._stores) if k not in wanted]
+            for kind in sorted(wanted - set(self._stores)):
+                self._stores[kind] = Informer(
                     self.kube, kind, label_selector=self.label_selector,
                     on_event=self.on_event, on_restart=self.on_restart).start()
         for informer in gone:
             informer.stop(wait=False)
 
-    def kinds(self) -> set[Kind]:
-        with self._lock:
-            return set(self._informers)
-
-    def synced(self) -> bool:
-        """Whether every informer has its first LIST in."""
-        return not self.unsynced()
-
-    def unsynced(self) -> list[Kind]:
-        """The kinds whose first LIST is not in yet."""
-        with self._lock:
-            return sorted(k for k, i in self._informers.items() if not i.synced.is_set())
-
-    def informer(self, kind: Kind) -> Informer | None:
-        with self._lock:
-            return self._informers.get(kind)
-
-    def items(self, kind: Kind) -> list[dict[str, Any]] | None:
-        """The kind's objects, or None when the kind is not watched or not synced yet."""
-        informer = self.informer(kind)
-        if informer is None or not informer.synced.is_set():
-            return None
-        return informer.items()
-
-    def count(self) -> int:
-        """Objects in all the stores."""
-        with self._lock:
-            informers = list(self._informers.values())
-        return sum(len(i.items()) for i in informers)
-
-    def get(self, ref: ObjRef) -> dict[str, Any] | None:
-        informer = self.informer((ref.api_version, ref.kind))
-        return informer.get(ref) if informer is not None else None
-
     def stop(self) -> None:
         with self._lock:
-            informers, self._informers = list(self._informers.values()), {}
+            informers, self._stores = list(self._stores.values()), {}
         for informer in informers:
             informer.stop(wait=False)
         for informer in informers:
