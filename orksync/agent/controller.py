@@ -46,7 +46,7 @@ from orksync.cluster.shared_watch import SharedInformers
 from orksync.cluster.transport import USER_AGENT
 from orksync.cluster.watch import Informer
 from orksync.errors import ClusterError, InputError, LeadershipLost, OrksyncError
-from orksync.model import SHARD_LABEL
+from orksync.model import MANAGED_SELECTOR, SHARD_LABEL
 from orksync.sync import ensure_namespace
 
 log = logging.getLogger("orksync.agent.controller")
@@ -135,7 +135,7 @@ class Controller:
         # one watch per kind for every Sync this replica serves, each Sync's drift repair
         # seeing the objects of its label (orksync.cluster.shared_watch)
         self.shared = SharedInformers(
-            self.watch_kube, SHARD_LABEL,
+            self.watch_kube, SHARD_LABEL, within=MANAGED_SELECTOR,
             on_restart=lambda reason: self.metrics.watch_restarts.labels(reason=reason).inc())
         self.builder = RootBuilder(kube, base, self.journal, gate=self._gate,
                                    wake=self._wake, inventories=self._inventories,

@@ -4,10 +4,10 @@ only the objects of its label value. I/O.
 The agent's controller serves many Syncs, each of whose objects carries a label of its own
 (`orksync.io/shard: sync-<digest>`). An informer per Sync and kind would hold a thread, a
 connection and a watch on the API server per Sync and kind; here each kind has one
-informer (`_Routed`), whose watch selects every object carrying the label key, and which
-keeps the objects of the values subscribed to only (a `Part` each), routing each event
-by the object's label value. Objects of other values (Syncs served by other replicas)
-are read and dropped.
+informer (`_Routed`), whose watch selects every object carrying the label key (within a
+selector: orksync's label), and which keeps the objects of the values subscribed to only
+(a `Part` each), routing each event by the object's label value. Objects of other
+values (Syncs served by other replicas) are read and dropped.
 
 A value subscribed to (`LabelView.watch`) starts with one LIST of the kind by that value
 (its catch-up, on a small pool), once the kind's watch has its starting resourceVersion,
@@ -93,11 +93,13 @@ class Part:
 class _Routed(Informer):
     """One kind's watch of every object carrying `key`, routed into Parts by value."""
 
-    def __init__(self, kube: Kube, kind: Kind, key: str, *,
+    def __init__(self, kube: Kube, kind: Kind, key: str, *, within: str,
                  pool: ThreadPoolExecutor,
                  on_restart: Callable[[str], None] | None) -> None:
-        super().__init__(kube, kind, label_selector=key, on_restart=on_restart)
+        selector = f"{within},{key}" if within else key
+        super().__init__(kube, kind, label_selector=selector, on_restart=on_restart)
         self.key = key
+        self.within = within
         self.pool = pool  # where the catch-ups run
         self._started = False  # the watch has its starting resourceVersion
         self.parts: dict[str, Part] = {}
@@ -145,7 +147,8 @@ class _Routed(Informer):
             return
         epoch = part.epoch
         try:
-            items = self._list(f"{self.key}={part.value}")
+            items = self._list(f"{self.within},{self.key}={part.value}" if self.within
+                               else f"{self.key}={part.value}")
         except (ClusterError, TransportError, ValueError) as err:
             delay = min(MIN_BACKOFF * 2 ** failures, MAX_BACKOFF) * random.uniform(0.8, 1.2)
             log.info("watch %s %s: the objects of %s cannot be listed (%s); again in %.1fs",
@@ -194,7 +197,7 @@ class _Routed(Informer):
         res = self.kube.resource(*self.kind)
         if not self._started:
             page = self.kube.request("GET", res.path(), query={
-                "labelSelector": self.key, "limit": 1})
+                "labelSelector": self.label_selector, "limit": 1})
             version = str(((page or {}).get("metadata") or {}).get("resourceVersion") or "")
             with self._lock:
                 self.resource_version = version
@@ -210,7 +213,7 @@ class _Routed(Informer):
             values = set(self.parts)
         while True:
             page = self.kube.request("GET", res.path(), query={
-                "labelSelector": self.key, "limit": 500, "continue": cont}) or {}
+                "labelSelector": self.label_selector, "limit": 500, "continue": cont}) or {}
             for item in page.get("items") or []:
                 value = self.value_of(item)
                 if value in values:
@@ -298,13 +301,15 @@ def _dispatch(events: Iterable[Event]) -> None:
 
 
 class SharedInformers:
-    """The shared informers of one process: one `_Routed` per kind, for label `key`;
-    `view(value, handler)` is one root's view of them."""
+    """The shared informers of one process: one `_Routed` per kind, of the objects
+    carrying label `key` (and matching the selector `within`); `view(value, handler)` is
+    one root's view of them."""
 
-    def __init__(self, kube: Kube, key: str, *,
+    def __init__(self, kube: Kube, key: str, *, within: str = "",
                  on_restart: Callable[[str], None] | None = None) -> None:
         self.kube = kube
         self.key = key
+        self.within = within  # a selector every object must match too
         self.on_restart = on_restart
         self._kinds: dict[Kind, _Routed] = {}
         self._lock = threading.Lock()
@@ -318,7 +323,8 @@ class SharedInformers:
             informer = self._kinds.get(kind)
             if informer is None:
                 informer = self._kinds[kind] = _Routed(
-                    self.kube, kind, self.key, pool=self._pool, on_restart=self.on_restart)
+                    self.kube, kind, self.key, within=self.within, pool=self._pool,
+                    on_restart=self.on_restart)
                 informer.start()
             informer.add(part)  # under the lock: not to an informer the last part stops
 

@@ -49,7 +49,8 @@ def event(kind: str, obj: dict[str, Any]) -> dict[str, Any]:
 
 def routed() -> tuple[_Routed, Listed, list[tuple[str, str, str]]]:
     kube = Listed()
-    informer = _Routed(kube, MAPS, KEY, pool=Pool(), on_restart=None)  # type: ignore[arg-type]
+    informer = _Routed(kube, MAPS, KEY, within="", pool=Pool(),  # type: ignore[arg-type]
+                       on_restart=None)
     informer._started = True
     return informer, kube, []
 
