@@ -5,14 +5,12 @@ between two values, and a value subscribed to after the watch began."""
 from __future__ import annotations
 
 import threading
-import uuid
 from typing import Any
 
 import pytest
 
 from orksync.cluster.kube import Kube
 from orksync.cluster.shared_watch import SharedInformers
-from testbed.controlplane import ControlPlane
 from tests.helpers import wait_for
 
 pytestmark = pytest.mark.cluster
@@ -34,18 +32,6 @@ class Seen:
             return event in self.events
 
 
-@pytest.fixture
-def setup(control_plane: ControlPlane) -> Any:
-    kube = Kube.from_kubeconfig(control_plane.kubeconfig)
-    ns = f"sw-{uuid.uuid4().hex[:8]}"
-    kube.create(kube.resource("v1", "Namespace"),
-                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}},
-                field_manager="test")
-    yield kube, ns, f"shared-{uuid.uuid4().hex[:8]}"
-    kube.delete(kube.resource("v1", "Namespace"), "", ns)
-    kube.close()
-
-
 def put(kube: Kube, ns: str, name: str, key: str, value: str, data: str = "1") -> None:
     kube.apply(kube.resource(*MAPS), {
         "apiVersion": "v1", "kind": "ConfigMap",
@@ -58,7 +44,8 @@ def names(view: Any) -> set[str]:
 
 
 def test_views_of_one_watch_hold_their_own_value_and_follow_a_move(setup: Any) -> None:
-    kube, ns, key = setup
+    kube, ns, label = setup
+    key = f"shared-{label}"
     for name, value in (("a1", "a"), ("a2", "a"), ("b1", "b"), ("c1", "c")):
         put(kube, ns, name, key, value)
     shared = SharedInformers(kube, key)

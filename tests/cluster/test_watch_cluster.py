@@ -5,7 +5,6 @@ missed event, and a resourceVersion the server no longer has listed again."""
 from __future__ import annotations
 
 import threading
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -40,18 +39,6 @@ def configmap(ns: str, name: str, label: str, value: str) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": name, "namespace": ns, "labels": {"watch-test": label}},
             "data": {"v": value}}
-
-
-@pytest.fixture
-def setup(control_plane: ControlPlane) -> Any:
-    kube = Kube.from_kubeconfig(control_plane.kubeconfig)
-    ns = f"w-{uuid.uuid4().hex[:8]}"
-    kube.create(kube.resource("v1", "Namespace"),
-                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}},
-                field_manager="test")
-    yield kube, ns, uuid.uuid4().hex[:8]
-    kube.delete(kube.resource("v1", "Namespace"), "", ns)
-    kube.close()
 
 
 def test_an_informer_lists_then_reports_what_others_write(setup: Any) -> None:
