@@ -20,7 +20,7 @@ from orksync.agent.drift import DriftRepair, Plan
 from orksync.agent.incremental import changed_custom_resources, cross_readers
 from orksync.agent.jobs import Jobs
 from orksync.agent.metrics import Metrics
-from orksync.agent.relabel import block_kinds, label_shard
+from orksync.agent.relabel import block_kinds, label_shard, mark_labelled
 from orksync.agent.shard import shard_filter, shard_label, shard_of
 from orksync.agent.ui.journal import Journal
 from orksync.apply.crds import discovered
@@ -288,7 +288,7 @@ class Reconciler:
         self.state.inventory = SharedInventory(result.inventory)
         self.state.changes = result.changes
         if relabel:
-            self.labelled = self._label_shard(rendered, result.inventory)
+            self.labelled = self._label_shard(rendered, result.inventory, stored)
         if plan is not None and result.prepared is not None:
             plan.append(Plan.of(result.prepared, result.inventory, hooks))
         self._schedule_boundaries([cr for cr in catalog.crs if self._mine(cr)])
@@ -368,7 +368,8 @@ class Reconciler:
             time.sleep(0.05)
         return True
 
-    def _label_shard(self, rendered: RenderedSet, inventory: Inventory) -> bool:
+    def _label_shard(self, rendered: RenderedSet, inventory: Inventory,
+                     stored: Future[Inventory] | None = None) -> bool:
         """The shard label on the objects this shard owns (rendered by it now, or in its
         inventory, and its custom resources this render left out, skipped or failing to
         render; and whatever names one of its custom resources as its owner
@@ -376,8 +377,19 @@ class Reconciler:
         before it existed or by a shard of another N (orksync.agent.relabel); one LIST per
         kind it applies or has in its inventory, or a left-out custom resource's entry
         names; each patched as the identity that writes it. Whether all of them carry it
-        now."""
+        now. A Sync's root whose `stored` inventory is marked with its label skips the
+        pass, and one whose pass found every object labelled marks it
+        (orksync.agent.relabel.mark_labelled)."""
         assert self.state.catalog is not None
+        # a Sync's objects carry its label from their first write, and those of another
+        # Sync are that Sync's: only objects without any shard label are looked for (not
+        # every Sync's objects of these kinds), unless an inventory may have been adopted
+        # from a sharded --repo-url agent (labelled `I-of-N`)
+        unlabelled_only = self.shard_label.startswith(SYNC_LABEL_PREFIX) and \
+            not self.config.adopt_inventory
+        if unlabelled_only and stored is not None and \
+                stored.result().labelled == self.shard_label:
+            return True
         refs = {o.ref for o in rendered.objects} | inventory.refs()
         crs = [cr for cr in self.state.catalog.crs if self._mine(cr)]
         owners = {str(cr.ref) for cr in crs}
@@ -399,16 +411,14 @@ class Reconciler:
             owner = (meta.get("annotations") or {}).get(OWNER_ANNOTATION)
             return identities.kube_for_owner(str(owner)) if owner else self.kube
 
-        # a Sync's objects carry its label from their first write, and those of another
-        # Sync are that Sync's: only objects without any shard label are looked for (not
-        # every Sync's objects of these kinds), unless an inventory may have been adopted
-        # from a sharded --repo-url agent (labelled `I-of-N`)
-        _, failures = label_shard(
-            self.kube, kinds, mine, self.shard_label, writer,
-            unlabelled_only=self.shard_label.startswith(SYNC_LABEL_PREFIX) and
-            not self.config.adopt_inventory)
+        _, failures = label_shard(self.kube, kinds, mine, self.shard_label, writer,
+                                  unlabelled_only=unlabelled_only)
         for failure in failures:
             log.error("shard %s: %s", self.shard_label, failure)
+        if unlabelled_only and not failures:
+            # the inventory is the agent's own, written as itself (orksync.sync)
+            mark_labelled(self.kube.own(), self.config.name, self.config.inventory_namespace,
+                          self.shard_label)
         return not failures
 
     # --- scoped and per-key syncs ---------------------------------------------------------

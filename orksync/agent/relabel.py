@@ -11,6 +11,11 @@ value, and gives those this shard owns the label: a JSON merge patch of that one
 (a child: its custom resource's ServiceAccount, orksync.apply.impersonation). An object of
 another shard is left as it is.
 The agent runs it at the first full sync of each leadership term (orksync.agent.runner).
+A Sync's objects carry its label from their first write, so once a pass of a Sync's root
+found none of its objects without a shard label, `mark_labelled` says so on its inventory
+(`orksync.io/labelled: <label>`), and later terms (a restart, a hand-over) skip the pass
+while the mark names the root's label: a hand-over then sends none of its LISTs, each of
+which the API server answers by reading every orksync object of its kind.
 """
 
 from __future__ import annotations
@@ -19,12 +24,13 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from orksync.apply.inventory import LABELLED_ANNOTATION, configmap_name
 from orksync.cluster.kube import Kube
 from orksync.errors import ClusterError
 from orksync.model import MANAGED_SELECTOR, SHARD_LABEL, ObjRef
 from orksync.render.kinds import BY_KEY
 
-__all__ = ["FIELD_MANAGER", "block_kinds", "label_shard"]
+__all__ = ["FIELD_MANAGER", "block_kinds", "label_shard", "mark_labelled"]
 
 log = logging.getLogger("orksync.agent")
 
@@ -78,6 +84,23 @@ def label_shard(kube: Kube, kinds: Iterable[tuple[str, str]], mine: Owns,
                  label, len(labelled), ", ".join(map(str, labelled[:5])) +
                  (", ..." if len(labelled) > 5 else ""))
     return labelled, failures
+
+
+def mark_labelled(kube: Kube, inventory: str, namespace: str, label: str) -> None:
+    """The mark on the root's inventory ConfigMap that every object of it carries
+    `label`: a JSON merge patch of that one annotation (field manager `orksync-shard`,
+    so the inventory's own server-side applies keep it). One that fails is logged: the
+    next term runs the pass again."""
+    name = configmap_name(inventory)
+    try:
+        kube.request("PATCH", kube.resource("v1", "ConfigMap").path(namespace, name),
+                     query={"fieldManager": FIELD_MANAGER},
+                     body={"metadata": {"annotations": {LABELLED_ANNOTATION: label}}},
+                     content_type="application/merge-patch+json",
+                     subject=f"ConfigMap/{namespace}/{name}")
+    except ClusterError as err:
+        log.info("shard %s: the inventory %s/%s cannot be marked labelled (%s): the next "
+                 "term looks for unlabelled objects again", label, namespace, name, err)
 
 
 def block_kinds(operator_box: Mapping[str, Any]) -> set[tuple[str, str]]:

@@ -41,6 +41,9 @@ PRUNE_ANNOTATION = "orksync.io/prune"
 INVENTORY_ANNOTATION = "orksync.io/inventory"  # on every applied object: <namespace>/<name>
 SOURCE_ANNOTATION = "orksync.io/source"  # on the inventory: the repository URL or local path
 SOURCE_PATH_ANNOTATION = "orksync.io/source-path"  # on the inventory: the directory inside it
+# on the inventory: the shard label every object of its root was found carrying
+# (orksync.agent.relabel); written by that pass, not by the inventory's own writes
+LABELLED_ANNOTATION = "orksync.io/labelled"
 PRUNE_DISABLED = "disabled"
 CRD_KIND = "CustomResourceDefinition"
 CRD_GROUP = "apiextensions.k8s.io"
@@ -104,6 +107,9 @@ class Inventory:
     # custom resources runtime.cleanup deleted, with the fingerprint of their body in Git
     # (orksync.render.cleanup): not applied again while Git holds them unchanged
     cleaned: tuple[tuple[ObjRef, str], ...] = ()
+    # as read: the LABELLED_ANNOTATION's value ("": none); an inventory built or changed
+    # by a sync carries none (`of`, `with_*`), and writes none
+    labelled: str = field(default="", compare=False)
 
     @classmethod
     def of(cls, entries: Iterable[InventoryEntry]) -> Inventory:
@@ -214,13 +220,15 @@ class Inventory:
         source = Source(location=str(location),
                         path=str(annotations.get(SOURCE_PATH_ANNOTATION) or "")) \
             if location else None
+        labelled = str(annotations.get(LABELLED_ANNOTATION) or "")
         encoded = (body.get("binaryData") or {}).get(DATA_KEY)
         if not encoded:
-            return cls(source=source)
+            return cls(source=source, labelled=labelled)
         try:
-            return cls.decode(base64.b64decode(encoded, validate=True)).with_source(source)
+            read = cls.decode(base64.b64decode(encoded, validate=True))
         except (ValueError, InventoryError) as err:
             raise InventoryError(str(err), subject=subject) from err
+        return cls(read.entries, source, read.cleaned, labelled)
 
 
 def configmap_name(name: str) -> str:

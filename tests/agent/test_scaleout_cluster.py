@@ -27,6 +27,7 @@ from typing import Any, TypeVar
 
 import pytest
 
+from orksync.agent.roots import sync_label_of
 from orksync.cluster.kube import Kube
 from testbed.controlplane import ControlPlane
 from testbed.gitdaemon import GitDaemon, free_port
@@ -434,12 +435,17 @@ def test_a_taken_sync_s_first_sync_lists_its_own_objects_not_every_sync_s(
     assert fleet.control_plane.audit_log is not None
     lists = []
     watches: dict[str, set[str]] = {one: set(), two: set()}  # audit IDs of watch requests
+    unlabelled: dict[str, int] = {one: 0, two: 0}  # the relabel pass's LISTs
     for line in fleet.control_plane.audit_log.read_text().splitlines():
         event = json.loads(line)
         if (event.get("objectRef") or {}).get("resource") != "gadgets":
             continue
         if writer(event) in watches and event.get("verb") == "watch":
             watches[writer(event)].add(event["auditID"])
+        if writer(event) in unlabelled and event.get("verb") == "list" and \
+                event.get("stage") == "ResponseComplete" and \
+                "!orksync.io/shard" in urllib.parse.unquote(event["requestURI"]):
+            unlabelled[writer(event)] += 1
         if writer(event) == two and event.get("verb") in ("list", "watch") and \
                 event.get("stage") == "ResponseComplete":
             lists.append(urllib.parse.unquote(event["requestURI"]))
@@ -449,3 +455,12 @@ def test_a_taken_sync_s_first_sync_lists_its_own_objects_not_every_sync_s(
     assert lists  # its watches
     unselected = [uri for uri in lists if "orksync.io/shard" not in uri]
     assert not unselected, unselected
+    # one's first term of each Sync looked for Gadgets without a shard label and, finding
+    # none, marked the inventory: two's term after the hand-over does not look again
+    # (each such LIST reads every orksync Gadget of the cluster)
+    assert unlabelled[one] >= len(SYNCS) and unlabelled[two] == 0, unlabelled
+    for sync in SYNCS:
+        inventory = fleet.kube.get(fleet.maps, "orksync-system",
+                                   f"orksync-inventory-{fleet.ns}.{sync}")
+        assert inventory["metadata"]["annotations"]["orksync.io/labelled"] == \
+            sync_label_of(fleet.key(sync))
