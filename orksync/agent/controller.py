@@ -273,15 +273,17 @@ class Controller:
                         root = self.roots[unit] = Root(key=unit, obj=obj, shard=shard,
                                                        shards=count)
                     told(root, obj, spec, error)
-            for unit, root in units.items():
-                if unit not in wanted:
-                    self.roots.pop(unit, None)
-                    if root.agent is not None:
-                        dropped.append((root, root.agent))
+            removed = [root for unit, root in units.items() if unit not in wanted]
+            for root in removed:
+                self.roots.pop(root.key, None)
+                if root.agent is not None:
+                    dropped.append((root, root.agent))
             find_duplicates(self.roots.values())
             self.wake.notify_all()
         for root, agent in dropped:
             self.builder.drop(root, agent)
+        for root in removed:
+            self.builder.forget(root)
 
     # --- the loop ------------------------------------------------------------------------
 
@@ -303,6 +305,7 @@ class Controller:
                     root.busy = True
                     root.regroup = False
                     due.append((root, self._regroup))
+        self.builder.expect(root for root, job in due if job == self.run_root)
         for root, job in due:
             self.pool.submit(self._run_guarded, root, job)
 

@@ -119,7 +119,7 @@ class RootBuilder:
             root.agent.config = dataclasses.replace(
                 root.agent.config, interval=spec.interval)
             return root.agent
-        self.stop(root)
+        self._stop_agent(root)
         account = self.account(spec)
         auth, verify = self.credentials(spec, root.shard)
         base = self.base
@@ -254,7 +254,25 @@ class RootBuilder:
                                    keyring=put("keyring", signers.get("keyring", b"")))
         return auth, verify
 
+    def expect(self, roots: Iterable[Root]) -> None:
+        """The roots about to run here for the first time (a start, a hand-over): their
+        views listed together, not one LIST per Sync and kind as each first sync begins
+        (orksync.cluster.shared_watch)."""
+        if self.shared is not None:
+            self.shared.expect(sync_label(r.spec, r.shard) for r in roots if r.agent is None
+                               and r.spec is not None and not r.spec.suspend)
+
+    def forget(self, root: Root) -> None:
+        """No view of the root's label expected any more (its early parts dropped)."""
+        if root.spec is not None and self.shared is not None:
+            self.shared.forget(sync_label(root.spec, root.shard))
+
     def stop(self, root: Root) -> None:
+        """The root's agent stopped, and no view of it expected."""
+        self._stop_agent(root)
+        self.forget(root)
+
+    def _stop_agent(self, root: Root) -> None:
         agent, root.agent, root.fingerprint = root.agent, None, ()
         if agent is not None:
             self.drop(root, agent)

@@ -1,26 +1,21 @@
 """Shared informers: one WATCH per kind for every sync root of a process, each root seeing
 only the objects of its label value. I/O.
 
-The agent's controller serves many Syncs, each of whose objects carries a label of its own
-(`orksync.io/shard: sync-<digest>`). An informer per Sync and kind would hold a thread, a
-connection and a watch on the API server per Sync and kind; here each kind has one
-informer (`_Routed`), whose watch selects every object carrying the label key (within a
-selector: orksync's label), and which keeps the objects of the values subscribed to only
-(a `Part` each), routing each event by the object's label value. Objects of other
-values (Syncs served by other replicas) are read and dropped.
+The controller's Syncs each label their objects (`orksync.io/shard: sync-<digest>`). Each
+kind has one informer (`_Routed`) whose watch selects every object carrying the label key
+(within orksync's label) and keeps the objects of the values subscribed to (a `Part`
+each), routing each event by the object's label value; other values' are dropped.
 
-A value subscribed to (`LabelView.watch`) starts with one LIST of the kind by that value
-(its catch-up, on a small pool), once the kind's watch has its starting resourceVersion,
-so that every later change reaches the part through the watch. What the watch delivered
-meanwhile is kept; the two are merged by resourceVersion, the later one winning, and an
-object the watch saw leave the value (deleted, or relabelled) is not brought back by an
-older LIST. The kind's watch starts from the resourceVersion of a LIST of one object; a
-resourceVersion too old (410) LISTs every object of the key once and rebuilds each part
-from it.
-
-An object whose label value changes (a CRD two Syncs ship, written last by the other)
-leaves the first part (reported DELETED there, as a watch by that value would) and joins
-the second.
+A part starts with a catch-up LIST by its value, once the watch has its starting
+resourceVersion, merged with what the watch delivered meanwhile by resourceVersion (the
+later wins; an object the watch saw deleted or relabelled is not brought back). The parts
+waiting for a catch-up share one LIST (`key in (a,b,...)`, up to CATCH_UP_BATCH): the API
+server answers each LIST by label by reading every object of the kind. A process about to
+serve many values says so (`SharedInformers.expect`): each kind watched gets an early part
+per value at once, caught up together, which the value's view takes over when it
+subscribes. A 410 Gone LISTs every object of the key once and rebuilds each part. An
+object whose label value changes (a CRD two Syncs ship) leaves the first part (DELETED
+there) and joins the second.
 """
 
 from __future__ import annotations
@@ -51,6 +46,7 @@ __all__ = ["LabelView", "Part", "SharedInformers"]
 log = logging.getLogger(__name__)
 
 CATCH_UP_WORKERS = 4  # catch-up LISTs at once (a hand-over subscribes many values)
+CATCH_UP_BATCH = 50  # values one catch-up LIST selects at most (its query stays short)
 
 Event = tuple["Part", str, dict[str, Any], "dict[str, Any] | None"]
 
@@ -79,6 +75,7 @@ class Part:
         self.gone: dict[ObjRef, str] = {}
         self.epoch = 0  # a rebuild (410) since its catch-up began: the catch-up is dropped
         self.closed = False
+        self.early = False  # made for an expected value, no view has taken it yet
         self.lock = threading.Lock()  # its informer's, once added to one
 
     def get(self, ref: ObjRef) -> dict[str, Any] | None:
@@ -104,6 +101,8 @@ class _Routed(Informer):
         self._started = False  # the watch has its starting resourceVersion
         self.parts: dict[str, Part] = {}
         self._pending: dict[str, Part] = {}  # the parts whose catch-up is not merged yet
+        # the parts waiting for a worker, with their failed catch-ups so far
+        self._queued: dict[str, tuple[Part, int]] = {}
         self._where: dict[ObjRef, str] = {}  # the value each stored object is stored under
 
     def value_of(self, obj: dict[str, Any]) -> str | None:
@@ -111,22 +110,44 @@ class _Routed(Informer):
 
     # --- the parts -------------------------------------------------------------------------
 
-    def add(self, part: Part) -> None:
-        """A part: caught up at once when the watch has its starting point, else by the
+    def add(self, *parts: Part) -> None:
+        """Parts: caught up at once when the watch has its starting point, else by the
         LIST that gives it one."""
-        part.lock = self._lock
         with self._lock:
-            self.parts[part.value] = self._pending[part.value] = part
+            for part in parts:
+                part.lock = self._lock
+                self.parts[part.value] = self._pending[part.value] = part
             started = self._started
         if started:
-            self.schedule(part, 0)
+            self._enqueue([(part, 0) for part in parts])
 
     def schedule(self, part: Part, failures: int) -> None:
-        """The part's catch-up, on the pool (none once the informer or the pool stops)."""
-        if part.closed or self._stopping.is_set():
+        """The part's catch-up, on the pool with those queued beside it."""
+        self._enqueue([(part, failures)])
+
+    def _enqueue(self, entries: list[tuple[Part, int]]) -> None:
+        """Catch-ups queued, and a run of the pool for each CATCH_UP_BATCH of them (none
+        once the informer or the pool stops): queued together, they share LISTs."""
+        entries = [(part, failures) for part, failures in entries if not part.closed]
+        if not entries or self._stopping.is_set():
             return
-        with contextlib.suppress(RuntimeError):  # the pool is shut down: the process stops
-            self.pool.submit(self.catch_up, part, failures)
+        with self._lock:
+            for part, failures in entries:
+                self._queued[part.value] = (part, failures)
+        for _ in range(-(-len(entries) // CATCH_UP_BATCH)):
+            with contextlib.suppress(RuntimeError):  # the pool is shut down: the end
+                self.pool.submit(self._catch_up_queued)
+
+    def _catch_up_queued(self) -> None:
+        """Up to CATCH_UP_BATCH queued parts caught up by one LIST (nothing when an
+        earlier run took them)."""
+        with self._lock:
+            batch: list[tuple[Part, int]] = []
+            while self._queued and len(batch) < CATCH_UP_BATCH:
+                part, failures = self._queued.pop(next(iter(self._queued)))
+                batch.append((part, failures))
+        if batch:
+            self._catch_up(batch)
 
     def remove(self, part: Part) -> None:
         with self._lock:
@@ -135,28 +156,49 @@ class _Routed(Informer):
                 del self.parts[part.value]
             if self._pending.get(part.value) is part:
                 del self._pending[part.value]
+            if self._queued.get(part.value, (None, 0))[0] is part:
+                del self._queued[part.value]
             for ref in part.store:
                 if self._where.get(ref) == part.value:
                     del self._where[ref]
 
-    def catch_up(self, part: Part, failures: int = 0) -> None:
-        """The part's objects LISTed and merged with what the watch delivered since it was
-        added; the part synced. A failed LIST is tried again after a backoff, until the
-        part is removed."""
-        if part.closed or self._stopping.is_set():
+    def catch_up(self, *parts: Part) -> None:
+        """The parts' catch-up now, by one LIST (`_catch_up`)."""
+        self._catch_up([(part, 0) for part in parts])
+
+    def _catch_up(self, batch: list[tuple[Part, int]]) -> None:
+        """The objects of the parts' values LISTed at once, and each part's merged with
+        what the watch delivered since it was added; the parts synced. A failed LIST is
+        tried again for each part after its backoff, until the part is removed."""
+        batch = [(part, failures) for part, failures in batch if not part.closed]
+        if not batch or self._stopping.is_set():
             return
-        epoch = part.epoch
+        epochs = [part.epoch for part, _ in batch]
+        values = sorted({part.value for part, _ in batch})
+        selected = f"{self.key}={values[0]}" if len(values) == 1 else \
+            f"{self.key} in ({','.join(values)})"
         try:
-            items = self._list(f"{self.within},{self.key}={part.value}" if self.within
-                               else f"{self.key}={part.value}")
+            items = self._list(f"{self.within},{selected}" if self.within else selected)
         except (ClusterError, TransportError, ValueError) as err:
-            delay = min(MIN_BACKOFF * 2 ** failures, MAX_BACKOFF) * random.uniform(0.8, 1.2)
-            log.info("watch %s %s: the objects of %s cannot be listed (%s); again in %.1fs",
-                     *self.kind, part.value, err, delay)
-            timer = threading.Timer(delay, self.schedule, (part, failures + 1))
-            timer.daemon = True
-            timer.start()
+            log.info("watch %s %s: the objects of %s cannot be listed (%s); again after a "
+                     "backoff", *self.kind, ", ".join(values[:3]) +
+                     (", ..." if len(values) > 3 else ""), err)
+            for part, failures in batch:
+                delay = min(MIN_BACKOFF * 2 ** failures, MAX_BACKOFF) * \
+                    random.uniform(0.8, 1.2)
+                timer = threading.Timer(delay, self.schedule, (part, failures + 1))
+                timer.daemon = True
+                timer.start()
             return
+        by_value: dict[str, dict[ObjRef, dict[str, Any]]] = {}
+        for ref, item in items.items():
+            by_value.setdefault(str(self.value_of(item)), {})[ref] = item
+        for (part, _), epoch in zip(batch, epochs, strict=True):
+            self._merge(part, epoch, by_value.get(part.value, {}))
+
+    def _merge(self, part: Part, epoch: int, items: dict[ObjRef, dict[str, Any]]) -> None:
+        """A catch-up's LIST of the part's value merged into it (not when the part was
+        removed or rebuilt since the LIST began)."""
         events: list[Event] = []
         with self._lock:
             if part.closed or part.epoch != epoch:  # removed, or rebuilt meanwhile
@@ -203,8 +245,7 @@ class _Routed(Informer):
                 self.resource_version = version
                 self._started = True
                 waiting = list(self._pending.values())
-            for part in waiting:
-                self.schedule(part, 0)
+            self._enqueue([(part, 0) for part in waiting])
             return version
         cont: str | None = None
         listed: dict[str, dict[ObjRef, dict[str, Any]]] = {}
@@ -247,8 +288,7 @@ class _Routed(Informer):
                 self._pending.pop(value, None)
             later = list(self._pending.values())
             self.resource_version = version
-        for part in later:
-            self.schedule(part, 0)
+        self._enqueue([(part, 0) for part in later])
         _dispatch(events)
         return version
 
@@ -294,6 +334,10 @@ class _Routed(Informer):
         return [(part, "DELETED", last or current, current)]
 
 
+def _unread(*_: Any) -> None:
+    """An early part's handler: no view reads its events yet."""
+
+
 def _dispatch(events: Iterable[Event]) -> None:
     for part, kind, obj, before in events:
         if not part.closed:
@@ -312,13 +356,34 @@ class SharedInformers:
         self.within = within  # a selector every object must match too
         self.on_restart = on_restart
         self._kinds: dict[Kind, _Routed] = {}
+        self._expected: set[str] = set()  # values whose view subscribes soon
         self._lock = threading.Lock()
         self._pool = ThreadPoolExecutor(CATCH_UP_WORKERS, thread_name_prefix="orksync-catch-up")
 
     def view(self, value: str, on_event: Handler) -> LabelView:
         return LabelView(self, value, on_event)
 
-    def subscribe(self, kind: Kind, part: Part) -> None:
+    def expect(self, values: Iterable[str]) -> None:
+        """Early parts of these values in every kind watched now and in each kind first
+        watched later, until a view of the value takes the part or `forget`."""
+        with self._lock:
+            new = set(values) - self._expected
+            self._expected |= new
+            for informer in self._kinds.values():
+                self._add_early(informer, new)
+
+    def forget(self, value: str) -> None:
+        """No more early parts of `value`; those no view took are dropped."""
+        with self._lock:
+            self._expected.discard(value)
+            for kind, informer in list(self._kinds.items()):
+                part = informer.parts.get(value)
+                if part is not None and part.early:
+                    self._remove(kind, informer, part)
+
+    def subscribe(self, kind: Kind, value: str, handler: Handler) -> Part:
+        """The part of `value` in the kind's informer, reported to `handler`: the early
+        one, listed already or soon, else a new one."""
         with self._lock:
             informer = self._kinds.get(kind)
             if informer is None:
@@ -326,17 +391,33 @@ class SharedInformers:
                     self.kube, kind, self.key, within=self.within, pool=self._pool,
                     on_restart=self.on_restart)
                 informer.start()
+                self._add_early(informer, self._expected - {value})
+            part = informer.parts.get(value)
+            if part is not None and part.early:
+                part.handler, part.early = handler, False
+                return part
+            part = Part(value, handler)
             informer.add(part)  # under the lock: not to an informer the last part stops
+            return part
 
     def unsubscribe(self, kind: Kind, part: Part) -> None:
         with self._lock:
             informer = self._kinds.get(kind)
-            if informer is None:
-                return
-            informer.remove(part)
-            if not informer.parts:  # nobody watches the kind any more
-                del self._kinds[kind]
-                informer.stop(wait=False)
+            if informer is not None:
+                self._remove(kind, informer, part)
+
+    @staticmethod
+    def _add_early(informer: _Routed, values: Iterable[str]) -> None:
+        parts = [Part(value, _unread) for value in sorted(values) if value not in informer.parts]
+        for part in parts:
+            part.early = True
+        informer.add(*parts)
+
+    def _remove(self, kind: Kind, informer: _Routed, part: Part) -> None:
+        informer.remove(part)
+        if not informer.parts:  # nobody watches the kind any more
+            del self._kinds[kind]
+            informer.stop(wait=False)
 
     def stop(self) -> None:
         with self._lock:
@@ -355,17 +436,22 @@ class LabelView(KindStores[Part]):
         self.shared = shared
         self.value = value
         self.on_event = on_event
+        self._watching = threading.Lock()  # one change of the kinds at a time
 
     def watch(self, kinds: Iterable[Kind]) -> None:
         wanted = set(kinds)
-        with self._lock:
-            gone = {k: self._stores.pop(k) for k in list(self._stores) if k not in wanted}
-            new = {k: Part(self.value, self.on_event) for k in sorted(wanted - set(self._stores))}
-            self._stores.update(new)
-        for kind, part in gone.items():
-            self.shared.unsubscribe(kind, part)
-        for kind, part in new.items():
-            self.shared.subscribe(kind, part)
+        with self._watching:
+            with self._lock:
+                gone = {k: self._stores.pop(k) for k in list(self._stores) if k not in wanted}
+                new = sorted(wanted - set(self._stores))
+            for kind, part in gone.items():
+                self.shared.unsubscribe(kind, part)
+            for kind in new:
+                part = self.shared.subscribe(kind, self.value, self.on_event)
+                with self._lock:
+                    self._stores[kind] = part
 
     def stop(self) -> None:
+        """Every part unsubscribed, and the value no longer expected."""
         self.watch(())
+        self.shared.forget(self.value)

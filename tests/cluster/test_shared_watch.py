@@ -20,13 +20,18 @@ class Listed:
 
     def __init__(self) -> None:
         self.items: list[dict[str, Any]] = []
+        self.selectors: list[str] = []
 
     def resource(self, *_: str) -> Resource:
         return RES
 
     def list(self, _: Resource, *, label_selector: str = "") -> Iterator[dict[str, Any]]:
-        value = label_selector.partition("=")[2]
-        return iter([i for i in self.items if i["metadata"]["labels"][KEY] == value])
+        self.selectors.append(label_selector)
+        if " in (" in label_selector:  # `key in (a,b)`
+            values = set(label_selector.partition(" in (")[2].rstrip(")").split(","))
+        else:  # `key=a`
+            values = {label_selector.partition("=")[2]}
+        return iter([i for i in self.items if i["metadata"]["labels"][KEY] in values])
 
 
 class Pool:
@@ -120,3 +125,16 @@ def test_objects_of_values_nobody_subscribed_to_are_dropped() -> None:
     informer._event(event("ADDED", cm("other", "sync-z", 3)), RES)
     assert names(a) == {} and not seen
     assert not informer._where
+
+
+def test_values_waiting_for_their_catch_up_share_one_list() -> None:
+    informer, kube, seen = routed()
+    kube.items = [cm("x", "sync-a", 5), cm("y", "sync-b", 6), cm("z", "sync-c", 7)]
+    a, b = part(informer, "sync-a", seen), part(informer, "sync-b", seen)
+    pool = informer.pool
+    assert isinstance(pool, Pool) and len(pool.submitted) == 2  # a run for each
+    for fn, args in pool.submitted:  # the first takes both; the second finds none waiting
+        fn(*args)
+    assert kube.selectors == [f"{KEY} in (sync-a,sync-b)"]
+    assert a.synced.is_set() and b.synced.is_set()
+    assert names(a) == {"x": "5"} and names(b) == {"y": "6"}  # not sync-c's object

@@ -75,3 +75,39 @@ def test_views_of_one_watch_hold_their_own_value_and_follow_a_move(setup: Any) -
         assert not shared._kinds  # nobody watches ConfigMaps: the watch stopped
     finally:
         shared.stop()
+
+
+def test_expected_values_are_listed_together_and_their_views_take_them_over(
+        setup: Any) -> None:
+    """A replica taking many Syncs says so first: the values expected get one catch-up
+    LIST (`key in (...)`) when their kind is first watched, and the views subscribing
+    later find their objects listed, without a LIST of their own; a value forgotten
+    before its view came is dropped."""
+    kube, ns, label = setup
+    key = f"early-{label}"
+    for name, value in (("a1", "a"), ("b1", "b"), ("b2", "b"), ("c1", "c"), ("z1", "z")):
+        put(kube, ns, name, key, value)
+    selectors: list[str] = []
+    listing = kube.list
+
+    def counted(res: Any, **kwargs: Any) -> Any:
+        selectors.append(str(kwargs.get("label_selector")))
+        return listing(res, **kwargs)
+
+    kube.list = counted  # type: ignore[method-assign]
+    shared = SharedInformers(kube, key)
+    try:
+        shared.expect(["a", "b", "c"])
+        a, b = shared.view("a", Seen()), shared.view("b", Seen())
+        a.watch({MAPS})  # the kind's first watch: a's, b's and c's parts caught up at once
+        wait_for("a synced", a.synced)
+        b.watch({MAPS})
+        wait_for("b synced", b.synced)
+        assert names(a) == {"a1"} and names(b) == {"b1", "b2"}
+        assert selectors == [f"{key} in (a,b,c)"], selectors
+        shared.forget("c")  # never taken by a view: dropped
+        assert set(shared._kinds[MAPS].parts) == {"a", "b"}
+        put(kube, ns, "b3", key, "b")  # b's view, taken over, hears its events
+        wait_for("b3 in b's view", lambda: "b3" in names(b))
+    finally:
+        shared.stop()
