@@ -39,7 +39,7 @@ from orksync.apply.inventory import (
 from orksync.apply.prefetch import View, fulfil
 from orksync.apply.prune import cleanup_absent, prune
 from orksync.apply.run import FIELD_MANAGER, ApplyOptions
-from orksync.cluster.kube import Kube
+from orksync.cluster.kube import MERGE_PATCH, Kube
 from orksync.cluster.live import LiveIndex, LiveReader
 from orksync.errors import ClusterError
 from orksync.lifecycle.autoscale import Autoscaler, merge_changes
@@ -566,6 +566,26 @@ def write_inventory(kube: Kube, inventory: Inventory, name: str,
     _, live = kube.apply(res, body, field_manager=field_manager, force=True,
                          subject=f"ConfigMap/{namespace}/{configmap_name(name)}")
     return dict(live or {})
+
+
+def annotate_inventory(kube: Kube, name: str, namespace: str, annotations: Mapping[str, str],
+                       *, field_manager: str) -> bool:
+    """These annotations on the stored inventory's ConfigMap, a JSON merge patch by
+    `field_manager` (the inventory's own server-side applies, another manager's, keep
+    them); whether they were written (not when there is no inventory yet). Raises
+    ClusterError for any other failure."""
+    res = kube.resource("v1", "ConfigMap")
+    cm = configmap_name(name)
+    try:
+        kube.request("PATCH", res.path(namespace, cm),
+                     body={"metadata": {"annotations": dict(annotations)}},
+                     content_type=MERGE_PATCH, query={"fieldManager": field_manager},
+                     subject=f"ConfigMap/{namespace}/{cm}")
+    except ClusterError as err:
+        if err.status == 404:
+            return False
+        raise
+    return True
 
 
 def ensure_namespace(kube: Kube, namespace: str) -> None:

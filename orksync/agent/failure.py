@@ -28,10 +28,10 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
-from orksync.apply.inventory import configmap_name
 from orksync.cluster.kube import MERGE_PATCH, Kube
 from orksync.errors import ClusterError
 from orksync.model import ObjRef
+from orksync.sync import annotate_inventory
 
 log = logging.getLogger(__name__)
 
@@ -55,19 +55,10 @@ def report_root(kube: Kube, *, name: str, namespace: str, result: str, revision:
                 message: str) -> bool:
     """The root's annotations (see the module doc); whether they were written (not when
     the root has no inventory yet: nothing was ever synced to report beside)."""
-    res = kube.resource("v1", "ConfigMap")
-    body = {"metadata": {"annotations": {
+    return annotate_inventory(kube, name, namespace, {
         RESULT_ANNOTATION: result, REVISION_ANNOTATION: revision,
-        MESSAGE_ANNOTATION: _bounded(message), TIME_ANNOTATION: _now()}}}
-    try:
-        kube.request("PATCH", res.path(namespace, configmap_name(name)), body=body,
-                     content_type=MERGE_PATCH, query={"fieldManager": "orksync-agent"},
-                     subject=f"ConfigMap/{namespace}/{configmap_name(name)}")
-    except ClusterError as err:
-        if err.status == 404:
-            return False
-        raise
-    return True
+        MESSAGE_ANNOTATION: _bounded(message), TIME_ANNOTATION: _now()},
+        field_manager="orksync-agent")
 
 
 def report_custom_resources(kube: Kube, refs: Iterable[ObjRef], *, result: str,

@@ -29,6 +29,7 @@ from orksync.cluster.kube import Kube
 from orksync.errors import ClusterError
 from orksync.model import MANAGED_SELECTOR, SHARD_LABEL, ObjRef
 from orksync.render.kinds import BY_KEY
+from orksync.sync import annotate_inventory
 
 __all__ = ["FIELD_MANAGER", "block_kinds", "label_shard", "mark_labelled"]
 
@@ -91,16 +92,16 @@ def mark_labelled(kube: Kube, inventory: str, namespace: str, label: str) -> Non
     `label`: a JSON merge patch of that one annotation (field manager `orksync-shard`,
     so the inventory's own server-side applies keep it). One that fails is logged: the
     next term runs the pass again."""
-    name = configmap_name(inventory)
     try:
-        kube.request("PATCH", kube.resource("v1", "ConfigMap").path(namespace, name),
-                     query={"fieldManager": FIELD_MANAGER},
-                     body={"metadata": {"annotations": {LABELLED_ANNOTATION: label}}},
-                     content_type="application/merge-patch+json",
-                     subject=f"ConfigMap/{namespace}/{name}")
+        if annotate_inventory(kube, inventory, namespace, {LABELLED_ANNOTATION: label},
+                              field_manager=FIELD_MANAGER):
+            return
+        why = "it does not exist"
     except ClusterError as err:
-        log.info("shard %s: the inventory %s/%s cannot be marked labelled (%s): the next "
-                 "term looks for unlabelled objects again", label, namespace, name, err)
+        why = str(err)
+    log.info("shard %s: the inventory %s/%s cannot be marked labelled (%s): the next term "
+             "looks for unlabelled objects again", label, namespace, configmap_name(inventory),
+             why)
 
 
 def block_kinds(operator_box: Mapping[str, Any]) -> set[tuple[str, str]]:
