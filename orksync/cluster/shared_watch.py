@@ -162,10 +162,6 @@ class _Routed(Informer):
                 if self._where.get(ref) == part.value:
                     del self._where[ref]
 
-    def catch_up(self, *parts: Part) -> None:
-        """The parts' catch-up now, by one LIST (`_catch_up`)."""
-        self._catch_up([(part, 0) for part in parts])
-
     def _catch_up(self, batch: list[tuple[Part, int]]) -> None:
         """The objects of the parts' values LISTed at once, and each part's merged with
         what the watch delivered since it was added; the parts synced. A failed LIST is

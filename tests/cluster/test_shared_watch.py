@@ -66,6 +66,11 @@ def part(informer: _Routed, value: str, seen: list[tuple[str, str, str]]) -> Par
     return p
 
 
+def catch_up(informer: _Routed, part: Part) -> None:
+    """The part's catch-up LIST, run now rather than on the pool."""
+    informer._catch_up([(part, 0)])
+
+
 def names(p: Part) -> dict[str, str]:
     return {o["metadata"]["name"]: o["metadata"]["resourceVersion"] for o in p.items()}
 
@@ -78,7 +83,7 @@ def test_a_catch_up_older_than_the_watch_keeps_the_watch_s_state() -> None:
     informer._event(event("MODIFIED", cm("y", "sync-a", 11)), RES)
     informer._event(event("DELETED", cm("x", "sync-a", 12)), RES)
     assert not a.synced.is_set()
-    informer.catch_up(a)
+    catch_up(informer, a)
     assert a.synced.is_set()
     assert names(a) == {"y": "11", "z": "8"}  # x not brought back, y not made older
     assert ("sync-a", "ADDED", "x") not in seen
@@ -89,7 +94,7 @@ def test_an_object_moved_to_another_value_during_a_catch_up_stays_moved() -> Non
     a = part(informer, "sync-a", seen)
     kube.items = [cm("crd", "sync-a", 5)]
     informer._event(event("MODIFIED", cm("crd", "sync-b", 6)), RES)  # b wrote it since
-    informer.catch_up(a)
+    catch_up(informer, a)
     assert names(a) == {}
 
 
@@ -97,8 +102,8 @@ def test_an_object_relabelled_leaves_one_part_and_joins_the_other() -> None:
     informer, kube, seen = routed()
     a, b = part(informer, "sync-a", seen), part(informer, "sync-b", seen)
     kube.items = [cm("crd", "sync-a", 5)]
-    informer.catch_up(a)
-    informer.catch_up(b)
+    catch_up(informer, a)
+    catch_up(informer, b)
     informer._event(event("MODIFIED", cm("crd", "sync-b", 6)), RES)
     assert names(a) == {} and names(b) == {"crd": "6"}
     assert seen[-2:] == [("sync-a", "DELETED", "crd"), ("sync-b", "ADDED", "crd")]
@@ -110,9 +115,9 @@ def test_a_catch_up_newer_than_another_part_s_copy_takes_the_object_from_it() ->
     informer, kube, seen = routed()
     a, b = part(informer, "sync-a", seen), part(informer, "sync-b", seen)
     kube.items = [cm("crd", "sync-a", 5)]
-    informer.catch_up(a)
+    catch_up(informer, a)
     kube.items = [cm("crd", "sync-b", 9)]  # b's LIST is ahead of the watch
-    informer.catch_up(b)
+    catch_up(informer, b)
     assert names(a) == {} and names(b) == {"crd": "9"}
     informer._event(event("MODIFIED", cm("crd", "sync-b", 9)), RES)  # the watch catches up
     assert names(a) == {} and names(b) == {"crd": "9"}
@@ -121,7 +126,7 @@ def test_a_catch_up_newer_than_another_part_s_copy_takes_the_object_from_it() ->
 def test_objects_of_values_nobody_subscribed_to_are_dropped() -> None:
     informer, _, seen = routed()
     a = part(informer, "sync-a", seen)
-    informer.catch_up(a)
+    catch_up(informer, a)
     informer._event(event("ADDED", cm("other", "sync-z", 3)), RES)
     assert names(a) == {} and not seen
     assert not informer._where
