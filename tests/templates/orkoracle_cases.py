@@ -427,8 +427,11 @@ def compare(name: str, template: str, go: dict[str, Any], py: dict[str, Any]) ->
 def _clock_close(a: str, b: str) -> bool:
     """Two outputs of a clock note, read a moment apart: instants within 3 s (a minute's
     or an hour's boundary may fall between them), or the same text but for numbers that
-    differ by at most 3 (durations)."""
+    differ by at most 3 (durations). A count of seconds is a number, not an instant:
+    `fromisoformat` would read `90020826` as the date 9002-08-26 (ISO's basic format)."""
     with contextlib.suppress(ValueError):
+        if re.fullmatch(r"-?\d+", a.strip()) or re.fullmatch(r"-?\d+", b.strip()):
+            raise ValueError("a number")
         ta = datetime.fromisoformat(a.strip().replace("Z", "+00:00"))
         tb = datetime.fromisoformat(b.strip().replace("Z", "+00:00"))
         return abs((ta - tb).total_seconds()) <= 3

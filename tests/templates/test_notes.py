@@ -971,3 +971,21 @@ def test_where_orkestra_fails_orksync_fails_with_a_clear_error(template: str,
     engine = GoTemplateEngine(functions())
     with pytest.raises(GoTemplateError, match=message):
         engine.render(template, api_server_numbers(ORK_DATA))
+
+
+def test_the_oracle_comparison_takes_seconds_counted_a_moment_apart_for_numbers() -> None:
+    """A clock note's count of seconds, read by the oracle and by orksync a second apart,
+    agrees (it is no date, although ISO's basic format would read it as one); instants or
+    counts further apart than the tolerance do not."""
+    from tests.templates import orkoracle_cases as oc
+
+    def out(text: str) -> dict[str, object]:
+        return {"ok": True, "out": text}
+
+    template = '{{ timeSince "2024-01-31" }}'
+    assert oc.compare("timeSince", template, out("90020826"), out("90020825")) is None
+    assert oc.compare("timeSince", template, out("90020826"), out("90020816")) is not None
+    assert oc.compare("timeAgo", template, out("2024-01-31T00:00:00Z"),
+                      out("2024-01-31T00:00:02Z")) is None
+    assert oc.compare("timeAgo", template, out("2024-01-31T00:00:00Z"),
+                      out("2024-02-01T00:00:00Z")) is not None
