@@ -30,10 +30,17 @@ class LiveReader(Protocol):
     def get(self, ref: ObjRef, selector: str = "") -> dict[str, Any] | None: ...
 
 
+# unfiltered lookups of one kind answered by a GET each before the kind is listed instead
+GET_LIMIT = 50
+
+
 class LiveIndex:
     """Live objects listed once per kind (cluster-wide, optionally by label) and looked up
     by identity, so reporting on (or rendering) N custom resources costs one LIST per kind,
-    not N. A kind the API server does not serve has no objects. Any other failed LIST is
+    not N. The first GET_LIMIT unfiltered lookups of a kind are GETs instead: a Sync of a
+    few custom resources, among the thousands of a kind many Syncs hold, reads its own and
+    not the cluster's (whose LIST the API server reads whole and the agent holds while it
+    renders). A kind the API server does not serve has no objects. Any other failed LIST is
     logged and treated as empty, or, with `strict` (the render's view: a missing child must
     never be mistaken for an absent one), raised again as ClusterError on every lookup of
     that kind. The orksync.render.children.LiveView of a live render.
@@ -52,17 +59,38 @@ class LiveIndex:
         self.hide_forbidden = hide_forbidden
         self._lists: dict[tuple[str, str, str, str], dict[ObjRef, dict[str, Any]]] = {}
         self._errors: dict[tuple[str, str, str, str], ClusterError] = {}
+        self._got: dict[tuple[str, str, str, str], dict[ObjRef, dict[str, Any] | None]] = {}
         self._lock = threading.Lock()
 
     def get(self, ref: ObjRef, selector: str = "") -> dict[str, Any] | None:
         key = (ref.api_version, ref.kind, selector,
                ref.namespace if self.by_namespace else "")
         with self._lock:
-            if key not in self._lists:
-                self._lists[key] = self._list(ref, selector, key)
             if key in self._errors:
                 raise self._errors[key]
+            if key not in self._lists:
+                got = self._got.setdefault(key, {}) if not selector else None
+                if got is not None and (ref in got or len(got) < GET_LIMIT):
+                    if ref not in got:
+                        got[ref] = self._get(ref, key)
+                        if key in self._errors:
+                            raise self._errors[key]
+                    return got[ref]
+                self._got.pop(key, None)
+                self._lists[key] = self._list(ref, selector, key)
+                if key in self._errors:
+                    raise self._errors[key]
             return self._lists[key].get(ref)
+
+    def _get(self, ref: ObjRef, key: tuple[str, str, str, str]) -> dict[str, Any] | None:
+        try:
+            res = self.kube.resource(ref.api_version, ref.kind)
+            found: dict[str, Any] | None = self.kube.get_or_none(
+                res, ref.namespace if res.namespaced else "", ref.name)
+            return found
+        except ClusterError as err:
+            self._failed(ref, key, err)
+            return None
 
     def _list(self, ref: ObjRef, selector: str,
               key: tuple[str, str, str, str]) -> dict[ObjRef, dict[str, Any]]:
@@ -73,9 +101,12 @@ class LiveIndex:
                                        label_selector=selector or None):
                 items[ObjRef.of(item)] = item
         except ClusterError as err:
-            if self.strict and err.status != 404 and not (
-                    self.hide_forbidden and err.status == 403):
-                self._errors[key] = err
-            log.debug("cannot list %s %s: %s", ref.api_version, ref.kind, err)
+            self._failed(ref, key, err)
             return {}
         return items
+
+    def _failed(self, ref: ObjRef, key: tuple[str, str, str, str], err: ClusterError) -> None:
+        if self.strict and err.status != 404 and not (
+                self.hide_forbidden and err.status == 403):
+            self._errors[key] = err
+        log.debug("cannot read %s %s: %s", ref.api_version, ref.kind, err)
