@@ -4,12 +4,12 @@ A sharded agent's watches select `orksync.io/shard: I-of-N` (orksync.agent.shard
 object a sync writes gets it (orksync.sync.mark_for_cleanup), but an object written once
 (`create-if-absent`, a Job) is never written again, so one written by an unsharded agent,
 or by a shard of another N, would stay out of the shard's view for good, and be taken for
-absent. `label_shard` finds them, one
-metadata-only LIST per kind selecting orksync's objects whose label is missing or another
-value, and gives those this shard owns the label: a JSON merge patch of that one label
-(field manager `orksync-shard`), nothing else, sent as the identity that writes the object
-(a child: its custom resource's ServiceAccount, orksync.apply.impersonation). An object of
-another shard is left as it is.
+absent. `label_shard` finds them, one metadata-only LIST per kind selecting orksync's
+objects (not the inventories) whose label is missing or another value, and gives those
+this shard owns the label: a JSON merge patch of that one label (field manager
+`orksync-shard`), nothing else, sent as the identity that writes the object (a child: its
+custom resource's ServiceAccount, orksync.apply.impersonation). An object of another
+shard is left as it is.
 The agent runs it at the first full sync of each leadership term (orksync.agent.runner).
 A Sync's objects carry its label from their first write, so once a pass of a Sync's root
 found none of its objects without a shard label, `mark_labelled` says so on its inventory
@@ -24,7 +24,7 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from orksync.apply.inventory import LABELLED_ANNOTATION, configmap_name
+from orksync.apply.inventory import INVENTORY_LABEL, LABELLED_ANNOTATION, configmap_name
 from orksync.cluster.kube import Kube
 from orksync.errors import ClusterError
 from orksync.model import MANAGED_SELECTOR, SHARD_LABEL, ObjRef
@@ -52,8 +52,9 @@ def label_shard(kube: Kube, kinds: Iterable[tuple[str, str]], mine: Owns,
     `kube`). Returns the objects labelled and the failures (one message each, naming the
     kind or object); a failure stops no other kind nor object. Raises LeadershipLost
     when `kube`'s gate closes."""
-    selector = f"{MANAGED_SELECTOR},!{SHARD_LABEL}" if unlabelled_only else \
-        f"{MANAGED_SELECTOR},{SHARD_LABEL}!={label}"
+    # the inventories (one per root, never shard-labelled) are no root's objects
+    selector = f"{MANAGED_SELECTOR},!{INVENTORY_LABEL}," + (
+        f"!{SHARD_LABEL}" if unlabelled_only else f"{SHARD_LABEL}!={label}")
     labelled: list[ObjRef] = []
     failures: list[str] = []
     for api_version, kind in sorted(set(kinds)):

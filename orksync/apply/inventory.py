@@ -44,6 +44,9 @@ SOURCE_PATH_ANNOTATION = "orksync.io/source-path"  # on the inventory: the direc
 # on the inventory: the shard label every object of its root was found carrying
 # (orksync.agent.relabel); written by that pass, not by the inventory's own writes
 LABELLED_ANNOTATION = "orksync.io/labelled"
+# what tells an inventory ConfigMap from the objects orksync writes (which carry the same
+# managed-by label) in a label selector: `!orksync.io/inventory`
+INVENTORY_LABEL = "orksync.io/inventory"
 PRUNE_DISABLED = "disabled"
 CRD_KIND = "CustomResourceDefinition"
 CRD_GROUP = "apiextensions.k8s.io"
@@ -200,7 +203,8 @@ class Inventory:
         return {"apiVersion": "v1", "kind": "ConfigMap",
                 "metadata": {"name": configmap_name(name), "namespace": namespace,
                              "labels": {MANAGED_BY_LABEL: MANAGED_BY,
-                                        "app.kubernetes.io/component": "inventory"},
+                                        "app.kubernetes.io/component": "inventory",
+                                        INVENTORY_LABEL: "true"},
                              "annotations": annotations},
                 "data": {"format": f"{FORMAT}: binaryData.{DATA_KEY} = zlib(JSON), "
                                    "see orksync.apply.inventory",

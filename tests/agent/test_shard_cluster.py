@@ -449,3 +449,41 @@ def test_an_object_two_shards_render_is_not_taken_back_and_forth(
         assert live_map(kube, ns, "shared")["data"] == {"writer": one[0]}
     finally:
         kube.close()
+
+
+def test_the_relabel_pass_never_lists_nor_labels_an_inventory(
+        control_plane: ControlPlane) -> None:
+    """Inventories carry orksync's label but never a shard label: a Sync's first pass
+    (unlabelled only) would otherwise read every root's inventory, and label them when
+    its `mine` took one for its own."""
+    from orksync.agent.relabel import label_shard
+    from orksync.apply.inventory import Inventory
+
+    ns = f"inv-{uuid.uuid4().hex[:8]}"
+    kube = Kube.from_kubeconfig(control_plane.kubeconfig)
+    maps = kube.resource("v1", "ConfigMap")
+    try:
+        kube.create(kube.resource("v1", "Namespace"),
+                    {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}},
+                    field_manager="orksync-tests")
+        kube.apply(maps, Inventory().to_configmap(f"root-{ns}", ns), field_manager="orksync",
+                   force=True)
+        kube.create(maps, {"apiVersion": "v1", "kind": "ConfigMap",
+                           "metadata": {"name": "written-before", "namespace": ns,
+                                        "labels": {"app.kubernetes.io/managed-by": "orksync"}}},
+                    field_manager="orksync")
+        seen: list[ObjRef] = []
+
+        def mine(ref: ObjRef, meta: Any) -> bool:
+            if ref.namespace == ns:
+                seen.append(ref)
+            return ref.namespace == ns
+
+        labelled, failures = label_shard(kube, [("v1", "ConfigMap")], mine, "sync-x",
+                                         unlabelled_only=True)
+        assert not failures
+        assert [r.name for r in seen] == ["written-before"]
+        assert [r.name for r in labelled] == ["written-before"]
+    finally:
+        kube.delete(kube.resource("v1", "Namespace"), "", ns)
+        kube.close()

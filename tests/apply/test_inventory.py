@@ -93,7 +93,8 @@ def test_an_inventory_round_trips_through_its_configmap_body() -> None:
     assert body["metadata"] == {
         "name": "orksync-inventory-prod", "namespace": "orksync-system",
         "labels": {"app.kubernetes.io/managed-by": "orksync",
-                   "app.kubernetes.io/component": "inventory"},
+                   "app.kubernetes.io/component": "inventory",
+                   "orksync.io/inventory": "true"},
         "annotations": {"orksync.io/sync-name": "prod"}}
     assert body["data"]["count"] == "5"
     back = Inventory.from_configmap(json.loads(json.dumps(body)))
