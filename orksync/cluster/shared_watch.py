@@ -223,9 +223,7 @@ class _Routed(Informer):
         res = self.kube.resource(*self.kind)
         items: dict[ObjRef, dict[str, Any]] = {}
         for item in self.kube.list(res, label_selector=selector):
-            item.setdefault("apiVersion", res.api_version)
-            item.setdefault("kind", res.kind)
-            items[ObjRef.of(item)] = item
+            items[ObjRef.of(item)] = self._admit(item, res)
         return items
 
     def _relist(self) -> str:
@@ -254,9 +252,7 @@ class _Routed(Informer):
             for item in page.get("items") or []:
                 value = self.value_of(item)
                 if value in values:
-                    item.setdefault("apiVersion", res.api_version)
-                    item.setdefault("kind", res.kind)
-                    listed.setdefault(str(value), {})[ObjRef.of(item)] = item
+                    listed.setdefault(str(value), {})[ObjRef.of(item)] = self._admit(item, res)
             meta = page.get("metadata") or {}
             version = version or str(meta.get("resourceVersion") or "")
             cont = meta.get("continue")
@@ -292,9 +288,7 @@ class _Routed(Informer):
         kind = event.get("type")
         if kind not in ("ADDED", "MODIFIED", "DELETED"):
             return super()._event(event, res)  # a bookmark or an error
-        obj = event.get("object") or {}
-        obj.setdefault("apiVersion", res.api_version)
-        obj.setdefault("kind", res.kind)
+        obj = self._admit(event.get("object") or {}, res)
         ref, version, value = ObjRef.of(obj), _version(obj), self.value_of(obj)
         with self._lock:
             self.resource_version = version

@@ -17,8 +17,11 @@ One thread per informer: each watched kind blocks on its own connection's reads
 (`Stream.lines` is a blocking iterator), and orksync watches a few tens of kinds at most
 (the kinds it applies), so a thread per kind costs little and keeps each loop plain
 (one selector loop would need a non-blocking parser per connection, for no gain at that
-scale). The store keeps whole objects: the drift check compares the fields orksync set
-with the live ones (orksync.apply.compare), which needs the body, not only metadata.
+scale). The store keeps whole objects less `metadata.managedFields` (about half of a small
+object's memory): the drift check compares the fields orksync set with the live ones
+(orksync.apply.compare), which needs the body, not only metadata, and no reader of a
+view needs which manager set what, but for a Secret (orksync.secrets.plan reads which
+data keys orksync applied), whose are kept.
 """
 
 from __future__ import annotations
@@ -45,6 +48,8 @@ Kind = tuple[str, str]  # (apiVersion, kind)
 # object before the event (None for ADDED); a DELETED object is its last known state
 Handler = Callable[[str, dict[str, Any], dict[str, Any] | None], None]
 
+# the kinds whose stored objects keep metadata.managedFields (module doc)
+KEEP_MANAGED_FIELDS = frozenset({("v1", "Secret")})
 MIN_BACKOFF = 0.2
 MAX_BACKOFF = 30.0
 WATCH_TIMEOUT = 300  # seconds the server keeps one watch open (spread by up to a fifth)
@@ -72,6 +77,7 @@ class Informer:
         self.on_event = on_event or (lambda *_: None)
         self.on_restart = on_restart or (lambda _: None)
         self.watch_timeout = watch_timeout
+        self._slim = tuple(kind) not in KEEP_MANAGED_FIELDS
         self.synced = threading.Event()
         self.restarts = 0
         self.resource_version = ""
@@ -161,9 +167,7 @@ class Informer:
             page = self.kube.request("GET", res.path(), query={
                 "labelSelector": self.label_selector, "limit": 500, "continue": cont})
             for item in page.get("items") or []:
-                item.setdefault("apiVersion", res.api_version)
-                item.setdefault("kind", res.kind)
-                items[ObjRef.of(item)] = item
+                items[ObjRef.of(item)] = self._admit(item, res)
             meta = page.get("metadata") or {}
             resource_version = resource_version or str(meta.get("resourceVersion") or "")
             cont = meta.get("continue")
@@ -205,6 +209,15 @@ class Informer:
             stream.close()
         return resource_version, delivered
 
+    def _admit(self, obj: dict[str, Any], res: Resource) -> dict[str, Any]:
+        """A listed or watched object as the store keeps it: named by its kind (a LIST's
+        items of built-in kinds are not), without its managedFields (module doc)."""
+        obj.setdefault("apiVersion", res.api_version)
+        obj.setdefault("kind", res.kind)
+        if self._slim:
+            (obj.get("metadata") or {}).pop("managedFields", None)
+        return obj
+
     def _event(self, event: dict[str, Any], res: Resource) -> str:
         """Apply one watch event to the store; its resourceVersion."""
         kind, obj = event.get("type"), event.get("object") or {}
@@ -219,9 +232,7 @@ class Informer:
             with self._lock:
                 self.resource_version = version
             return version
-        obj.setdefault("apiVersion", res.api_version)
-        obj.setdefault("kind", res.kind)
-        ref = ObjRef.of(obj)
+        ref = ObjRef.of(self._admit(obj, res))
         with self._lock:
             before = self._store.get(ref)
             if kind == "DELETED":

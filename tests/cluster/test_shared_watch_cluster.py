@@ -77,6 +77,22 @@ def test_views_of_one_watch_hold_their_own_value_and_follow_a_move(setup: Any) -
         shared.stop()
 
 
+
+def test_a_view_keeps_no_managed_fields_caught_up_or_watched(setup: Any) -> None:
+    kube, ns, label = setup
+    key = f"slim-{label}"
+    put(kube, ns, "listed", key, "a")
+    shared = SharedInformers(kube, key)
+    try:
+        view = shared.view("a", Seen())
+        view.watch({MAPS})
+        wait_for("synced", view.synced)
+        put(kube, ns, "watched", key, "a")
+        wait_for("watched", lambda: names(view) == {"listed", "watched"})
+        assert all("managedFields" not in o["metadata"] for o in view.items(MAPS) or [])
+    finally:
+        shared.stop()
+
 def test_expected_values_are_listed_together_and_their_views_take_them_over(
         setup: Any) -> None:
     """A replica taking many Syncs says so first: the values expected get one catch-up

@@ -64,6 +64,32 @@ def test_an_informer_lists_then_reports_what_others_write(setup: Any) -> None:
         informer.stop()
 
 
+
+def test_an_informer_keeps_no_managed_fields_but_a_secret_s(setup: Any) -> None:
+    """A stored object without metadata.managedFields, listed or watched; a Secret's
+    keep them (which data keys orksync applied)."""
+    kube, ns, label = setup
+    maps, secrets = kube.resource("v1", "ConfigMap"), kube.resource("v1", "Secret")
+    kube.create(maps, configmap(ns, "listed", label, "1"), field_manager="test")
+    kube.create(secrets, {**configmap(ns, "listed", label, "1"), "kind": "Secret",
+                          "data": {"v": "MQ=="}}, field_manager="test")
+    informers = [Informer(kube, kind, label_selector=f"watch-test={label}").start()
+                 for kind in (("v1", "ConfigMap"), ("v1", "Secret"))]
+    try:
+        assert all(i.synced.wait(30) for i in informers)
+        kube.create(maps, configmap(ns, "watched", label, "1"), field_manager="test")
+        kube.create(secrets, {**configmap(ns, "watched", label, "1"), "kind": "Secret",
+                              "data": {"v": "MQ=="}}, field_manager="test")
+        wait_for("both watched", lambda: all(len(i.items()) == 2 for i in informers))
+        configmaps, secret_items = (i.items() for i in informers)
+        assert all("managedFields" not in o["metadata"] for o in configmaps)
+        assert all(o["metadata"]["managedFields"][0]["manager"] == "test"
+                   for o in secret_items)
+        assert {o["metadata"]["name"] for o in configmaps} == {"listed", "watched"}
+    finally:
+        for informer in informers:
+            informer.stop()
+
 def test_a_cut_watch_resumes_and_misses_nothing_written_while_it_was_down(
         setup: Any, control_plane: ControlPlane, tmp_path: Path) -> None:
     kube, ns, label = setup
