@@ -30,17 +30,14 @@ class LiveReader(Protocol):
     def get(self, ref: ObjRef, selector: str = "") -> dict[str, Any] | None: ...
 
 
-# unfiltered lookups of one kind answered by a GET each before the kind is listed instead
-GET_LIMIT = 50
-
-
 class LiveIndex:
     """Live objects listed once per kind (cluster-wide, optionally by label) and looked up
     by identity, so reporting on (or rendering) N custom resources costs one LIST per kind,
-    not N. The first GET_LIMIT unfiltered lookups of a kind are GETs instead: a Sync of a
-    few custom resources, among the thousands of a kind many Syncs hold, reads its own and
-    not the cluster's (whose LIST the API server reads whole and the agent holds while it
-    renders). A kind the API server does not serve has no objects. Any other failed LIST is
+    not N. With `gets`, the first `gets` unfiltered lookups of a kind are GETs instead (the
+    agent's view, orksync.cluster.view: a Sync of a few custom resources, among the
+    thousands of a kind many Syncs hold, reads its own and not the cluster's, whose LIST the
+    API server reads whole and the agent holds while it renders). A kind the API server
+    does not serve has no objects. Any other failed LIST is
     logged and treated as empty, or, with `strict` (the render's view: a missing child must
     never be mistaken for an absent one), raised again as ClusterError on every lookup of
     that kind. The orksync.render.children.LiveView of a live render.
@@ -52,8 +49,9 @@ class LiveIndex:
     views that only show (`orksync diff`, `render --live`), never for one a sync acts on."""
 
     def __init__(self, kube: Kube, *, strict: bool = False, by_namespace: bool = False,
-                 hide_forbidden: bool = False) -> None:
+                 hide_forbidden: bool = False, gets: int = 0) -> None:
         self.kube = kube
+        self.gets = gets
         self.strict = strict
         self.by_namespace = by_namespace
         self.hide_forbidden = hide_forbidden
@@ -69,8 +67,8 @@ class LiveIndex:
             if key in self._errors:
                 raise self._errors[key]
             if key not in self._lists:
-                got = self._got.setdefault(key, {}) if not selector else None
-                if got is not None and (ref in got or len(got) < GET_LIMIT):
+                got = self._got.setdefault(key, {}) if self.gets and not selector else None
+                if got is not None and (ref in got or len(got) < self.gets):
                     if ref not in got:
                         got[ref] = self._get(ref, key)
                         if key in self._errors:

@@ -4,7 +4,8 @@ status report and an apply read instead of LISTs. I/O only through what it wraps
 The informers hold only the objects carrying orksync's label (a shard's: its shard label
 too), so a lookup is answered from them only where a missing object cannot be taken for
 absent: by that label, or unfiltered and found, for a kind listed already. Anything else
-goes to a `LiveIndex` made for the one render, which LISTs that kind once. The apply's
+goes to a `LiveIndex` made for the one render, which GETs the object for the first
+FALLBACK_GETS unfiltered lookups of a kind, and then LISTs that kind once. The apply's
 view (`apply_view`) is the same store, Namespaces excepted (always listed). Which lookups
 the store answers, and why that is safe: docs/operations.md, "The view".
 """
@@ -23,6 +24,8 @@ from orksync.model import MANAGED_SELECTOR, ObjRef
 __all__ = ["AnyInformers", "WatchedView", "apply_view"]
 
 AnyInformers = Informers | LabelView  # a root's own informers, or its view of shared ones
+# unfiltered lookups of a kind the fallback answers with a GET each before it lists the kind
+FALLBACK_GETS = 50
 
 
 class WatchedView:
@@ -32,7 +35,7 @@ class WatchedView:
 
     def __init__(self, informers: AnyInformers, kube: Kube, *, strict: bool = True) -> None:
         self.informers = informers
-        self.fallback = LiveIndex(kube, strict=strict)
+        self.fallback = LiveIndex(kube, strict=strict, gets=FALLBACK_GETS)
         self.strict = strict
 
     def get(self, ref: ObjRef, selector: str = "") -> dict[str, Any] | None:

@@ -18,8 +18,10 @@ import pytest
 import yaml
 
 from orksync.apply.run import ApplyOptions
-from orksync.cluster import live as live_module
+from orksync.cluster import view as view_module
 from orksync.cluster.kube import Kube
+from orksync.cluster.view import WatchedView
+from orksync.cluster.watch import Informers
 from orksync.durations import rfc3339
 from orksync.errors import ClusterError
 from orksync.katalog.loader import load_repository
@@ -446,12 +448,42 @@ def test_a_hand_scaled_workload_is_taken_over_at_its_new_count(
     assert replicas(kube, deploy) == 4  # clamped to max
 
 
-def test_a_live_render_reads_few_custom_resources_by_name_and_many_by_one_list(
+def test_the_agent_s_view_reads_few_custom_resources_by_name_and_many_by_one_list(
         kube: Kube, repo: Repo, ns: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The custom resources' own status: a GET each up to GET_LIMIT lookups of their kind
-    (a Sync of a few does not read the thousands other Syncs hold), then one LIST of the
-    kind, so the requests stop growing with their number."""
-    monkeypatch.setattr(live_module, "GET_LIMIT", 3)
+    """Through the agent's view (orksync.cluster.view), lookups its informers cannot answer
+    (here: none watched) go to its fallback, which GETs the custom resources' own status
+    up to FALLBACK_GETS lookups of their kind (a Sync of a few does not read the thousands
+    other Syncs hold), then LISTs the kind, so the requests stop growing with their number."""
+    monkeypatch.setattr(view_module, "FALLBACK_GETS", 3)
+    repo.write({"katalog.yaml": CROSS.replace("        onReconcile:\n", """\
+        onCreate:
+          jobs: [{name: "{{ .metadata.name }}-build", image: busybox}]
+        onReconcile:
+"""), "crd.yaml": CRD, "db.yaml": widget("db", ns, engine="postgres"),
+                "app0.yaml": widget("app0", ns, database="db")})
+    repo.sync()
+
+    def requests_of_a_render() -> int:
+        catalog = load_repository(repo.root)
+        kube.requests = 0  # discovery is cached by the syncs before
+        rendered = render_live(kube, catalog, live=WatchedView(Informers(kube), kube))
+        assert rendered.ok, rendered.errors
+        return kube.requests
+
+    # a GET per Widget (its own status, and the cross's), a LIST each of Jobs and
+    # ConfigMaps (children, by orksync's label)
+    assert requests_of_a_render() == 2 + 2
+    repo.write({f"app{i}.yaml": widget(f"app{i}", ns, database="db") for i in range(1, 8)})
+    repo.sync()
+    # 9 Widgets: 3 GETs, then the LIST that answers the other 6
+    assert requests_of_a_render() == 3 + 1 + 2
+    repo.write({f"app{i}.yaml": widget(f"app{i}", ns, database="db") for i in range(8, 20)})
+    repo.sync()
+    assert requests_of_a_render() == 3 + 1 + 2  # the same for 21 custom resources
+
+
+def test_a_live_render_costs_the_same_requests_for_many_custom_resources_as_for_one(
+        kube: Kube, repo: Repo, ns: str) -> None:
     repo.write({"katalog.yaml": CROSS.replace("        onReconcile:\n", """\
         onCreate:
           jobs: [{name: "{{ .metadata.name }}-build", image: busybox}]
@@ -467,13 +499,8 @@ def test_a_live_render_reads_few_custom_resources_by_name_and_many_by_one_list(
         assert rendered.ok, rendered.errors
         return kube.requests
 
-    # a GET per Widget (its own status, and the cross's), a LIST each of Jobs and
-    # ConfigMaps (children, by orksync's label)
-    assert requests_of_a_render() == 2 + 2
+    # one LIST each: Widgets (own status and cross), Jobs and ConfigMaps (children)
+    assert requests_of_a_render() == 3
     repo.write({f"app{i}.yaml": widget(f"app{i}", ns, database="db") for i in range(1, 8)})
     repo.sync()
-    # 9 Widgets: 3 GETs, then the LIST that answers the other 6
-    assert requests_of_a_render() == 3 + 1 + 2
-    repo.write({f"app{i}.yaml": widget(f"app{i}", ns, database="db") for i in range(8, 20)})
-    repo.sync()
-    assert requests_of_a_render() == 3 + 1 + 2  # the same for 21 custom resources
+    assert requests_of_a_render() == 3  # the same for 9 custom resources as for 2
