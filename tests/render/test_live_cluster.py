@@ -448,59 +448,50 @@ def test_a_hand_scaled_workload_is_taken_over_at_its_new_count(
     assert replicas(kube, deploy) == 4  # clamped to max
 
 
-def test_the_agent_s_view_reads_few_custom_resources_by_name_and_many_by_one_list(
-        kube: Kube, repo: Repo, ns: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Through the agent's view (orksync.cluster.view), lookups its informers cannot answer
-    (here: none watched) go to its fallback, which GETs the custom resources' own status
-    up to FALLBACK_GETS lookups of their kind (a Sync of a few does not read the thousands
-    other Syncs hold), then LISTs the kind, so the requests stop growing with their number."""
-    monkeypatch.setattr(view_module, "FALLBACK_GETS", 3)
+def cross_widgets(repo: Repo, ns: str, apps: range) -> None:
+    """Widget `db` and the apps reading its status (`.cross`), each with a Job, synced."""
     repo.write({"katalog.yaml": CROSS.replace("        onReconcile:\n", """\
         onCreate:
           jobs: [{name: "{{ .metadata.name }}-build", image: busybox}]
         onReconcile:
 """), "crd.yaml": CRD, "db.yaml": widget("db", ns, engine="postgres"),
-                "app0.yaml": widget("app0", ns, database="db")})
+                **{f"app{i}.yaml": widget(f"app{i}", ns, database="db") for i in apps}})
     repo.sync()
 
-    def requests_of_a_render() -> int:
-        catalog = load_repository(repo.root)
-        kube.requests = 0  # discovery is cached by the syncs before
-        rendered = render_live(kube, catalog, live=WatchedView(Informers(kube), kube))
-        assert rendered.ok, rendered.errors
-        return kube.requests
 
+def requests_of_a_render(kube: Kube, repo: Repo, *, view: bool = False) -> int:
+    """The requests of a live render of the repository (through the agent's view, none of
+    whose kinds is watched, with `view`)."""
+    catalog = load_repository(repo.root)
+    kube.requests = 0  # discovery is cached by the syncs before
+    rendered = render_live(kube, catalog,
+                           live=WatchedView(Informers(kube), kube) if view else None)
+    assert rendered.ok, rendered.errors
+    return kube.requests
+
+
+def test_the_agent_s_view_reads_few_custom_resources_by_name_and_many_by_one_list(
+        kube: Kube, repo: Repo, ns: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Through the agent's view (orksync.cluster.view), lookups its informers cannot answer
+    go to its fallback, which GETs the custom resources' own status up to FALLBACK_GETS
+    lookups of their kind (a Sync of a few does not read the thousands other Syncs hold),
+    then LISTs the kind, so the requests stop growing with their number."""
+    monkeypatch.setattr(view_module, "FALLBACK_GETS", 3)
+    cross_widgets(repo, ns, range(1))
     # a GET per Widget (its own status, and the cross's), a LIST each of Jobs and
     # ConfigMaps (children, by orksync's label)
-    assert requests_of_a_render() == 2 + 2
-    repo.write({f"app{i}.yaml": widget(f"app{i}", ns, database="db") for i in range(1, 8)})
-    repo.sync()
+    assert requests_of_a_render(kube, repo, view=True) == 2 + 2
+    cross_widgets(repo, ns, range(8))
     # 9 Widgets: 3 GETs, then the LIST that answers the other 6
-    assert requests_of_a_render() == 3 + 1 + 2
-    repo.write({f"app{i}.yaml": widget(f"app{i}", ns, database="db") for i in range(8, 20)})
-    repo.sync()
-    assert requests_of_a_render() == 3 + 1 + 2  # the same for 21 custom resources
+    assert requests_of_a_render(kube, repo, view=True) == 3 + 1 + 2
+    cross_widgets(repo, ns, range(20))
+    assert requests_of_a_render(kube, repo, view=True) == 3 + 1 + 2  # and for 21
 
 
 def test_a_live_render_costs_the_same_requests_for_many_custom_resources_as_for_one(
         kube: Kube, repo: Repo, ns: str) -> None:
-    repo.write({"katalog.yaml": CROSS.replace("        onReconcile:\n", """\
-        onCreate:
-          jobs: [{name: "{{ .metadata.name }}-build", image: busybox}]
-        onReconcile:
-"""), "crd.yaml": CRD, "db.yaml": widget("db", ns, engine="postgres"),
-                "app0.yaml": widget("app0", ns, database="db")})
-    repo.sync()
-
-    def requests_of_a_render() -> int:
-        catalog = load_repository(repo.root)
-        kube.requests = 0  # discovery is cached by the syncs before
-        rendered = render_live(kube, catalog)
-        assert rendered.ok, rendered.errors
-        return kube.requests
-
+    cross_widgets(repo, ns, range(1))
     # one LIST each: Widgets (own status and cross), Jobs and ConfigMaps (children)
-    assert requests_of_a_render() == 3
-    repo.write({f"app{i}.yaml": widget(f"app{i}", ns, database="db") for i in range(1, 8)})
-    repo.sync()
-    assert requests_of_a_render() == 3  # the same for 9 custom resources as for 2
+    assert requests_of_a_render(kube, repo) == 3
+    cross_widgets(repo, ns, range(8))
+    assert requests_of_a_render(kube, repo) == 3  # the same for 9 custom resources as for 2
