@@ -37,10 +37,10 @@ class LiveIndex:
     agent's view, orksync.cluster.view: a Sync of a few custom resources, among the
     thousands of a kind many Syncs hold, reads its own and not the cluster's, whose LIST the
     API server reads whole and the agent holds while it renders). A kind the API server
-    does not serve has no objects. Any other failed LIST is
-    logged and treated as empty, or, with `strict` (the render's view: a missing child must
-    never be mistaken for an absent one), raised again as ClusterError on every lookup of
-    that kind. The orksync.render.children.LiveView of a live render.
+    does not serve has no objects. Any other failed read is logged and taken as nothing
+    found, or, with `strict` (the render's view: a missing child must never be mistaken for
+    an absent one), raised again as ClusterError on every lookup of that kind. The
+    orksync.render.children.LiveView of a live render.
 
     `by_namespace`: one LIST per kind and namespace instead (cluster-scoped kinds still
     cluster-wide): the view of an impersonated tenant (orksync.apply.impersonation),
