@@ -64,20 +64,18 @@ class LiveIndex:
         key = (ref.api_version, ref.kind, selector,
                ref.namespace if self.by_namespace else "")
         with self._lock:
-            if key in self._errors:
-                raise self._errors[key]
-            if key not in self._lists:
+            if key not in self._errors and key not in self._lists:
                 got = self._got.setdefault(key, {}) if self.gets and not selector else None
                 if got is not None and (ref in got or len(got) < self.gets):
                     if ref not in got:
                         got[ref] = self._get(ref, key)
-                        if key in self._errors:
-                            raise self._errors[key]
-                    return got[ref]
-                self._got.pop(key, None)
-                self._lists[key] = self._list(ref, selector, key)
-                if key in self._errors:
-                    raise self._errors[key]
+                    if key not in self._errors:
+                        return got[ref]
+                else:
+                    self._got.pop(key, None)
+                    self._lists[key] = self._list(ref, selector, key)
+            if key in self._errors:
+                raise self._errors[key]
             return self._lists[key].get(ref)
 
     def _get(self, ref: ObjRef, key: tuple[str, str, str, str]) -> dict[str, Any] | None:

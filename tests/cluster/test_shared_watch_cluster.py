@@ -77,7 +77,6 @@ def test_views_of_one_watch_hold_their_own_value_and_follow_a_move(setup: Any) -
         shared.stop()
 
 
-
 def test_a_view_keeps_no_managed_fields_caught_up_or_watched(setup: Any) -> None:
     kube, ns, label = setup
     key = f"slim-{label}"
@@ -92,6 +91,7 @@ def test_a_view_keeps_no_managed_fields_caught_up_or_watched(setup: Any) -> None
         assert all("managedFields" not in o["metadata"] for o in view.items(MAPS) or [])
     finally:
         shared.stop()
+
 
 def test_expected_values_are_listed_together_and_their_views_take_them_over(
         setup: Any) -> None:

@@ -64,7 +64,6 @@ def test_an_informer_lists_then_reports_what_others_write(setup: Any) -> None:
         informer.stop()
 
 
-
 def test_an_informer_keeps_no_managed_fields_but_a_secret_s(setup: Any) -> None:
     """A stored object without metadata.managedFields, listed or watched; a Secret's
     keep them (which data keys orksync applied)."""
@@ -89,6 +88,7 @@ def test_an_informer_keeps_no_managed_fields_but_a_secret_s(setup: Any) -> None:
     finally:
         for informer in informers:
             informer.stop()
+
 
 def test_a_cut_watch_resumes_and_misses_nothing_written_while_it_was_down(
         setup: Any, control_plane: ControlPlane, tmp_path: Path) -> None:
